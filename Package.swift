@@ -1,0 +1,43 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "swift-audio-queue",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "BufferQueue", targets: ["BufferQueue"]),
+        .executable(name: "playpcm", targets: ["playpcm"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.0"),
+    ],
+    targets: [
+        .target(
+            name: "BufferQueue",
+            path: "Sources/BufferQueue"
+        ),
+        .executableTarget(
+            name: "playpcm",
+            dependencies: [
+                "BufferQueue",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/playpcm"
+        ),
+        .executableTarget(
+            name: "aqbench",
+            dependencies: ["BufferQueue"],
+            path: "Benchmarks/aqbench"
+        ),
+        .testTarget(
+            name: "BufferQueueTests",
+            dependencies: [
+                "BufferQueue",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            path: "Tests/BufferQueueTests"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

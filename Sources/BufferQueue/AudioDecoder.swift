@@ -1,0 +1,215 @@
+import Synchronization
+
+/// Turns packets of one format into interleaved 32-bit float frames at the source rate.
+///
+/// A decoder is used by one queue and only ever from one thread at a time (the queue serializes
+/// every call), so implementations need no locking of their own; separate instances must be
+/// independent so that separate queues decode in parallel.
+///
+/// Decoded frames go to a ``DecodedAudio`` sink the queue owns and reuses, so a decoder allocates
+/// nothing per packet.
+public protocol AudioDecoder: AnyObject {
+    /// The format of the frames this decoder produces, as far as known before decoding.
+    ///
+    /// When the first decoded packet shows otherwise (HE-AAC found in-band, a sample-rate change
+    /// in an MP3 stream) the decoder calls ``DecodedAudio/changeFormat(_:)`` before appending frames
+    /// of the new format, and this property reports the new format from then on.
+    var outputFormat: AudioStreamDescription { get }
+
+    /// Decodes one packet.
+    ///
+    /// - Parameters:
+    ///   - packet: exactly one packet's bytes.
+    ///   - frames: the frames the container says the packet holds (0 when unknown). A decoder that
+    ///     cannot decode a packet appends that many frames of silence and reports the problem with
+    ///     ``DecodedAudio/reportError(_:)`` so that the timeline stays exact.
+    ///   - output: where decoded frames go.
+    /// - Throws: ``AudioQueueError`` only for failures after which the decoder cannot go on.
+    func decode(packet: UnsafeRawBufferPointer, frames: Int, into output: DecodedAudio) throws
+
+    /// Emits whatever the decoder still holds at the end of a run of packets (``AudioQueue/flush()``
+    /// or an asynchronous stop), then forgets its state as ``reset()`` does.
+    func finish(into output: DecodedAudio) throws
+
+    /// Forgets all decoding state (used for ``AudioQueue/reset()`` and seeking).
+    func reset()
+}
+
+/// Where a decoder puts its frames: a growable block of interleaved float samples owned by the queue.
+///
+/// The storage is kept between packets, so after the first few packets appending allocates nothing.
+public final class DecodedAudio {
+    /// The format of the frames being appended now (always interleaved float32).
+    public private(set) var format: AudioStreamDescription
+    private var storage: UnsafeMutablePointer<Float>
+    private var capacitySamples: Int
+    /// Samples (not frames) held.
+    public private(set) var sampleCount = 0
+    /// Non-fatal problems reported since the queue last looked.
+    public private(set) var errors: [AudioQueueError] = []
+    /// Format changes with the sample offset at which each takes effect.
+    private(set) var formatChanges: [(sampleOffset: Int, format: AudioStreamDescription)] = []
+
+    init(format: AudioStreamDescription, capacityFrames: Int = 4096) {
+        self.format = format
+        capacitySamples = max(capacityFrames * max(format.channelsPerFrame, 1), 64)
+        storage = .allocate(capacity: capacitySamples)
+    }
+
+    deinit { storage.deallocate() }
+
+    /// Frames held, in the current format.
+    public var frameCount: Int { sampleCount / max(format.channelsPerFrame, 1) }
+
+    /// Reserves room for `frames` more frames and returns a pointer to write them; follow with
+    /// ``commit(frames:)``.
+    public func reserve(frames: Int) -> UnsafeMutableBufferPointer<Float> {
+        let samples = frames * max(format.channelsPerFrame, 1)
+        ensureCapacity(sampleCount + samples)
+        return UnsafeMutableBufferPointer(start: storage + sampleCount, count: samples)
+    }
+
+    /// Marks `frames` frames written after ``reserve(frames:)``.
+    public func commit(frames: Int) {
+        let samples = frames * max(format.channelsPerFrame, 1)
+        precondition(sampleCount + samples <= capacitySamples, "commit beyond reserved space")
+        sampleCount += samples
+    }
+
+    /// Appends interleaved samples in the current format.
+    public func append(_ samples: UnsafeBufferPointer<Float>) {
+        guard let base = samples.baseAddress, !samples.isEmpty else { return }
+        ensureCapacity(sampleCount + samples.count)
+        (storage + sampleCount).update(from: base, count: samples.count)
+        sampleCount += samples.count
+    }
+
+    /// Appends `frames` frames of silence (used in place of a packet that could not be decoded).
+    public func appendSilence(frames: Int) {
+        guard frames > 0 else { return }
+        let space = reserve(frames: frames)
+        space.update(repeating: 0)
+        commit(frames: frames)
+    }
+
+    /// Announces that the frames appended from now on have a different rate or channel count.
+    public func changeFormat(_ newFormat: AudioStreamDescription) {
+        guard newFormat != format else { return }
+        format = newFormat
+        formatChanges.append((sampleCount, newFormat))
+    }
+
+    /// Records a non-fatal problem (a corrupt packet); the queue publishes it as the last converter
+    /// error and as an event.
+    public func reportError(_ error: AudioQueueError) { errors.append(error) }
+
+    var samples: UnsafeMutablePointer<Float> { storage }
+
+    /// Drops the samples after `count` (the trimmed end of a buffer).
+    func truncate(toSampleCount count: Int) {
+        sampleCount = min(sampleCount, max(count, 0))
+        formatChanges.removeAll { $0.sampleOffset > sampleCount }
+    }
+
+    /// Moves the samples from `offset` on to the front; returns how far they moved.
+    func compact(from offset: Int) {
+        guard offset > 0 else { return }
+        let kept = sampleCount - offset
+        if kept > 0 { storage.update(from: storage + offset, count: kept) }
+        sampleCount = max(kept, 0)
+        formatChanges = formatChanges.map { (max($0.sampleOffset - offset, 0), $0.format) }
+    }
+
+    func removeFormatChange() { if !formatChanges.isEmpty { formatChanges.removeFirst() } }
+
+    func takeErrors() -> [AudioQueueError] {
+        defer { errors.removeAll(keepingCapacity: true) }
+        return errors
+    }
+
+    func removeAll() {
+        sampleCount = 0
+        errors.removeAll(keepingCapacity: true)
+        formatChanges.removeAll(keepingCapacity: true)
+    }
+
+    private func ensureCapacity(_ needed: Int) {
+        guard needed > capacitySamples else { return }
+        var newCapacity = capacitySamples * 2
+        while newCapacity < needed { newCapacity *= 2 }
+        let grown = UnsafeMutablePointer<Float>.allocate(capacity: newCapacity)
+        grown.moveInitialize(from: storage, count: sampleCount)
+        storage.deallocate()
+        storage = grown
+        capacitySamples = newCapacity
+    }
+}
+
+/// Makes decoders for a set of formats; registered with ``AudioDecoderRegistry``.
+public struct AudioDecoderFactory: Sendable {
+    /// A name for messages, e.g. `"libmpg123"`.
+    public var name: String
+    /// The formats this factory decodes.
+    public var formats: Set<AudioFormatID>
+    /// Higher wins when several factories handle one format.
+    public var priority: Int
+    /// Creates a decoder for a stream description and its magic cookie.
+    public var make: @Sendable (AudioStreamDescription, [UInt8]?) throws -> any AudioDecoder
+
+    public init(name: String, formats: Set<AudioFormatID>, priority: Int = 0,
+                make: @escaping @Sendable (AudioStreamDescription, [UInt8]?) throws -> any AudioDecoder) {
+        self.name = name
+        self.formats = formats
+        self.priority = priority
+        self.make = make
+    }
+}
+
+/// The decoders a queue can choose from, keyed by format id.
+///
+/// Linear PCM is registered from the start. Codec modules register themselves
+/// (`MPG123Decoder.register()`, `FAADDecoder.register()`); a queue asks the registry when it
+/// needs a decoder, so registering before creating queues is enough.
+public final class AudioDecoderRegistry: Sendable {
+    /// The registry queues use unless given another.
+    public static let shared = AudioDecoderRegistry()
+
+    private let factories: Mutex<[AudioDecoderFactory]>
+
+    /// A registry holding only the linear PCM decoder.
+    public init() {
+        factories = Mutex([PCMDecoder.factory])
+    }
+
+    /// Adds a factory. A factory with the same name replaces the earlier one.
+    public func register(_ factory: AudioDecoderFactory) {
+        factories.withLock { list in
+            list.removeAll { $0.name == factory.name }
+            list.append(factory)
+        }
+    }
+
+    /// The factory that would be used for a format, if any.
+    public func factory(for formatID: AudioFormatID) -> AudioDecoderFactory? {
+        factories.withLock { list in
+            list.filter { $0.formats.contains(formatID) }.max { $0.priority < $1.priority }
+        }
+    }
+
+    /// Every format some factory decodes.
+    public var supportedFormats: Set<AudioFormatID> {
+        factories.withLock { list in list.reduce(into: []) { $0.formUnion($1.formats) } }
+    }
+
+    /// Makes a decoder for a stream.
+    /// - Throws: ``AudioQueueError/Code/codecNotFound`` when no factory handles the format, or
+    ///   what the factory throws.
+    public func makeDecoder(for format: AudioStreamDescription, magicCookie: [UInt8]?) throws -> any AudioDecoder {
+        guard let factory = factory(for: format.formatID) else {
+            let known = supportedFormats.map(\.description).sorted().joined(separator: ", ")
+            throw AudioQueueError(.codecNotFound,
+                "no decoder is registered for \(format.formatID) (registered: \(known)); register the codec module's decoder first")
+        }
+        return try factory.make(format, magicCookie)
+    }
+}

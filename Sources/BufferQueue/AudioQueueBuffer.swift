@@ -1,0 +1,83 @@
+import Synchronization
+
+/// A buffer of audio data, allocated by an ``AudioQueue``: Core Audio's `AudioQueueBuffer`.
+///
+/// The caller fills ``withUnsafeMutableBytes(_:)`` (or ``setData(_:)``), sets ``byteSize`` and hands
+/// the buffer to ``AudioQueue/enqueue(_:packetDescriptions:trimFramesAtStart:trimFramesAtEnd:parameters:startTime:)``.
+/// From then until the queue hands it back through the output callback the buffer belongs to the
+/// queue: writing to it, or enqueuing it again, is an error (``AudioQueueError/Code/bufferInQueue``).
+///
+/// The type is a reference so that the same storage is reused for the life of the queue; the queue
+/// checks ownership at every enqueue, which is what makes the `@unchecked Sendable` sound.
+public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomStringConvertible {
+    /// Bytes of storage.
+    public let capacity: Int
+    /// How many packet descriptions the buffer can carry.
+    public let packetDescriptionCapacity: Int
+    /// A number unique within the queue that allocated the buffer.
+    public let id: Int
+    /// Free for the caller's own use (Core Audio's `mUserData`).
+    public var userData: Int = 0
+
+    let storage: UnsafeMutableRawBufferPointer
+    let queueID: ObjectIdentifier
+    private let inQueue = Atomic<Bool>(false)
+    private var _byteSize = 0
+
+    init(capacity: Int, packetDescriptionCapacity: Int, id: Int, queueID: ObjectIdentifier) {
+        self.capacity = capacity
+        self.packetDescriptionCapacity = packetDescriptionCapacity
+        self.id = id
+        self.queueID = queueID
+        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(capacity, 1), alignment: 16)
+        storage.initializeMemory(as: UInt8.self, repeating: 0)
+    }
+
+    deinit { storage.deallocate() }
+
+    /// Whether the queue currently owns the buffer.
+    public var isInQueue: Bool { inQueue.load(ordering: .acquiring) }
+
+    /// Bytes of valid audio data in the buffer (Core Audio's `mAudioDataByteSize`).
+    ///
+    /// Setting a value above ``capacity`` clamps it; the queue reports a buffer over capacity as
+    /// ``AudioQueueError/Code/invalidBuffer`` only if storage was somehow exceeded.
+    public var byteSize: Int {
+        get { _byteSize }
+        set { _byteSize = min(max(newValue, 0), capacity) }
+    }
+
+    /// Gives access to the whole storage (``capacity`` bytes) for filling.
+    public func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: capacity))
+    }
+
+    /// Gives read access to the ``byteSize`` valid bytes.
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: storage.baseAddress, count: _byteSize))
+    }
+
+    /// Copies `bytes` into the buffer and sets ``byteSize``.
+    /// - Throws: ``AudioQueueError/Code/invalidBuffer`` when `bytes` does not fit, and
+    ///   ``AudioQueueError/Code/bufferInQueue`` while the queue owns the buffer.
+    public func setData<C: Collection>(_ bytes: C) throws where C.Element == UInt8 {
+        guard !isInQueue else {
+            throw AudioQueueError(.bufferInQueue, "buffer \(id) is still in the queue; wait for it to come back through the output callback")
+        }
+        guard bytes.count <= capacity else {
+            throw AudioQueueError(.invalidBuffer, "\(bytes.count) bytes do not fit in buffer \(id) of \(capacity) bytes")
+        }
+        UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: capacity).copyBytes(from: bytes)
+        _byteSize = bytes.count
+    }
+
+    /// Claims the buffer for the queue; false when it was already claimed.
+    func claim() -> Bool {
+        inQueue.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// Hands the buffer back to its caller.
+    func release() { inQueue.store(false, ordering: .releasing) }
+
+    public var description: String { "AudioQueueBuffer(id: \(id), \(byteSize)/\(capacity) bytes)" }
+}

@@ -1,0 +1,78 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Something that happened in a queue, delivered in order on the queue's callback executor.
+public enum AudioQueueEvent: Sendable, CustomStringConvertible {
+    /// The queue no longer needs the buffer's bytes (decoded, or discarded by a stop or reset): the
+    /// caller owns it again and may refill and enqueue it.
+    case bufferReturned(AudioQueueBuffer)
+    /// The sink really started or stopped producing the queue's sound.
+    case runningChanged(Bool)
+    /// The sink asked for frames the queue did not have; the timeline stood still meanwhile.
+    case underrun
+    /// Frames from here on have this format (interleaved float32); announced before any of them play.
+    case formatChanged(AudioStreamDescription)
+    /// A problem that did not stop the queue: a corrupt packet, an excessive trim, a sink failure.
+    case error(AudioQueueError)
+
+    public var description: String {
+        switch self {
+        case .bufferReturned(let buffer): return "bufferReturned(\(buffer.id))"
+        case .runningChanged(let running): return "runningChanged(\(running))"
+        case .underrun: return "underrun"
+        case .formatChanged(let format): return "formatChanged(\(format))"
+        case .error(let error): return "error(\(error))"
+        }
+    }
+}
+
+/// A position on the queue's timeline: Core Audio's `AudioTimeStamp` as far as a queue uses it.
+public struct AudioQueueTime: Hashable, Sendable {
+    /// Frames since the queue started, counting scheduled gaps, not counting time paused or starved.
+    public var sampleTime: Int64
+    /// True when the timeline was interrupted (an underrun or a reset) since the last time asked.
+    public var discontinuity: Bool
+}
+
+/// Level of one channel, over the most recently rendered block of frames.
+public struct AudioLevelMeter: Hashable, Sendable {
+    /// Root mean square level, linear (1 = full scale).
+    public var average: Float
+    /// Largest absolute sample, linear.
+    public var peak: Float
+
+    /// The same levels in decibels relative to full scale, floored at -120 dB.
+    public var decibels: AudioLevelMeter {
+        AudioLevelMeter(average: Self.dB(average), peak: Self.dB(peak))
+    }
+
+    static func dB(_ linear: Float) -> Float {
+        linear <= 1e-6 ? -120 : max(20 * log10f(linear), -120)
+    }
+}
+
+/// Parameters a queue applies to its output, now or from a given buffer on.
+public struct AudioQueueParameters: Hashable, Sendable {
+    /// Linear gain, 0...1.
+    public var volume: Float?
+    /// Balance, -1 (left only) ... 1 (right only); no effect on mono.
+    public var pan: Float?
+
+    public init(volume: Float? = nil, pan: Float? = nil) {
+        self.volume = volume
+        self.pan = pan
+    }
+
+    func validated() throws -> AudioQueueParameters {
+        if let volume, !(0...1).contains(volume) {
+            throw AudioQueueError(.invalidParameter, "volume \(volume) is outside 0...1")
+        }
+        if let pan, !(-1...1).contains(pan) {
+            throw AudioQueueError(.invalidParameter, "pan \(pan) is outside -1...1")
+        }
+        return self
+    }
+}

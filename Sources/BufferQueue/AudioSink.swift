@@ -1,0 +1,67 @@
+/// Where a queue's frames go: a device, a sound server, or nowhere (``NullSink``).
+///
+/// A sink runs its own clock. Once started it pulls interleaved float32 frames from the
+/// ``AudioRenderSource`` it was opened with, on its own thread, as its clock demands. The queue calls
+/// the control methods below from its own threads, never concurrently with each other.
+///
+/// The render source never blocks, allocates or locks; a sink's pulling thread can be real-time.
+public protocol AudioSink: AnyObject, Sendable {
+    /// Prepares to play `format` (interleaved float32) pulled from `source`. Called again with a new
+    /// format (after ``close()``) when the decoded format changes.
+    func open(format: AudioStreamDescription, source: AudioRenderSource) throws
+
+    /// Starts (or resumes) pulling frames.
+    func start() throws
+
+    /// Stops pulling. When this returns no render call is in progress and none starts until
+    /// ``start()``. Frames the sink already holds stay for when it resumes.
+    func pause()
+
+    /// Discards frames the sink accepted but has not played yet.
+    func flush()
+
+    /// Calls `completion` once every frame the sink accepted has been played. The sink keeps pulling
+    /// until then (the source renders silence past the end).
+    func drain(_ completion: @escaping @Sendable () -> Void)
+
+    /// Stops and releases the device or stream. The sink may be opened again.
+    func close()
+
+    /// Frames accepted but not yet heard: the output latency right now.
+    var latencyFrames: Int { get }
+
+    /// A hint that the source has new frames. Sinks that pull only when data is there (an unpaced
+    /// ``NullSink``) use it; clocked sinks ignore it.
+    func sourceHasData()
+}
+
+extension AudioSink {
+    public func sourceHasData() {}
+}
+
+/// What a sink pulls frames from. It wraps the queue's render stage.
+///
+/// ``render(into:frames:fillSilence:)`` is safe to call from a real-time thread: it allocates nothing,
+/// takes no lock and makes no blocking call.
+public final class AudioRenderSource: @unchecked Sendable {
+    let stage: RenderStage
+    private let errorHandler: @Sendable (AudioQueueError) -> Void
+
+    init(stage: RenderStage, errorHandler: @escaping @Sendable (AudioQueueError) -> Void) {
+        self.stage = stage
+        self.errorHandler = errorHandler
+    }
+
+    /// Renders up to `frames` frames into `buffer` (interleaved, the channel count the sink was
+    /// opened with) and returns how many frames of queue audio were written.
+    ///
+    /// - Parameter fillSilence: when true the frames after the returned count are set to zero and
+    ///   count as an underrun if the queue was playing; a clocked sink passes true. An unpaced sink
+    ///   passes false and only takes what exists.
+    public func render(into buffer: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
+        stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
+    }
+
+    /// Tells the queue the sink failed (server gone, device lost). Not for the real-time thread.
+    public func reportError(_ error: AudioQueueError) { errorHandler(error) }
+}

@@ -1,0 +1,192 @@
+/// A four-character code naming an audio data format, like Core Audio's `AudioFormatID`.
+///
+/// The queue picks a decoder for a format from ``AudioDecoderRegistry`` by this value.
+public struct AudioFormatID: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// Builds a format id from four ASCII characters, e.g. `"lpcm"`.
+    public init(_ code: StaticString) {
+        precondition(code.utf8CodeUnitCount == 4, "a format id has four characters")
+        var value: UInt32 = 0
+        code.withUTF8Buffer { for byte in $0 { value = value << 8 | UInt32(byte) } }
+        rawValue = value
+    }
+
+    /// Linear PCM (`'lpcm'`).
+    public static let linearPCM = AudioFormatID("lpcm")
+    /// MPEG-1/2/2.5 Layer III (`'.mp3'`).
+    public static let mpegLayer3 = AudioFormatID(".mp3")
+    /// MPEG-1/2 Layer II (`'.mp2'`).
+    public static let mpegLayer2 = AudioFormatID(".mp2")
+    /// MPEG-1/2 Layer I (`'.mp1'`).
+    public static let mpegLayer1 = AudioFormatID(".mp1")
+    /// AAC Low Complexity (`'aac '`).
+    public static let aacLC = AudioFormatID("aac ")
+    /// High-Efficiency AAC: AAC-LC core plus spectral band replication (`'aach'`).
+    public static let heAAC = AudioFormatID("aach")
+    /// High-Efficiency AAC v2: SBR plus parametric stereo (`'aacp'`).
+    public static let heAACv2 = AudioFormatID("aacp")
+
+    /// The four characters, e.g. `'lpcm'`.
+    public var description: String {
+        var chars = ""
+        for shift in stride(from: 24, through: 0, by: -8) {
+            let byte = UInt8(truncatingIfNeeded: rawValue >> UInt32(shift))
+            chars.append((32...126).contains(byte) ? Character(Unicode.Scalar(byte)) : "?")
+        }
+        return "'\(chars)'"
+    }
+}
+
+/// Flags describing the layout of linear PCM samples (Core Audio's `AudioFormatFlags`).
+public struct AudioFormatFlags: OptionSet, Hashable, Sendable {
+    public var rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// Samples are IEEE floating point (`kAudioFormatFlagIsFloat`).
+    public static let isFloat = AudioFormatFlags(rawValue: 1 << 0)
+    /// Samples are big endian (`kAudioFormatFlagIsBigEndian`).
+    public static let isBigEndian = AudioFormatFlags(rawValue: 1 << 1)
+    /// Integer samples are signed (`kAudioFormatFlagIsSignedInteger`).
+    public static let isSignedInteger = AudioFormatFlags(rawValue: 1 << 2)
+    /// Sample bits fill their bytes (`kAudioFormatFlagIsPacked`).
+    public static let isPacked = AudioFormatFlags(rawValue: 1 << 3)
+    /// When not packed, the sample bits sit in the high bits of the container (`kAudioFormatFlagIsAlignedHigh`).
+    public static let isAlignedHigh = AudioFormatFlags(rawValue: 1 << 4)
+    /// Channels are in separate buffers (`kAudioFormatFlagIsNonInterleaved`). The queue does not accept this.
+    public static let isNonInterleaved = AudioFormatFlags(rawValue: 1 << 5)
+}
+
+/// The format of a stream of audio data: Core Audio's `AudioStreamBasicDescription`.
+///
+/// For linear PCM every field is set; compressed formats have `bytesPerPacket == 0` (packets vary in
+/// size and need ``AudioPacketDescription``s), `bytesPerFrame == 0` and `bitsPerChannel == 0`.
+public struct AudioStreamDescription: Hashable, Sendable, CustomStringConvertible {
+    /// Frames per second of the data as it is stored (for HE-AAC, the rate the header states).
+    public var sampleRate: Double
+    public var formatID: AudioFormatID
+    public var formatFlags: AudioFormatFlags
+    /// Bytes in a packet; 0 when packets vary in size.
+    public var bytesPerPacket: Int
+    /// Frames in a packet; 0 when packets vary in their frame count.
+    public var framesPerPacket: Int
+    /// Bytes in one frame (all channels); 0 for compressed data.
+    public var bytesPerFrame: Int
+    public var channelsPerFrame: Int
+    /// Bits in one sample of one channel; 0 for compressed data.
+    public var bitsPerChannel: Int
+
+    public init(sampleRate: Double, formatID: AudioFormatID, formatFlags: AudioFormatFlags = [],
+                bytesPerPacket: Int, framesPerPacket: Int, bytesPerFrame: Int,
+                channelsPerFrame: Int, bitsPerChannel: Int) {
+        self.sampleRate = sampleRate
+        self.formatID = formatID
+        self.formatFlags = formatFlags
+        self.bytesPerPacket = bytesPerPacket
+        self.framesPerPacket = framesPerPacket
+        self.bytesPerFrame = bytesPerFrame
+        self.channelsPerFrame = channelsPerFrame
+        self.bitsPerChannel = bitsPerChannel
+    }
+
+    /// Interleaved linear PCM with one frame per packet.
+    ///
+    /// - Parameters:
+    ///   - bitsPerChannel: 8 (unsigned), 16, 24 or 32 (signed integers), or 32/64 with `isFloat`.
+    ///   - bytesPerSample: the container size; defaults to the smallest that holds the bits
+    ///     (pass 4 for 24-bit samples in 32-bit words).
+    public static func linearPCM(sampleRate: Double, channels: Int, bitsPerChannel: Int,
+                                 isFloat: Bool = false, isBigEndian: Bool = false,
+                                 bytesPerSample: Int? = nil) -> AudioStreamDescription {
+        let container = bytesPerSample ?? (bitsPerChannel + 7) / 8
+        var flags: AudioFormatFlags = []
+        if isFloat { flags.insert(.isFloat) } else if bitsPerChannel > 8 { flags.insert(.isSignedInteger) }
+        if isBigEndian { flags.insert(.isBigEndian) }
+        if container * 8 == bitsPerChannel { flags.insert(.isPacked) }
+        return AudioStreamDescription(
+            sampleRate: sampleRate, formatID: .linearPCM, formatFlags: flags,
+            bytesPerPacket: container * channels, framesPerPacket: 1,
+            bytesPerFrame: container * channels, channelsPerFrame: channels, bitsPerChannel: bitsPerChannel)
+    }
+
+    /// Native-endian interleaved 32-bit float PCM: the format every decoder produces.
+    public static func float32(sampleRate: Double, channels: Int) -> AudioStreamDescription {
+        linearPCM(sampleRate: sampleRate, channels: channels, bitsPerChannel: 32, isFloat: true)
+    }
+
+    /// Whether this is linear PCM.
+    public var isLinearPCM: Bool { formatID == .linearPCM }
+    /// Whether this is native-endian interleaved 32-bit float PCM.
+    public var isFloat32Interleaved: Bool {
+        isLinearPCM && formatFlags.contains(.isFloat) && bitsPerChannel == 32
+            && !formatFlags.contains(.isNonInterleaved) && !formatFlags.contains(.isBigEndian)
+            && bytesPerFrame == 4 * channelsPerFrame
+    }
+
+    public var description: String {
+        var text = "\(channelsPerFrame) ch, \(Self.formatRate(sampleRate)) Hz, \(formatID)"
+        if isLinearPCM {
+            let kind = formatFlags.contains(.isFloat) ? "float"
+                : formatFlags.contains(.isSignedInteger) ? "signed integer" : "unsigned integer"
+            let endian = formatFlags.contains(.isBigEndian) ? "big-endian" : "little-endian"
+            let layout = formatFlags.contains(.isNonInterleaved) ? "deinterleaved" : "interleaved"
+            text += " (\(bitsPerChannel)-bit \(endian) \(kind), \(layout))"
+        } else if framesPerPacket > 0 {
+            text += ", \(framesPerPacket) frames/packet"
+        }
+        return text
+    }
+
+    static func formatRate(_ rate: Double) -> String {
+        rate == rate.rounded() && abs(rate) < 1e12 ? String(Int64(rate)) : String(rate)
+    }
+}
+
+/// Where one packet sits in a buffer: Core Audio's `AudioStreamPacketDescription`.
+public struct AudioPacketDescription: Hashable, Sendable {
+    /// Byte offset of the packet from the start of the buffer's data.
+    public var startOffset: Int
+    /// Frames the packet decodes to when the format's `framesPerPacket` is 0; otherwise 0.
+    public var variableFramesInPacket: Int
+    /// Size of the packet in bytes.
+    public var dataByteSize: Int
+
+    public init(startOffset: Int, variableFramesInPacket: Int = 0, dataByteSize: Int) {
+        self.startOffset = startOffset
+        self.variableFramesInPacket = variableFramesInPacket
+        self.dataByteSize = dataByteSize
+    }
+}
+
+/// How channels map to speakers. The queue stores it, checks it against the channel count and
+/// hands it to the sink.
+public struct AudioChannelLayout: Hashable, Sendable {
+    /// A speaker position.
+    public enum Label: UInt32, Hashable, Sendable {
+        case unknown = 0xFFFF_FFFF, unused = 0, left = 1, right = 2, center = 3, lfeScreen = 4
+        case leftSurround = 5, rightSurround = 6, centerSurround = 9
+        case leftSurroundDirect = 10, rightSurroundDirect = 11, mono = 42
+    }
+    /// One label per channel, in channel order.
+    public var channelLabels: [Label]
+
+    public init(channelLabels: [Label]) { self.channelLabels = channelLabels }
+
+    public var channelCount: Int { channelLabels.count }
+    public static let mono = AudioChannelLayout(channelLabels: [.mono])
+    public static let stereo = AudioChannelLayout(channelLabels: [.left, .right])
+
+    /// The usual layout for a channel count (the AAC/MPEG default order).
+    public static func `default`(channels: Int) -> AudioChannelLayout {
+        switch channels {
+        case 1: return .mono
+        case 2: return .stereo
+        case 3: return AudioChannelLayout(channelLabels: [.center, .left, .right])
+        case 4: return AudioChannelLayout(channelLabels: [.center, .left, .right, .centerSurround])
+        case 5: return AudioChannelLayout(channelLabels: [.center, .left, .right, .leftSurround, .rightSurround])
+        case 6: return AudioChannelLayout(channelLabels: [.center, .left, .right, .leftSurround, .rightSurround, .lfeScreen])
+        default: return AudioChannelLayout(channelLabels: Array(repeating: .unknown, count: max(channels, 0)))
+        }
+    }
+}

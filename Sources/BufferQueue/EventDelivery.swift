@@ -1,0 +1,79 @@
+import Dispatch
+import Synchronization
+
+/// Delivers a queue's output callbacks and events, in order, on one serial executor.
+///
+/// Both the closure callback and every ``AudioQueue/events(bufferingPolicy:)`` stream are fed from
+/// the same serial dispatch queue, so there is one order and one mechanism. After ``shutDown()``
+/// returns nothing more is delivered.
+final class EventDelivery: Sendable {
+    private let queue: DispatchQueue
+    private let key = DispatchSpecificKey<UInt8>()
+    private let closed = Atomic<Bool>(false)
+    private let streams = Mutex<[Int: AsyncStream<AudioQueueEvent>.Continuation]>([:])
+    private let nextStreamID = Atomic<Int>(0)
+    private let outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?
+
+    init(label: String, target: DispatchQueue?, outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?) {
+        queue = DispatchQueue(label: label, target: target)
+        queue.setSpecific(key: key, value: 1)
+        self.outputCallback = outputCallback
+    }
+
+    /// Whether the current code runs on the delivery queue (inside a callback).
+    var isCurrent: Bool { DispatchQueue.getSpecific(key: key) != nil }
+
+    func deliver(_ items: [Outgoing]) {
+        guard !items.isEmpty, !closed.load(ordering: .acquiring) else { return }
+        queue.async { [self] in
+            for item in items {
+                guard !closed.load(ordering: .acquiring) else { return }
+                switch item {
+                case .buffer(let buffer):
+                    buffer.release()
+                    outputCallback?(buffer)
+                    yield(.bufferReturned(buffer))
+                case .event(let event):
+                    yield(event)
+                }
+            }
+        }
+    }
+
+    func deliver(_ event: AudioQueueEvent) { deliver([.event(event)]) }
+
+    private func yield(_ event: AudioQueueEvent) {
+        let continuations = streams.withLock { Array($0.values) }
+        for continuation in continuations { continuation.yield(event) }
+    }
+
+    func makeStream(bufferingPolicy: AsyncStream<AudioQueueEvent>.Continuation.BufferingPolicy) -> AsyncStream<AudioQueueEvent> {
+        let (stream, continuation) = AsyncStream<AudioQueueEvent>.makeStream(bufferingPolicy: bufferingPolicy)
+        if closed.load(ordering: .acquiring) {
+            continuation.finish()
+            return stream
+        }
+        let id = nextStreamID.add(1, ordering: .relaxed).newValue
+        streams.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.streams.withLock { $0.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Stops all delivery. Waits for a callback in progress unless called from inside one.
+    func shutDown() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if !isCurrent { queue.sync {} }
+        let continuations = streams.withLock { list -> [AsyncStream<AudioQueueEvent>.Continuation] in
+            defer { list.removeAll() }
+            return Array(list.values)
+        }
+        for continuation in continuations { continuation.finish() }
+    }
+
+    /// Waits until everything delivered so far has been handled (for tests and orderly shutdown).
+    func waitUntilDelivered() {
+        if !isCurrent { queue.sync {} }
+    }
+}

@@ -1,0 +1,194 @@
+/// One interleaved linear PCM sample layout the library reads and writes.
+public enum PCMSampleLayout: Hashable, Sendable {
+    /// 8-bit unsigned, 128 = silence.
+    case unsigned8
+    /// Signed integers of `bits` bits in containers of `bytes` bytes.
+    case signed(bits: Int, bytes: Int, alignedHigh: Bool, bigEndian: Bool)
+    /// IEEE float of 4 or 8 bytes.
+    case float(bytes: Int, bigEndian: Bool)
+
+    /// The layout of a stream description, or an error saying why it is not supported.
+    public init(_ format: AudioStreamDescription) throws {
+        guard format.isLinearPCM else {
+            throw AudioQueueError(.codecNotFound, "\(format.formatID) is not linear PCM")
+        }
+        guard !format.formatFlags.contains(.isNonInterleaved) else {
+            throw AudioQueueError(.codecNotFound, "non-interleaved PCM is not supported; interleave the channels")
+        }
+        let channels = format.channelsPerFrame
+        guard channels > 0, channels <= 64 else {
+            throw AudioQueueError(.invalidPropertyValue, "PCM with \(channels) channels is not supported (1...64)")
+        }
+        guard format.sampleRate > 0, format.sampleRate.isFinite, format.sampleRate <= 1_536_000 else {
+            throw AudioQueueError(.invalidPropertyValue, "sample rate \(format.sampleRate) is out of range")
+        }
+        guard format.bytesPerFrame > 0, format.bytesPerFrame % channels == 0 else {
+            throw AudioQueueError(.invalidPropertyValue,
+                "bytes per frame \(format.bytesPerFrame) is not a multiple of \(channels) channels")
+        }
+        guard format.framesPerPacket == 1, format.bytesPerPacket == format.bytesPerFrame else {
+            throw AudioQueueError(.invalidPropertyValue,
+                "linear PCM needs 1 frame per packet and bytes per packet = bytes per frame (got \(format.framesPerPacket) and \(format.bytesPerPacket)/\(format.bytesPerFrame))")
+        }
+        let bytes = format.bytesPerFrame / channels
+        let bits = format.bitsPerChannel
+        let big = format.formatFlags.contains(.isBigEndian)
+        if format.formatFlags.contains(.isFloat) {
+            guard (bytes == 4 && bits == 32) || (bytes == 8 && bits == 64) else {
+                throw AudioQueueError(.codecNotFound, "float PCM must be 32 or 64 bits (got \(bits) bits in \(bytes) bytes)")
+            }
+            self = .float(bytes: bytes, bigEndian: big)
+        } else if bits == 8 && bytes == 1 && !format.formatFlags.contains(.isSignedInteger) {
+            self = .unsigned8
+        } else {
+            guard format.formatFlags.contains(.isSignedInteger), [16, 24, 32].contains(bits),
+                  bytes * 8 >= bits, bytes <= 4 else {
+                throw AudioQueueError(.codecNotFound,
+                    "integer PCM must be 8-bit unsigned or 16/24/32-bit signed (got \(bits) bits in \(bytes) bytes, flags \(format.formatFlags.rawValue))")
+            }
+            let packed = bytes * 8 == bits
+            self = .signed(bits: bits, bytes: bytes, alignedHigh: packed || format.formatFlags.contains(.isAlignedHigh), bigEndian: big)
+        }
+    }
+
+    /// Bytes one sample occupies.
+    public var bytesPerSample: Int {
+        switch self {
+        case .unsigned8: return 1
+        case .signed(_, let bytes, _, _): return bytes
+        case .float(let bytes, _): return bytes
+        }
+    }
+
+    /// Whether this is native (little-endian) float32, which converts by copying.
+    var isNativeFloat32: Bool {
+        if case .float(4, false) = self { return true }
+        return false
+    }
+
+    /// Converts `count` samples at `source` to float in `destination`.
+    func toFloat(_ source: UnsafeRawPointer, count: Int, into destination: UnsafeMutablePointer<Float>) {
+        switch self {
+        case .unsigned8:
+            let bytes = source.assumingMemoryBound(to: UInt8.self)
+            for i in 0..<count { destination[i] = Float(Int(bytes[i]) - 128) * (1.0 / 128.0) }
+        case .float(4, let big):
+            if !big {
+                destination.update(from: source.assumingMemoryBound(to: Float.self), count: count)
+            } else {
+                for i in 0..<count {
+                    destination[i] = Float(bitPattern: UInt32(bigEndian: source.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self)))
+                }
+            }
+        case .float(_, let big):
+            for i in 0..<count {
+                let raw = source.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)
+                destination[i] = Float(Double(bitPattern: big ? UInt64(bigEndian: raw) : UInt64(littleEndian: raw)))
+            }
+        case .signed(16, 2, _, let big):
+            for i in 0..<count {
+                let raw = source.loadUnaligned(fromByteOffset: i * 2, as: UInt16.self)
+                let value = Int16(bitPattern: big ? UInt16(bigEndian: raw) : UInt16(littleEndian: raw))
+                destination[i] = Float(value) * (1.0 / 32768.0)
+            }
+        case .signed(24, 3, _, let big):
+            let bytes = source.assumingMemoryBound(to: UInt8.self)
+            for i in 0..<count {
+                let b = bytes + i * 3
+                let word = big ? (UInt32(b[0]) << 24 | UInt32(b[1]) << 16 | UInt32(b[2]) << 8)
+                               : (UInt32(b[2]) << 24 | UInt32(b[1]) << 16 | UInt32(b[0]) << 8)
+                destination[i] = Float(Int32(bitPattern: word) >> 8) * (1.0 / 8_388_608.0)
+            }
+        case .signed(let bits, _, let alignedHigh, let big):
+            // 32-bit containers: 32-bit samples, or 24 bits in the high or low bits.
+            for i in 0..<count {
+                let raw = source.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self)
+                var word = Int32(bitPattern: big ? UInt32(bigEndian: raw) : UInt32(littleEndian: raw))
+                if bits == 24 { word = alignedHigh ? word >> 8 : (word << 8) >> 8 }
+                destination[i] = Float(word) * (bits == 24 ? 1.0 / 8_388_608.0 : 1.0 / 2_147_483_648.0)
+            }
+        }
+    }
+
+    /// Converts `count` float samples to this layout at `destination`, clamping to the integer range.
+    func fromFloat(_ source: UnsafePointer<Float>, count: Int, into destination: UnsafeMutableRawPointer) {
+        switch self {
+        case .unsigned8:
+            let out = destination.assumingMemoryBound(to: UInt8.self)
+            for i in 0..<count { out[i] = UInt8(Self.quantize(source[i], scale: 128, min: -128, max: 127) + 128) }
+        case .float(4, let big):
+            if !big {
+                destination.assumingMemoryBound(to: Float.self).update(from: source, count: count)
+            } else {
+                for i in 0..<count { destination.storeBytes(of: source[i].bitPattern.bigEndian, toByteOffset: i * 4, as: UInt32.self) }
+            }
+        case .float(_, let big):
+            for i in 0..<count {
+                let bits = Double(source[i]).bitPattern
+                destination.storeBytes(of: big ? bits.bigEndian : bits.littleEndian, toByteOffset: i * 8, as: UInt64.self)
+            }
+        case .signed(16, 2, _, let big):
+            for i in 0..<count {
+                let value = UInt16(bitPattern: Int16(Self.quantize(source[i], scale: 32768, min: -32768, max: 32767)))
+                destination.storeBytes(of: big ? value.bigEndian : value.littleEndian, toByteOffset: i * 2, as: UInt16.self)
+            }
+        case .signed(24, 3, _, let big):
+            let out = destination.assumingMemoryBound(to: UInt8.self)
+            for i in 0..<count {
+                let value = UInt32(bitPattern: Int32(Self.quantize(source[i], scale: 8_388_608, min: -8_388_608, max: 8_388_607)))
+                let b0 = UInt8(truncatingIfNeeded: value), b1 = UInt8(truncatingIfNeeded: value >> 8), b2 = UInt8(truncatingIfNeeded: value >> 16)
+                if big { out[i * 3] = b2; out[i * 3 + 1] = b1; out[i * 3 + 2] = b0 } else { out[i * 3] = b0; out[i * 3 + 1] = b1; out[i * 3 + 2] = b2 }
+            }
+        case .signed(let bits, _, let alignedHigh, let big):
+            for i in 0..<count {
+                var value: Int32
+                if bits == 24 {
+                    value = Int32(Self.quantize(source[i], scale: 8_388_608, min: -8_388_608, max: 8_388_607))
+                    if alignedHigh { value <<= 8 }
+                } else {
+                    value = Int32(Self.quantize(source[i], scale: 2_147_483_648, min: -2_147_483_648, max: 2_147_483_647))
+                }
+                let raw = UInt32(bitPattern: value)
+                destination.storeBytes(of: big ? raw.bigEndian : raw.littleEndian, toByteOffset: i * 4, as: UInt32.self)
+            }
+        }
+    }
+
+    @inline(__always)
+    static func quantize(_ sample: Float, scale: Double, min: Double, max: Double) -> Int64 {
+        let scaled = (Double(sample) * scale).rounded()
+        if scaled.isNaN { return 0 }
+        return Int64(Swift.min(Swift.max(scaled, min), max))
+    }
+}
+
+/// Decodes interleaved linear PCM of any ``PCMSampleLayout`` to float32 at the source rate.
+public final class PCMDecoder: AudioDecoder {
+    public let inputFormat: AudioStreamDescription
+    public let outputFormat: AudioStreamDescription
+    let layout: PCMSampleLayout
+
+    /// - Throws: ``AudioQueueError/Code/codecNotFound`` for layouts that are not supported.
+    public init(format: AudioStreamDescription) throws {
+        layout = try PCMSampleLayout(format)
+        inputFormat = format
+        outputFormat = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
+    }
+
+    /// The registry entry for linear PCM.
+    public static let factory = AudioDecoderFactory(name: "linear PCM", formats: [.linearPCM]) { format, _ in
+        try PCMDecoder(format: format)
+    }
+
+    public func decode(packet: UnsafeRawBufferPointer, frames: Int, into output: DecodedAudio) throws {
+        guard let base = packet.baseAddress else { return }
+        let frameCount = packet.count / inputFormat.bytesPerFrame
+        let space = output.reserve(frames: frameCount)
+        guard let destination = space.baseAddress else { return }
+        layout.toFloat(base, count: frameCount * inputFormat.channelsPerFrame, into: destination)
+        output.commit(frames: frameCount)
+    }
+
+    public func finish(into output: DecodedAudio) throws {}
+    public func reset() {}
+}

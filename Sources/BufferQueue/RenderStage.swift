@@ -1,0 +1,311 @@
+import Synchronization
+
+/// The consumer end of the queue: turns the sample ring into output frames.
+///
+/// Exactly one consumer uses it at a time: the sink's thread while the sink runs, otherwise the
+/// queue's control path or offline render (under the queue's pipeline lock). Its own state is plain
+/// stored properties for that reason; everything shared with other threads is atomic. Nothing here
+/// allocates, locks or blocks.
+final class RenderStage: @unchecked Sendable {
+    static let maxChannels = 64
+
+    let ring: SampleRing
+    let markers: MarkerRing
+    /// Wakes the queue's worker; must be safe to call from a real-time thread.
+    var notify: @Sendable () -> Void = {}
+
+    // MARK: written by the control path, read here
+    let volumeTarget = Atomic<UInt32>(Float(1).bitPattern)
+    let volumeGeneration = Atomic<Int>(0)
+    let panTarget = Atomic<UInt32>(Float(0).bitPattern)
+    let panGeneration = Atomic<Int>(0)
+    let rampSeconds = Atomic<UInt32>(Float(0).bitPattern)
+    let meteringEnabled = Atomic<Bool>(false)
+    let discardEpoch = Atomic<Int>(0)
+    let discardPosition = Atomic<Int>(0)
+    /// The timeline position a discard continues from.
+    let discardTimeline = Atomic<Int>(0)
+    let startGeneration = Atomic<Int>(0)
+    /// Started and not paused: a short render then counts as an underrun.
+    let playing = Atomic<Bool>(false)
+
+    // MARK: written here, read elsewhere
+    let timelineFrames = Atomic<Int>(0)
+    /// Silent frames rendered since the last frame of queue audio (underrun or past the end).
+    let silenceFramesSinceAudio = Atomic<Int>(0)
+    let startedGeneration = Atomic<Int>(0)
+    let underrunCount = Atomic<Int>(0)
+    let endOfStreamCount = Atomic<Int>(0)
+    let waitingForFormat = Atomic<Bool>(false)
+    let discontinuity = Atomic<Bool>(false)
+    let meterChannels = Atomic<Int>(0)
+    let meterPeak = AtomicFloats(count: RenderStage.maxChannels)
+    let meterAverage = AtomicFloats(count: RenderStage.maxChannels)
+
+    // MARK: consumer-local
+    private(set) var channels: Int
+    private(set) var sampleRate: Double
+    private var epochSeen = 0
+    private var startSeen = 0
+    private var volumeSeen = 0
+    private var panSeen = 0
+    private var volume: Float = 1
+    private var volumeGoal: Float = 1
+    private var volumeStep: Float = 0
+    private var volumeRampLeft = 0
+    private var pan: Float = 0
+    private var panGoal: Float = 0
+    private var panStep: Float = 0
+    private var panRampLeft = 0
+    private var hadAudio = false
+    private var holdAfterEnd = false
+    private let meterScratch: UnsafeMutablePointer<Float>
+
+    init(capacityFrames: Int, channels: Int, sampleRate: Double) {
+        ring = SampleRing(minimumCapacity: max(capacityFrames, 256) * max(channels, 2))
+        markers = MarkerRing(capacity: 4096)
+        self.channels = channels
+        self.sampleRate = sampleRate
+        meterScratch = .allocate(capacity: 2 * RenderStage.maxChannels)
+        meterScratch.initialize(repeating: 0, count: 2 * RenderStage.maxChannels)
+    }
+
+    deinit { meterScratch.deallocate() }
+
+    /// Sets the format of what comes next; only while no sink pulls.
+    func configure(channels: Int, sampleRate: Double) {
+        self.channels = channels
+        self.sampleRate = sampleRate
+    }
+
+    /// Steps over a format-change marker once the sink follows the new format; only while no sink pulls.
+    func acceptFormatChange() {
+        if let marker = markers.peek(), marker.kind == .formatChange, marker.epoch == epochSeen {
+            channels = marker.channels
+            sampleRate = marker.sampleRate
+            markers.pop()
+        }
+        waitingForFormat.store(false, ordering: .releasing)
+    }
+
+    /// Takes a format change waiting at the very front (before any frame), so that a sink opens
+    /// with the format of the first frames; only while no sink pulls.
+    func adoptLeadingFormatChange() {
+        applyDiscardIfNeeded()
+        while let marker = markers.peek(), marker.epoch < epochSeen { markers.pop() }
+        while let marker = markers.peek(), marker.kind == .formatChange, marker.epoch == epochSeen,
+              marker.position <= ring.readPosition {
+            channels = marker.channels
+            sampleRate = marker.sampleRate
+            markers.pop()
+        }
+        waitingForFormat.store(false, ordering: .releasing)
+    }
+
+    /// The format waiting at the front of the marker ring, if the render stopped at one.
+    func pendingFormat() -> (channels: Int, sampleRate: Double)? {
+        guard waitingForFormat.load(ordering: .acquiring), let marker = markers.peek(),
+              marker.kind == .formatChange else { return nil }
+        return (marker.channels, marker.sampleRate)
+    }
+
+    /// Restarts the timeline at zero (a start after a stop); only while no sink pulls.
+    func resetTimeline() {
+        timelineFrames.store(0, ordering: .relaxed)
+        silenceFramesSinceAudio.store(0, ordering: .relaxed)
+        holdAfterEnd = false
+        hadAudio = false
+    }
+
+    /// Renders up to `frames` frames; see ``AudioRenderSource/render(into:frames:fillSilence:)``.
+    func render(into out: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
+        var signal = false
+        let startGen = startGeneration.load(ordering: .acquiring)
+        if startGen != startSeen {
+            startSeen = startGen
+            holdAfterEnd = false
+            startedGeneration.store(startGen, ordering: .releasing)
+            signal = true
+        }
+        applyDiscardIfNeeded()
+        pickUpParameterChanges()
+
+        let ch = channels
+        var done = 0
+        var blocked = holdAfterEnd || waitingForFormat.load(ordering: .relaxed)
+        while done < frames && !blocked {
+            if let marker = markers.peek() {
+                if marker.epoch < epochSeen { markers.pop(); continue }
+                if marker.epoch > epochSeen { break }  // a reset is being published; take it next call
+                if marker.position <= ring.readPosition {
+                    switch marker.kind {
+                    case .bufferStart:
+                        if !marker.volume.isNaN { setVolumeGoal(marker.volume) }
+                        if !marker.pan.isNaN { setPanGoal(marker.pan) }
+                        markers.pop()
+                    case .endOfStream:
+                        markers.pop()
+                        holdAfterEnd = true
+                        blocked = true
+                        endOfStreamCount.add(1, ordering: .releasing)
+                        signal = true
+                    case .formatChange:
+                        if marker.channels == channels && marker.sampleRate == sampleRate {
+                            markers.pop()
+                        } else {
+                            waitingForFormat.store(true, ordering: .releasing)
+                            blocked = true
+                            signal = true
+                        }
+                    }
+                    continue
+                }
+            }
+            var available = ring.readable
+            if let marker = markers.peek(), marker.epoch == epochSeen {
+                available = min(available, marker.position - ring.readPosition)
+            }
+            let count = min(frames - done, available / ch)
+            if count <= 0 { break }
+            let destination = out + done * ch
+            ring.consume(count: count * ch) { source, offset, n in (destination + offset).update(from: source, count: n) }
+            applyGain(destination, frames: count, channels: ch)
+            done += count
+        }
+
+        if done > 0 {
+            timelineFrames.add(done, ordering: .releasing)
+            hadAudio = true
+            signal = true
+        }
+        if done < frames {
+            if fillSilence {
+                (out + done * ch).update(repeating: 0, count: (frames - done) * ch)
+                let silent = frames - done
+                if done > 0 { silenceFramesSinceAudio.store(silent, ordering: .relaxed) } else { silenceFramesSinceAudio.add(silent, ordering: .relaxed) }
+            }
+            if fillSilence && hadAudio && !blocked && playing.load(ordering: .relaxed) {
+                hadAudio = false
+                underrunCount.add(1, ordering: .releasing)
+                discontinuity.store(true, ordering: .relaxed)
+                signal = true
+            }
+        } else {
+            silenceFramesSinceAudio.store(0, ordering: .relaxed)
+        }
+        if meteringEnabled.load(ordering: .relaxed) {
+            measure(out, frames: fillSilence ? frames : done, channels: ch)
+        }
+        if signal { notify() }
+        return done
+    }
+
+    /// Takes a discard published by a reset or stop: skips the discarded samples and clears ramps and
+    /// meters. Called at the start of every render and by the control path while no sink pulls.
+    func applyDiscardIfNeeded() {
+        let epoch = discardEpoch.load(ordering: .acquiring)
+        guard epoch != epochSeen else { return }
+        epochSeen = epoch
+        ring.skip(to: discardPosition.load(ordering: .acquiring))
+        timelineFrames.store(discardTimeline.load(ordering: .acquiring), ordering: .releasing)
+        silenceFramesSinceAudio.store(0, ordering: .relaxed)
+        while let marker = markers.peek(), marker.epoch < epoch { markers.pop() }
+        volume = volumeGoal; volumeRampLeft = 0
+        pan = panGoal; panRampLeft = 0
+        hadAudio = false
+        waitingForFormat.store(false, ordering: .relaxed)
+        discontinuity.store(true, ordering: .relaxed)
+        for c in 0..<RenderStage.maxChannels { meterPeak[c] = 0; meterAverage[c] = 0 }
+    }
+
+    private func pickUpParameterChanges() {
+        let vg = volumeGeneration.load(ordering: .acquiring)
+        if vg != volumeSeen { volumeSeen = vg; setVolumeGoal(Float(bitPattern: volumeTarget.load(ordering: .relaxed))) }
+        let pg = panGeneration.load(ordering: .acquiring)
+        if pg != panSeen { panSeen = pg; setPanGoal(Float(bitPattern: panTarget.load(ordering: .relaxed))) }
+    }
+
+    private var rampFrames: Int {
+        let seconds = Float(bitPattern: rampSeconds.load(ordering: .relaxed))
+        return seconds > 0 ? Int((Double(seconds) * sampleRate).rounded()) : 0
+    }
+
+    private func setVolumeGoal(_ goal: Float) {
+        volumeGoal = goal
+        let n = rampFrames
+        if n <= 0 || goal == volume { volume = goal; volumeRampLeft = 0 } else { volumeStep = (goal - volume) / Float(n); volumeRampLeft = n }
+    }
+
+    private func setPanGoal(_ goal: Float) {
+        panGoal = goal
+        let n = rampFrames
+        if n <= 0 || goal == pan { pan = goal; panRampLeft = 0 } else { panStep = (goal - pan) / Float(n); panRampLeft = n }
+    }
+
+    /// Multiplies frames in place by volume and pan (balance on channels 0 and 1).
+    @inline(__always)
+    private func applyGain(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels ch: Int) {
+        if volumeRampLeft == 0 && panRampLeft == 0 {
+            let left = ch >= 2 ? volume * Self.panGain(pan, channel: 0) : volume
+            let right = volume * Self.panGain(pan, channel: 1)
+            if left == 1 && (ch == 1 || (right == 1 && volume == 1)) { return }
+            if ch == 1 {
+                for i in 0..<frames { samples[i] *= left }
+            } else if ch == 2 {
+                for i in 0..<frames { samples[2 * i] *= left; samples[2 * i + 1] *= right }
+            } else {
+                for i in 0..<frames {
+                    let frame = samples + i * ch
+                    frame[0] *= left; frame[1] *= right
+                    for c in 2..<ch { frame[c] *= volume }
+                }
+            }
+            return
+        }
+        for i in 0..<frames {
+            if volumeRampLeft > 0 {
+                volumeRampLeft -= 1
+                volume = volumeRampLeft == 0 ? volumeGoal : volume + volumeStep
+            }
+            if panRampLeft > 0 {
+                panRampLeft -= 1
+                pan = panRampLeft == 0 ? panGoal : pan + panStep
+            }
+            let frame = samples + i * ch
+            if ch == 1 { frame[0] *= volume; continue }
+            frame[0] *= volume * Self.panGain(pan, channel: 0)
+            frame[1] *= volume * Self.panGain(pan, channel: 1)
+            if ch > 2 { for c in 2..<ch { frame[c] *= volume } }
+        }
+    }
+
+    /// Balance: panning right attenuates the left channel linearly and vice versa.
+    @inline(__always)
+    static func panGain(_ pan: Float, channel: Int) -> Float {
+        switch channel {
+        case 0: return pan > 0 ? 1 - pan : 1
+        case 1: return pan < 0 ? 1 + pan : 1
+        default: return 1
+        }
+    }
+
+    private func measure(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels ch: Int) {
+        guard frames > 0, ch <= RenderStage.maxChannels else { return }
+        let peak = meterScratch, sum = meterScratch + RenderStage.maxChannels
+        peak.update(repeating: 0, count: ch)
+        sum.update(repeating: 0, count: ch)
+        for i in 0..<frames {
+            let frame = samples + i * ch
+            for c in 0..<ch {
+                let v = frame[c]
+                peak[c] = max(peak[c], abs(v))
+                sum[c] += v * v
+            }
+        }
+        for c in 0..<ch {
+            meterPeak[c] = peak[c]
+            meterAverage[c] = (sum[c] / Float(frames)).squareRoot()
+        }
+        meterChannels.store(ch, ordering: .releasing)
+    }
+}

@@ -1,0 +1,159 @@
+import Synchronization
+
+/// A single-producer single-consumer ring of float samples.
+///
+/// Indices count samples ever written/read (they never wrap); storage positions are the index modulo
+/// the capacity. The producer publishes with a releasing store of `writeIndex`, the consumer with a
+/// releasing store of `readIndex`, so neither side takes a lock.
+final class SampleRing: @unchecked Sendable {
+    let capacity: Int
+    private let mask: Int
+    private let storage: UnsafeMutablePointer<Float>
+    private let writeIndex = Atomic<Int>(0)
+    private let readIndex = Atomic<Int>(0)
+
+    init(minimumCapacity: Int) {
+        var size = 64
+        while size < minimumCapacity { size <<= 1 }
+        capacity = size
+        mask = size - 1
+        storage = .allocate(capacity: size)
+        storage.initialize(repeating: 0, count: size)
+    }
+
+    deinit { storage.deallocate() }
+
+    // MARK: producer side
+
+    /// The index the next written sample will have.
+    var writePosition: Int { writeIndex.load(ordering: .relaxed) }
+
+    /// Samples that can be written now.
+    var writable: Int { capacity - (writeIndex.load(ordering: .relaxed) - readIndex.load(ordering: .acquiring)) }
+
+    /// Copies `count` samples in (the caller checked ``writable``).
+    func write(_ source: UnsafePointer<Float>, count: Int) {
+        let start = writeIndex.load(ordering: .relaxed)
+        copyIn(at: start, count: count) { destination, offset, n in destination.update(from: source + offset, count: n) }
+        writeIndex.store(start + count, ordering: .releasing)
+    }
+
+    /// Writes `count` zero samples (the caller checked ``writable``).
+    func writeZeros(count: Int) {
+        let start = writeIndex.load(ordering: .relaxed)
+        copyIn(at: start, count: count) { destination, _, n in destination.update(repeating: 0, count: n) }
+        writeIndex.store(start + count, ordering: .releasing)
+    }
+
+    private func copyIn(at start: Int, count: Int, _ body: (UnsafeMutablePointer<Float>, Int, Int) -> Void) {
+        let first = min(count, capacity - (start & mask))
+        body(storage + (start & mask), 0, first)
+        if count > first { body(storage, first, count - first) }
+    }
+
+    // MARK: consumer side
+
+    /// The index of the next sample to read.
+    var readPosition: Int { readIndex.load(ordering: .relaxed) }
+
+    /// Samples that can be read now.
+    var readable: Int { writeIndex.load(ordering: .acquiring) - readIndex.load(ordering: .relaxed) }
+
+    /// Calls `body` with up to two contiguous runs covering `count` readable samples, then frees them.
+    @inline(__always)
+    func consume(count: Int, _ body: (UnsafePointer<Float>, _ offset: Int, _ count: Int) -> Void) {
+        let start = readIndex.load(ordering: .relaxed)
+        let first = min(count, capacity - (start & mask))
+        body(storage + (start & mask), 0, first)
+        if count > first { body(storage, first, count - first) }
+        readIndex.store(start + count, ordering: .releasing)
+    }
+
+    /// Drops everything before `position` (used when the producer discarded what it wrote).
+    func skip(to position: Int) {
+        if position > readIndex.load(ordering: .relaxed) { readIndex.store(position, ordering: .releasing) }
+    }
+}
+
+/// Something the render path must act on at an exact sample position.
+struct RenderMarker {
+    enum Kind: UInt8 {
+        /// A buffer's first untrimmed frame: apply its parameters.
+        case bufferStart
+        /// The last frame before an asynchronous stop: signal when it has been rendered.
+        case endOfStream
+        /// Frames from here on have another channel count or rate.
+        case formatChange
+    }
+    var position: Int
+    var epoch: Int
+    var kind: Kind
+    /// NaN when the buffer sets no volume.
+    var volume: Float = .nan
+    /// NaN when the buffer sets no pan.
+    var pan: Float = .nan
+    var sampleRate: Double = 0
+    var channels: Int = 0
+}
+
+/// A single-producer single-consumer ring of ``RenderMarker``s.
+final class MarkerRing: @unchecked Sendable {
+    let capacity: Int
+    private let storage: UnsafeMutablePointer<RenderMarker>
+    private let writeIndex = Atomic<Int>(0)
+    private let readIndex = Atomic<Int>(0)
+
+    init(capacity: Int) {
+        var size = 16
+        while size < capacity { size <<= 1 }
+        self.capacity = size
+        storage = .allocate(capacity: size)
+        storage.initialize(repeating: RenderMarker(position: 0, epoch: 0, kind: .bufferStart), count: size)
+    }
+
+    deinit { storage.deallocate() }
+
+    var isFull: Bool { writeIndex.load(ordering: .relaxed) - readIndex.load(ordering: .acquiring) >= capacity }
+
+    /// Adds a marker (the caller checked ``isFull``).
+    func push(_ marker: RenderMarker) {
+        let index = writeIndex.load(ordering: .relaxed)
+        storage[index & (capacity - 1)] = marker
+        writeIndex.store(index + 1, ordering: .releasing)
+    }
+
+    /// The oldest marker, if any.
+    @inline(__always)
+    func peek() -> RenderMarker? {
+        let index = readIndex.load(ordering: .relaxed)
+        guard writeIndex.load(ordering: .acquiring) > index else { return nil }
+        return storage[index & (capacity - 1)]
+    }
+
+    func pop() {
+        readIndex.store(readIndex.load(ordering: .relaxed) + 1, ordering: .releasing)
+    }
+}
+
+/// A fixed array of floats shared between the render path and readers, each element atomic.
+final class AtomicFloats: @unchecked Sendable {
+    private let storage: UnsafeMutablePointer<Atomic<UInt32>>
+    let count: Int
+
+    init(count: Int) {
+        self.count = count
+        storage = .allocate(capacity: count)
+        for i in 0..<count { (storage + i).initialize(to: Atomic<UInt32>(0)) }
+    }
+
+    deinit {
+        storage.deinitialize(count: count)
+        storage.deallocate()
+    }
+
+    @inline(__always)
+    subscript(index: Int) -> Float {
+        get { Float(bitPattern: storage[index].load(ordering: .relaxed)) }
+        set { storage[index].store(newValue.bitPattern, ordering: .relaxed) }
+    }
+}
