@@ -478,6 +478,7 @@ public final class AudioQueue: Sendable {
                 break
             }
             discardEverything(timeline: stage.timelineFrames.load(ordering: .acquiring), returnBuffers: true)
+            stage.discontinuity.store(true, ordering: .relaxed)
             if c.sinkActive {
                 sink.flush()
             } else {

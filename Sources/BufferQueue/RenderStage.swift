@@ -127,7 +127,7 @@ final class RenderStage: @unchecked Sendable {
             startedGeneration.store(startGen, ordering: .releasing)
             signal = true
         }
-        applyDiscardIfNeeded()
+        if applyDiscardIfNeeded() { signal = true }  // freed ring space: the producer may go on
         pickUpParameterChanges()
 
         let ch = channels
@@ -135,7 +135,7 @@ final class RenderStage: @unchecked Sendable {
         var blocked = holdAfterEnd || waitingForFormat.load(ordering: .relaxed)
         while done < frames && !blocked {
             if let marker = markers.peek() {
-                if marker.epoch < epochSeen { markers.pop(); continue }
+                if marker.epoch < epochSeen { markers.pop(); signal = true; continue }
                 if marker.epoch > epochSeen { break }  // a reset is being published; take it next call
                 if marker.position <= ring.readPosition {
                     switch marker.kind {
@@ -143,6 +143,7 @@ final class RenderStage: @unchecked Sendable {
                         if !marker.volume.isNaN { setVolumeGoal(marker.volume) }
                         if !marker.pan.isNaN { setPanGoal(marker.pan) }
                         markers.pop()
+                        signal = true
                     case .endOfStream:
                         markers.pop()
                         holdAfterEnd = true
@@ -152,6 +153,7 @@ final class RenderStage: @unchecked Sendable {
                     case .formatChange:
                         if marker.channels == channels && marker.sampleRate == sampleRate {
                             markers.pop()
+                            signal = true
                         } else {
                             waitingForFormat.store(true, ordering: .releasing)
                             blocked = true
@@ -202,9 +204,10 @@ final class RenderStage: @unchecked Sendable {
 
     /// Takes a discard published by a reset or stop: skips the discarded samples and clears ramps and
     /// meters. Called at the start of every render and by the control path while no sink pulls.
-    func applyDiscardIfNeeded() {
+    @discardableResult
+    func applyDiscardIfNeeded() -> Bool {
         let epoch = discardEpoch.load(ordering: .acquiring)
-        guard epoch != epochSeen else { return }
+        guard epoch != epochSeen else { return false }
         epochSeen = epoch
         ring.skip(to: discardPosition.load(ordering: .acquiring))
         timelineFrames.store(discardTimeline.load(ordering: .acquiring), ordering: .releasing)
@@ -216,6 +219,7 @@ final class RenderStage: @unchecked Sendable {
         waitingForFormat.store(false, ordering: .relaxed)
         discontinuity.store(true, ordering: .relaxed)
         for c in 0..<RenderStage.maxChannels { meterPeak[c] = 0; meterAverage[c] = 0 }
+        return true
     }
 
     private func pickUpParameterChanges() {

@@ -1,0 +1,194 @@
+import Dispatch
+import Testing
+@testable import BufferQueue
+
+@Suite struct LifecycleTests {
+    let format = AudioStreamDescription.float32(sampleRate: 48000, channels: 2)
+
+    @Test func stopImmediatelyReturnsEveryBufferInOrder() async throws {
+        let sink = NullSink(pacing: .realTime, capturing: true)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 1024))
+        let log = EventLog(queue)
+        var ids: [Int] = []
+        for i in 0..<6 {
+            let buffer = try queue.makeBuffer(ramp(frames: 48000, channels: 2, offset: i))
+            ids.append(buffer.id)
+            try queue.enqueue(buffer)
+        }
+        try queue.start()
+        #expect(await log.wait { $0.contains { if case .runningChanged(true) = $0 { return true } else { return false } } })
+        try queue.stop(immediately: true)
+        #expect(!queue.isRunning)
+        #expect(await log.wait { _ in log.returnedIDs.count == 6 })
+        #expect(log.returnedIDs == ids)
+        #expect(log.runningChanges == [true, false])
+        // Nothing more is pulled from the queue after the stop.
+        let heard = sink.capturedSamples().count
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(sink.capturedSamples().count == heard)
+    }
+
+    @Test func resetDiscardsReturnsBuffersAndKeepsRunning() async throws {
+        let sink = NullSink(pacing: .realTime, capturing: true)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 2048))
+        let log = EventLog(queue)
+        for i in 0..<4 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 24000, channels: 2, offset: i * 24000))) }
+        try queue.prime()
+        try queue.start()
+        try await Task.sleep(for: .milliseconds(100))
+        try queue.reset()
+        #expect(queue.isRunning)
+        #expect(await log.wait { _ in log.returnedIDs.count == 4 })
+        #expect(queue.currentTime().discontinuity)
+        // After the reset the queue plays new buffers without a restart.
+        let after = ramp(frames: 4800, channels: 2, offset: 777)
+        let before = sink.capturedSamples().count
+        try queue.enqueue(try queue.makeBuffer(after))
+        #expect(await eventually { trimSilence(Array(sink.capturedSamples()[before...]), channels: 2) == after })
+        #expect(queue.isRunning)
+        #expect(log.runningChanges == [true])
+        queue.dispose(immediately: true)
+    }
+
+    @Test func asyncStopPlaysEverythingFirst() async throws {
+        let sink = NullSink(pacing: .realTime, latency: .milliseconds(20), capturing: true)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 2048))
+        let log = EventLog(queue)
+        let parts = (0..<3).map { ramp(frames: 4800, channels: 2, offset: $0 * 4800 + 1) }
+        for part in parts { try queue.enqueue(try queue.makeBuffer(part)) }
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(queue.isRunning || log.runningChanges.isEmpty)
+        expectError(.enqueueDuringReset) { try queue.enqueue(try queue.makeBuffer(parts[0])) }
+        #expect(await log.wait { $0.contains { if case .runningChanged(false) = $0 { return true } else { return false } } })
+        #expect(log.returnedIDs.count == 3)
+        #expect(trimSilence(sink.capturedSamples(), channels: 2) == Array(parts.joined()))
+        // Enqueuing works again once stopped, and a new start replays from timeline zero.
+        try queue.enqueue(try queue.makeBuffer(parts[1]))
+        #expect(queue.currentTime().sampleTime >= 0)
+    }
+
+    @Test func pauseStandsTimeStillAndResumesWithoutLoss() async throws {
+        let sink = NullSink(pacing: .realTime, capturing: true)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 4096))
+        let input = ramp(frames: 48000, channels: 2, offset: 5)
+        try queue.enqueue(try queue.makeBuffer(input))
+        try queue.prime()
+        try queue.start()
+        try await Task.sleep(for: .milliseconds(120))
+        try queue.pause()
+        #expect(!queue.isRunning)
+        let t1 = queue.currentTime().sampleTime
+        try await Task.sleep(for: .milliseconds(100))
+        let t2 = queue.currentTime().sampleTime
+        #expect(t1 == t2)
+        #expect(t1 > 0 && t1 < 48000)
+        try queue.start()
+        let log = EventLog(queue)
+        try queue.stop(immediately: false)
+        #expect(await log.wait { $0.contains { if case .runningChanged(false) = $0 { return true } else { return false } } })
+        #expect(trimSilence(sink.capturedSamples(), channels: 2) == input)
+    }
+
+    @Test func currentTimeFollowsTheSinkLatency() async throws {
+        let sink = NullSink(pacing: .realTime, latency: .milliseconds(50), capturing: false)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 8192))
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 96000, channels: 2)))
+        try queue.prime()
+        try queue.start()
+        try await Task.sleep(for: .milliseconds(200))
+        try queue.pause()
+        let heard = Int(queue.currentTime().sampleTime)
+        let rendered = queue.stage.timelineFrames.load(ordering: .relaxed)
+        // The heard position trails what was rendered by the simulated device buffer (2400 frames).
+        #expect(rendered - heard == sink.latencyFrames)
+        #expect(abs(rendered - heard - 2400) <= 480)
+        queue.dispose(immediately: true)
+    }
+
+    @Test func flushDrainsTheDecoderWithoutDiscarding() throws {
+        let queue = try AudioQueue(format: format)
+        let a = ramp(frames: 300, channels: 2), b = ramp(frames: 200, channels: 2, offset: 300)
+        try queue.enqueue(try queue.makeBuffer(a))
+        try queue.flush()
+        try queue.enqueue(try queue.makeBuffer(b))
+        #expect(try queue.renderAllOffline() == a + b)
+    }
+
+    @Test func disposeStopsCallbacksEvenFromInsideOne() async throws {
+        let calls = Locked(0)
+        let afterDispose = Locked(false)
+        let disposed = Locked(false)
+        let armed = Locked(false)
+        let queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 256)) { queue, _ in
+            if disposed.value { afterDispose.withLock { $0 = true } }
+            calls.withLock { $0 += 1 }
+            guard armed.value else { return }
+            queue.dispose(immediately: true)   // from inside a callback: must not deadlock
+            disposed.withLock { $0 = true }
+        }
+        for i in 0..<20 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 200, channels: 2, offset: i))) }
+        armed.withLock { $0 = true }
+        try queue.start()
+        #expect(await eventually { disposed.value })
+        let count = calls.value
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(calls.value == count)
+        #expect(count < 20)
+        #expect(!afterDispose.value)
+        expectError(.disposalPending) { try queue.start() }
+        expectError(.disposalPending) { _ = try queue.allocateBuffer(capacity: 10) }
+    }
+
+    @Test func noCallbackAfterDisposeReturns() async throws {
+        let late = Locked(false)
+        let disposedFlag = Locked(false)
+        let queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 256)) { _, _ in
+            if disposedFlag.value { late.withLock { $0 = true } }
+        }
+        for i in 0..<50 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 512, channels: 2, offset: i))) }
+        try queue.start()
+        try await Task.sleep(for: .milliseconds(30))
+        queue.dispose(immediately: true)
+        disposedFlag.withLock { $0 = true }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(!late.value)
+    }
+
+    @Test func asyncDisposeReleasesAfterPlaying() async throws {
+        let sink = NullSink(pacing: .unpaced, capturing: true)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink))
+        let input = ramp(frames: 10000, channels: 2)
+        try queue.enqueue(try queue.makeBuffer(input))
+        try queue.start()
+        queue.dispose(immediately: false)
+        expectError(.disposalPending) { try queue.enqueue(try queue.allocateBuffer(capacity: 8)) }
+        #expect(await eventually { sink.capturedSamples() == input })
+    }
+
+    @Test func invalidRunStatesAreErrors() async throws {
+        let queue = try AudioQueue(format: format, configuration: .init(sink: NullSink(pacing: .realTime)))
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 48000, channels: 2)))
+        try queue.start()
+        try queue.stop(immediately: false)
+        expectError(.invalidRunState) { try queue.start() }
+        expectError(.invalidRunState) { try queue.pause() }
+        try queue.stop(immediately: true)
+        try queue.start()
+        queue.dispose(immediately: true)
+        expectError(.disposalPending) { try queue.reset() }
+        expectError(.disposalPending) { try queue.stop(immediately: true) }
+        expectError(.disposalPending) { try queue.flush() }
+    }
+
+    @Test func deferredStartBeginsLater() async throws {
+        let sink = NullSink(pacing: .unpaced, capturing: true)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink))
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 100, channels: 2)))
+        try queue.start(at: .now() + .milliseconds(150))
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(sink.capturedSamples().isEmpty)
+        #expect(await eventually { sink.capturedSamples().count == 200 })
+    }
+}
