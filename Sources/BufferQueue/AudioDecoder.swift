@@ -174,11 +174,11 @@ public final class AudioDecoderRegistry: Sendable {
     /// The registry queues use unless given another.
     public static let shared = AudioDecoderRegistry()
 
-    private let factories: Mutex<[AudioDecoderFactory]>
+    private let factories: Lock<[AudioDecoderFactory]>
 
     /// A registry holding only the linear PCM decoder.
     public init() {
-        factories = Mutex([PCMDecoder.factory])
+        factories = Lock([PCMDecoder.factory])
     }
 
     /// Adds a factory. A factory with the same name replaces the earlier one.

@@ -94,9 +94,9 @@ public final class AudioQueue: Sendable {
     let sink: any AudioSink
     let stage: RenderStage
     private let renderSource: AudioRenderSource
-    private let control: Mutex<Control>
-    private let input = Mutex(Input())
-    private let pipeline: Mutex<Producer>
+    private let control: Lock<Control>
+    private let input = Lock(Input())
+    private let pipeline: Lock<Producer>
     private let delivery: EventDelivery
     private let workQueue: DispatchQueue
     private let wake: WakeSignal
@@ -135,8 +135,8 @@ public final class AudioQueue: Sendable {
         let stage = RenderStage(capacityFrames: configuration.decodeBufferFrames, channels: format.channelsPerFrame,
                                 sampleRate: format.sampleRate)
         self.stage = stage
-        control = Mutex(Control(channelLayout: .default(channels: format.channelsPerFrame)))
-        pipeline = Mutex(Producer(format: format, registry: configuration.decoderRegistry, stage: stage))
+        control = Lock(Control(channelLayout: .default(channels: format.channelsPerFrame)))
+        pipeline = Lock(Producer(format: format, registry: configuration.decoderRegistry, stage: stage))
         workQueue = DispatchQueue(label: "BufferQueue.worker")
         wake = WakeSignal(queue: workQueue)
         let weakBox = WeakQueue()
@@ -780,19 +780,21 @@ public final class AudioQueue: Sendable {
     ///   channel counts.
     public func setOfflineRenderFormat(_ format: AudioStreamDescription?) throws {
         let layout = try format.map { try PCMSampleLayout($0) }
-        if let format {
-            let decoded = outputFormat
-            guard format.channelsPerFrame == decoded.channelsPerFrame, format.sampleRate == decoded.sampleRate else {
-                throw AudioQueueError(.invalidPropertyValue,
-                    "offline render format \(format.channelsPerFrame) ch \(format.sampleRate) Hz does not match the decoded \(decoded.channelsPerFrame) ch \(decoded.sampleRate) Hz; the queue does not resample or remix")
-            }
-        }
         try control.withLock { c in
             if c.state == .disposed || c.state == .disposingAfterPlay {
                 throw AudioQueueError(.disposalPending, "the queue is being disposed of")
             }
-            if format != nil {
+            if let format {
                 deactivateSink(&c, close: true)
+                // No sink pulls now: the stage's format is that of the next frames to render.
+                let next = pipeline.withLock { _ -> (channels: Int, sampleRate: Double) in
+                    stage.adoptLeadingFormatChange()
+                    return stage.pendingFormat() ?? (stage.channels, stage.sampleRate)
+                }
+                guard format.channelsPerFrame == next.channels, format.sampleRate == next.sampleRate else {
+                    throw AudioQueueError(.invalidPropertyValue,
+                        "offline render format \(format.channelsPerFrame) ch \(format.sampleRate) Hz does not match the decoded \(next.channels) ch \(next.sampleRate) Hz; the queue does not resample or remix")
+                }
                 c.offlineFormat = format
                 c.offlineLayout = layout
             } else if c.offlineFormat != nil {

@@ -10,7 +10,7 @@ final class EventDelivery: Sendable {
     private let queue: DispatchQueue
     private let key = DispatchSpecificKey<UInt8>()
     private let closed = Atomic<Bool>(false)
-    private let streams = Mutex<[Int: AsyncStream<AudioQueueEvent>.Continuation]>([:])
+    private let streams = Lock<[Int: AsyncStream<AudioQueueEvent>.Continuation]>([:])
     private let nextStreamID = Atomic<Int>(0)
     private let outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?
 

@@ -28,7 +28,7 @@ public final class NullSink: AudioSink, @unchecked Sendable {
     public let isCapturing: Bool
 
     private let queue = DispatchQueue(label: "BufferQueue.NullSink")
-    private let captured = Mutex<[Float]>([])
+    private let captured = Lock<[Float]>([])
     private let latencyFramesNow = Atomic<Int>(0)
     private let pulledTotal = Atomic<Int>(0)
 

@@ -40,9 +40,9 @@ extension AudioQueue {
 }
 
 /// Collects events from a queue's stream on a background task.
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
+final class Locked<Value: Sendable>: @unchecked Sendable {
+    private let mutex: BufferQueue.Lock<Value>
+    init(_ value: Value) { mutex = BufferQueue.Lock(value) }
     func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
     var value: Value { mutex.withLock { $0 } }
 }
@@ -110,4 +110,13 @@ func expectError(_ code: AudioQueueError.Code, sourceLocation: SourceLocation = 
     } catch {
         Issue.record("expected AudioQueueError \(code), got \(error)", sourceLocation: sourceLocation)
     }
+}
+
+/// nil when equal; otherwise a short description of the first difference (keeps failures readable).
+func difference(_ actual: [Float], _ expected: [Float]) -> String? {
+    if actual == expected { return nil }
+    for index in 0..<min(actual.count, expected.count) where actual[index] != expected[index] {
+        return "\(actual.count) vs \(expected.count) samples; first difference at sample \(index): \(actual[index]) vs \(expected[index])"
+    }
+    return "\(actual.count) vs \(expected.count) samples; equal over the common part"
 }

@@ -1,0 +1,161 @@
+import Testing
+@testable import BufferQueue
+
+/// A toy codec for these tests: each packet is one byte `v` decoding to `framesPerPacket` frames of
+/// value v/100. 0xFF is a corrupt packet; 0xFE switches to stereo (each frame then has two samples).
+final class ToyDecoder: AudioDecoder {
+    private(set) var outputFormat: AudioStreamDescription
+    let framesPerPacket: Int
+    var finishes = 0
+
+    init(format: AudioStreamDescription) {
+        outputFormat = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
+        framesPerPacket = format.framesPerPacket
+    }
+
+    func decode(packet: UnsafeRawBufferPointer, frames: Int, into output: DecodedAudio) throws {
+        let value = packet[0]
+        if value == 0xFF {
+            output.appendSilence(frames: frames)
+            output.reportError(AudioQueueError(.decoderError, "toy packet is corrupt"))
+            return
+        }
+        if value == 0xFE {
+            outputFormat = .float32(sampleRate: outputFormat.sampleRate * 2, channels: 2)
+            output.changeFormat(outputFormat)
+            return
+        }
+        let space = output.reserve(frames: frames)
+        for i in space.indices { space[i] = Float(value) / 100 }
+        output.commit(frames: frames)
+    }
+
+    func finish(into output: DecodedAudio) throws { finishes += 1 }
+    func reset() {}
+}
+
+extension AudioFormatID { static let toy = AudioFormatID("toy ") }
+
+@Suite struct DecoderPluginTests {
+    let registry: AudioDecoderRegistry = {
+        let registry = AudioDecoderRegistry()
+        registry.register(AudioDecoderFactory(name: "toy", formats: [.toy]) { format, _ in ToyDecoder(format: format) })
+        return registry
+    }()
+    let format = AudioStreamDescription(sampleRate: 1000, formatID: .toy, bytesPerPacket: 0, framesPerPacket: 100,
+                                        bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
+
+    func enqueuePackets(_ queue: AudioQueue, _ bytes: [UInt8], trimStart: Int = 0, trimEnd: Int = 0) throws {
+        let buffer = try queue.allocateBuffer(capacity: bytes.count, packetDescriptionCapacity: bytes.count)
+        try buffer.setData(bytes)
+        let packets = bytes.indices.map { AudioPacketDescription(startOffset: $0, dataByteSize: 1) }
+        try queue.enqueue(buffer, packetDescriptions: packets, trimFramesAtStart: trimStart, trimFramesAtEnd: trimEnd)
+    }
+
+    @Test func registryPicksTheHighestPriority() throws {
+        #expect(registry.factory(for: .toy)?.name == "toy")
+        #expect(registry.supportedFormats == [.linearPCM, .toy])
+        registry.register(AudioDecoderFactory(name: "toy2", formats: [.toy], priority: 5) { format, _ in ToyDecoder(format: format) })
+        #expect(registry.factory(for: .toy)?.name == "toy2")
+        expectError(.codecNotFound) { _ = try registry.makeDecoder(for: .init(sampleRate: 1, formatID: .heAAC, bytesPerPacket: 0, framesPerPacket: 0, bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0), magicCookie: nil) }
+    }
+
+    @Test func compressedBuffersNeedPacketDescriptions() throws {
+        let queue = try AudioQueue(format: format, configuration: .init(decoderRegistry: registry))
+        let buffer = try queue.allocateBuffer(capacity: 4)
+        try buffer.setData([1, 2])
+        expectError(.invalidPacketDescription) { try queue.enqueue(buffer) }
+    }
+
+    @Test func trimsCountDecodedFramesAcrossPackets() throws {
+        let queue = try AudioQueue(format: format, configuration: .init(decoderRegistry: registry))
+        try enqueuePackets(queue, [10, 20, 30], trimStart: 150, trimEnd: 50)
+        let output = try queue.renderAllOffline(chunk: 33)
+        #expect(output == [Float](repeating: 0.2, count: 50) + [Float](repeating: 0.3, count: 50))
+    }
+
+    @Test func excessiveTrimRemovesOnlyThatBuffersAudio() async throws {
+        let queue = try AudioQueue(format: format, configuration: .init(decoderRegistry: registry))
+        let log = EventLog(queue)
+        try enqueuePackets(queue, [10, 20], trimStart: 150, trimEnd: 100)
+        try enqueuePackets(queue, [40])
+        let output = try queue.renderAllOffline()
+        #expect(output == [Float](repeating: 0.4, count: 100))
+        #expect(queue.lastConverterError?.code == .invalidTrim)
+        #expect(await log.wait { _ in log.errors.contains { $0.code == .invalidTrim } })
+    }
+
+    @Test func corruptPacketBecomesSilenceOfItsLength() async throws {
+        let queue = try AudioQueue(format: format, configuration: .init(decoderRegistry: registry))
+        let log = EventLog(queue)
+        try enqueuePackets(queue, [10, 0xFF, 30])
+        let output = try queue.renderAllOffline()
+        #expect(output.count == 300)
+        #expect(output[0..<100].allSatisfy { $0 == 0.1 })
+        #expect(output[100..<200].allSatisfy { $0 == 0 })
+        #expect(output[200..<300].allSatisfy { $0 == 0.3 })
+        #expect(queue.lastConverterError?.message == "toy packet is corrupt")
+        #expect(await log.wait { _ in log.errors.count == 1 })
+    }
+
+    @Test func formatChangeIsAnnouncedAndOfflineRenderStopsAtIt() async throws {
+        let queue = try AudioQueue(format: format, configuration: .init(decoderRegistry: registry))
+        let log = EventLog(queue)
+        try enqueuePackets(queue, [10, 0xFE, 20])
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 1000, channels: 1))
+        var scratch = [Float](repeating: 0, count: 1000)
+        let first = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: 0, into: $0, frames: 500) }
+        #expect(first == 100)
+        #expect(scratch[0..<100].allSatisfy { $0 == 0.1 })
+        expectError(.formatChanged) {
+            _ = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: 100, into: $0, frames: 500) }
+        }
+        #expect(queue.outputFormat == .float32(sampleRate: 2000, channels: 2))
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 2))
+        let second = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: 100, into: $0, frames: 500) }
+        #expect(second == 100)
+        #expect(scratch[0..<200].allSatisfy { $0 == 0.2 })
+        #expect(await log.wait { events in events.contains { if case .formatChanged(let f) = $0 { return f.channelsPerFrame == 2 } else { return false } } })
+    }
+
+    @Test func sinkIsReopenedOnFormatChange() async throws {
+        let sink = NullSink(pacing: .unpaced, capturing: true)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decoderRegistry: registry))
+        try enqueuePackets(queue, [10, 0xFE, 20])
+        try queue.start()
+        #expect(await eventually { sink.capturedSamples().count == 100 + 200 })
+        let captured = sink.capturedSamples()
+        #expect(captured[0..<100].allSatisfy { $0 == 0.1 })
+        #expect(captured[100...].allSatisfy { $0 == 0.2 })
+        queue.dispose(immediately: true)
+    }
+}
+
+@Suite struct SinkEquivalenceTests {
+    @Test func offlineRenderEqualsWhatTheUnpacedSinkReceived() async throws {
+        let format = AudioStreamDescription.linearPCM(sampleRate: 44100, channels: 2, bitsPerChannel: 16)
+        var bytes = [UInt8](repeating: 0, count: 40000 * 4)
+        var seed: UInt32 = 12345
+        for i in bytes.indices { seed = seed &* 1_664_525 &+ 1_013_904_223; bytes[i] = UInt8(truncatingIfNeeded: seed >> 24) }
+        func feed(_ queue: AudioQueue) throws {
+            try queue.setParameters(.init(volume: 0.7, pan: -0.3))
+            for (i, start) in stride(from: 0, to: bytes.count, by: 16000).enumerated() {
+                let buffer = try queue.allocateBuffer(capacity: 16000)
+                try buffer.setData(bytes[start..<min(start + 16000, bytes.count)])
+                try queue.enqueue(buffer, trimFramesAtStart: i == 0 ? 1105 : 0, trimFramesAtEnd: start + 16000 >= bytes.count ? 47 : 0,
+                                  parameters: .init(volume: i == 3 ? 0.5 : nil))
+            }
+        }
+        let offline = try AudioQueue(format: format)
+        try feed(offline)
+        let rendered = try offline.renderAllOffline(chunk: 999)
+        #expect(rendered.count == (40000 - 1105 - 47) * 2)
+
+        let sink = NullSink(pacing: .unpaced, capturing: true)
+        let live = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 1024))
+        try feed(live)
+        try live.start()
+        #expect(await eventually { sink.capturedSamples().count >= rendered.count })
+        #expect(difference(sink.capturedSamples(), rendered) == nil)
+    }
+}
