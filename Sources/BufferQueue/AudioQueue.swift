@@ -317,9 +317,12 @@ public final class AudioQueue: Sendable {
             switch c.state {
             case .disposed, .disposingAfterPlay:
                 throw AudioQueueError(.disposalPending, "the queue is being disposed of")
-            case .stopping:
-                throw AudioQueueError(.invalidRunState, "an asynchronous stop is under way; wait for isRunning to turn false")
             case .running:
+                return nil
+            case .stopping:
+                // Asked to stop once everything has played, before playback ran: play it now.
+                if c.sinkActive || c.offlineFormat != nil { return nil }
+                try activateSink(&c)
                 return nil
             case .idle, .paused:
                 break
@@ -406,7 +409,10 @@ public final class AudioQueue: Sendable {
                 c.state = .paused
                 setRunning(false, &c)
             case .stopping:
-                throw AudioQueueError(.invalidRunState, "an asynchronous stop is under way")
+                if c.sinkActive {
+                    deactivateSink(&c, close: false)
+                    setRunning(false, &c)
+                }
             case .idle, .paused:
                 break
             }
@@ -430,7 +436,8 @@ public final class AudioQueue: Sendable {
     ///   buffer still in the queue through the callback before ``isRunning`` turns false. `false`
     ///   returns at once; the queue flushes, plays everything enqueued, then stops (``isRunning``
     ///   turns false when the sink has played the last frame). Buffers cannot be enqueued meanwhile.
-    ///   A queue that is paused or not started stops immediately either way.
+    ///   On a queue that is not started or paused, `false` marks the end: playback stops once
+    ///   ``start(at:)`` (or offline rendering) has played everything enqueued before it.
     public func stop(immediately: Bool) throws {
         try control.withLock { c in
             switch c.state {
@@ -438,7 +445,7 @@ public final class AudioQueue: Sendable {
                 throw AudioQueueError(.disposalPending, "the queue is being disposed of")
             case .stopping where !immediately:
                 return
-            case .running where !immediately, .idle where !immediately && c.offlineFormat != nil:
+            case .running where !immediately, .idle where !immediately, .paused where !immediately:
                 input.withLock { input in
                     input.entries.append(.endOfStream)
                     input.refusal = AudioQueueError(.enqueueDuringReset, "an asynchronous stop is under way; enqueue after isRunning turns false")

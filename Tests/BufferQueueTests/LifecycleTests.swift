@@ -172,14 +172,31 @@ import Testing
         try queue.enqueue(try queue.makeBuffer(ramp(frames: 48000, channels: 2)))
         try queue.start()
         try queue.stop(immediately: false)
-        expectError(.invalidRunState) { try queue.start() }
-        expectError(.invalidRunState) { try queue.pause() }
+        try queue.start()   // already playing towards the stop: nothing to do
+        let big = try queue.allocateBuffer(capacity: 8)
+        try big.setData([0, 0, 0, 0, 0, 0, 0, 0])
+        expectError(.enqueueDuringReset) { try queue.enqueue(big) }
         try queue.stop(immediately: true)
+        try queue.enqueue(big)
         try queue.start()
         queue.dispose(immediately: true)
         expectError(.disposalPending) { try queue.reset() }
         expectError(.disposalPending) { try queue.stop(immediately: true) }
         expectError(.disposalPending) { try queue.flush() }
+    }
+
+    @Test func asyncStopBeforeStartTakesEffectOnceEverythingPlayed() async throws {
+        let sink = NullSink(pacing: .realTime, capturing: true)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink))
+        let log = EventLog(queue)
+        let input = ramp(frames: 2400, channels: 2, offset: 3)
+        try queue.enqueue(try queue.makeBuffer(input))
+        try queue.stop(immediately: false)    // at end of file before playback started, as playpcm does
+        #expect(!queue.isRunning)
+        try queue.start()
+        #expect(await log.wait { _ in log.runningChanges == [true, false] })
+        #expect(difference(trimSilence(sink.capturedSamples(), channels: 2), input) == nil)
+        #expect(queue.currentTime().sampleTime == 2400)
     }
 
     @Test func deferredStartBeginsLater() async throws {
