@@ -26,6 +26,11 @@ let package = Package(
             path: "Examples/playpcm"
         ),
         .executableTarget(
+            name: "quickstart",
+            dependencies: ["BufferQueue"],
+            path: "Examples/quickstart"
+        ),
+        .executableTarget(
             name: "aqbench",
             dependencies: ["BufferQueue"],
             path: "Benchmarks/aqbench"

@@ -861,13 +861,15 @@ public final class AudioQueue: Sendable {
         let channels = format.channelsPerFrame
         let rendered: Int = try pipeline.withLock { producer in
             defer { flushOutbox(producer) }
-            if producer.offlineScratch.count < frames * channels {
+            // Native float32 renders straight into the caller's memory; other layouts via scratch.
+            let direct = layout.isNativeFloat32 && Int(bitPattern: base) % MemoryLayout<Float>.alignment == 0
+            if !direct && producer.offlineScratch.count < frames * channels {
                 producer.offlineScratch = [Float](repeating: 0, count: frames * channels)
             }
             stage.adoptLeadingFormatChange()
             var done = 0
             try producer.offlineScratch.withUnsafeMutableBufferPointer { scratch in
-                guard let scratchBase = scratch.baseAddress else { return }
+                guard let scratchBase = direct ? base.assumingMemoryBound(to: Float.self) : scratch.baseAddress else { return }
                 while done < frames {
                     if stage.channels != channels || stage.sampleRate != format.sampleRate {
                         if done > 0 { return }
@@ -890,7 +892,7 @@ public final class AudioQueue: Sendable {
                     }
                 }
             }
-            layout.fromFloat(producer.offlineScratch, count: done * channels, into: base)
+            if !direct { layout.fromFloat(producer.offlineScratch, count: done * channels, into: base) }
             return done
         }
         return rendered

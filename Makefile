@@ -1,0 +1,39 @@
+# Two commands do everything on a fresh Debian machine with Swift installed:
+#   make demo   - installs what is missing, then plays the generated tone with playpcm
+#   make test   - installs what is missing, then runs the test suite
+SWIFT ?= swift
+# Libraries the modules link, the PulseAudio server the tests start, and the reference tools
+# (encoders and decoders) the tests compare against.
+APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev pulseaudio pulseaudio-utils \
+                lame ffmpeg sox mpg123 faad
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps demo test test-tsan bench fixtures clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+demo: deps
+	$(SWIFT) run playpcm Fixtures/tone-440hz-mono-s16.wav
+
+test: deps
+	$(SWIFT) test
+
+test-tsan: deps
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+bench: deps
+	$(SWIFT) run -c release aqbench
+
+fixtures: deps
+	Scripts/make-fixtures.sh
+
+clean:
+	rm -rf .build .build-tsan
