@@ -579,7 +579,10 @@ public final class AudioQueue: Sendable {
 
     /// Runs on the worker queue whenever something woke it: render signals first, then decoding.
     private func serviceWorker() {
-        handleRenderSignals()
+        let offline = handleRenderSignals()
+        // Offline rendering decodes on demand on the rendering thread; decoding here as well
+        // would only contend for the pipeline lock.
+        if offline { return }
         let wrote = pipeline.withLock { producer -> Bool in
             let wrote = producer.pump(next: takeEntry)
             flushOutbox(producer)
@@ -588,10 +591,11 @@ public final class AudioQueue: Sendable {
         if wrote { sink.sourceHasData() }
     }
 
-    private func handleRenderSignals() {
+    /// Acts on what the render stage signalled; returns whether the queue renders offline.
+    private func handleRenderSignals() -> Bool {
         var drainSink = false
         var finishStop = false
-        control.withLock { c in
+        let offline = control.withLock { c -> Bool in
             if c.sinkActive, !c.isRunning, c.state == .running || c.state == .stopping || c.state == .disposingAfterPlay,
                stage.startedGeneration.load(ordering: .acquiring) == stage.startGeneration.load(ordering: .acquiring) {
                 setRunning(true, &c)
@@ -621,6 +625,7 @@ public final class AudioQueue: Sendable {
                     delivery.deliver(.error(AudioQueueError(.sinkError, "the sink could not follow the format change to \(format.channels) ch \(format.sampleRate) Hz: \(error)")))
                 }
             }
+            return c.offlineFormat != nil
         }
         if drainSink {
             let workQueue = self.workQueue
@@ -631,6 +636,7 @@ public final class AudioQueue: Sendable {
             }
         }
         if finishStop { completeAsyncStop() }
+        return offline
     }
 
     private func completeAsyncStop() {
