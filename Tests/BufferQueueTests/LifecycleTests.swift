@@ -28,6 +28,40 @@ import Testing
         #expect(sink.capturedSamples().count == heard)
     }
 
+    @Test func callbacksForPrimePauseFlushAndResume() async throws {
+        let sink = NullSink(pacing: .realTime, capturing: true)
+        // The decode-ahead holds 2 of the 5 buffers of 1000 frames.
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 2048))
+        let log = EventLog(queue)
+        var ids: [Int] = []
+        var input: [Float] = []
+        for i in 0..<5 {
+            let part = ramp(frames: 1000, channels: 2, offset: i * 1000 + 1)
+            let buffer = try queue.makeBuffer(part)
+            ids.append(buffer.id)
+            input += part
+            try queue.enqueue(buffer)
+        }
+        // prime decodes as far as the decode-ahead allows and returns the buffers whose bytes it
+        // no longer needs, in order: the two that fit and the one partly in the ring.
+        #expect(try queue.prime() == 2048)
+        queue.waitForCallbacks()
+        #expect(await log.wait { _ in log.returnedIDs == Array(ids.prefix(3)) })
+        try queue.flush()         // returns nothing, discards nothing
+        try queue.pause()         // not started: nothing happens
+        try queue.start()
+        try await Task.sleep(for: .milliseconds(30))
+        try queue.pause()
+        let returnedWhilePaused = log.returnedIDs
+        try await Task.sleep(for: .milliseconds(60))
+        #expect(log.returnedIDs == returnedWhilePaused)   // paused: no decoding, no callbacks
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await log.wait { _ in log.runningChanges == [true, false, true, false] })
+        #expect(log.returnedIDs == ids)                    // each buffer exactly once, in order
+        #expect(difference(trimSilence(sink.capturedSamples(), channels: 2), input) == nil)
+    }
+
     @Test func resetDiscardsReturnsBuffersAndKeepsRunning() async throws {
         let sink = NullSink(pacing: .realTime, capturing: true)
         let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 2048))
