@@ -72,12 +72,6 @@ final class RenderStage: @unchecked Sendable {
 
     deinit { meterScratch.deallocate() }
 
-    /// Sets the format of what comes next; only while no sink pulls.
-    func configure(channels: Int, sampleRate: Double) {
-        self.channels = channels
-        self.sampleRate = sampleRate
-    }
-
     /// Steps over a format-change marker once the sink follows the new format; only while no sink pulls.
     func acceptFormatChange() {
         if let marker = markers.peek(), marker.kind == .formatChange, marker.epoch == epochSeen {
