@@ -6,7 +6,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "BufferQueue", targets: ["BufferQueue"]),
+        .library(name: "AudioFileStream", targets: ["AudioFileStream"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
+        .executable(name: "aqinfo", targets: ["aqinfo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -17,6 +19,11 @@ let package = Package(
             name: "BufferQueue",
             path: "Sources/BufferQueue"
         ),
+        .target(
+            name: "AudioFileStream",
+            dependencies: ["BufferQueue"],
+            path: "Sources/AudioFileStream"
+        ),
         .executableTarget(
             name: "playpcm",
             dependencies: [
@@ -24,6 +31,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/playpcm"
+        ),
+        .executableTarget(
+            name: "aqinfo",
+            dependencies: [
+                "AudioFileStream", "BufferQueue",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/aqinfo"
         ),
         .executableTarget(
             name: "quickstart",
@@ -34,6 +49,11 @@ let package = Package(
             name: "aqbench",
             dependencies: ["BufferQueue"],
             path: "Benchmarks/aqbench"
+        ),
+        .testTarget(
+            name: "AudioFileStreamTests",
+            dependencies: ["AudioFileStream", "BufferQueue"],
+            path: "Tests/AudioFileStreamTests"
         ),
         .testTarget(
             name: "BufferQueueTests",

@@ -1,14 +1,46 @@
 #!/usr/bin/env bash
-# Generates the small audio files the project ships (all synthesized here, no third-party material).
-# Re-run after changing it and commit the outputs; tests and demos use the committed files.
+# Generates the small audio files the project ships: synthesized tones, encoded by the reference
+# encoders. Re-run after changing it and commit the outputs; tests and demos use the committed files.
+# MANIFEST.tsv records what each file was made from: its source's exact frame count, rate and
+# channels, so tests can check that parsing and decoding give back exactly the source length.
 set -euo pipefail
 cd "$(dirname "$0")/../Fixtures"
-command -v sox >/dev/null || { echo "sox is missing: run 'make deps'" >&2; exit 1; }
+for tool in sox ffmpeg lame soxi; do
+  command -v "$tool" >/dev/null || { echo "$tool is missing: run 'make deps'" >&2; exit 1; }
+done
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+ff() { ffmpeg -nostdin -v error -y "$@"; }
+tone() { # tone NAME RATE CHANNELS SECONDS: exact-length source from ffmpeg's lavfi
+  local expr="0.4*sin(2*PI*440*t)+0.1*sin(2*PI*3000*t)"
+  [ "$3" = 2 ] && expr="$expr|0.4*sin(2*PI*660*t)+0.1*sin(2*PI*5000*t)"
+  ff -f lavfi -i "aevalsrc=$expr:s=$2:d=$4" -c:a pcm_s16le "$work/$1.wav"
+}
 
-# 1 s, 440 Hz, -6 dBFS, 44.1 kHz mono 16-bit: the playpcm demo, as WAV and as raw PCM.
+# playpcm demo: 1 s, 440 Hz, -6 dBFS, 44.1 kHz mono 16-bit, as WAV and raw; 8-bit unsigned WAV.
 sox -n -r 44100 -c 1 -b 16 -e signed-integer tone-440hz-mono-s16.wav synth 1 sine 440 vol 0.5
 sox tone-440hz-mono-s16.wav -t raw tone-440hz-mono-s16le.raw
-# 0.5 s, 8-bit unsigned, 22.05 kHz mono: playpcm's 8-bit path.
 sox -n -r 22050 -c 1 -b 8 -e unsigned-integer tone-660hz-mono-u8.wav synth 0.5 sine 660 vol 0.5
 
-sha256sum tone-440hz-mono-s16.wav tone-440hz-mono-s16le.raw tone-660hz-mono-u8.wav > SHA256SUMS
+tone s44 44100 2 1.1      # 48510 frames: not a multiple of 576, 1024 or 1152
+tone s22 22050 1 1.1
+tone s8 8000 1 1.3
+tone s48 48000 2 0.9
+
+echo -e "file\tsourceFrames\trate\tchannels\tgapless" > MANIFEST.tsv
+add() { echo -e "$1\t$(soxi -s "$work/$2.wav")\t$(soxi -r "$work/$2.wav")\t$(soxi -c "$work/$2.wav")\t$3" >> MANIFEST.tsv; }
+
+lame --quiet -b 128 "$work/s44.wav" lame-cbr128-44k-stereo.mp3;      add lame-cbr128-44k-stereo.mp3 s44 yes
+lame --quiet -V 2 "$work/s44.wav" lame-vbr-v2-44k-stereo.mp3;         add lame-vbr-v2-44k-stereo.mp3 s44 yes
+lame --quiet -b 64 -m m "$work/s22.wav" lame-cbr64-22k-mono-mpeg2.mp3; add lame-cbr64-22k-mono-mpeg2.mp3 s22 yes
+lame --quiet -b 32 -m m "$work/s8.wav" lame-cbr32-8k-mono-mpeg25.mp3; add lame-cbr32-8k-mono-mpeg25.mp3 s8 yes
+ff -i "$work/s44.wav" -c:a aac -b:a 96k -movflags +faststart ffmpeg-aac-44k-moov-first.m4a; add ffmpeg-aac-44k-moov-first.m4a s44 yes
+ff -i "$work/s44.wav" -c:a aac -b:a 96k ffmpeg-aac-44k-moov-last.m4a;  add ffmpeg-aac-44k-moov-last.m4a s44 yes
+ff -i "$work/s48.wav" -c:a aac -b:a 64k -f adts ffmpeg-aac-48k.aac;    add ffmpeg-aac-48k.aac s48 no
+ff -i "$work/s8.wav" -c:a pcm_s16be -f caf pcm-s16be-8k-mono.caf;      add pcm-s16be-8k-mono.caf s8 no
+ff -i "$work/s22.wav" -c:a pcm_s16le pcm-s16-22k-mono.wav;             add pcm-s16-22k-mono.wav s22 no
+ff -i "$work/s8.wav" -c:a pcm_f32le pcm-f32-8k-mono.wav;               add pcm-f32-8k-mono.wav s8 no
+sox "$work/s8.wav" -b 24 pcm-s24-8k-mono-extensible.wav;              add pcm-s24-8k-mono-extensible.wav s8 no
+sox "$work/s8.wav" pcm-s16be-8k-mono.aiff;                             add pcm-s16be-8k-mono.aiff s8 no
+ff -i "$work/s8.wav" -c:a pcm_s16le -f aiff pcm-sowt-8k-mono.aifc;     add pcm-sowt-8k-mono.aifc s8 no
+
+sha256sum $(ls | grep -v -e SHA256SUMS | sort) > SHA256SUMS

@@ -1,0 +1,203 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import BufferQueue
+
+/// A random-access reader over an audio file: Apple's AudioFile, read-only.
+///
+/// Opening parses the whole file once with ``AudioFileStream`` (seeking where the container asks,
+/// so MP4 files with the index at the end work) and keeps an index of where every packet lies, not
+/// the audio itself. ``readPackets(from:count:)`` then reads any run of packets.
+public final class AudioFile {
+    public let path: String
+    public let fileType: AudioFileType
+    public let fileSize: Int64
+    public let dataFormat: AudioStreamDescription
+    public let formatList: [AudioStreamDescription]
+    public let magicCookie: [UInt8]?
+    public let dataOffset: Int64?
+    public let audioDataByteCount: Int64
+    public let bitRate: Int?
+    public let maximumPacketSize: Int?
+    public let channelLayout: AudioChannelLayout?
+    public let packetTableInfo: AudioFilePacketTableInfo?
+    public let metadata: AudioFileMetadata
+    public let warnings: [AudioFileStreamError]
+    /// The problem that ended parsing early, if any; the packets before it are readable.
+    public let damage: AudioFileStreamError?
+
+    private let descriptor: Int32
+    /// Variable-size packets: offset, size, frames.
+    private let offsets: [Int64]
+    private let sizes: [Int32]
+    private let frames: [Int32]
+    /// Constant-size packets: runs of (first packet, offset, count).
+    private let runs: [(first: Int64, offset: Int64, count: Int64)]
+    public let packetCount: Int64
+
+    /// Opens and indexes a file.
+    /// - Throws: ``AudioFileStreamError`` when the file cannot be read or holds no audio that can
+    ///   be played. Damage after some packets is reported in ``damage`` instead.
+    public init(path: String, fileTypeHint: AudioFileType? = nil) throws {
+        self.path = path
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else {
+            throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        descriptor = fd
+        var info = stat()
+        fstat(fd, &info)
+        fileSize = Int64(info.st_size)
+
+        let stream = AudioFileStream(fileTypeHint: fileTypeHint, sourceIsSeekable: true)
+        var offsets: [Int64] = [], sizes: [Int32] = [], frames: [Int32] = []
+        var runs: [(Int64, Int64, Int64)] = []
+        var damage: AudioFileStreamError?
+        var position: Int64 = 0
+        let chunk = 1 << 16
+        var buffer = [UInt8](repeating: 0, count: chunk)
+        func handle(_ events: [AudioFileStreamEvent]) {
+            for event in events {
+                switch event {
+                case .packets(let packets):
+                    if packets.descriptions.isEmpty {
+                        runs.append((packets.firstPacketIndex, packets.fileOffsets.first ?? 0, Int64(packets.packetCount)))
+                    } else {
+                        let perPacket = stream.dataFormat?.framesPerPacket ?? 0
+                        for (description, offset) in zip(packets.descriptions, packets.fileOffsets) {
+                            offsets.append(offset)
+                            sizes.append(Int32(description.dataByteSize))
+                            frames.append(Int32(description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket))
+                        }
+                    }
+                case .seekRequired(let offset):
+                    position = offset
+                case .property:
+                    break
+                }
+            }
+        }
+        do {
+            while true {
+                let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, chunk, off_t(position)) }
+                if count < 0 {
+                    throw AudioFileStreamError(.invalidOperation, stream.fileType, position, "reading \(path) failed: \(String(cString: strerror(errno)))")
+                }
+                if count == 0 { break }
+                let read = Int(count)
+                position += Int64(read)
+                let before = position
+                handle(try buffer.withUnsafeBytes { try stream.parse(UnsafeRawBufferPointer(rebasing: $0[..<read])) })
+                if position != before { stream.resume(atByteOffset: position) }
+            }
+            handle(try stream.finish())
+        } catch let error as AudioFileStreamError {
+            guard stream.isReadyToProducePackets, !(offsets.isEmpty && runs.isEmpty) else {
+                close(fd)
+                throw error
+            }
+            damage = error
+        }
+        guard let format = stream.dataFormat, let type = stream.fileType else {
+            close(fd)
+            throw AudioFileStreamError(.noAudio, stream.fileType, 0, "no audio format found in \(path)")
+        }
+        fileType = type
+        dataFormat = format
+        formatList = stream.formatList
+        magicCookie = stream.magicCookie
+        dataOffset = stream.dataOffset
+        bitRate = stream.bitRate
+        maximumPacketSize = stream.maximumPacketSize
+        channelLayout = stream.channelLayout
+        packetTableInfo = stream.packetTableInfo
+        metadata = stream.metadata
+        warnings = stream.warnings
+        self.damage = damage
+        self.offsets = offsets
+        self.sizes = sizes
+        self.frames = frames
+        self.runs = runs
+        packetCount = offsets.isEmpty ? runs.reduce(0) { $0 + $1.2 } : Int64(offsets.count)
+        audioDataByteCount = offsets.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : sizes.reduce(Int64(0)) { $0 + Int64($1) }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Decoded frames of every packet together (priming and remainder included).
+    public var totalFrames: Int64 {
+        offsets.isEmpty ? packetCount * Int64(max(dataFormat.framesPerPacket, 1)) : frames.reduce(Int64(0)) { $0 + Int64($1) }
+    }
+
+    /// Frames of packet `index`.
+    public func frames(ofPacket index: Int64) -> Int {
+        offsets.isEmpty ? max(dataFormat.framesPerPacket, 1) : Int(frames[Int(index)])
+    }
+
+    /// Byte offset of packet `index` in the file.
+    public func byteOffset(ofPacket index: Int64) -> Int64? {
+        guard index >= 0, index < packetCount else { return nil }
+        if !offsets.isEmpty { return offsets[Int(index)] }
+        for run in runs where index >= run.first && index < run.first + run.count {
+            return run.offset + (index - run.first) * Int64(dataFormat.bytesPerPacket)
+        }
+        return nil
+    }
+
+    /// Reads `count` packets from `first` (fewer at the end of the file).
+    public func readPackets(from first: Int64, count: Int) throws -> AudioFilePackets {
+        let end = min(first + Int64(max(count, 0)), packetCount)
+        guard first >= 0, first <= packetCount else {
+            throw AudioFileStreamError(.invalidOperation, fileType, 0, "packet \(first) is past the last packet (\(packetCount))")
+        }
+        var packets = AudioFilePackets(data: [], descriptions: [], fileOffsets: [], firstPacketIndex: first, packetCount: Int(end - first))
+        guard end > first else { return packets }
+        if offsets.isEmpty {
+            let bytesPerPacket = Int64(dataFormat.bytesPerPacket)
+            var index = first
+            while index < end {
+                guard let offset = byteOffset(ofPacket: index) else { break }
+                var run = index
+                while run + 1 < end, byteOffset(ofPacket: run + 1) == offset + (run + 1 - index) * bytesPerPacket { run += 1 }
+                try read(at: offset, count: Int((run - index + 1) * bytesPerPacket), into: &packets.data)
+                if packets.fileOffsets.isEmpty { packets.fileOffsets.append(offset) }
+                index = run + 1
+            }
+            return packets
+        }
+        let perPacket = dataFormat.framesPerPacket
+        var index = Int(first)
+        while index < Int(end) {
+            // Read contiguous packets in one call.
+            var last = index
+            while last + 1 < Int(end), offsets[last + 1] == offsets[last] + Int64(sizes[last]) { last += 1 }
+            let start = packets.data.count
+            try read(at: offsets[index], count: Int(offsets[last] - offsets[index]) + Int(sizes[last]), into: &packets.data)
+            var position = start
+            for packet in index...last {
+                let frameCount = Int(frames[packet])
+                packets.descriptions.append(AudioPacketDescription(startOffset: position, variableFramesInPacket: frameCount != perPacket ? frameCount : 0,
+                                                                   dataByteSize: Int(sizes[packet])))
+                packets.fileOffsets.append(offsets[packet])
+                position += Int(sizes[packet])
+            }
+            index = last + 1
+        }
+        return packets
+    }
+
+    private func read(at offset: Int64, count: Int, into data: inout [UInt8]) throws {
+        let start = data.count
+        data.append(contentsOf: repeatElement(0, count: count))
+        var done = 0
+        while done < count {
+            let n = data.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + start + done, count - done, off_t(offset + Int64(done))) }
+            if n <= 0 {
+                throw AudioFileStreamError(.truncated, fileType, offset + Int64(done), "reading \(count) bytes at \(offset) from \(path) failed")
+            }
+            done += n
+        }
+    }
+}

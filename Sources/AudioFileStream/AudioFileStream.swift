@@ -1,0 +1,259 @@
+import BufferQueue
+
+/// A push parser for audio files and streams: Apple's AudioFileStream for Linux.
+///
+/// Push bytes as they arrive, in any chunking; get back properties and packets. The result is
+/// the same whether the bytes come in one piece or one at a time. Call ``finish()`` at the end of
+/// the data. Reads MP3 (MPEG-1/2/2.5 Layer I/II/III), ADTS, MP4/M4A, CAF and WAV/AIFF/AIFC, and
+/// turns each container's gapless convention into one ``AudioFilePacketTableInfo`` in the
+/// decoder's output frames.
+///
+/// ```swift
+/// let stream = AudioFileStream()
+/// for chunk in chunks {
+///     for event in try stream.parse(chunk) {
+///         switch event {
+///         case .property(.readyToProducePackets): makeQueue(stream.dataFormat!, stream.magicCookie)
+///         case .packets(let packets): enqueue(packets)
+///         default: break
+///         }
+///     }
+/// }
+/// _ = try stream.finish()
+/// ```
+///
+/// Not thread-safe: use one stream from one thread at a time.
+public final class AudioFileStream {
+    private let input = ByteInput()
+    private let out = StreamOutput()
+    private var parser: (any ContainerParser)?
+    private let hint: AudioFileType?
+    /// Whether the caller can move to another byte offset when asked (``AudioFileStreamEvent/seekRequired(byteOffset:)``).
+    public let sourceIsSeekable: Bool
+    private var id3: ID3v2.Contents?
+    private var sniffedJunk = 0
+    /// The first plausible MPEG header met while sniffing, for the message when none is confirmed.
+    private var firstCandidate: (offset: Int64, length: Int, summary: String)?
+    private var finished = false
+
+    /// - Parameters:
+    ///   - fileTypeHint: the container, if known (e.g. from a file extension); the bytes decide when they are unambiguous.
+    ///   - sourceIsSeekable: the caller can push bytes from another offset when asked; needed for
+    ///     MP4 files whose index (`moov`) follows the media data.
+    public init(fileTypeHint: AudioFileType? = nil, sourceIsSeekable: Bool = false) {
+        hint = fileTypeHint
+        self.sourceIsSeekable = sourceIsSeekable
+    }
+
+    // MARK: properties
+
+    public var fileType: AudioFileType? { out.fileType }
+    /// The format of the packets; for AAC the core (LC) reading, see ``formatList``.
+    public var dataFormat: AudioStreamDescription? { out.dataFormat }
+    /// Every reading of the stream, best first (HE-AAC v2, HE-AAC, AAC-LC for an AAC stream).
+    public var formatList: [AudioStreamDescription] { out.formatList }
+    public var magicCookie: [UInt8]? { out.magicCookie }
+    /// Absolute byte offset of the first audio packet.
+    public var dataOffset: Int64? { out.dataOffset }
+    public var audioDataByteCount: Int64? { out.audioDataByteCount }
+    /// Packets in the stream, from a header or table (MP3: the Xing/VBRI count until the end is seen).
+    public var audioDataPacketCount: Int64? { out.audioDataPacketCount }
+    /// Bits per second.
+    public var bitRate: Int? { out.bitRate }
+    public var maximumPacketSize: Int? { out.maximumPacketSize }
+    public var channelLayout: AudioChannelLayout? { out.channelLayout }
+    public var packetTableInfo: AudioFilePacketTableInfo? { out.packetTableInfo }
+    public var metadata: AudioFileMetadata { out.metadata }
+    public var isReadyToProducePackets: Bool { out.isReady }
+    /// Problems that did not stop parsing (skipped junk, a cut last frame, a header that miscounts).
+    public var warnings: [AudioFileStreamError] { out.warnings }
+    /// Absolute offset of the next byte the stream expects.
+    public var nextByteOffset: Int64 { input.position + Int64(input.available) + input.skipPending }
+
+    // MARK: parsing
+
+    /// Parses more bytes.
+    /// - Parameter discontinuity: these bytes do not follow the previously pushed ones (after a
+    ///   seek); any packet split across the break is dropped.
+    public func parse(_ bytes: UnsafeRawBufferPointer, discontinuity: Bool = false) throws -> [AudioFileStreamEvent] {
+        guard !finished else {
+            throw AudioFileStreamError(.invalidOperation, out.fileType, input.position, "parse after finish")
+        }
+        if discontinuity, let parser { parser.discontinuity(input, out) }
+        input.append(bytes)
+        try run()
+        return out.takeEvents()
+    }
+
+    /// Parses more bytes.
+    public func parse<Bytes: Sequence>(_ bytes: Bytes, discontinuity: Bool = false) throws -> [AudioFileStreamEvent] where Bytes.Element == UInt8 {
+        let array = Array(bytes)
+        return try array.withUnsafeBytes { try parse($0, discontinuity: discontinuity) }
+    }
+
+    /// Ends the data: emits what is complete and reports what is missing.
+    /// - Throws: ``AudioFileStreamError`` when the data ended early or held no audio; packets
+    ///   produced before the damage have already been returned.
+    public func finish() throws -> [AudioFileStreamEvent] {
+        guard !finished else { return [] }
+        finished = true
+        input.atEnd = true
+        do {
+            try run()
+            if parser == nil { try sniffFailedAtEnd() }
+            try parser?.finish(input, out)
+        } catch {
+            _ = out.takeEvents()
+            throw error
+        }
+        return out.takeEvents()
+    }
+
+    /// Tells the stream that the next pushed byte is at `offset` (after a ``AudioFileStreamEvent/seekRequired(byteOffset:)``).
+    public func resume(atByteOffset offset: Int64) {
+        input.reset(to: offset)
+        if finished { finished = false }
+    }
+
+    /// Where packet `packet` starts. After this, push bytes from that offset.
+    public func seek(toPacket packet: Int64) throws -> AudioFileStreamSeekResult {
+        guard let parser, out.isReady else {
+            throw AudioFileStreamError(.invalidOperation, out.fileType, input.position, "cannot seek before the stream is ready to produce packets")
+        }
+        guard packet >= 0 else {
+            throw AudioFileStreamError(.invalidOperation, out.fileType, input.position, "cannot seek to packet \(packet)")
+        }
+        finished = false
+        return try parser.seek(toPacket: packet, input, out)
+    }
+
+    /// The first frame of packet `packet`, counting every decoded frame (priming included).
+    public func frame(forPacket packet: Int64) -> Int64? { parser?.frames(beforePacket: packet) }
+
+    /// The packet holding decoded frame `frame` (priming included) and the frame's offset in it.
+    public func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? { parser?.packet(forFrame: frame) }
+
+    /// Where packet `packet` starts without moving the stream (exact from a table, else estimated).
+    public func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
+        (parser as? any PacketLocating)?.byteOffset(forPacket: packet)
+    }
+
+    // MARK: sniffing
+
+    private func run() throws {
+        if parser == nil { try sniff() }
+        try parser?.parse(input, out)
+    }
+
+    private func sniff() throws {
+        while parser == nil {
+            let available = input.available
+            guard available >= 12 || (input.atEnd && available > 0) else { return }
+            if available >= 3, input.u8(0) == 0x49, input.u8(1) == 0x44, input.u8(2) == 0x33, id3 == nil {
+                guard available >= 10 || input.atEnd else { return }
+                if available >= 10, let total = ID3v2.totalSize(header: input.bytes(0, 10)) {
+                    let keep = min(total, ID3v2.readCap)
+                    guard available >= keep || input.atEnd else { return }
+                    if available < keep {
+                        throw AudioFileStreamError(.truncated, nil, input.position,
+                            "the ID3v2 tag declares \(total) bytes but the stream ends after \(available); no audio follows")
+                    }
+                    id3 = ID3v2.parse(input.bytes(0, keep))
+                    out.metadata = id3?.metadata ?? AudioFileMetadata()
+                    input.skip(Int64(total))
+                    continue
+                }
+            }
+            if let type = magicType() {
+                start(type)
+                return
+            }
+            // MPEG audio or ADTS, possibly after junk: find the first confirmed frame.
+            var offset = 0
+            while offset + 4 <= input.available {
+                if sniffedJunk + offset > 256 * 1024 {
+                    throw AudioFileStreamError(.unsupportedFileType, nil, input.position + Int64(offset),
+                        "no known container and no MPEG audio or ADTS frame in the first \(sniffedJunk + offset) bytes")
+                }
+                if input.u8(offset) == 0xFF {
+                    if firstCandidate == nil, let header = MPEGHeader.at(input, offset), !header.isFreeFormat {
+                        firstCandidate = (input.position + Int64(offset), header.frameLength, header.summary)
+                    }
+                    let adts = ADTSHeader.confirm(input, at: offset, matching: nil)
+                    let mpeg = MPEGHeader.confirm(input, at: offset, matching: nil, lastFrameMayEnd: false)
+                    if case .yes = adts {
+                        skipJunk(offset)
+                        start(.adts)
+                        return
+                    }
+                    if case .yes = mpeg {
+                        skipJunk(offset)
+                        start(.mp3)
+                        return
+                    }
+                    if case .needMore = adts { skipJunk(offset); return }
+                    if case .needMore = mpeg { skipJunk(offset); return }
+                }
+                offset += 1
+            }
+            skipJunk(offset)
+            return
+        }
+    }
+
+    private func skipJunk(_ count: Int) {
+        guard count > 0 else { return }
+        sniffedJunk += count
+        input.consume(count)
+    }
+
+    private func magicType() -> AudioFileType? {
+        let available = input.available
+        guard available >= 12 else { return nil }
+        let first = input.tag(0), second = input.tag(4), third = input.tag(8)
+        if first == "RIFF" && third == "WAVE" { return .wave }
+        if first == "FORM" && third == "AIFF" { return .aiff }
+        if first == "FORM" && third == "AIFC" { return .aifc }
+        if first == "caff" { return .caf }
+        if ["ftyp", "moov", "mdat", "free", "skip", "wide", "pnot", "uuid"].contains(second) { return .mp4 }
+        return nil
+    }
+
+    private func start(_ type: AudioFileType) {
+        if sniffedJunk > 0 {
+            out.warn(AudioFileStreamError(.invalidData, type, input.position - Int64(sniffedJunk),
+                "skipped \(sniffedJunk) bytes before the first \(type.displayName) frame"))
+        }
+        out.fileType = type
+        switch type {
+        case .mp3: parser = MPEGAudioParser(iTunSMPB: id3?.iTunSMPB)
+        case .adts: parser = ADTSParser()
+        case .mp4: parser = MP4Parser(seekable: sourceIsSeekable)
+        case .caf: parser = CAFParser(seekable: sourceIsSeekable)
+        case .wave, .aiff, .aifc: parser = RIFFParser(type: type)
+        }
+    }
+
+    private func sniffFailedAtEnd() throws {
+        if input.position == 0 && input.available == 0 {
+            throw AudioFileStreamError(.unsupportedFileType, hint, 0, "the stream is empty")
+        }
+        if let candidate = firstCandidate {
+            let end = input.position + Int64(input.available)
+            let why = candidate.offset + Int64(candidate.length) > end
+                ? "its frame needs \(candidate.length) bytes but the stream ends at byte \(end)"
+                : "no frame header follows its frame and it carries no Xing/Info/VBRI tag"
+            throw AudioFileStreamError(.noAudio, .mp3, candidate.offset,
+                "the only \(candidate.summary) frame header is not confirmed: \(why)")
+        }
+        let head = (0..<min(input.available, 8)).map { String(input.u8($0), radix: 16) }.joined(separator: " ")
+        throw AudioFileStreamError(id3 != nil || sniffedJunk > 0 ? .noAudio : .unsupportedFileType, hint, input.position,
+            id3 != nil ? "no MPEG audio or ADTS frame after the ID3v2 tag"
+                       : "not a known container and no MPEG audio or ADTS frame found (bytes here: \(head.isEmpty ? "none" : head))")
+    }
+}
+
+/// Parsers that know where packets lie without moving.
+protocol PacketLocating {
+    func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult?
+}

@@ -1,0 +1,39 @@
+/// What went wrong while parsing a stream, in which container and at which byte.
+public struct AudioFileStreamError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Hashable, Sendable {
+        /// The bytes are not a container this library reads.
+        case unsupportedFileType
+        /// The container is read, but its codec or variant is not supported (free-format MP3, IMA4 decoding...).
+        case unsupportedDataFormat
+        /// A structure in the file is malformed or contradicts itself.
+        case invalidData
+        /// The data ended before a structure or a promised amount of audio was complete.
+        case truncated
+        /// No audio frame could be found (after a bounded search).
+        case noAudio
+        /// A length field asks for more memory than the library will spend on it.
+        case tooLarge
+        /// The container keeps its index after the media data and the source cannot seek.
+        case indexAfterMediaData
+        /// A call that does not fit the stream's state (seeking before the index is known...).
+        case invalidOperation
+    }
+
+    public let code: Code
+    /// The container being parsed, when known.
+    public let container: AudioFileType?
+    /// Absolute byte offset in the stream where the problem is.
+    public let byteOffset: Int64
+    public let message: String
+
+    public init(_ code: Code, _ container: AudioFileType?, _ byteOffset: Int64, _ message: String) {
+        self.code = code
+        self.container = container
+        self.byteOffset = byteOffset
+        self.message = message
+    }
+
+    public var description: String {
+        "\(container?.displayName ?? "stream") at byte \(byteOffset): \(message)"
+    }
+}

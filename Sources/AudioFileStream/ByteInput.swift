@@ -1,0 +1,187 @@
+/// The bytes pushed into a stream and not yet consumed, with their absolute offset.
+///
+/// Skipping past what has arrived is remembered (`skipPending`) and applied to later pushes without
+/// storing them, so skipping a huge box or tag costs no memory.
+final class ByteInput {
+    private var storage: [UInt8] = []
+    private var start = 0
+    /// Absolute offset of the first unread byte.
+    private(set) var position: Int64 = 0
+    /// Bytes still to drop from future pushes.
+    private(set) var skipPending: Int64 = 0
+    /// Set by `finish`: no more bytes will come.
+    var atEnd = false
+
+    var available: Int { storage.count - start }
+
+    func append(_ bytes: UnsafeRawBufferPointer) {
+        var slice = bytes[...]
+        if skipPending > 0 {
+            let dropped = Int(min(skipPending, Int64(slice.count)))
+            skipPending -= Int64(dropped)
+            position += Int64(dropped)
+            slice = slice.dropFirst(dropped)
+        }
+        guard !slice.isEmpty else { return }
+        if start > 0 && start >= storage.count / 2 {
+            storage.removeFirst(start)
+            start = 0
+        }
+        storage.append(contentsOf: slice)
+    }
+
+    /// The byte `index` bytes ahead of the read position (the caller checked `available`).
+    @inline(__always) func u8(_ index: Int) -> UInt8 { storage[start + index] }
+    func u16be(_ i: Int) -> UInt16 { UInt16(u8(i)) << 8 | UInt16(u8(i + 1)) }
+    func u32be(_ i: Int) -> UInt32 { UInt32(u16be(i)) << 16 | UInt32(u16be(i + 2)) }
+    func u64be(_ i: Int) -> UInt64 { UInt64(u32be(i)) << 32 | UInt64(u32be(i + 4)) }
+    func u16le(_ i: Int) -> UInt16 { UInt16(u8(i)) | UInt16(u8(i + 1)) << 8 }
+    func u32le(_ i: Int) -> UInt32 { UInt32(u16le(i)) | UInt32(u16le(i + 2)) << 16 }
+    func tag(_ i: Int) -> String { fourCC(u32be(i)) }
+
+    /// Copies `count` bytes starting `offset` ahead (the caller checked `available`).
+    func bytes(_ offset: Int, _ count: Int) -> [UInt8] { Array(storage[(start + offset)..<(start + offset + count)]) }
+
+    /// Appends `count` bytes at the read position to `array` (the caller checked `available`).
+    func copy(_ count: Int, into array: inout [UInt8]) {
+        array.append(contentsOf: storage[start..<(start + count)])
+    }
+
+    /// Consumes `count` available bytes.
+    func consume(_ count: Int) {
+        precondition(count <= available)
+        start += count
+        position += Int64(count)
+        if start == storage.count { storage.removeAll(keepingCapacity: true); start = 0 }
+    }
+
+    /// Skips `count` bytes, whether they have arrived or not.
+    func skip(_ count: Int64) {
+        let now = Int(min(count, Int64(available)))
+        consume(now)
+        skipPending += count - Int64(now)
+    }
+
+    /// Forgets everything and expects the next pushed byte to be at `offset`.
+    func reset(to offset: Int64) {
+        storage.removeAll(keepingCapacity: true)
+        start = 0
+        skipPending = 0
+        position = offset
+        atEnd = false
+    }
+
+    /// Forgets the buffered bytes but keeps counting positions (a discontinuity without a seek).
+    func dropBuffered() {
+        position += Int64(available)
+        storage.removeAll(keepingCapacity: true)
+        start = 0
+        skipPending = 0
+    }
+}
+
+/// Reads big- or little-endian fields from a byte array, throwing instead of reading out of bounds.
+struct FieldReader {
+    let bytes: [UInt8]
+    var offset: Int
+    let end: Int
+    /// Absolute file offset of `bytes[0]`, for messages.
+    let base: Int64
+    let container: AudioFileType
+
+    init(_ bytes: [UInt8], from: Int = 0, to: Int? = nil, base: Int64, container: AudioFileType) {
+        self.bytes = bytes
+        offset = from
+        end = min(to ?? bytes.count, bytes.count)
+        self.base = base
+        self.container = container
+    }
+
+    var remaining: Int { end - offset }
+    var absoluteOffset: Int64 { base + Int64(offset) }
+
+    func need(_ count: Int, _ what: @autoclosure () -> String) throws {
+        guard count >= 0, count <= remaining else {
+            throw AudioFileStreamError(.invalidData, container, absoluteOffset,
+                "\(what()) needs \(count) bytes but only \(max(remaining, 0)) remain")
+        }
+    }
+
+    mutating func u8(_ what: @autoclosure () -> String = "a field") throws -> UInt8 {
+        try need(1, what())
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+    mutating func u16be(_ what: @autoclosure () -> String = "a field") throws -> UInt16 {
+        try need(2, what()); defer { offset += 2 }
+        return UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
+    }
+    mutating func u24be(_ what: @autoclosure () -> String = "a field") throws -> UInt32 {
+        try need(3, what()); defer { offset += 3 }
+        return UInt32(bytes[offset]) << 16 | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2])
+    }
+    mutating func u32be(_ what: @autoclosure () -> String = "a field") throws -> UInt32 {
+        try need(4, what()); defer { offset += 4 }
+        return UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
+    }
+    mutating func u64be(_ what: @autoclosure () -> String = "a field") throws -> UInt64 {
+        let high = try u32be(what()), low = try u32be(what())
+        return UInt64(high) << 32 | UInt64(low)
+    }
+    mutating func u16le(_ what: @autoclosure () -> String = "a field") throws -> UInt16 {
+        try need(2, what()); defer { offset += 2 }
+        return UInt16(bytes[offset]) | UInt16(bytes[offset + 1]) << 8
+    }
+    mutating func u32le(_ what: @autoclosure () -> String = "a field") throws -> UInt32 {
+        try need(4, what()); defer { offset += 4 }
+        return UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24
+    }
+    mutating func tag(_ what: @autoclosure () -> String = "a four-character code") throws -> String { fourCC(try u32be(what())) }
+    mutating func take(_ count: Int, _ what: @autoclosure () -> String = "a field") throws -> [UInt8] {
+        try need(count, what()); defer { offset += count }
+        return Array(bytes[offset..<(offset + count)])
+    }
+    mutating func skip(_ count: Int, _ what: @autoclosure () -> String = "a field") throws {
+        try need(count, what()); offset += count
+    }
+    /// A variable-length integer as CAF writes them: 7 bits a byte, high bit = more follow.
+    mutating func varint(_ what: @autoclosure () -> String = "a variable-length integer") throws -> Int64 {
+        var value: Int64 = 0
+        for _ in 0..<9 {
+            let byte = try u8(what())
+            value = value << 7 | Int64(byte & 0x7F)
+            if byte & 0x80 == 0 { return value }
+        }
+        throw AudioFileStreamError(.invalidData, container, absoluteOffset, "\(what()) runs longer than 9 bytes")
+    }
+}
+
+/// Four bytes as text, `????` for unprintable ones.
+func fourCC(_ value: UInt32) -> String {
+    var text = ""
+    for shift in stride(from: 24, through: 0, by: -8) {
+        let byte = UInt8(truncatingIfNeeded: value >> UInt32(shift))
+        text.append((32...126).contains(byte) ? Character(Unicode.Scalar(byte)) : "?")
+    }
+    return text
+}
+
+/// Reads bits most-significant first (MPEG headers, AudioSpecificConfig).
+struct BitReader {
+    let bytes: [UInt8]
+    private(set) var bitOffset = 0
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    var bitsLeft: Int { bytes.count * 8 - bitOffset }
+
+    mutating func read(_ count: Int) -> UInt32? {
+        guard count <= 32, count <= bitsLeft else { return nil }
+        var value: UInt32 = 0
+        for _ in 0..<count {
+            let byte = bytes[bitOffset >> 3]
+            let bit = (byte >> (7 - UInt8(bitOffset & 7))) & 1
+            value = value << 1 | UInt32(bit)
+            bitOffset += 1
+        }
+        return value
+    }
+}

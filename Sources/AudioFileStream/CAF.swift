@@ -1,0 +1,248 @@
+import BufferQueue
+
+/// Core Audio Format: `desc`, `kuki`, `pakt`, `chan`, `data` chunks (big-endian, 64-bit sizes).
+final class CAFParser: ContainerParser, PacketLocating {
+    private let seekable: Bool
+    private var headerDone = false
+    private var format: AudioStreamDescription?
+    private var pending: (type: String, size: Int, start: Int64)?
+    /// Packet sizes and frame counts from `pakt` (variable-size formats).
+    private var packetSizes: [Int32] = []
+    private var packetFrames: [Int32] = []
+    private var packetOffsets: [Int64] = []
+    private var paktSeen = false
+    private var dataStart: Int64?
+    private var dataEnd: Int64?
+    private var inData = false
+    private var nextPacket = 0
+    private var constantPacketsSeen: Int64 = 0
+    /// Largest chunk (other than `data`) read into memory.
+    static let chunkCap = 64 << 20
+
+    init(seekable: Bool) { self.seekable = seekable }
+
+    func parse(_ input: ByteInput, _ out: StreamOutput) throws {
+        if !headerDone {
+            guard input.available >= 8 else { return }
+            let version = input.u16be(4)
+            guard version == 1 else {
+                throw AudioFileStreamError(.unsupportedFileType, .caf, 4, "CAF version \(version) is not supported (1 is)")
+            }
+            input.consume(8)
+            headerDone = true
+        }
+        while true {
+            if inData {
+                try emitData(input, out)
+                if inData { return }
+                continue
+            }
+            if let chunk = pending {
+                guard input.available >= chunk.size else { return }
+                let body = input.bytes(0, chunk.size)
+                input.consume(chunk.size)
+                pending = nil
+                try read(chunk.type, body, at: chunk.start, out)
+                continue
+            }
+            guard input.available >= 12 else { return }
+            let type = input.tag(0)
+            let size = Int64(bitPattern: input.u64be(4))
+            let start = input.position
+            input.consume(12)
+            if type == "data" {
+                guard let format else {
+                    throw AudioFileStreamError(.invalidData, .caf, start, "the data chunk comes before the desc chunk")
+                }
+                guard size == -1 || size >= 4 else {
+                    throw AudioFileStreamError(.invalidData, .caf, start, "the data chunk is \(size) bytes, shorter than its edit count")
+                }
+                if format.bytesPerPacket == 0 && !paktSeen {
+                    throw AudioFileStreamError(.indexAfterMediaData, .caf, start,
+                        "the packet table (pakt) is not before the audio data; packets of varying size cannot be found without it")
+                }
+                input.skip(4)   // edit count
+                dataStart = start + 16
+                dataEnd = size == -1 ? nil : start + 12 + size
+                inData = true
+                announce(format, out)
+                continue
+            }
+            guard size >= 0 else {
+                throw AudioFileStreamError(.invalidData, .caf, start, "the \(type) chunk has a negative size (\(size))")
+            }
+            switch type {
+            case "desc", "kuki", "pakt", "chan", "info":
+                guard size <= Int64(Self.chunkCap) else {
+                    throw AudioFileStreamError(.tooLarge, .caf, start, "the \(type) chunk claims \(size) bytes; at most \(Self.chunkCap) are read")
+                }
+                pending = (type, Int(size), start)
+            default:
+                input.skip(size)
+            }
+        }
+    }
+
+    private func read(_ type: String, _ body: [UInt8], at start: Int64, _ out: StreamOutput) throws {
+        var r = FieldReader(body, base: start + 12, container: .caf)
+        switch type {
+        case "desc":
+            let rate = Double(bitPattern: try r.u64be("the sample rate"))
+            let formatID = AudioFormatID(rawValue: try r.u32be("the format id"))
+            let flags = try r.u32be("the format flags")
+            let bytesPerPacket = Int(try r.u32be()), framesPerPacket = Int(try r.u32be())
+            let channels = Int(try r.u32be()), bits = Int(try r.u32be())
+            guard rate > 0, rate <= 1_536_000, (1...64).contains(channels) else {
+                throw AudioFileStreamError(.invalidData, .caf, start, "desc says \(rate) Hz and \(channels) channels")
+            }
+            var format: AudioStreamDescription
+            if formatID == .linearPCM {
+                format = .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isFloat: flags & 1 != 0, isBigEndian: flags & 2 == 0,
+                                    bytesPerSample: channels > 0 ? bytesPerPacket / channels : nil)
+            } else {
+                format = AudioStreamDescription(sampleRate: rate, formatID: formatID, bytesPerPacket: bytesPerPacket,
+                                                framesPerPacket: framesPerPacket, bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 0)
+            }
+            self.format = format
+            out.dataFormat = format
+            out.formatList = [format]
+            out.channelLayout = .default(channels: channels)
+        case "kuki":
+            if let (_, config) = audioSpecificConfig(fromESDescriptor: body) { out.magicCookie = config } else { out.magicCookie = body }
+            if let format, [.aacLC, .heAAC, .heAACv2].contains(format.formatID), let cookie = out.magicCookie,
+               let asc = AudioSpecificConfig(cookie), asc.sbrPresent == true {
+                out.formatList = asc.formatList
+            }
+        case "pakt":
+            let packets = try r.u64be("the packet count")
+            let valid = Int64(bitPattern: try r.u64be("the valid frame count"))
+            let priming = Int(Int32(bitPattern: try r.u32be("the priming frames")))
+            let remainder = Int(Int32(bitPattern: try r.u32be("the remainder frames")))
+            guard packets <= UInt64(r.remaining) || format?.bytesPerPacket ?? 0 > 0 else {
+                throw AudioFileStreamError(.invalidData, .caf, start, "pakt claims \(packets) packets but holds only \(r.remaining) bytes of entries")
+            }
+            let variableSize = (format?.bytesPerPacket ?? 0) == 0, variableFrames = (format?.framesPerPacket ?? 0) == 0
+            if variableSize || variableFrames {
+                packetSizes.reserveCapacity(Int(packets))
+                for index in 0..<Int(packets) {
+                    let size = variableSize ? try r.varint("the size of packet \(index)") : Int64(format?.bytesPerPacket ?? 0)
+                    let frames = variableFrames ? try r.varint("the frames of packet \(index)") : Int64(format?.framesPerPacket ?? 0)
+                    guard size > 0, size <= 1 << 20, frames >= 0, frames <= 1 << 20 else {
+                        throw AudioFileStreamError(.invalidData, .caf, r.absoluteOffset, "packet \(index) claims \(size) bytes and \(frames) frames")
+                    }
+                    packetSizes.append(Int32(size))
+                    packetFrames.append(Int32(frames))
+                }
+            }
+            paktSeen = true
+            if valid > 0 || priming > 0 || remainder > 0 {
+                guard priming >= 0, remainder >= 0, valid >= 0 else {
+                    throw AudioFileStreamError(.invalidData, .caf, start, "pakt has negative frame counts (\(valid), \(priming), \(remainder))")
+                }
+                out.packetTableInfo = AudioFilePacketTableInfo(validFrames: valid, primingFrames: priming, remainderFrames: remainder, source: .pakt)
+            }
+            if packets > 0 { out.audioDataPacketCount = Int64(packets) }
+        default:
+            break
+        }
+    }
+
+    private func announce(_ format: AudioStreamDescription, _ out: StreamOutput) {
+        guard !out.isReady else { return }
+        out.dataOffset = dataStart
+        if let dataEnd, let dataStart { out.audioDataByteCount = dataEnd - dataStart }
+        if !packetSizes.isEmpty, let dataStart {
+            packetOffsets.reserveCapacity(packetSizes.count)
+            var offset = dataStart
+            for size in packetSizes { packetOffsets.append(offset); offset += Int64(size) }
+            out.maximumPacketSize = Int(packetSizes.max() ?? 0)
+            let frames = packetFrames.reduce(Int64(0)) { $0 + Int64($1) }
+            let totalFrames = format.framesPerPacket > 0 ? Int64(packetSizes.count * format.framesPerPacket) : frames
+            if totalFrames > 0 { out.bitRate = Int(Double(offset - dataStart) * 8 * format.sampleRate / Double(totalFrames)) }
+        } else if format.bytesPerPacket > 0 {
+            out.maximumPacketSize = format.bytesPerPacket
+            if let bytes = out.audioDataByteCount {
+                out.audioDataPacketCount = bytes / Int64(format.bytesPerPacket)
+                let frames = Double(bytes / Int64(format.bytesPerPacket)) * Double(max(format.framesPerPacket, 1))
+                if frames > 0 { out.bitRate = Int(Double(bytes) * 8 * format.sampleRate / frames) }
+            }
+        }
+        out.announceReady()
+    }
+
+    private func emitData(_ input: ByteInput, _ out: StreamOutput) throws {
+        guard let format else { return }
+        if format.bytesPerPacket > 0 {
+            var count = input.available / format.bytesPerPacket
+            if let dataEnd { count = min(count, Int((dataEnd - input.position) / Int64(format.bytesPerPacket))) }
+            out.emitConstantPackets(from: input, count: count, bytesPerPacket: format.bytesPerPacket)
+            constantPacketsSeen += Int64(count)
+            if let dataEnd, dataEnd - input.position < Int64(format.bytesPerPacket) {
+                input.skip(dataEnd - input.position)
+                inData = false
+            }
+            return
+        }
+        while nextPacket < packetSizes.count {
+            let offset = packetOffsets[nextPacket], size = Int(packetSizes[nextPacket])
+            if input.position < offset { input.skip(offset - input.position); if input.position < offset { return } }
+            guard input.available >= size else { return }
+            out.emitPacket(from: input, size: size, frames: Int(packetFrames[nextPacket]) > 0 ? Int(packetFrames[nextPacket]) : format.framesPerPacket)
+            nextPacket += 1
+        }
+        if let dataEnd { input.skip(max(dataEnd - input.position, 0)) } else { input.skip(Int64(input.available)) }
+        inData = dataEnd == nil
+    }
+
+    func finish(_ input: ByteInput, _ out: StreamOutput) throws {
+        input.atEnd = true
+        try parse(input, out)
+        guard format != nil else { throw AudioFileStreamError(.invalidData, .caf, input.position, "no desc chunk") }
+        guard dataStart != nil else { throw AudioFileStreamError(.noAudio, .caf, input.position, "no data chunk") }
+        if !packetSizes.isEmpty && nextPacket < packetSizes.count {
+            throw AudioFileStreamError(.truncated, .caf, input.position, "pakt lists \(packetSizes.count) packets but the stream ends after \(nextPacket)")
+        }
+        if packetSizes.isEmpty, out.audioDataPacketCount == nil || inData {
+            out.audioDataPacketCount = constantPacketsSeen
+            out.announce(.audioDataPacketCount)
+        }
+    }
+
+    func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
+        guard let format, let dataStart else { return nil }
+        if format.bytesPerPacket > 0 { return AudioFileStreamSeekResult(byteOffset: dataStart + packet * Int64(format.bytesPerPacket), isEstimated: false) }
+        guard packet >= 0, packet < Int64(packetOffsets.count) else { return nil }
+        return AudioFileStreamSeekResult(byteOffset: packetOffsets[Int(packet)], isEstimated: false)
+    }
+
+    func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
+        guard let result = byteOffset(forPacket: packet) else {
+            throw AudioFileStreamError(.invalidOperation, .caf, input.position, "packet \(packet) is not in the packet table")
+        }
+        input.reset(to: result.byteOffset)
+        nextPacket = Int(packet)
+        constantPacketsSeen = packet
+        inData = true
+        out.nextPacketIndex = packet
+        return result
+    }
+
+    func discontinuity(_ input: ByteInput, _ out: StreamOutput) { input.dropBuffered() }
+
+    func frames(beforePacket packet: Int64) -> Int64? {
+        guard let format else { return nil }
+        if format.framesPerPacket > 0 { return packet * Int64(format.framesPerPacket) }
+        return packetFrames.prefix(Int(min(packet, Int64(packetFrames.count)))).reduce(Int64(0)) { $0 + Int64($1) }
+    }
+
+    func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
+        guard let format else { return nil }
+        if format.framesPerPacket > 0 { return (frame / Int64(format.framesPerPacket), Int(frame % Int64(format.framesPerPacket))) }
+        var total: Int64 = 0
+        for (index, frames) in packetFrames.enumerated() {
+            if frame < total + Int64(frames) { return (Int64(index), Int(frame - total)) }
+            total += Int64(frames)
+        }
+        return nil
+    }
+}

@@ -1,0 +1,151 @@
+/// ID3v2 tags (2.2, 2.3, 2.4): their size, and the title/artist/album and iTunSMPB they carry.
+enum ID3v2 {
+    /// Most bytes of a tag kept for reading frames; the rest of a larger tag (cover art) is skipped.
+    static let readCap = 1 << 20
+
+    /// Total size of the tag starting at `header` (10 bytes), including a footer; nil if not a tag.
+    static func totalSize(header: [UInt8]) -> Int? {
+        guard header.count >= 10, header[0] == 0x49, header[1] == 0x44, header[2] == 0x33,
+              header[3] >= 2, header[3] <= 4, header[4] != 0xFF,
+              header[6...9].allSatisfy({ $0 < 0x80 }) else { return nil }
+        let size = header[6...9].reduce(0) { $0 << 7 | Int($1) }
+        let footer = header[3] == 4 && header[5] & 0x10 != 0 ? 10 : 0
+        return 10 + size + footer
+    }
+
+    struct Contents {
+        var metadata = AudioFileMetadata()
+        /// The iTunSMPB text, if a COMM or TXXX frame carries one.
+        var iTunSMPB: String?
+    }
+
+    /// Reads frames from the first bytes of a tag (header included).
+    static func parse(_ tag: [UInt8]) -> Contents {
+        var contents = Contents()
+        guard tag.count >= 10 else { return contents }
+        let version = tag[3], flags = tag[5]
+        var body = Array(tag[10...])
+        if flags & 0x80 != 0 && version < 4 { body = removeUnsynchronisation(body) }
+        var offset = 0
+        if flags & 0x40 != 0 && version >= 3 {
+            guard body.count >= 4 else { return contents }
+            let size = version == 4 ? body[0..<4].reduce(0) { $0 << 7 | Int($1 & 0x7F) }
+                                    : body[0..<4].reduce(0) { $0 << 8 | Int($1) } + 4
+            offset = size
+        }
+        let idLength = version == 2 ? 3 : 4, headerLength = version == 2 ? 6 : 10
+        while offset + headerLength <= body.count {
+            let idBytes = body[offset..<(offset + idLength)]
+            guard idBytes.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) }) else { break }
+            let id = String(decoding: idBytes, as: UTF8.self)
+            var size: Int
+            var frameFlags: UInt8 = 0
+            if version == 2 {
+                size = Int(body[offset + 3]) << 16 | Int(body[offset + 4]) << 8 | Int(body[offset + 5])
+            } else if version == 3 {
+                size = body[(offset + 4)..<(offset + 8)].reduce(0) { $0 << 8 | Int($1) }
+                frameFlags = body[offset + 9]
+            } else {
+                size = body[(offset + 4)..<(offset + 8)].reduce(0) { $0 << 7 | Int($1 & 0x7F) }
+                frameFlags = body[offset + 9]
+            }
+            let start = offset + headerLength
+            guard size > 0, start + size <= body.count else { break }
+            var data = Array(body[start..<(start + size)])
+            offset = start + size
+            // Compressed or encrypted frames are skipped; grouping and length prefixes are stripped.
+            if version == 3 {
+                if frameFlags & 0xC0 != 0 { continue }
+                if frameFlags & 0x20 != 0 { data = Array(data.dropFirst(1)) }
+            } else if version == 4 {
+                if frameFlags & 0x0C != 0 { continue }
+                if frameFlags & 0x40 != 0 { data = Array(data.dropFirst(1)) }
+                if frameFlags & 0x01 != 0 { data = Array(data.dropFirst(4)) }
+                if frameFlags & 0x02 != 0 || flags & 0x80 != 0 { data = removeUnsynchronisation(data) }
+            }
+            switch id {
+            case "TIT2", "TT2": contents.metadata.title = contents.metadata.title ?? text(data)
+            case "TPE1", "TP1": contents.metadata.artist = contents.metadata.artist ?? text(data)
+            case "TALB", "TAL": contents.metadata.album = contents.metadata.album ?? text(data)
+            case "COMM", "COM", "TXXX", "TXX":
+                if let (description, value) = describedText(data, hasLanguage: id.hasPrefix("CO")),
+                   description == "iTunSMPB" {
+                    contents.iTunSMPB = value
+                }
+            default: break
+            }
+        }
+        return contents
+    }
+
+    static func removeUnsynchronisation(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var previous: UInt8 = 0
+        for byte in bytes {
+            if !(previous == 0xFF && byte == 0x00) { out.append(byte) }
+            previous = byte
+        }
+        return out
+    }
+
+    /// A text frame's first value.
+    static func text(_ data: [UInt8]) -> String? {
+        guard let encoding = data.first else { return nil }
+        let value = decode(Array(data.dropFirst()), encoding: encoding).first ?? ""
+        return value.isEmpty ? nil : value
+    }
+
+    /// (description, text) of a COMM (with a language code) or TXXX frame.
+    static func describedText(_ data: [UInt8], hasLanguage: Bool) -> (String, String)? {
+        guard let encoding = data.first else { return nil }
+        let rest = Array(data.dropFirst(hasLanguage ? 4 : 1))
+        let parts = decode(rest, encoding: encoding)
+        guard parts.count >= 2 else { return nil }
+        return (parts[0], parts[1])
+    }
+
+    /// Splits on the encoding's terminator and decodes each part.
+    static func decode(_ bytes: [UInt8], encoding: UInt8) -> [String] {
+        var parts: [String] = []
+        if encoding == 1 || encoding == 2 {
+            var units: [UInt16] = []
+            var bigEndian = encoding == 2
+            var index = 0
+            var atStart = true
+            while index + 1 < bytes.count {
+                let pair = (bytes[index], bytes[index + 1])
+                index += 2
+                if atStart && encoding == 1 {
+                    atStart = false
+                    if pair == (0xFF, 0xFE) { bigEndian = false; continue }
+                    if pair == (0xFE, 0xFF) { bigEndian = true; continue }
+                }
+                let unit = bigEndian ? UInt16(pair.0) << 8 | UInt16(pair.1) : UInt16(pair.1) << 8 | UInt16(pair.0)
+                if unit == 0 {
+                    parts.append(String(decoding: units, as: UTF16.self))
+                    units.removeAll()
+                    atStart = true
+                } else {
+                    units.append(unit)
+                }
+            }
+            if !units.isEmpty { parts.append(String(decoding: units, as: UTF16.self)) }
+        } else {
+            for piece in bytes.split(separator: 0, omittingEmptySubsequences: false) {
+                parts.append(encoding == 3 ? String(decoding: piece, as: UTF8.self)
+                                           : String(String.UnicodeScalarView(piece.map { Unicode.Scalar($0) })))
+            }
+            while parts.last == "" { parts.removeLast() }
+        }
+        return parts
+    }
+}
+
+/// The iTunSMPB text: words of hex, [1] priming, [2] remainder, [3] valid frames.
+func parseITunSMPB(_ text: String) -> (priming: Int, remainder: Int, valid: Int64)? {
+    let words = text.split(whereSeparator: { $0 == " " || $0 == "\0" }).map(String.init)
+    guard words.count >= 4, let priming = Int(words[1], radix: 16), let remainder = Int(words[2], radix: 16),
+          let valid = Int64(words[3], radix: 16), valid > 0 else { return nil }
+    return (priming, remainder, valid)
+}

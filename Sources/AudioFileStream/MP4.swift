@@ -1,0 +1,504 @@
+import BufferQueue
+
+/// ISO base media / MP4 / M4A: the first audio track.
+final class MP4Parser: ContainerParser, PacketLocating {
+    /// Largest `moov` read into memory.
+    static let moovCap = 64 << 20
+    /// Largest audio sample accepted.
+    static let sampleCap = 1 << 20
+    /// Most samples a track may claim.
+    static let sampleCountCap = 50_000_000
+
+    private let seekable: Bool
+    private enum State {
+        case boxHeader
+        case collectingMoov(size: Int, start: Int64)
+        case samples(end: Int64?)
+        case done
+    }
+    private var state = State.boxHeader
+    private var track: Track?
+    /// An `mdat` met before `moov`: where it starts and ends.
+    private var earlyMdat: (start: Int64, end: Int64)?
+    private var nextSample = 0
+    private var lastBox: (type: String, start: Int64)?
+
+    struct Track {
+        var format: AudioStreamDescription
+        var formatList: [AudioStreamDescription]
+        var cookie: [UInt8]?
+        var offsets: [Int64]
+        var sizes: [Int32]
+        /// (sample count, duration in media timescale) runs from `stts`.
+        var durations: [(count: Int, delta: Int)]
+        var mediaTimescale: Int
+        /// Media timescale units to output frames.
+        var frameScale: Double
+        /// Decoded output frames of every packet (the best reading's frames per packet).
+        var framesPerPacket: Int
+    }
+
+    init(seekable: Bool) { self.seekable = seekable }
+
+    func parse(_ input: ByteInput, _ out: StreamOutput) throws {
+        while true {
+            switch state {
+            case .done:
+                input.skip(Int64(input.available))
+                return
+            case .collectingMoov(let size, let start):
+                guard input.available >= size else { return }
+                let body = input.bytes(0, size)
+                input.consume(size)
+                state = .boxHeader
+                try readMoov(body, at: start, out)
+                if let mdat = earlyMdat, let track {
+                    // The index came after the media: go back to the first sample.
+                    let first = track.offsets.first ?? mdat.start
+                    input.reset(to: first)
+                    out.requestSeek(to: first)
+                    state = .samples(end: mdat.end)
+                    return
+                }
+            case .samples(let end):
+                guard let track else { state = .boxHeader; continue }
+                while nextSample < track.offsets.count {
+                    let offset = track.offsets[nextSample], size = Int(track.sizes[nextSample])
+                    if let end, offset + Int64(size) > end { break }   // in a later mdat
+                    if offset < input.position {
+                        throw AudioFileStreamError(.invalidData, .mp4, offset,
+                            "sample \(nextSample) lies at byte \(offset), before the current position \(input.position); samples out of order are not supported")
+                    }
+                    if offset > input.position {
+                        input.skip(offset - input.position)
+                        if input.position < offset { return }
+                    }
+                    guard input.available >= size else { return }
+                    out.emitPacket(from: input, size: size, frames: frames(ofSample: nextSample, track))
+                    nextSample += 1
+                }
+                if nextSample >= track.offsets.count {
+                    state = .done
+                    continue
+                }
+                guard let end else { return }
+                if input.position < end { input.skip(end - input.position); if input.position < end { return } }
+                state = .boxHeader
+            case .boxHeader:
+                guard input.available >= 8 else { return }
+                var size = Int64(input.u32be(0))
+                let type = input.tag(4)
+                let start = input.position
+                var headerLength = 8
+                if size == 1 {
+                    guard input.available >= 16 else { return }
+                    size = Int64(bitPattern: input.u64be(8))
+                    headerLength = 16
+                }
+                let toEnd = size == 0
+                if !toEnd && size < Int64(headerLength) {
+                    throw AudioFileStreamError(.invalidData, .mp4, start, "box '\(type)' has size \(size), smaller than its header")
+                }
+                lastBox = (type, start)
+                input.consume(headerLength)
+                let bodySize = toEnd ? nil : size - Int64(headerLength)
+                switch type {
+                case "moov":
+                    guard let bodySize else {
+                        throw AudioFileStreamError(.invalidData, .mp4, start, "the moov box has size 0 (to the end of the file); cannot read it")
+                    }
+                    guard bodySize <= Int64(Self.moovCap) else {
+                        throw AudioFileStreamError(.tooLarge, .mp4, start, "the moov box claims \(size) bytes; at most \(Self.moovCap) are read")
+                    }
+                    state = .collectingMoov(size: Int(bodySize), start: start + Int64(headerLength))
+                case "mdat":
+                    let end = bodySize.map { input.position + $0 }
+                    if track != nil {
+                        state = .samples(end: end)
+                    } else if seekable, let end {
+                        earlyMdat = (input.position, end)
+                        input.reset(to: end)
+                        out.requestSeek(to: end)
+                        return
+                    } else {
+                        throw AudioFileStreamError(.indexAfterMediaData, .mp4, start, seekable
+                            ? "the mdat box extends to the end of the file and no moov came before it"
+                            : "the index (moov) follows the media data (mdat at byte \(start)); the source cannot seek, so the file cannot be read as it arrives. Read it from a seekable source, or move moov to the front (ffmpeg -movflags +faststart)")
+                    }
+                default:
+                    if let bodySize { input.skip(bodySize) } else { state = .done }
+                }
+            }
+        }
+    }
+
+    /// Every AAC or MP3 packet decodes to the codec's frame size, whatever duration `stts` gives
+    /// it (a shortened last sample is padding the trims remove, not fewer decoded frames).
+    private func frames(ofSample index: Int, _ track: Track) -> Int { track.framesPerPacket }
+
+    // MARK: moov
+
+    private struct Box { let type: String; let body: Range<Int>; let start: Int64 }
+
+    /// The boxes in `bytes[range]`.
+    private func boxes(_ bytes: [UInt8], _ range: Range<Int>, base: Int64) throws -> [Box] {
+        var result: [Box] = []
+        var offset = range.lowerBound
+        while offset + 8 <= range.upperBound {
+            var r = FieldReader(bytes, from: offset, to: range.upperBound, base: base, container: .mp4)
+            var size = Int64(try r.u32be("a box size"))
+            let type = latin1(try r.u32be("a box type"))
+            if size == 1 { size = Int64(bitPattern: try r.u64be("a 64-bit box size")) }
+            if size == 0 { size = Int64(range.upperBound - offset) }
+            let header = r.offset - offset
+            guard size >= Int64(header), size <= Int64(range.upperBound - offset) else {
+                throw AudioFileStreamError(.invalidData, .mp4, base + Int64(offset), "box '\(type)' claims \(size) bytes but its parent has \(range.upperBound - offset) left")
+            }
+            result.append(Box(type: type, body: (offset + header)..<(offset + Int(size)), start: base + Int64(offset)))
+            offset += Int(size)
+        }
+        return result
+    }
+
+    private func readMoov(_ body: [UInt8], at start: Int64, _ out: StreamOutput) throws {
+        let base = start  // absolute offset of body[0]
+        let children = try boxes(body, 0..<body.count, base: base)
+        var movieTimescale = 0
+        var iTunSMPB: String?
+        for box in children {
+            switch box.type {
+            case "mvhd":
+                var r = FieldReader(body, from: box.body.lowerBound, to: box.body.upperBound, base: base, container: .mp4)
+                let version = try r.u8(); try r.skip(3)
+                try r.skip(version == 1 ? 16 : 8)
+                movieTimescale = Int(try r.u32be("the movie timescale"))
+            case "udta":
+                try readUdta(body, box, base: base, out, iTunSMPB: &iTunSMPB)
+            default: break
+            }
+        }
+        for box in children where box.type == "trak" {
+            if let found = try readTrak(body, box, base: base, movieTimescale: movieTimescale, iTunSMPB: iTunSMPB, out) {
+                track = found
+                break
+            }
+        }
+        guard let track else {
+            throw AudioFileStreamError(.noAudio, .mp4, start, "the moov box has no audio track this library reads (AAC or MP3)")
+        }
+        out.dataFormat = track.format
+        out.formatList = track.formatList
+        out.magicCookie = track.cookie
+        out.channelLayout = .default(channels: track.format.channelsPerFrame)
+        out.dataOffset = track.offsets.first
+        out.audioDataPacketCount = Int64(track.offsets.count)
+        let bytes = track.sizes.reduce(Int64(0)) { $0 + Int64($1) }
+        out.audioDataByteCount = bytes
+        out.maximumPacketSize = Int(track.sizes.max() ?? 0)
+        let totalUnits = track.durations.reduce(0) { $0 + $1.count * $1.delta }
+        if totalUnits > 0, track.mediaTimescale > 0 {
+            out.bitRate = Int(Double(bytes) * 8 * Double(track.mediaTimescale) / Double(totalUnits))
+        }
+        out.announceReady()
+        if earlyMdat == nil { state = .boxHeader }
+    }
+
+    private func readUdta(_ body: [UInt8], _ udta: Box, base: Int64, _ out: StreamOutput, iTunSMPB: inout String?) throws {
+        for meta in try boxes(body, udta.body, base: base) where meta.type == "meta" {
+            // ISO meta has version/flags; QuickTime's does not.
+            var range = meta.body
+            if range.count >= 8, String(decoding: body[(range.lowerBound + 4)..<(range.lowerBound + 8)], as: UTF8.self) != "hdlr" {
+                range = (range.lowerBound + 4)..<range.upperBound
+            }
+            for ilst in try boxes(body, range, base: base) where ilst.type == "ilst" {
+                for item in try boxes(body, ilst.body, base: base) {
+                    var name = item.type
+                    var value: String?
+                    for field in try boxes(body, item.body, base: base) {
+                        if field.type == "name", field.body.count >= 4 {
+                            name = String(decoding: body[(field.body.lowerBound + 4)..<field.body.upperBound], as: UTF8.self)
+                        }
+                        if field.type == "data", field.body.count >= 8 {
+                            value = String(decoding: body[(field.body.lowerBound + 8)..<field.body.upperBound], as: UTF8.self)
+                        }
+                    }
+                    guard let value else { continue }
+                    switch name {
+                    case "\u{A9}nam": out.metadata.title = value
+                    case "\u{A9}ART": out.metadata.artist = value
+                    case "\u{A9}alb": out.metadata.album = value
+                    case "iTunSMPB": iTunSMPB = value
+                    default: break
+                    }
+                }
+            }
+        }
+    }
+
+    private func readTrak(_ body: [UInt8], _ trak: Box, base: Int64, movieTimescale: Int, iTunSMPB: String?, _ out: StreamOutput) throws -> Track? {
+        func child(_ parent: Box, _ type: String) throws -> Box? { try boxes(body, parent.body, base: base).first { $0.type == type } }
+        guard let mdia = try child(trak, "mdia"), let hdlr = try child(mdia, "hdlr"), hdlr.body.count >= 12,
+              String(decoding: body[(hdlr.body.lowerBound + 8)..<(hdlr.body.lowerBound + 12)], as: UTF8.self) == "soun",
+              let mdhd = try child(mdia, "mdhd"), let minf = try child(mdia, "minf"), let stbl = try child(minf, "stbl"),
+              let stsd = try child(stbl, "stsd") else { return nil }
+        var r = FieldReader(body, from: mdhd.body.lowerBound, to: mdhd.body.upperBound, base: base, container: .mp4)
+        let version = try r.u8(); try r.skip(3)
+        try r.skip(version == 1 ? 16 : 8)
+        let timescale = Int(try r.u32be("the media timescale"))
+        let mediaDuration = version == 1 ? Int64(bitPattern: try r.u64be()) : Int64(try r.u32be())
+        guard timescale > 0 else { throw AudioFileStreamError(.invalidData, .mp4, mdhd.start, "the media timescale is 0") }
+
+        // Sample description: the first entry.
+        r = FieldReader(body, from: stsd.body.lowerBound + 8, to: stsd.body.upperBound, base: base, container: .mp4)
+        let entryStart = r.offset
+        let entrySize = Int(try r.u32be("the sample entry size"))
+        let entryType = try r.tag()
+        guard entrySize >= 36, entryStart + entrySize <= stsd.body.upperBound else {
+            throw AudioFileStreamError(.invalidData, .mp4, stsd.start, "the sample entry '\(entryType)' has size \(entrySize)")
+        }
+        try r.skip(8)
+        let soundVersion = Int(try r.u16be()); try r.skip(6)
+        let channels = Int(try r.u16be("the channel count")); try r.skip(6)
+        let entryRate = Int(try r.u32be("the sample rate") >> 16)
+        try r.skip(soundVersion == 1 ? 16 : soundVersion == 2 ? 36 : 0)
+        let entry = Box(type: entryType, body: r.offset..<(entryStart + entrySize), start: base + Int64(entryStart))
+
+        var format: AudioStreamDescription
+        var formatList: [AudioStreamDescription]
+        var cookie: [UInt8]?
+        var frameScale = 1.0
+        var note: String?
+        switch entryType {
+        case "mp4a":
+            guard let esds = try boxes(body, entry.body, base: base).first(where: { $0.type == "esds" }), esds.body.count > 4 else {
+                throw AudioFileStreamError(.invalidData, .mp4, entry.start, "the mp4a sample entry has no esds box")
+            }
+            guard let (objectType, config) = audioSpecificConfig(fromESDescriptor: Array(body[(esds.body.lowerBound + 4)..<esds.body.upperBound])) else {
+                throw AudioFileStreamError(.invalidData, .mp4, esds.start, "the esds box holds no decoder configuration")
+            }
+            if objectType == 0x69 || objectType == 0x6B {
+                let rate = Double(entryRate > 0 ? entryRate : timescale)
+                format = AudioStreamDescription(sampleRate: rate, formatID: .mpegLayer3, bytesPerPacket: 0, framesPerPacket: rate < 32000 ? 576 : 1152,
+                                                bytesPerFrame: 0, channelsPerFrame: max(channels, 1), bitsPerChannel: 0)
+                formatList = [format]
+            } else {
+                guard [0x40, 0x66, 0x67, 0x68].contains(objectType), let asc = AudioSpecificConfig(config) else {
+                    throw AudioFileStreamError(.unsupportedDataFormat, .mp4, esds.start, "object type 0x\(String(objectType, radix: 16)) is not AAC or MP3")
+                }
+                cookie = config
+                formatList = asc.formatList
+                format = formatList.last ?? AudioStreamDescription(sampleRate: Double(asc.sampleRate), formatID: .aacLC, bytesPerPacket: 0, framesPerPacket: 1024, bytesPerFrame: 0, channelsPerFrame: max(channels, 1), bitsPerChannel: 0)
+                if let best = formatList.first, best.sampleRate != Double(timescale) {
+                    frameScale = best.sampleRate / Double(timescale)
+                    note = "converted from the media timescale (\(timescale)) to the \(best.sampleRate == best.sampleRate.rounded() ? String(Int(best.sampleRate)) : String(best.sampleRate)) Hz output rate signalled for \(asc.profileName) (x\(frameScale))"
+                }
+            }
+        case ".mp3":
+            format = AudioStreamDescription(sampleRate: Double(entryRate), formatID: .mpegLayer3, bytesPerPacket: 0, framesPerPacket: entryRate < 32000 ? 576 : 1152,
+                                            bytesPerFrame: 0, channelsPerFrame: max(channels, 1), bitsPerChannel: 0)
+            formatList = [format]
+        default:
+            throw AudioFileStreamError(.unsupportedDataFormat, .mp4, entry.start, "the audio track's codec '\(entryType)' is not supported (mp4a and .mp3 are)")
+        }
+
+        let (offsets, sizes) = try sampleTable(body, stbl, base: base)
+        var durations: [(count: Int, delta: Int)] = []
+        if let stts = try child(stbl, "stts") {
+            r = FieldReader(body, from: stts.body.lowerBound + 4, to: stts.body.upperBound, base: base, container: .mp4)
+            let entries = Int(try r.u32be("the stts entry count"))
+            guard entries <= r.remaining / 8 else { throw AudioFileStreamError(.invalidData, .mp4, stts.start, "stts claims \(entries) entries in \(r.remaining) bytes") }
+            for _ in 0..<entries { durations.append((Int(try r.u32be()), Int(try r.u32be()))) }
+        }
+        let sttsSamples = durations.reduce(0) { $0 + $1.count }
+        if sttsSamples != offsets.count {
+            out.warn(AudioFileStreamError(.invalidData, .mp4, stbl.start, "stts covers \(sttsSamples) samples, stsz lists \(offsets.count)"))
+        }
+        let totalUnits = Int64(durations.reduce(0) { $0 + $1.count * $1.delta })
+        let framesPerPacket = formatList.first?.framesPerPacket ?? format.framesPerPacket
+        let decodedFrames = Int64(offsets.count * framesPerPacket)
+
+        // Gapless numbers: the edit list against the media timescale, else iTunSMPB, else the
+        // sample durations (a shortened last sample). Output frames; the remainder is what the
+        // decoder outputs beyond priming + valid.
+        if let edts = try child(trak, "edts"), let elst = try boxes(body, edts.body, base: base).first(where: { $0.type == "elst" }) {
+            r = FieldReader(body, from: elst.body.lowerBound, to: elst.body.upperBound, base: base, container: .mp4)
+            let version = try r.u8(); try r.skip(3)
+            let entries = Int(try r.u32be())
+            for _ in 0..<min(entries, 16) {
+                let segment = version == 1 ? Int64(bitPattern: try r.u64be()) : Int64(try r.u32be())
+                let mediaTime = version == 1 ? Int64(bitPattern: try r.u64be()) : Int64(Int32(bitPattern: try r.u32be()))
+                try r.skip(4)
+                guard mediaTime >= 0 else { continue }   // an empty edit
+                let fromHeader = mediaDuration - mediaTime
+                let fromEdit = movieTimescale > 0 ? Int64((Double(segment) * Double(timescale) / Double(movieTimescale)).rounded()) : fromHeader
+                let tolerance = movieTimescale > 0 ? Int64((Double(timescale) / Double(movieTimescale)).rounded(.up)) : 0
+                // mdhd is exact where it excludes the padding; otherwise the (rounded) edit duration.
+                var valid = abs(fromEdit - fromHeader) <= tolerance ? fromHeader : min(fromEdit, fromHeader)
+                valid = min(valid, totalUnits - mediaTime)
+                let primingOut = Int64((Double(mediaTime) * frameScale).rounded())
+                let validOut = Int64((Double(valid) * frameScale).rounded())
+                if valid > 0, primingOut + validOut <= decodedFrames, mediaTime > 0 || validOut < decodedFrames {
+                    out.packetTableInfo = AudioFilePacketTableInfo(validFrames: validOut, primingFrames: Int(primingOut),
+                        remainderFrames: Int(decodedFrames - primingOut - validOut), source: .editList, note: note)
+                }
+                break
+            }
+        }
+        if out.packetTableInfo == nil, let text = iTunSMPB, let smpb = parseITunSMPB(text) {
+            out.packetTableInfo = AudioFilePacketTableInfo(validFrames: smpb.valid, primingFrames: smpb.priming, remainderFrames: smpb.remainder,
+                                                           source: .iTunSMPB, note: frameScale != 1 ? "iTunSMPB taken as given (output frames); \(note ?? "")" : nil)
+        }
+        let presentedOut = Int64((Double(totalUnits) * frameScale).rounded())
+        if out.packetTableInfo == nil, presentedOut > 0, presentedOut < decodedFrames, decodedFrames - presentedOut < Int64(framesPerPacket) {
+            out.packetTableInfo = AudioFilePacketTableInfo(validFrames: presentedOut, primingFrames: 0,
+                remainderFrames: Int(decodedFrames - presentedOut), source: .sampleDurations, note: note)
+        }
+        return Track(format: format, formatList: formatList, cookie: cookie, offsets: offsets, sizes: sizes, durations: durations,
+                     mediaTimescale: timescale, frameScale: frameScale, framesPerPacket: framesPerPacket)
+    }
+
+    /// Each sample's absolute offset and size, from stsz/stz2, stsc and stco/co64.
+    private func sampleTable(_ body: [UInt8], _ stbl: Box, base: Int64) throws -> ([Int64], [Int32]) {
+        let children = try boxes(body, stbl.body, base: base)
+        var sizes: [Int32] = []
+        if let stsz = children.first(where: { $0.type == "stsz" }) {
+            var r = FieldReader(body, from: stsz.body.lowerBound + 4, to: stsz.body.upperBound, base: base, container: .mp4)
+            let constant = Int(try r.u32be("the constant sample size")), count = Int(try r.u32be("the sample count"))
+            guard count <= Self.sampleCountCap else { throw AudioFileStreamError(.tooLarge, .mp4, stsz.start, "stsz claims \(count) samples") }
+            if constant != 0 {
+                guard constant <= Self.sampleCap else { throw AudioFileStreamError(.invalidData, .mp4, stsz.start, "stsz says every sample is \(constant) bytes") }
+                sizes = Array(repeating: Int32(constant), count: count)
+            } else {
+                guard count <= r.remaining / 4 else {
+                    throw AudioFileStreamError(.invalidData, .mp4, stsz.start, "stsz claims \(count) sample sizes but holds \(r.remaining / 4)")
+                }
+                sizes.reserveCapacity(count)
+                for index in 0..<count {
+                    let size = try r.u32be()
+                    guard size > 0, size <= UInt32(Self.sampleCap) else {
+                        throw AudioFileStreamError(.invalidData, .mp4, r.absoluteOffset - 4,
+                            "stsz gives sample \(index) a size of \(size) bytes; audio samples are 1...\(Self.sampleCap) bytes")
+                    }
+                    sizes.append(Int32(size))
+                }
+            }
+        } else if let stz2 = children.first(where: { $0.type == "stz2" }) {
+            var r = FieldReader(body, from: stz2.body.lowerBound + 4, to: stz2.body.upperBound, base: base, container: .mp4)
+            try r.skip(3)
+            let field = Int(try r.u8()), count = Int(try r.u32be())
+            guard [4, 8, 16].contains(field), count <= r.remaining * 8 / field else {
+                throw AudioFileStreamError(.invalidData, .mp4, stz2.start, "stz2 has field size \(field) and claims \(count) samples")
+            }
+            var bits = BitReader(Array(body[r.offset..<stz2.body.upperBound]))
+            for index in 0..<count {
+                guard let size = bits.read(field), size > 0 else {
+                    throw AudioFileStreamError(.invalidData, .mp4, stz2.start, "stz2 gives sample \(index) no size")
+                }
+                sizes.append(Int32(size))
+            }
+        } else {
+            throw AudioFileStreamError(.invalidData, .mp4, stbl.start, "the sample table has no stsz or stz2 box")
+        }
+
+        var chunkOffsets: [Int64] = []
+        if let stco = children.first(where: { $0.type == "stco" || $0.type == "co64" }) {
+            var r = FieldReader(body, from: stco.body.lowerBound + 4, to: stco.body.upperBound, base: base, container: .mp4)
+            let count = Int(try r.u32be()), wide = stco.type == "co64"
+            guard count <= r.remaining / (wide ? 8 : 4) else {
+                throw AudioFileStreamError(.invalidData, .mp4, stco.start, "\(stco.type) claims \(count) chunks in \(r.remaining) bytes")
+            }
+            for _ in 0..<count { chunkOffsets.append(wide ? Int64(bitPattern: try r.u64be()) : Int64(try r.u32be())) }
+        } else {
+            throw AudioFileStreamError(.invalidData, .mp4, stbl.start, "the sample table has no stco or co64 box")
+        }
+        guard let stsc = children.first(where: { $0.type == "stsc" }) else {
+            throw AudioFileStreamError(.invalidData, .mp4, stbl.start, "the sample table has no stsc box")
+        }
+        var r = FieldReader(body, from: stsc.body.lowerBound + 4, to: stsc.body.upperBound, base: base, container: .mp4)
+        let runs = Int(try r.u32be())
+        guard runs <= r.remaining / 12 else { throw AudioFileStreamError(.invalidData, .mp4, stsc.start, "stsc claims \(runs) entries in \(r.remaining) bytes") }
+        var table: [(firstChunk: Int, samples: Int)] = []
+        for _ in 0..<runs {
+            let first = Int(try r.u32be()), samples = Int(try r.u32be()); try r.skip(4)
+            table.append((first, samples))
+        }
+        var offsets: [Int64] = []
+        offsets.reserveCapacity(sizes.count)
+        var sample = 0
+        for (index, run) in table.enumerated() {
+            let lastChunk = index + 1 < table.count ? table[index + 1].firstChunk - 1 : chunkOffsets.count
+            guard run.firstChunk >= 1, lastChunk <= chunkOffsets.count, run.samples <= sizes.count else {
+                throw AudioFileStreamError(.invalidData, .mp4, stsc.start, "stsc entry \(index) refers to chunks \(run.firstChunk)...\(lastChunk) of \(chunkOffsets.count)")
+            }
+            if run.firstChunk > lastChunk { continue }
+            for chunk in run.firstChunk...lastChunk {
+                var offset = chunkOffsets[chunk - 1]
+                for _ in 0..<run.samples where sample < sizes.count {
+                    offsets.append(offset)
+                    offset += Int64(sizes[sample])
+                    sample += 1
+                }
+            }
+        }
+        guard sample == sizes.count else {
+            throw AudioFileStreamError(.invalidData, .mp4, stsc.start, "the chunk tables place \(sample) of \(sizes.count) samples")
+        }
+        return (offsets, sizes)
+    }
+
+    // MARK: end, seeking, translation
+
+    func finish(_ input: ByteInput, _ out: StreamOutput) throws {
+        input.atEnd = true
+        try parse(input, out)
+        if case .collectingMoov(let size, let start) = state {
+            throw AudioFileStreamError(.truncated, .mp4, start - 8, "the moov box needs \(size) bytes but the stream ends after \(input.available)")
+        }
+        if case .boxHeader = state, input.available > 0 {
+            throw AudioFileStreamError(.truncated, .mp4, input.position,
+                "a box header starts here but the stream ends after \(input.available) of its bytes")
+        }
+        guard let track else {
+            if let lastBox, input.skipPending > 0 {
+                throw AudioFileStreamError(.truncated, .mp4, lastBox.start, "the '\(lastBox.type)' box runs past the end of the stream and no moov box was found")
+            }
+            throw AudioFileStreamError(.noAudio, .mp4, input.position, lastBox.map { "no moov box (the last box is '\($0.type)' at byte \($0.start))" } ?? "no moov box")
+        }
+        if nextSample < track.offsets.count {
+            throw AudioFileStreamError(.truncated, .mp4, input.position, "the sample table lists \(track.offsets.count) samples but the stream ends after \(nextSample)")
+        }
+    }
+
+    func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
+        guard let track, packet >= 0, packet < Int64(track.offsets.count) else { return nil }
+        return AudioFileStreamSeekResult(byteOffset: track.offsets[Int(packet)], isEstimated: false)
+    }
+
+    func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
+        guard let result = byteOffset(forPacket: packet) else {
+            throw AudioFileStreamError(.invalidOperation, .mp4, input.position, "packet \(packet) is not in the sample table")
+        }
+        input.reset(to: result.byteOffset)
+        nextSample = Int(packet)
+        state = .samples(end: nil)
+        out.nextPacketIndex = packet
+        return result
+    }
+
+    func discontinuity(_ input: ByteInput, _ out: StreamOutput) { input.dropBuffered() }
+
+    func frames(beforePacket packet: Int64) -> Int64? {
+        guard let track else { return nil }
+        return packet * Int64(track.framesPerPacket)
+    }
+
+    func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
+        guard let track, track.framesPerPacket > 0 else { return nil }
+        return (frame / Int64(track.framesPerPacket), Int(frame % Int64(track.framesPerPacket)))
+    }
+}
+
+/// A box type as Latin-1 text, so iTunes' `©nam` (0xA9 'n' 'a' 'm') reads as written.
+func latin1(_ value: UInt32) -> String {
+    String(String.UnicodeScalarView((0..<4).map { Unicode.Scalar(UInt8(truncatingIfNeeded: value >> (24 - 8 * UInt32($0)))) }))
+}

@@ -1,0 +1,436 @@
+import BufferQueue
+
+/// One MPEG-1/2/2.5 Layer I/II/III frame header.
+struct MPEGHeader: Equatable {
+    enum Version: Int { case mpeg1 = 3, mpeg2 = 2, mpeg25 = 0 }
+    let version: Version
+    let layer: Int
+    let hasCRC: Bool
+    let bitRate: Int       // bits per second; 0 = free format
+    let sampleRate: Int
+    let padding: Bool
+    let channelMode: Int   // 3 = mono
+
+    static let bitRates: [[Int]] = [
+        [0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448],   // V1 L1
+        [0, 32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384],      // V1 L2
+        [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320],       // V1 L3
+        [0, 32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256],      // V2 L1
+        [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160],           // V2 L2, L3
+    ]
+
+    /// Parses four bytes; nil when they are not a valid header (reserved values included).
+    init?(_ b0: UInt8, _ b1: UInt8, _ b2: UInt8, _ b3: UInt8) {
+        guard b0 == 0xFF, b1 & 0xE0 == 0xE0 else { return nil }
+        guard let version = Version(rawValue: Int(b1 >> 3) & 3) else { return nil }
+        let layerBits = Int(b1 >> 1) & 3
+        guard layerBits != 0 else { return nil }
+        let layer = 4 - layerBits
+        let bitRateIndex = Int(b2 >> 4), rateIndex = Int(b2 >> 2) & 3
+        guard bitRateIndex != 15, rateIndex != 3, b3 & 3 != 2 else { return nil }
+        self.version = version
+        self.layer = layer
+        hasCRC = b1 & 1 == 0
+        let table = version == .mpeg1 ? layer - 1 : (layer == 1 ? 3 : 4)
+        bitRate = Self.bitRates[table][bitRateIndex] * 1000
+        let rates = [44100, 48000, 32000]
+        sampleRate = rates[rateIndex] / (version == .mpeg1 ? 1 : version == .mpeg2 ? 2 : 4)
+        padding = b2 & 2 != 0
+        channelMode = Int(b3 >> 6)
+    }
+
+    var channels: Int { channelMode == 3 ? 1 : 2 }
+    var samplesPerFrame: Int { layer == 1 ? 384 : (layer == 3 && version != .mpeg1) ? 576 : 1152 }
+    var isFreeFormat: Bool { bitRate == 0 }
+
+    /// Bytes in the frame, header included (not for free format).
+    var frameLength: Int {
+        if layer == 1 { return (12 * bitRate / sampleRate + (padding ? 1 : 0)) * 4 }
+        let factor = (layer == 3 && version != .mpeg1) ? 72 : 144
+        return factor * bitRate / sampleRate + (padding ? 1 : 0)
+    }
+
+    var formatID: AudioFormatID { layer == 3 ? .mpegLayer3 : layer == 2 ? .mpegLayer2 : .mpegLayer1 }
+
+    /// Whether two headers belong to the same stream (what may not change between frames).
+    func sameStream(_ other: MPEGHeader) -> Bool {
+        version == other.version && layer == other.layer && sampleRate == other.sampleRate
+    }
+
+    /// Where a Xing/Info tag sits in a Layer III frame: after the header, CRC and side information.
+    var xingOffset: Int {
+        let side = version == .mpeg1 ? (channels == 1 ? 17 : 32) : (channels == 1 ? 9 : 17)
+        return 4 + (hasCRC ? 2 : 0) + side
+    }
+
+    var format: AudioStreamDescription {
+        AudioStreamDescription(sampleRate: Double(sampleRate), formatID: formatID, bytesPerPacket: 0,
+                               framesPerPacket: samplesPerFrame, bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 0)
+    }
+
+    var summary: String {
+        let name = version == .mpeg1 ? "MPEG-1" : version == .mpeg2 ? "MPEG-2" : "MPEG-2.5"
+        return "\(name) Layer \(layer == 1 ? "I" : layer == 2 ? "II" : "III") \(sampleRate) Hz"
+    }
+
+    /// Reads a header `offset` bytes ahead in `input`, if 4 bytes are there.
+    static func at(_ input: ByteInput, _ offset: Int) -> MPEGHeader? {
+        guard offset + 4 <= input.available else { return nil }
+        return MPEGHeader(input.u8(offset), input.u8(offset + 1), input.u8(offset + 2), input.u8(offset + 3))
+    }
+}
+
+enum Confirmation<T> { case yes(T), no, needMore }
+
+extension MPEGHeader {
+    /// Whether a frame starting `offset` bytes ahead is real: the next frame's header follows and
+    /// belongs to the same stream, or the frame carries a Xing/Info/VBRI tag. With `lastFrameMayEnd`,
+    /// a frame ending exactly at the end of the stream is accepted too.
+    static func confirm(_ input: ByteInput, at offset: Int, matching lock: MPEGHeader?, lastFrameMayEnd: Bool) -> Confirmation<MPEGHeader> {
+        guard offset + 4 <= input.available else { return input.atEnd ? .no : .needMore }
+        guard let header = at(input, offset), !header.isFreeFormat || lock == nil else { return .no }
+        if let lock, !lock.sameStream(header) { return .no }
+        if header.isFreeFormat { return .yes(header) }   // reported as unsupported by the caller
+        let next = offset + header.frameLength
+        if next + 4 <= input.available {
+            if let following = at(input, next), following.sameStream(header), !following.isFreeFormat { return .yes(header) }
+            if next + 3 <= input.available, input.u8(next) == 0x54, input.u8(next + 1) == 0x41, input.u8(next + 2) == 0x47 {
+                return .yes(header)   // an ID3v1 tag follows the last frame
+            }
+        }
+        if header.layer == 3, next <= input.available, MPEGTags.hasTag(input, frameAt: offset, header) { return .yes(header) }
+        if next + 4 > input.available {
+            if !input.atEnd { return .needMore }
+            if lastFrameMayEnd && next == input.available { return .yes(header) }
+        }
+        return .no
+    }
+}
+
+/// Xing/Info (+LAME) and VBRI headers in the first frame.
+enum MPEGTags {
+    struct Xing {
+        var frames: Int?
+        var bytes: Int?
+        var toc: [UInt8]?
+        var encoderDelay: Int?
+        var padding: Int?
+        var isInfo: Bool
+    }
+    struct VBRI {
+        var frames: Int
+        var bytes: Int
+        var toc: [Int]
+        var framesPerEntry: Int
+    }
+
+    static func hasTag(_ input: ByteInput, frameAt offset: Int, _ header: MPEGHeader) -> Bool {
+        let x = offset + header.xingOffset
+        if x + 4 <= input.available, ["Xing", "Info"].contains(input.tag(x)) { return true }
+        return offset + 40 <= input.available && input.tag(offset + 36) == "VBRI"
+    }
+
+    static func xing(_ frame: [UInt8], _ header: MPEGHeader) -> Xing? {
+        var r = FieldReader(frame, from: header.xingOffset, base: 0, container: .mp3)
+        guard let tag = try? r.tag(), tag == "Xing" || tag == "Info", let flags = try? r.u32be() else { return nil }
+        var xing = Xing(isInfo: tag == "Info")
+        if flags & 1 != 0 { xing.frames = (try? r.u32be()).map(Int.init) }
+        if flags & 2 != 0 { xing.bytes = (try? r.u32be()).map(Int.init) }
+        if flags & 4 != 0 { xing.toc = try? r.take(100) }
+        if flags & 8 != 0 { _ = try? r.u32be() }
+        // LAME-style extension: a printable 9-byte encoder string, then delay/padding at +21.
+        if r.remaining >= 24, frame[r.offset..<(r.offset + 4)].allSatisfy({ (0x20...0x7E).contains($0) }) {
+            let at = r.offset + 21
+            let delay = Int(frame[at]) << 4 | Int(frame[at + 1]) >> 4
+            let padding = Int(frame[at + 1] & 0x0F) << 8 | Int(frame[at + 2])
+            xing.encoderDelay = delay
+            xing.padding = padding
+        }
+        return xing
+    }
+
+    static func vbri(_ frame: [UInt8]) -> VBRI? {
+        var r = FieldReader(frame, from: 36, base: 0, container: .mp3)
+        guard (try? r.tag()) == "VBRI" else { return nil }
+        guard let _ = try? r.u16be(), let _ = try? r.u16be(), let _ = try? r.u16be(),
+              let bytes = try? r.u32be(), let frames = try? r.u32be(), let entries = try? r.u16be(),
+              let scale = try? r.u16be(), let entrySize = try? r.u16be(), let perEntry = try? r.u16be(),
+              (1...4).contains(entrySize) else { return nil }
+        var toc: [Int] = []
+        for _ in 0..<entries {
+            var value = 0
+            for _ in 0..<entrySize { guard let byte = try? r.u8() else { break }; value = value << 8 | Int(byte) }
+            toc.append(value * Int(scale))
+        }
+        return VBRI(frames: Int(frames), bytes: Int(bytes), toc: toc, framesPerEntry: Int(perEntry))
+    }
+}
+
+/// The push parser for MPEG audio elementary streams (MP3, MP2, MP1).
+final class MPEGAudioParser: ContainerParser {
+    /// Junk the parser skips looking for the next frame before it gives up.
+    static let resyncBudget = 64 * 1024
+    /// MPEG-1 Layer III decoder delay, added to the LAME encoder delay.
+    static let decoderDelay = 529
+
+    private var lock: MPEGHeader?
+    private var sawFirstFrame = false
+    private var resyncing = false
+    private var skippedJunk = 0
+    private var xing: MPEGTags.Xing?
+    private var vbri: MPEGTags.VBRI?
+    private var iTunSMPB: String?
+    private var firstAudioOffset: Int64?
+    /// Absolute offset of every audio frame seen (the exact seek index).
+    private(set) var frameOffsets: [Int64] = []
+    private var framesSeen: Int64 = 0
+    private var bitRates = Set<Int>()
+    private var lastFrameStart: Int64 = 0
+
+    init(iTunSMPB: String?) {
+        self.iTunSMPB = iTunSMPB
+    }
+
+    func parse(_ input: ByteInput, _ out: StreamOutput) throws {
+        while true {
+            if resyncing || lock == nil {
+                guard try resync(input, out) else { return }
+            }
+            guard input.available >= 4 else { return }
+            if try skipTrailingTag(input, out) { continue }
+            guard let header = MPEGHeader.at(input, 0), !header.isFreeFormat else {
+                if let header = MPEGHeader.at(input, 0), header.isFreeFormat, lock == nil || lock!.sameStream(header) {
+                    throw AudioFileStreamError(.unsupportedDataFormat, .mp3, input.position,
+                        "free-format bit rate (bit-rate index 0) is not supported")
+                }
+                resyncing = true
+                continue
+            }
+            if let lock, !lock.sameStream(header) {
+                // A new sample rate or layer: a format change only if the next frame confirms it.
+                switch MPEGHeader.confirm(input, at: 0, matching: header, lastFrameMayEnd: true) {
+                case .needMore: return
+                case .no: resyncing = true; continue
+                case .yes: changeFormat(to: header, input, out)
+                }
+            }
+            let length = header.frameLength
+            guard input.available >= length else { return }
+            if !sawFirstFrame {
+                sawFirstFrame = true
+                lock = header
+                let frame = input.bytes(0, length)
+                if header.layer == 3, let tag = MPEGTags.xing(frame, header) {
+                    xing = tag
+                    input.consume(length)
+                    continue
+                }
+                if header.layer == 3, let tag = MPEGTags.vbri(frame) {
+                    vbri = tag
+                    input.consume(length)
+                    continue
+                }
+            }
+            if !out.isReady { announce(header, input, out) }
+            frameOffsets.append(input.position)
+            lastFrameStart = input.position
+            bitRates.insert(header.bitRate)
+            framesSeen += 1
+            out.emitPacket(from: input, size: length, frames: header.samplesPerFrame)
+        }
+    }
+
+    /// Skips ID3v1, APE and appended ID3v2 tags found where a frame should start.
+    private func skipTrailingTag(_ input: ByteInput, _ out: StreamOutput) throws -> Bool {
+        if input.u8(0) == 0x54, input.u8(1) == 0x41, input.u8(2) == 0x47 { // "TAG"
+            input.skip(128)
+            return true
+        }
+        if input.available >= 32, input.tag(0) == "APET", input.tag(4) == "AGEX" {
+            let size = Int64(input.u32le(12)), flags = input.u32le(20)
+            input.skip(flags & 0x2000_0000 != 0 ? 32 + size : 32)   // header: the items follow it
+            return true
+        }
+        if input.available >= 10, let size = ID3v2.totalSize(header: input.bytes(0, 10)) {
+            input.skip(Int64(size))
+            return true
+        }
+        return false
+    }
+
+    /// Searches for the next confirmed frame. Returns false when it needs more bytes.
+    private func resync(_ input: ByteInput, _ out: StreamOutput) throws -> Bool {
+        var offset = 0
+        let budget = lock == nil ? 256 * 1024 : Self.resyncBudget
+        while true {
+            if skippedJunk + offset > budget {
+                let start = input.position - Int64(skippedJunk)
+                throw AudioFileStreamError(.noAudio, .mp3, start,
+                    "no \(lock == nil ? "MPEG audio frame" : "frame of the \(lock!.summary) stream") in \(skippedJunk + offset) bytes; giving up")
+            }
+            if offset + 4 > input.available {
+                if input.atEnd { break }
+                input.consume(offset)
+                skippedJunk += offset
+                return false
+            }
+            if input.u8(offset) == 0xFF {
+                switch MPEGHeader.confirm(input, at: offset, matching: lock, lastFrameMayEnd: lock != nil) {
+                case .needMore:
+                    input.consume(offset)
+                    skippedJunk += offset
+                    return false
+                case .yes:
+                    input.consume(offset)
+                    skippedJunk += offset
+                    if skippedJunk > 0 && (lock != nil || out.isReady) {
+                        out.warn(AudioFileStreamError(.invalidData, .mp3, input.position - Int64(skippedJunk),
+                            "skipped \(skippedJunk) bytes that are not MPEG audio frames"))
+                    }
+                    skippedJunk = 0
+                    resyncing = false
+                    if lock == nil, let header = MPEGHeader.at(input, 0) { lock = header }
+                    return true
+                case .no:
+                    break
+                }
+            }
+            offset += 1
+        }
+        // End of data while searching.
+        input.consume(input.available)
+        skippedJunk += offset
+        return false
+    }
+
+    private func changeFormat(to header: MPEGHeader, _ input: ByteInput, _ out: StreamOutput) {
+        lock = header
+        out.dataFormat = header.format
+        out.formatList = [header.format]
+        out.framesPerPacket = header.samplesPerFrame
+        out.warn(AudioFileStreamError(.invalidData, .mp3, input.position, "the stream changes to \(header.summary) here"))
+        out.announce(.dataFormat)
+    }
+
+    private func announce(_ header: MPEGHeader, _ input: ByteInput, _ out: StreamOutput) {
+        out.dataFormat = header.format
+        out.formatList = [header.format]
+        out.dataOffset = input.position
+        firstAudioOffset = input.position
+        let spf = header.samplesPerFrame
+        var packets: Int?
+        if let frames = xing?.frames, frames > 0 { packets = frames }
+        if let vbri { packets = max(vbri.frames - 1, 0) }
+        if let packets { out.audioDataPacketCount = Int64(packets) }
+        if let bytes = xing?.bytes ?? vbri?.bytes, let packets, packets > 0 {
+            let audioBytes = bytes - (xing != nil || vbri != nil ? header.frameLength : 0)
+            if audioBytes > 0 {
+                out.audioDataByteCount = Int64(audioBytes)
+                out.bitRate = Int(Double(audioBytes) * 8 * Double(header.sampleRate) / Double(packets * spf))
+            }
+        }
+        if out.bitRate == nil { out.bitRate = header.bitRate }
+        let maxBitRate = MPEGHeader.bitRates[header.version == .mpeg1 ? header.layer - 1 : (header.layer == 1 ? 3 : 4)].last! * 1000
+        out.maximumPacketSize = (header.layer == 3 && header.version != .mpeg1 ? 72 : 144) * maxBitRate / header.sampleRate + 4
+        out.packetTableInfo = packetTableInfo(spf: spf, packets: packets)
+        out.announceReady()
+    }
+
+    private func packetTableInfo(spf: Int, packets: Int?) -> AudioFilePacketTableInfo? {
+        if let xing, let packets, let delay = xing.encoderDelay, let padding = xing.padding, delay > 0 || padding > 0 {
+            let priming = delay + Self.decoderDelay
+            let remainder = max(padding - Self.decoderDelay, 0)
+            let valid = Int64(packets * spf - priming - remainder)
+            if valid > 0 { return AudioFilePacketTableInfo(validFrames: valid, primingFrames: priming, remainderFrames: remainder, source: .lameTag) }
+        }
+        if let text = iTunSMPB, let smpb = parseITunSMPB(text) {
+            return AudioFilePacketTableInfo(validFrames: smpb.valid, primingFrames: smpb.priming, remainderFrames: smpb.remainder, source: .iTunSMPB)
+        }
+        return nil
+    }
+
+    func finish(_ input: ByteInput, _ out: StreamOutput) throws {
+        input.atEnd = true
+        try parse(input, out)
+        let leftover = input.available
+        if framesSeen == 0 {
+            let where_ = input.position
+            if lock != nil, leftover > 0 {
+                throw AudioFileStreamError(.truncated, .mp3, where_,
+                    "the first frame needs \(lock!.frameLength) bytes but the stream ends after \(leftover)")
+            }
+            throw AudioFileStreamError(.noAudio, .mp3, where_, xing != nil || vbri != nil
+                ? "the stream has a \(xing != nil ? "Xing/Info" : "VBRI") header but no audio frame after it"
+                : "no confirmed MPEG audio frame in the stream")
+        }
+        if leftover > 0 {
+            out.warn(AudioFileStreamError(.truncated, .mp3, input.position, "the last \(leftover) bytes are an incomplete frame or junk"))
+        }
+        if let promised = out.audioDataPacketCount, framesSeen != promised, let spf = lock?.samplesPerFrame {
+            // Trust what is there: correct the count and the gapless numbers.
+            out.audioDataPacketCount = framesSeen
+            out.announce(.audioDataPacketCount)
+            if let info = out.packetTableInfo {
+                let total = framesSeen * Int64(spf)
+                let valid = total - Int64(info.primingFrames) - (framesSeen < promised ? 0 : Int64(info.remainderFrames))
+                out.packetTableInfo = valid > 0 ? AudioFilePacketTableInfo(validFrames: valid, primingFrames: info.primingFrames,
+                    remainderFrames: Int(total - valid) - info.primingFrames, source: info.source,
+                    note: "the header promised \(promised) frames; \(framesSeen) are present") : nil
+                out.announce(.packetTableInfo)
+            }
+            if framesSeen < promised {
+                throw AudioFileStreamError(.truncated, .mp3, input.position,
+                    "the \(xing != nil ? "Xing/Info" : "VBRI") header promises \(promised) frames but the stream ends after \(framesSeen)")
+            }
+            out.warn(AudioFileStreamError(.invalidData, .mp3, firstAudioOffset ?? 0,
+                "the \(xing != nil ? "Xing/Info" : "VBRI") header says \(promised) frames; the stream has \(framesSeen)"))
+        }
+    }
+
+    func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
+        guard let lock, let first = firstAudioOffset else {
+            throw AudioFileStreamError(.invalidOperation, .mp3, input.position, "cannot seek before the first frame has been parsed")
+        }
+        let spf = Int64(lock.samplesPerFrame)
+        if packet >= 0 && packet < Int64(frameOffsets.count) {
+            let offset = frameOffsets[Int(packet)]
+            reposition(input, out, offset: offset, packet: packet, resync: false)
+            return AudioFileStreamSeekResult(byteOffset: offset, isEstimated: false)
+        }
+        var offset: Int64
+        if let total = out.audioDataPacketCount, total > 0, let toc = xing?.toc, let bytes = out.audioDataByteCount {
+            let percent = min(max(Double(packet) / Double(total) * 100, 0), 99.999)
+            let index = Int(percent)
+            let low = Double(toc[index]), high = index < 99 ? Double(toc[index + 1]) : 256
+            let fraction = (low + (high - low) * (percent - Double(index))) / 256
+            offset = first + Int64(fraction * Double(bytes))
+        } else {
+            let averageFrame = Double(lock.bitRate) * Double(spf) / 8 / Double(lock.sampleRate)
+            offset = first + Int64((Double(packet) * averageFrame).rounded(.down))
+        }
+        reposition(input, out, offset: offset, packet: packet, resync: true)
+        return AudioFileStreamSeekResult(byteOffset: offset, isEstimated: true)
+    }
+
+    private func reposition(_ input: ByteInput, _ out: StreamOutput, offset: Int64, packet: Int64, resync: Bool) {
+        input.reset(to: offset)
+        out.nextPacketIndex = packet
+        resyncing = resync
+        skippedJunk = 0
+        if Int64(frameOffsets.count) > packet { frameOffsets.removeSubrange(Int(packet)...) }
+        framesSeen = packet
+    }
+
+    func discontinuity(_ input: ByteInput, _ out: StreamOutput) {
+        input.dropBuffered()
+        resyncing = true
+        skippedJunk = 0
+    }
+
+    func frames(beforePacket packet: Int64) -> Int64? { lock.map { packet * Int64($0.samplesPerFrame) } }
+
+    func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
+        guard let spf = lock?.samplesPerFrame else { return nil }
+        return (frame / Int64(spf), Int(frame % Int64(spf)))
+    }
+}

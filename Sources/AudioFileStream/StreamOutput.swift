@@ -1,0 +1,125 @@
+import BufferQueue
+
+/// What parsers produce: property values, events in order, and the packet batch being built.
+final class StreamOutput {
+    var fileType: AudioFileType?
+    var dataFormat: AudioStreamDescription?
+    var formatList: [AudioStreamDescription] = []
+    var magicCookie: [UInt8]?
+    var dataOffset: Int64?
+    var audioDataByteCount: Int64?
+    var audioDataPacketCount: Int64?
+    var bitRate: Int?
+    var maximumPacketSize: Int?
+    var channelLayout: AudioChannelLayout?
+    var packetTableInfo: AudioFilePacketTableInfo?
+    var metadata = AudioFileMetadata()
+    var isReady = false
+    var warnings: [AudioFileStreamError] = []
+
+    private(set) var events: [AudioFileStreamEvent] = []
+    private var batch: AudioFilePackets?
+    /// Index of the next packet to emit.
+    var nextPacketIndex: Int64 = 0
+    /// Frames per packet of the current format (0 when packets carry their own count).
+    var framesPerPacket = 0
+
+    func announce(_ property: AudioFileStreamProperty) {
+        flushBatch()
+        events.append(.property(property))
+    }
+
+    func requestSeek(to offset: Int64) {
+        flushBatch()
+        events.append(.seekRequired(byteOffset: offset))
+    }
+
+    /// Announces everything known, in the documented order, then ready-to-produce-packets.
+    func announceReady() {
+        guard !isReady else { return }
+        announce(.fileFormat)
+        announce(.dataFormat)
+        announce(.formatList)
+        if magicCookie != nil { announce(.magicCookie) }
+        if channelLayout != nil { announce(.channelLayout) }
+        if dataOffset != nil { announce(.dataOffset) }
+        if audioDataByteCount != nil { announce(.audioDataByteCount) }
+        if audioDataPacketCount != nil { announce(.audioDataPacketCount) }
+        if bitRate != nil { announce(.bitRate) }
+        if maximumPacketSize != nil { announce(.maximumPacketSize) }
+        if packetTableInfo != nil { announce(.packetTableInfo) }
+        if !metadata.isEmpty { announce(.metadata) }
+        isReady = true
+        announce(.readyToProducePackets)
+        framesPerPacket = dataFormat?.framesPerPacket ?? 0
+    }
+
+    /// Emits the next `size` bytes of `input` as a packet of `frames` frames and consumes them.
+    func emitPacket(from input: ByteInput, size: Int, frames: Int) {
+        let offset = input.position
+        appendToBatch(frames: frames, fileOffset: offset) { input.copy(size, into: &$0) }
+        input.consume(size)
+    }
+
+    /// Emits a packet from bytes already in hand.
+    func emitPacket(_ bytes: [UInt8], frames: Int, fileOffset: Int64) {
+        appendToBatch(frames: frames, fileOffset: fileOffset) { $0.append(contentsOf: bytes) }
+    }
+
+    /// Emits `count` constant-size packets of `bytesPerPacket` from `input` and consumes them.
+    func emitConstantPackets(from input: ByteInput, count: Int, bytesPerPacket: Int) {
+        guard count > 0 else { return }
+        if let current = batch, !current.descriptions.isEmpty { flushBatch() }
+        if batch == nil {
+            batch = AudioFilePackets(data: [], descriptions: [], fileOffsets: [input.position], firstPacketIndex: nextPacketIndex, packetCount: 0)
+        }
+        input.copy(count * bytesPerPacket, into: &batch!.data)
+        batch!.packetCount += count
+        input.consume(count * bytesPerPacket)
+        nextPacketIndex += Int64(count)
+    }
+
+    private func appendToBatch(frames: Int, fileOffset: Int64, _ fill: (inout [UInt8]) -> Void) {
+        if let current = batch, current.descriptions.isEmpty, current.packetCount > 0 { flushBatch() }
+        if batch == nil {
+            batch = AudioFilePackets(data: [], descriptions: [], fileOffsets: [], firstPacketIndex: nextPacketIndex, packetCount: 0)
+        }
+        batch!.packetCount += 1
+        let start = batch!.data.count
+        fill(&batch!.data)
+        let size = batch!.data.count - start
+        let variable = frames != framesPerPacket ? frames : 0
+        batch!.descriptions.append(AudioPacketDescription(startOffset: start, variableFramesInPacket: variable, dataByteSize: size))
+        batch!.fileOffsets.append(fileOffset)
+        nextPacketIndex += 1
+    }
+
+    func flushBatch() {
+        if let batch, batch.packetCount > 0 { events.append(.packets(batch)) }
+        batch = nil
+    }
+
+    func takeEvents() -> [AudioFileStreamEvent] {
+        flushBatch()
+        defer { events.removeAll() }
+        return events
+    }
+
+    func warn(_ warning: AudioFileStreamError) { warnings.append(warning) }
+}
+
+/// One container's push parser.
+protocol ContainerParser: AnyObject {
+    /// Consumes what it can from `input`; returns when it needs more bytes.
+    func parse(_ input: ByteInput, _ out: StreamOutput) throws
+    /// No more bytes will come: finish or report what is missing.
+    func finish(_ input: ByteInput, _ out: StreamOutput) throws
+    /// Where packet `packet` starts; the parser expects the next bytes from there.
+    func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult
+    /// The next bytes do not follow the previous ones.
+    func discontinuity(_ input: ByteInput, _ out: StreamOutput)
+    /// Frames before packet `packet` (exact where the container has a table).
+    func frames(beforePacket packet: Int64) -> Int64?
+    /// The packet holding frame `frame` and the frame's offset in it.
+    func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)?
+}

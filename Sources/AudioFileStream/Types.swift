@@ -1,0 +1,109 @@
+import BufferQueue
+
+/// The containers the stream reads (Core Audio's `AudioFileTypeID`).
+public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
+    case mp3 = "MPG3", adts = "adts", mp4 = "m4af", caf = "caff", wave = "WAVE", aiff = "AIFF", aifc = "AIFC"
+
+    /// The four-character type id, e.g. `MPG3`.
+    public var typeID: String { rawValue }
+
+    /// A name for messages.
+    public var displayName: String {
+        switch self {
+        case .mp3: return "MPEG audio"
+        case .adts: return "ADTS"
+        case .mp4: return "MP4"
+        case .caf: return "CAF"
+        case .wave: return "WAV"
+        case .aiff: return "AIFF"
+        case .aifc: return "AIFC"
+        }
+    }
+}
+
+/// Properties a stream announces (Core Audio's `AudioFileStreamPropertyID`), each once known and
+/// again if it changes. Their values are read from the ``AudioFileStream``.
+public enum AudioFileStreamProperty: String, Hashable, Sendable, CaseIterable {
+    case fileFormat, dataFormat, formatList, magicCookie, dataOffset, audioDataByteCount
+    case audioDataPacketCount, bitRate, maximumPacketSize, channelLayout, packetTableInfo, metadata
+    /// Everything needed to decode is known; packets follow.
+    case readyToProducePackets
+}
+
+/// How many frames of a stream are real audio: Core Audio's `AudioFilePacketTableInfo`, counted in
+/// the decoder's output frames.
+public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConvertible {
+    public var validFrames: Int64
+    /// Frames to drop at the start (encoder delay, plus decoder delay where the convention adds it).
+    public var primingFrames: Int
+    /// Frames to drop at the end (padding).
+    public var remainderFrames: Int
+    /// Where the numbers come from.
+    public var source: Source
+    /// How they were converted, when the container counts in other units (e.g. an AAC core rate
+    /// while SBR doubles the output rate).
+    public var note: String?
+
+    public enum Source: String, Hashable, Sendable {
+        case lameTag = "LAME/Info tag", iTunSMPB = "iTunSMPB", editList = "edit list", pakt = "pakt chunk", sampleDurations = "sample durations"
+    }
+
+    public init(validFrames: Int64, primingFrames: Int, remainderFrames: Int, source: Source, note: String? = nil) {
+        self.validFrames = validFrames
+        self.primingFrames = primingFrames
+        self.remainderFrames = remainderFrames
+        self.source = source
+        self.note = note
+    }
+
+    public var description: String {
+        "\(validFrames) valid frames + \(primingFrames) priming + \(remainderFrames) remainder (\(source.rawValue))"
+    }
+}
+
+/// Title, artist and album from ID3 or MP4 tags.
+public struct AudioFileMetadata: Hashable, Sendable {
+    public var title: String?
+    public var artist: String?
+    public var album: String?
+    public var isEmpty: Bool { title == nil && artist == nil && album == nil }
+    public init(title: String? = nil, artist: String? = nil, album: String? = nil) {
+        self.title = title
+        self.artist = artist
+        self.album = album
+    }
+}
+
+/// Packets parsed from the stream, contiguous in `data`.
+///
+/// Formats with packets of varying size (MP3, AAC) come with one description per packet. Formats
+/// with constant-size packets (PCM, IMA4) come without descriptions: `data` holds `packetCount`
+/// packets of the format's `bytesPerPacket`, which is how the queue takes them.
+public struct AudioFilePackets: Sendable {
+    /// The packets' bytes, back to back.
+    public var data: [UInt8]
+    /// Where each packet lies in `data`, with its frame count when it varies; empty for constant-size packets.
+    public var descriptions: [AudioPacketDescription]
+    /// Absolute byte offset in the stream of each packet (of the first one, for constant-size packets).
+    public var fileOffsets: [Int64]
+    /// Index of the first packet in the stream (counting audio packets only).
+    public var firstPacketIndex: Int64
+    /// How many packets `data` holds.
+    public var packetCount: Int
+}
+
+/// What a call to ``AudioFileStream/parse(_:discontinuity:)`` produced, in order.
+public enum AudioFileStreamEvent: Sendable {
+    case property(AudioFileStreamProperty)
+    case packets(AudioFilePackets)
+    /// The container keeps what comes next elsewhere (an MP4 index after its media data): push
+    /// bytes from this absolute offset on. Only when the stream was created with `sourceIsSeekable`.
+    case seekRequired(byteOffset: Int64)
+}
+
+/// Where a packet starts, and whether that is known or estimated.
+public struct AudioFileStreamSeekResult: Hashable, Sendable {
+    public var byteOffset: Int64
+    /// True when derived from a bit rate or a coarse table rather than an exact packet index.
+    public var isEstimated: Bool
+}
