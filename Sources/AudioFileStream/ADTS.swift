@@ -65,6 +65,7 @@ final class ADTSParser: ContainerParser {
 
     func parse(_ input: ByteInput, _ out: StreamOutput) throws {
         while true {
+            if input.skipPending > 0 || out.pauseRequested { return }   // the next decision needs the bytes after the skip
             if resyncing {
                 guard try resync(input, out) else { return }
             }
@@ -88,7 +89,12 @@ final class ADTSParser: ContainerParser {
                 }
             }
             guard input.available >= header.frameLength else { return }
-            if lock == nil || !lock!.sameStream(header) { announce(header, input, out) }
+            if let lock, !lock.sameStream(header) {
+                // A format change: announced at the start of a call, so reads see its values.
+                if out.mustDeferChange { out.pauseRequested = true; return }
+                announce(header, input, out)
+            }
+            if lock == nil { announce(header, input, out) }
             frameOffsets.append(input.position)
             framesSeen += 1
             input.consume(header.headerLength)

@@ -35,6 +35,7 @@ public final class AudioFileStream {
     /// The first plausible MPEG header met while sniffing, for the message when none is confirmed.
     private var firstCandidate: (offset: Int64, length: Int, summary: String)?
     private var finished = false
+    private var justSeeked = false
 
     /// - Parameters:
     ///   - fileTypeHint: the container, if known (e.g. from a file extension); the bytes decide when they are unambiguous.
@@ -73,14 +74,23 @@ public final class AudioFileStream {
     // MARK: parsing
 
     /// Parses more bytes.
+    ///
+    /// When the format changes mid-stream (a new MPEG sample rate, a new ADTS configuration) after
+    /// this call has produced events, the call returns before the change, keeping the rest of the
+    /// bytes; the next `parse` or ``finish()`` announces it and continues. So a property read while
+    /// handling its event is the value it announced.
     /// - Parameter discontinuity: these bytes do not follow the previously pushed ones (after a
-    ///   seek); any packet split across the break is dropped.
+    ///   seek); any packet split across the break is dropped. After an exact
+    ///   ``seek(toPacket:)`` nothing is split and the flag changes nothing.
     public func parse(_ bytes: UnsafeRawBufferPointer, discontinuity: Bool = false) throws -> [AudioFileStreamEvent] {
         guard !finished else {
             throw AudioFileStreamError(.invalidOperation, out.fileType, input.position, "parse after finish")
         }
-        if discontinuity, let parser { parser.discontinuity(input, out) }
+        // After an exact seek nothing is split across the break; otherwise drop the partial packet.
+        if discontinuity, let parser, !justSeeked { parser.discontinuity(input, out) }
+        justSeeked = false
         input.append(bytes)
+        out.pauseRequested = false
         try run()
         return out.takeEvents()
     }
@@ -99,6 +109,10 @@ public final class AudioFileStream {
         finished = true
         input.atEnd = true
         do {
+            // One list for everything left: format changes in it are announced in order and the
+            // last value wins for reads.
+            out.pauseRequested = false
+            out.finishing = true
             try run()
             if parser == nil { try sniffFailedAtEnd() }
             try parser?.finish(input, out)
@@ -124,7 +138,9 @@ public final class AudioFileStream {
             throw AudioFileStreamError(.invalidOperation, out.fileType, input.position, "cannot seek to packet \(packet)")
         }
         finished = false
-        return try parser.seek(toPacket: packet, input, out)
+        let result = try parser.seek(toPacket: packet, input, out)
+        justSeeked = !result.isEstimated
+        return result
     }
 
     /// The first frame of packet `packet`, counting every decoded frame (priming included).
@@ -247,9 +263,10 @@ public final class AudioFileStream {
                 "the only \(candidate.summary) frame header is not confirmed: \(why)")
         }
         let head = (0..<min(input.available, 8)).map { String(input.u8($0), radix: 16) }.joined(separator: " ")
-        throw AudioFileStreamError(id3 != nil || sniffedJunk > 0 ? .noAudio : .unsupportedFileType, hint, input.position,
+        let start = input.position - Int64(sniffedJunk)
+        throw AudioFileStreamError(id3 != nil ? .noAudio : .unsupportedFileType, hint, start,
             id3 != nil ? "no MPEG audio or ADTS frame after the ID3v2 tag"
-                       : "not a known container and no MPEG audio or ADTS frame found (bytes here: \(head.isEmpty ? "none" : head))")
+                       : "not a known container and no MPEG audio or ADTS frame in \(sniffedJunk + input.available) bytes (last bytes: \(head.isEmpty ? "none" : head))")
     }
 }
 

@@ -49,7 +49,7 @@ final class ByteInput {
 
     /// Consumes `count` available bytes.
     func consume(_ count: Int) {
-        precondition(count <= available)
+        precondition(count >= 0 && count <= available, "consume(\(count)) with \(available) available")
         start += count
         position += Int64(count)
         if start == storage.count { storage.removeAll(keepingCapacity: true); start = 0 }
@@ -57,6 +57,7 @@ final class ByteInput {
 
     /// Skips `count` bytes, whether they have arrived or not.
     func skip(_ count: Int64) {
+        guard count > 0 else { return }
         let now = Int(min(count, Int64(available)))
         consume(now)
         skipPending += count - Int64(now)

@@ -32,6 +32,7 @@ final class CAFParser: ContainerParser, PacketLocating {
             headerDone = true
         }
         while true {
+            if input.skipPending > 0 { return }   // the next decision needs the bytes after the skip
             if inData {
                 try emitData(input, out)
                 if inData { return }
@@ -54,7 +55,7 @@ final class CAFParser: ContainerParser, PacketLocating {
                 guard let format else {
                     throw AudioFileStreamError(.invalidData, .caf, start, "the data chunk comes before the desc chunk")
                 }
-                guard size == -1 || size >= 4 else {
+                guard size == -1 || (size >= 4 && size < 1 << 52) else {
                     throw AudioFileStreamError(.invalidData, .caf, start, "the data chunk is \(size) bytes, shorter than its edit count")
                 }
                 if format.bytesPerPacket == 0 && !paktSeen {
@@ -68,8 +69,8 @@ final class CAFParser: ContainerParser, PacketLocating {
                 announce(format, out)
                 continue
             }
-            guard size >= 0 else {
-                throw AudioFileStreamError(.invalidData, .caf, start, "the \(type) chunk has a negative size (\(size))")
+            guard size >= 0, size < 1 << 52 else {
+                throw AudioFileStreamError(.invalidData, .caf, start, "the \(type) chunk has an impossible size (\(size))")
             }
             switch type {
             case "desc", "kuki", "pakt", "chan", "info":
@@ -118,10 +119,11 @@ final class CAFParser: ContainerParser, PacketLocating {
             let valid = Int64(bitPattern: try r.u64be("the valid frame count"))
             let priming = Int(Int32(bitPattern: try r.u32be("the priming frames")))
             let remainder = Int(Int32(bitPattern: try r.u32be("the remainder frames")))
-            guard packets <= UInt64(r.remaining) || format?.bytesPerPacket ?? 0 > 0 else {
+            let variableSize = (format?.bytesPerPacket ?? 0) == 0, variableFrames = (format?.framesPerPacket ?? 0) == 0
+            // Every entry takes at least one byte: a count beyond the chunk is a lie, not an allocation.
+            guard packets <= UInt64(r.remaining) || !(variableSize || variableFrames), packets <= UInt64(Int32.max) else {
                 throw AudioFileStreamError(.invalidData, .caf, start, "pakt claims \(packets) packets but holds only \(r.remaining) bytes of entries")
             }
-            let variableSize = (format?.bytesPerPacket ?? 0) == 0, variableFrames = (format?.framesPerPacket ?? 0) == 0
             if variableSize || variableFrames {
                 packetSizes.reserveCapacity(Int(packets))
                 for index in 0..<Int(packets) {

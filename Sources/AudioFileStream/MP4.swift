@@ -42,6 +42,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
 
     func parse(_ input: ByteInput, _ out: StreamOutput) throws {
         while true {
+            if input.skipPending > 0 { return }   // the next decision needs the bytes after the skip
             switch state {
             case .done:
                 input.skip(Int64(input.available))
@@ -53,11 +54,12 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 state = .boxHeader
                 try readMoov(body, at: start, out)
                 if let mdat = earlyMdat, let track {
-                    // The index came after the media: go back to the first sample.
+                    // The index came after the media: go back to the first sample, once.
+                    earlyMdat = nil
                     let first = track.offsets.first ?? mdat.start
                     input.reset(to: first)
                     out.requestSeek(to: first)
-                    state = .samples(end: mdat.end)
+                    state = .samples(end: nil)
                     return
                 }
             case .samples(let end):
@@ -103,6 +105,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 input.consume(headerLength)
                 let bodySize = toEnd ? nil : size - Int64(headerLength)
                 switch type {
+                case "moov" where track != nil:
+                    // Already read (the index came after the media and we went back for it).
+                    if let bodySize { input.skip(bodySize) } else { state = .done }
                 case "moov":
                     guard let bodySize else {
                         throw AudioFileStreamError(.invalidData, .mp4, start, "the moov box has size 0 (to the end of the file); cannot read it")
@@ -307,13 +312,22 @@ final class MP4Parser: ContainerParser, PacketLocating {
             r = FieldReader(body, from: stts.body.lowerBound + 4, to: stts.body.upperBound, base: base, container: .mp4)
             let entries = Int(try r.u32be("the stts entry count"))
             guard entries <= r.remaining / 8 else { throw AudioFileStreamError(.invalidData, .mp4, stts.start, "stts claims \(entries) entries in \(r.remaining) bytes") }
-            for _ in 0..<entries { durations.append((Int(try r.u32be()), Int(try r.u32be()))) }
+            for _ in 0..<entries {
+                let count = Int(try r.u32be()), delta = Int(try r.u32be())
+                guard count <= Self.sampleCountCap, delta <= 1 << 24 else {
+                    throw AudioFileStreamError(.invalidData, .mp4, stts.start, "stts gives \(count) samples a duration of \(delta) each")
+                }
+                durations.append((count, delta))
+            }
         }
         let sttsSamples = durations.reduce(0) { $0 + $1.count }
+        guard sttsSamples <= Self.sampleCountCap else {
+            throw AudioFileStreamError(.tooLarge, .mp4, stbl.start, "stts covers \(sttsSamples) samples (at most \(Self.sampleCountCap))")
+        }
         if sttsSamples != offsets.count {
             out.warn(AudioFileStreamError(.invalidData, .mp4, stbl.start, "stts covers \(sttsSamples) samples, stsz lists \(offsets.count)"))
         }
-        let totalUnits = Int64(durations.reduce(0) { $0 + $1.count * $1.delta })
+        let totalUnits = Int64(durations.reduce(0) { $0 + $1.count * $1.delta })   // <= 2^26 * 2^24 per entry: no overflow
         let framesPerPacket = formatList.first?.framesPerPacket ?? format.framesPerPacket
         let decodedFrames = Int64(offsets.count * framesPerPacket)
 
@@ -329,14 +343,15 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 let mediaTime = version == 1 ? Int64(bitPattern: try r.u64be()) : Int64(Int32(bitPattern: try r.u32be()))
                 try r.skip(4)
                 guard mediaTime >= 0 else { continue }   // an empty edit
+                guard mediaTime <= totalUnits, mediaDuration >= 0, segment >= 0 else { break }
                 let fromHeader = mediaDuration - mediaTime
-                let fromEdit = movieTimescale > 0 ? Int64((Double(segment) * Double(timescale) / Double(movieTimescale)).rounded()) : fromHeader
+                let fromEdit = movieTimescale > 0 ? clampedInt64(Double(segment) * Double(timescale) / Double(movieTimescale)) : fromHeader
                 let tolerance = movieTimescale > 0 ? Int64((Double(timescale) / Double(movieTimescale)).rounded(.up)) : 0
                 // mdhd is exact where it excludes the padding; otherwise the (rounded) edit duration.
                 var valid = abs(fromEdit - fromHeader) <= tolerance ? fromHeader : min(fromEdit, fromHeader)
                 valid = min(valid, totalUnits - mediaTime)
-                let primingOut = Int64((Double(mediaTime) * frameScale).rounded())
-                let validOut = Int64((Double(valid) * frameScale).rounded())
+                let primingOut = clampedInt64(Double(mediaTime) * frameScale)
+                let validOut = clampedInt64(Double(valid) * frameScale)
                 if valid > 0, primingOut + validOut <= decodedFrames, mediaTime > 0 || validOut < decodedFrames {
                     out.packetTableInfo = AudioFilePacketTableInfo(validFrames: validOut, primingFrames: Int(primingOut),
                         remainderFrames: Int(decodedFrames - primingOut - validOut), source: .editList, note: note)
@@ -348,7 +363,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
             out.packetTableInfo = AudioFilePacketTableInfo(validFrames: smpb.valid, primingFrames: smpb.priming, remainderFrames: smpb.remainder,
                                                            source: .iTunSMPB, note: frameScale != 1 ? "iTunSMPB taken as given (output frames); \(note ?? "")" : nil)
         }
-        let presentedOut = Int64((Double(totalUnits) * frameScale).rounded())
+        let presentedOut = clampedInt64(Double(totalUnits) * frameScale)
         if out.packetTableInfo == nil, presentedOut > 0, presentedOut < decodedFrames, decodedFrames - presentedOut < Int64(framesPerPacket) {
             out.packetTableInfo = AudioFilePacketTableInfo(validFrames: presentedOut, primingFrames: 0,
                 remainderFrames: Int(decodedFrames - presentedOut), source: .sampleDurations, note: note)
@@ -433,11 +448,13 @@ final class MP4Parser: ContainerParser, PacketLocating {
             if run.firstChunk > lastChunk { continue }
             for chunk in run.firstChunk...lastChunk {
                 var offset = chunkOffsets[chunk - 1]
-                for _ in 0..<run.samples where sample < sizes.count {
+                for _ in 0..<run.samples {
+                    guard sample < sizes.count else { break }
                     offsets.append(offset)
                     offset += Int64(sizes[sample])
                     sample += 1
                 }
+                if sample == sizes.count { break }
             }
         }
         guard sample == sizes.count else {
@@ -496,6 +513,12 @@ final class MP4Parser: ContainerParser, PacketLocating {
         guard let track, track.framesPerPacket > 0 else { return nil }
         return (frame / Int64(track.framesPerPacket), Int(frame % Int64(track.framesPerPacket)))
     }
+}
+
+/// A Double as Int64, saturating instead of trapping on values no real file has.
+func clampedInt64(_ value: Double) -> Int64 {
+    guard value.isFinite else { return value > 0 ? Int64.max : 0 }
+    return Int64(max(min(value.rounded(), 9.0e18), -9.0e18))
 }
 
 /// A box type as Latin-1 text, so iTunes' `©nam` (0xA9 'n' 'a' 'm') reads as written.

@@ -193,6 +193,7 @@ final class MPEGAudioParser: ContainerParser {
 
     func parse(_ input: ByteInput, _ out: StreamOutput) throws {
         while true {
+            if input.skipPending > 0 || out.pauseRequested { return }   // the next decision needs the bytes after the skip
             if resyncing || lock == nil {
                 guard try resync(input, out) else { return }
             }
@@ -211,7 +212,9 @@ final class MPEGAudioParser: ContainerParser {
                 switch MPEGHeader.confirm(input, at: 0, matching: header, lastFrameMayEnd: true) {
                 case .needMore: return
                 case .no: resyncing = true; continue
-                case .yes: changeFormat(to: header, input, out)
+                case .yes:
+                    if out.mustDeferChange { out.pauseRequested = true; return }
+                    changeFormat(to: header, input, out)
                 }
             }
             let length = header.frameLength

@@ -25,6 +25,7 @@ final class RIFFParser: ContainerParser, PacketLocating {
             headerDone = true
         }
         while true {
+            if input.skipPending > 0 { return }   // the next decision needs the bytes after the skip
             if inData {
                 guard let format else { return }
                 let frameBytes = format.bytesPerFrame
@@ -35,7 +36,7 @@ final class RIFFParser: ContainerParser, PacketLocating {
                     framesSeen += Int64(frames)
                 }
                 if let dataEnd, dataEnd - input.position < Int64(frameBytes) {
-                    input.skip(dataEnd - input.position + dataPad)
+                    input.skip(max(dataEnd - input.position, 0) + dataPad)
                     inData = false
                     continue
                 }
@@ -71,6 +72,9 @@ final class RIFFParser: ContainerParser, PacketLocating {
                 let streamed = size == 0 || size == 0xFFFF_FFFF
                 dataStart = start + 8 + skipFirst
                 dataEnd = streamed ? nil : start + 8 + size
+                if let end = dataEnd, let begin = dataStart, begin > end {
+                    throw AudioFileStreamError(.invalidData, type, start, "the SSND offset (\(ssndOffset)) points past the end of its chunk (\(size) bytes)")
+                }
                 dataPad = size & 1
                 input.skip(skipFirst)
                 inData = true

@@ -18,6 +18,20 @@ final class StreamOutput {
     var warnings: [AudioFileStreamError] = []
 
     private(set) var events: [AudioFileStreamEvent] = []
+    /// Set when the format changed mid-stream: the parser returns so the caller reads the new
+    /// values while handling that event, not later ones.
+    var pauseRequested = false
+    /// True inside ``AudioFileStream/finish()``: changes are announced even after other events
+    /// (the caller gets one list; the last value wins for reads).
+    var finishing = false
+
+    /// Whether this call has produced events already; a format change then waits for the next call.
+    var mustDeferChange: Bool {
+        guard !finishing else { return false }
+        if !events.isEmpty { return true }
+        if let batch, batch.packetCount > 0 { return true }
+        return false
+    }
     private var batch: AudioFilePackets?
     /// Index of the next packet to emit.
     var nextPacketIndex: Int64 = 0
