@@ -56,7 +56,7 @@ struct ADTSHeader: Equatable {
 
 /// The push parser for ADTS (AAC in an MPEG transport-like framing). Packets are the raw AAC
 /// frames without their ADTS headers; the magic cookie is built from the first header.
-final class ADTSParser: ContainerParser {
+final class ADTSParser: ContainerParser, PacketLocating {
     private var lock: ADTSHeader?
     private var resyncing = true
     private var skippedJunk = 0
@@ -186,6 +186,12 @@ final class ADTSParser: ContainerParser {
     func discontinuity(_ input: ByteInput, _ out: StreamOutput) {
         input.dropBuffered()
         resyncing = true
+    }
+
+    /// Exact for frames already parsed; ADTS has no index for the rest.
+    func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
+        guard packet >= 0, packet < Int64(frameOffsets.count) else { return nil }
+        return AudioFileStreamSeekResult(byteOffset: frameOffsets[Int(packet)], isEstimated: false)
     }
 
     func frames(beforePacket packet: Int64) -> Int64? { packet * 1024 }

@@ -65,6 +65,9 @@ public final class AudioFileStream {
     public var channelLayout: AudioChannelLayout? { out.channelLayout }
     public var packetTableInfo: AudioFilePacketTableInfo? { out.packetTableInfo }
     public var metadata: AudioFileMetadata { out.metadata }
+    /// Packets a decoder needs before a packet to decode it correctly after a seek (MP4 `sgpd`
+    /// roll distance, negative = before), when the container says.
+    public var packetRollDistance: Int? { out.packetRollDistance }
     public var isReadyToProducePackets: Bool { out.isReady }
     /// Problems that did not stop parsing (skipped junk, a cut last frame, a header that miscounts).
     public var warnings: [AudioFileStreamError] { out.warnings }

@@ -307,6 +307,16 @@ final class MP4Parser: ContainerParser, PacketLocating {
         }
 
         let (offsets, sizes) = try sampleTable(body, stbl, base: base)
+        // Pre-roll: sgpd 'roll' (with sbgp mapping samples to it); AAC usually says -1 packet.
+        if let sgpd = try boxes(body, stbl.body, base: base).first(where: { $0.type == "sgpd" }) {
+            var g = FieldReader(body, from: sgpd.body.lowerBound, to: sgpd.body.upperBound, base: base, container: .mp4)
+            let version = try g.u8(); try g.skip(3)
+            if try g.tag() == "roll" {
+                if version == 1 { try g.skip(4) }
+                if version >= 2 { try g.skip(4) }
+                if try g.u32be() > 0 { out.packetRollDistance = Int(Int16(bitPattern: try g.u16be("the roll distance"))) }
+            }
+        }
         var durations: [(count: Int, delta: Int)] = []
         if let stts = try child(stbl, "stts") {
             r = FieldReader(body, from: stts.body.lowerBound + 4, to: stts.body.upperBound, base: base, container: .mp4)

@@ -167,7 +167,7 @@ enum MPEGTags {
 }
 
 /// The push parser for MPEG audio elementary streams (MP3, MP2, MP1).
-final class MPEGAudioParser: ContainerParser {
+final class MPEGAudioParser: ContainerParser, PacketLocating {
     /// Junk the parser skips looking for the next frame before it gives up.
     static let resyncBudget = 64 * 1024
     /// MPEG-1 Layer III decoder delay, added to the LAME encoder delay.
@@ -336,6 +336,8 @@ final class MPEGAudioParser: ContainerParser {
         let maxBitRate = MPEGHeader.bitRates[header.version == .mpeg1 ? header.layer - 1 : (header.layer == 1 ? 3 : 4)].last! * 1000
         out.maximumPacketSize = (header.layer == 3 && header.version != .mpeg1 ? 72 : 144) * maxBitRate / header.sampleRate + 4
         out.packetTableInfo = packetTableInfo(spf: spf, packets: packets)
+        packetCountForSeeking = out.audioDataPacketCount
+        audioBytesForSeeking = out.audioDataByteCount
         out.announceReady()
     }
 
@@ -390,29 +392,34 @@ final class MPEGAudioParser: ContainerParser {
         }
     }
 
-    func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
-        guard let lock, let first = firstAudioOffset else {
-            throw AudioFileStreamError(.invalidOperation, .mp3, input.position, "cannot seek before the first frame has been parsed")
+    /// Exact for packets already parsed; otherwise through the Xing TOC, else the bit rate.
+    func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
+        guard let lock, let first = firstAudioOffset, packet >= 0 else { return nil }
+        if packet < Int64(frameOffsets.count) {
+            return AudioFileStreamSeekResult(byteOffset: frameOffsets[Int(packet)], isEstimated: false)
         }
-        let spf = Int64(lock.samplesPerFrame)
-        if packet >= 0 && packet < Int64(frameOffsets.count) {
-            let offset = frameOffsets[Int(packet)]
-            reposition(input, out, offset: offset, packet: packet, resync: false)
-            return AudioFileStreamSeekResult(byteOffset: offset, isEstimated: false)
-        }
-        var offset: Int64
-        if let total = out.audioDataPacketCount, total > 0, let toc = xing?.toc, let bytes = out.audioDataByteCount {
+        if let total = packetCountForSeeking, total > 0, let toc = xing?.toc, toc.count == 100, let bytes = audioBytesForSeeking {
             let percent = min(max(Double(packet) / Double(total) * 100, 0), 99.999)
             let index = Int(percent)
             let low = Double(toc[index]), high = index < 99 ? Double(toc[index + 1]) : 256
             let fraction = (low + (high - low) * (percent - Double(index))) / 256
-            offset = first + Int64(fraction * Double(bytes))
-        } else {
-            let averageFrame = Double(lock.bitRate) * Double(spf) / 8 / Double(lock.sampleRate)
-            offset = first + Int64((Double(packet) * averageFrame).rounded(.down))
+            return AudioFileStreamSeekResult(byteOffset: first + Int64(fraction * Double(bytes)), isEstimated: true)
         }
-        reposition(input, out, offset: offset, packet: packet, resync: true)
-        return AudioFileStreamSeekResult(byteOffset: offset, isEstimated: true)
+        let averageFrame = Double(lock.bitRate) * Double(lock.samplesPerFrame) / 8 / Double(lock.sampleRate)
+        return AudioFileStreamSeekResult(byteOffset: first + Int64((Double(packet) * averageFrame).rounded(.down)), isEstimated: true)
+    }
+
+    private var packetCountForSeeking: Int64?
+    private var audioBytesForSeeking: Int64?
+
+    func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
+        packetCountForSeeking = out.audioDataPacketCount
+        audioBytesForSeeking = out.audioDataByteCount
+        guard let result = byteOffset(forPacket: packet) else {
+            throw AudioFileStreamError(.invalidOperation, .mp3, input.position, "cannot seek before the first frame has been parsed")
+        }
+        reposition(input, out, offset: result.byteOffset, packet: packet, resync: result.isEstimated)
+        return result
     }
 
     private func reposition(_ input: ByteInput, _ out: StreamOutput, offset: Int64, packet: Int64, resync: Bool) {

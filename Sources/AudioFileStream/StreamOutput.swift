@@ -14,6 +14,7 @@ final class StreamOutput {
     var channelLayout: AudioChannelLayout?
     var packetTableInfo: AudioFilePacketTableInfo?
     var metadata = AudioFileMetadata()
+    var packetRollDistance: Int?
     var isReady = false
     var warnings: [AudioFileStreamError] = []
 

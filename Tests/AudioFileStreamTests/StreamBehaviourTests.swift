@@ -66,6 +66,26 @@ let allFixtureURLs: [URL] = Paths.projectFiles().map { Paths.projectFixtures.app
         #expect(Array(packets.data[0..<size]) == whole.packets[landed].bytes)
     }
 
+    @Test func byteOffsetsWithoutMovingTheStream() throws {
+        let bytes = try load(Paths.projectFixtures.appendingPathComponent("lame-vbr-v2-44k-stereo.mp3"))
+        let whole = trace(bytes, chunks: [bytes.count + 1])
+        let stream = AudioFileStream()
+        _ = try stream.parse(bytes[..<3000])
+        // Parsed packets are exact; later ones come from the Xing TOC, estimated, within the file.
+        let early = try #require(stream.byteOffset(forPacket: 1))
+        #expect(early == AudioFileStreamSeekResult(byteOffset: whole.packets[1].offset, isEstimated: false))
+        let late = try #require(stream.byteOffset(forPacket: 40))
+        #expect(late.isEstimated)
+        #expect(abs(late.byteOffset - whole.packets[40].offset) < 2 * 418)
+        #expect(stream.nextByteOffset == 3000)
+    }
+
+    @Test func ffmpegAACDeclaresItsPreRoll() throws {
+        let stream = AudioFileStream()
+        _ = try stream.parse(try load(Paths.projectFixtures.appendingPathComponent("ffmpeg-aac-44k-moov-first.m4a")))
+        #expect(stream.packetRollDistance == -1)
+    }
+
     @Test func translationsBetweenFramesPacketsAndBytes() throws {
         let stream = AudioFileStream()
         _ = try stream.parse(try load(Paths.projectFixtures.appendingPathComponent("ffmpeg-aac-44k-moov-first.m4a")))
