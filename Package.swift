@@ -7,6 +7,8 @@ let package = Package(
     products: [
         .library(name: "BufferQueue", targets: ["BufferQueue"]),
         .library(name: "AudioFileStream", targets: ["AudioFileStream"]),
+        .library(name: "MPG123Decoder", targets: ["MPG123Decoder"]),
+        .library(name: "FAADDecoder", targets: ["FAADDecoder"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
     ],
@@ -23,6 +25,27 @@ let package = Package(
             name: "AudioFileStream",
             dependencies: ["BufferQueue"],
             path: "Sources/AudioFileStream"
+        ),
+        .systemLibrary(
+            name: "CMPG123",
+            path: "Sources/CMPG123",
+            pkgConfig: "libmpg123",
+            providers: [.apt(["libmpg123-dev"])]
+        ),
+        .systemLibrary(
+            name: "CFAAD2",
+            path: "Sources/CFAAD2",
+            providers: [.apt(["libfaad-dev"])]
+        ),
+        .target(
+            name: "MPG123Decoder",
+            dependencies: ["BufferQueue", "CMPG123"],
+            path: "Sources/MPG123Decoder"
+        ),
+        .target(
+            name: "FAADDecoder",
+            dependencies: ["BufferQueue", "CFAAD2"],
+            path: "Sources/FAADDecoder"
         ),
         .executableTarget(
             name: "playpcm",
@@ -54,6 +77,11 @@ let package = Package(
             name: "AudioFileStreamTests",
             dependencies: ["AudioFileStream", "BufferQueue"],
             path: "Tests/AudioFileStreamTests"
+        ),
+        .testTarget(
+            name: "CodecTests",
+            dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder"],
+            path: "Tests/CodecTests"
         ),
         .testTarget(
             name: "BufferQueueTests",

@@ -26,6 +26,12 @@ enum Outgoing {
 
 /// The producer end of the queue: decodes pending buffers, applies trims and schedule gaps and
 /// writes frames and markers into the render stage's rings. Used only under the queue's pipeline lock.
+///
+/// Decoded frames are attributed to buffers by the frame counts the buffers declare (FIFO
+/// "accounts"), not by which decode call produced them, so a decoder that holds a frame back
+/// (libmpg123 waits for the next frame header at the start of a stream) still trims exactly.
+/// When the decoder's output rate is a multiple of the stream's (SBR found in-band), declared
+/// counts are scaled by it.
 final class Producer {
     let format: AudioStreamDescription
     let registry: AudioDecoderRegistry
@@ -34,15 +40,29 @@ final class Producer {
     let stage: RenderStage
     private let staging: DecodedAudio
     private var stagingRead = 0
-    /// Samples of the staging area that may be written to the ring (the rest is held back for a
-    /// trim at the end of the current buffer).
-    private var emitLimit = 0
+
+    /// A buffer's share of the decoded stream.
+    private struct Account {
+        let bufferID: Int
+        /// Frames the buffer declares (in the stream's units); nil = unknown until decoded.
+        var declared: Int?
+        let trimStart: Int
+        let trimEnd: Int
+        let startTime: Int?
+        let volume: Float?
+        let pan: Float?
+        /// Output frames of this account seen so far.
+        var consumed = 0
+        /// Its gap and parameters have been written.
+        var started = false
+        /// Output frames produced while its own packets were decoded (for unknown declarations).
+        var producedDuringDecode = 0
+        var excessReported = false
+    }
+    private var accounts: [Account] = []
 
     private var current: PendingBuffer?
     private var nextPacket = 0
-    private var trimStartLeft = 0
-    private var decodedFrames = 0
-    private var gapFrames = 0
     private var ended = false
     private var endPending = false
 
@@ -75,7 +95,13 @@ final class Producer {
     var outputFormat: AudioStreamDescription { decoder?.outputFormat ?? ringFormat }
 
     /// Whether there is anything left to produce from what was taken so far.
-    var isIdle: Bool { current == nil && gapFrames == 0 && stagingRead >= staging.sampleCount }
+    var isIdle: Bool { current == nil && accounts.isEmpty && stagingRead >= staging.sampleCount }
+
+    /// Output frames per declared frame: 2 when the decoder found SBR the stream did not declare.
+    private var scale: Int {
+        let ratio = staging.format.sampleRate / format.sampleRate
+        return ratio >= 1.9 && ratio <= 2.1 ? 2 : 1
+    }
 
     func makeDecoderIfNeeded() throws -> any AudioDecoder {
         if let decoder { return decoder }
@@ -104,16 +130,10 @@ final class Producer {
             let (emitted, blocked) = emitStaged()
             progressed = progressed || emitted
             if blocked { return progressed }
-            if gapFrames > 0 {
-                let channels = ringFormat.channelsPerFrame
-                let frames = min(gapFrames, stage.ring.writable / channels)
-                if frames > 0 {
-                    stage.ring.writeZeros(count: frames * channels)
-                    gapFrames -= frames
-                    writeTimeline += frames
-                    progressed = true
-                }
-                if gapFrames > 0 { return progressed }
+            if runEndPending && stagingRead >= staging.sampleCount {
+                // The run is over and everything the decoder gave is written: close what is left.
+                accounts.removeAll()
+                runEndPending = false
             }
             if current != nil {
                 step()
@@ -140,36 +160,40 @@ final class Producer {
         }
     }
 
-    /// Starts a buffer: schedules its gap and queues the marker that applies its parameters.
+    /// Starts decoding a buffer and opens its account.
     private func begin(_ pending: PendingBuffer) {
         current = pending
         nextPacket = 0
-        trimStartLeft = pending.trimStart
-        decodedFrames = 0
-        staging.removeAll()
-        stagingRead = 0
-        emitLimit = 0
-        if let start = pending.startTime, start > writeTimeline { gapFrames = start - writeTimeline }
         if decoder == nil {
             do { _ = try makeDecoderIfNeeded() } catch let error as AudioQueueError {
                 report(error)
             } catch {}
         }
-        let volume = pending.volume ?? .nan, pan = pending.pan ?? .nan
-        if !volume.isNaN || !pan.isNaN {
-            // Placed when the gap has been written: see `emitStaged`.
-            pendingParameterMarker = RenderMarker(position: 0, epoch: epoch, kind: .bufferStart, volume: volume, pan: pan)
-        }
+        accounts.append(Account(bufferID: pending.buffer.id, declared: declaredFrames(pending), trimStart: pending.trimStart,
+                                trimEnd: pending.trimEnd, startTime: pending.startTime, volume: pending.volume, pan: pending.pan))
     }
 
-    private var pendingParameterMarker: RenderMarker?
+    /// Frames a buffer declares in the stream's units, nil when a packet does not say.
+    private func declaredFrames(_ pending: PendingBuffer) -> Int? {
+        if pending.packets.isEmpty {
+            guard format.bytesPerPacket > 0, format.framesPerPacket > 0 else { return nil }
+            return pending.buffer.byteSize / format.bytesPerPacket * format.framesPerPacket
+        }
+        var total = 0
+        for packet in pending.packets {
+            let frames = packet.variableFramesInPacket > 0 ? packet.variableFramesInPacket : format.framesPerPacket
+            if frames == 0 { return nil }
+            total += frames
+        }
+        return total
+    }
 
     /// Decodes the next packet (or PCM chunk) of the current buffer, or finishes the buffer.
     private func step() {
         guard let pending = current else { return }
         let bytes = pending.buffer.storage.baseAddress.map { UnsafeRawBufferPointer(start: $0, count: pending.buffer.byteSize) }
             ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        let before = staging.sampleCount
+        let before = staging.frameCount
         var finished = false
         if let decoder {
             do {
@@ -205,47 +229,23 @@ final class Producer {
             finished = true
         }
         for error in staging.takeErrors() { report(error) }
-        let newFrames = framesIn(samplesFrom: before)
-        decodedFrames += newFrames
-        if trimStartLeft > 0 {
-            let drop = min(trimStartLeft, newFrames)
-            stagingRead += drop * staging.format.channelsPerFrame
-            trimStartLeft -= drop
+        if !accounts.isEmpty { accounts[accounts.count - 1].producedDuringDecode += staging.frameCount - before }
+        if finished {
+            // A buffer whose packets did not declare their frames ends with what its decoding produced.
+            if accounts.last?.declared == nil, !accounts.isEmpty {
+                let produced = accounts[accounts.count - 1].producedDuringDecode
+                accounts[accounts.count - 1].declared = max(produced / scale, 0)
+            }
+            current = nil
+            outbox.append(.buffer(pending.buffer))
         }
-        let holdBack = pending.trimEnd * staging.format.channelsPerFrame
-        emitLimit = max(stagingRead, staging.sampleCount - holdBack)
-        if finished { finishBuffer(pending) }
     }
 
-    private func framesIn(samplesFrom start: Int) -> Int {
-        (staging.sampleCount - start) / max(staging.format.channelsPerFrame, 1)
-    }
-
-    private func finishBuffer(_ pending: PendingBuffer) {
-        let channels = max(staging.format.channelsPerFrame, 1)
-        let unread = (staging.sampleCount - stagingRead) / channels
-        if trimStartLeft > 0 || unread < pending.trimEnd {
-            report(AudioQueueError(.invalidTrim,
-                "buffer \(pending.buffer.id) decoded to \(decodedFrames) frames but asked to trim \(pending.trimStart) at the start and \(pending.trimEnd) at the end; its audio was removed"))
-            staging.truncate(toSampleCount: stagingRead)
-        } else {
-            staging.truncate(toSampleCount: staging.sampleCount - pending.trimEnd * channels)
-        }
-        emitLimit = staging.sampleCount
-        current = nil
-        outbox.append(.buffer(pending.buffer))
-    }
-
-    /// Writes staged samples to the ring up to the emit limit, placing format-change and parameter
-    /// markers at their sample positions. Returns (wrote anything, blocked by a full ring).
+    /// Writes staged frames to the ring, account by account: trimmed frames are dropped, each
+    /// buffer's gap and parameters go in before its first kept frame, and format changes are
+    /// placed at their sample positions. Returns (wrote anything, blocked by a full ring).
     private func emitStaged() -> (Bool, Bool) {
         var wrote = false
-        if gapFrames == 0, let marker = pendingParameterMarker {
-            if stage.markers.isFull { return (wrote, true) }
-            pushMarker(marker)
-            pendingParameterMarker = nil
-            wrote = true
-        }
         while true {
             if let change = staging.formatChanges.first, change.sampleOffset <= stagingRead {
                 if stage.markers.isFull { return (wrote, true) }
@@ -259,28 +259,87 @@ final class Producer {
                 wrote = true
                 continue
             }
-            var end = emitLimit
+            let channels = max(ringFormat.channelsPerFrame, 1)
+            var end = staging.sampleCount
             if let change = staging.formatChanges.first { end = min(end, change.sampleOffset) }
-            let channels = ringFormat.channelsPerFrame
-            let available = max(end - stagingRead, 0)
-            if available == 0 { break }
-            let samples = min(available, stage.ring.writable) / channels * channels
-            if samples == 0 { return (wrote, true) }
-            stage.ring.write(staging.samples + stagingRead, count: samples)
-            stagingRead += samples
-            writeTimeline += samples / channels
+            let unread = max(end - stagingRead, 0) / channels
+            // An account whose frames are all seen is done.
+            if let account = accounts.first, let total = total(account), account.consumed >= total {
+                finishAccount()
+                wrote = true
+                continue
+            }
+            if unread == 0 { break }
+            guard var account = accounts.first, let total = total(account) else {
+                if accounts.first != nil { break }   // its size is not known until its decoding ends
+                // Frames no buffer declared (a decoder's tail): they play as they are.
+                let written = write(frames: unread, channels: channels)
+                if written == 0 { return (wrote, true) }
+                wrote = true
+                continue
+            }
+            let keepStart = account.trimStart, keepEnd = total - account.trimEnd
+            if keepStart > keepEnd && !account.excessReported {
+                accounts[0].excessReported = true
+                report(AudioQueueError(.invalidTrim,
+                    "buffer \(account.bufferID) decoded to \(total) frames but asked to trim \(account.trimStart) at the start and \(account.trimEnd) at the end; its audio was removed"))
+            }
+            let available = min(unread, total - account.consumed)
+            if account.consumed < keepStart || account.consumed >= keepEnd {
+                // Trimmed frames: drop them.
+                let limit = account.consumed < keepStart ? min(keepStart, total) : total
+                let drop = min(available, limit - account.consumed)
+                stagingRead += drop * channels
+                accounts[0].consumed += drop
+                wrote = true
+                continue
+            }
+            if !account.started {
+                if let start = account.startTime, start > writeTimeline {
+                    let gap = min(start - writeTimeline, stage.ring.writable / channels)
+                    if gap == 0 { return (wrote, true) }
+                    stage.ring.writeZeros(count: gap * channels)
+                    writeTimeline += gap
+                    wrote = true
+                    continue
+                }
+                if account.volume != nil || account.pan != nil {
+                    if stage.markers.isFull { return (wrote, true) }
+                    pushMarker(RenderMarker(position: 0, epoch: epoch, kind: .bufferStart, volume: account.volume ?? .nan, pan: account.pan ?? .nan))
+                }
+                account.started = true
+                accounts[0].started = true
+            }
+            let written = write(frames: min(available, keepEnd - account.consumed), channels: channels)
+            if written == 0 { return (wrote, true) }
+            accounts[0].consumed += written
             wrote = true
         }
         if stagingRead >= staging.sampleCount {
             staging.removeAll()
             stagingRead = 0
-            emitLimit = 0
         } else if stagingRead > 65536 && stagingRead * 2 > staging.sampleCount {
             staging.compact(from: stagingRead)
-            emitLimit -= stagingRead
             stagingRead = 0
         }
         return (wrote, false)
+    }
+
+    /// Output frames of an account, once known.
+    private func total(_ account: Account) -> Int? { account.declared.map { $0 * scale } }
+
+    private func finishAccount() {
+        accounts.removeFirst()
+    }
+
+    /// Writes up to `frames` staged frames; returns how many the ring took.
+    private func write(frames: Int, channels: Int) -> Int {
+        let count = min(frames, stage.ring.writable / channels)
+        guard count > 0 else { return 0 }
+        stage.ring.write(staging.samples + stagingRead, count: count * channels)
+        stagingRead += count * channels
+        writeTimeline += count
+        return count
     }
 
     private func pushMarker(_ marker: RenderMarker) {
@@ -290,16 +349,21 @@ final class Producer {
         stage.markers.push(placed)
     }
 
-    /// Drains the decoder at the end of a run and clears its state.
+    /// Drains the decoder at the end of a run and clears its state. Accounts the decoder did not
+    /// fill (it produced fewer frames than declared) are closed: nothing waits for them.
     private func finishRun() {
-        guard let decoder else { return }
-        do { try decoder.finish(into: staging) } catch {
-            report(error as? AudioQueueError ?? AudioQueueError(.decoderError, "finishing the decoder failed: \(error)"))
+        if let decoder {
+            do { try decoder.finish(into: staging) } catch {
+                report(error as? AudioQueueError ?? AudioQueueError(.decoderError, "finishing the decoder failed: \(error)"))
+            }
+            for error in staging.takeErrors() { report(error) }
+            decoder.reset()
         }
-        for error in staging.takeErrors() { report(error) }
-        decoder.reset()
-        emitLimit = staging.sampleCount
+        runEndPending = true
     }
+
+    /// Set by a flush: once the staged frames are written, unfilled accounts are closed.
+    private var runEndPending = false
 
     private func report(_ error: AudioQueueError) {
         lastConverterError = error
@@ -311,13 +375,12 @@ final class Producer {
     func discard(timelineContinuesAt timeline: Int) -> AudioQueueBuffer? {
         let interrupted = current?.buffer
         current = nil
-        pendingParameterMarker = nil
-        gapFrames = 0
+        accounts.removeAll()
+        runEndPending = false
         ended = false
         endPending = false
         staging.removeAll()
         stagingRead = 0
-        emitLimit = 0
         decoder?.reset()
         epoch += 1
         stage.discardPosition.store(stage.ring.writePosition, ordering: .releasing)

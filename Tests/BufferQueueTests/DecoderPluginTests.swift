@@ -34,7 +34,30 @@ final class ToyDecoder: AudioDecoder {
     func reset() {}
 }
 
-extension AudioFormatID { static let toy = AudioFormatID("toy ") }
+extension AudioFormatID {
+    static let toy = AudioFormatID("toy ")
+    static let laggyToy = AudioFormatID("lag ")
+}
+
+/// Like libmpg123 at the start of a stream: holds the first packet's frames back until the next
+/// packet arrives, then emits both; `finish` emits whatever is still held.
+final class LaggyToyDecoder: AudioDecoder {
+    let outputFormat: AudioStreamDescription
+    private var held: [Float] = []
+    init(format: AudioStreamDescription) { outputFormat = .float32(sampleRate: format.sampleRate, channels: 1) }
+    func decode(packet: UnsafeRawBufferPointer, frames: Int, into output: DecodedAudio) throws {
+        let mine = [Float](repeating: Float(packet[0]) / 100, count: frames)
+        if held.isEmpty && !started { held = mine; started = true; return }
+        mine.withUnsafeBufferPointer { current in
+            held.withUnsafeBufferPointer { output.append($0) }
+            held = []
+            output.append(current)
+        }
+    }
+    private var started = false
+    func finish(into output: DecodedAudio) throws { held.withUnsafeBufferPointer { output.append($0) }; held = []; started = false }
+    func reset() { held = []; started = false }
+}
 
 @Suite struct DecoderPluginTests {
     let registry: AudioDecoderRegistry = {
@@ -50,6 +73,27 @@ extension AudioFormatID { static let toy = AudioFormatID("toy ") }
         try buffer.setData(bytes)
         let packets = bytes.indices.map { AudioPacketDescription(startOffset: $0, dataByteSize: 1) }
         try queue.enqueue(buffer, packetDescriptions: packets, trimFramesAtStart: trimStart, trimFramesAtEnd: trimEnd)
+    }
+
+    @Test func trimsStayExactWhenTheDecoderHoldsAPacketBack() throws {
+        let registry = AudioDecoderRegistry()
+        registry.register(AudioDecoderFactory(name: "laggy", formats: [.laggyToy]) { format, _ in LaggyToyDecoder(format: format) })
+        var laggy = format
+        laggy.formatID = .laggyToy
+        let queue = try AudioQueue(format: laggy, configuration: .init(decoderRegistry: registry))
+        // One packet per buffer: the first buffer's frames only appear while the second decodes.
+        try enqueuePackets(queue, [10], trimStart: 60)
+        try enqueuePackets(queue, [20], trimStart: 10, trimEnd: 30)
+        let buffer = try queue.allocateBuffer(capacity: 1, packetDescriptionCapacity: 1)
+        try buffer.setData([30])
+        try queue.enqueue(buffer, packetDescriptions: [.init(startOffset: 0, dataByteSize: 1)], parameters: .init(volume: 0.5), startTime: 150)
+        try queue.flush()
+        let output = try queue.renderAllOffline(chunk: 17)
+        #expect(output.count == 40 + 60 + 50 + 100)
+        #expect(output[0..<40].allSatisfy { $0 == 0.1 })
+        #expect(output[40..<100].allSatisfy { $0 == 0.2 })
+        #expect(output[100..<150].allSatisfy { $0 == 0 })
+        #expect(output[150...].allSatisfy { $0 == Float(0.3) * 0.5 })
     }
 
     @Test func registryPicksTheHighestPriority() throws {

@@ -1,0 +1,2 @@
+// libfaad2 (Debian: libfaad-dev).
+#include <neaacdec.h>
