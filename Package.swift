@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "FAADDecoder", targets: ["FAADDecoder"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
+        .executable(name: "aqrender", targets: ["aqrender"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -62,6 +63,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqinfo"
+        ),
+        .executableTarget(
+            name: "aqrender",
+            dependencies: [
+                "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/aqrender"
         ),
         .executableTarget(
             name: "quickstart",

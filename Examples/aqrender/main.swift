@@ -1,0 +1,140 @@
+// aqrender: decodes a file through the queue, trimmed sample-exactly, and writes a WAV.
+import ArgumentParser
+import AudioFileStream
+import BufferQueue
+import FAADDecoder
+import Foundation
+import MPG123Decoder
+
+@main
+struct AQRender: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "aqrender",
+        abstract: "Render an audio file offline through the queue to a WAV file, with exact gapless trims.")
+
+    enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case f32, s16 }
+
+    @Argument(help: "MP3, AAC (ADTS, MP4/M4A, CAF) or PCM (WAV, AIFF, CAF) input.")
+    var input: String
+    @Argument(help: "The WAV file to write.")
+    var output: String
+    @Option(help: "Sample format of the WAV: f32 (IEEE float) or s16.")
+    var format: SampleFormat = .f32
+    @Option(help: "Play the file this many times, joined without a gap.")
+    var loops: Int = 1
+
+    func validate() throws {
+        guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
+    }
+
+    func run() throws {
+        MPG123Decoder.register()
+        FAADDecoder.register()
+        let file: AudioFile
+        let renderer: AudioFileRenderer
+        do {
+            file = try AudioFile(path: input)
+            renderer = try AudioFileRenderer(file: file, loops: loops)
+        } catch {
+            fail("\(input): \(error)")
+        }
+        let out = renderer.outputFormat
+        guard let writer = WAVWriter(path: output, sampleRate: Int(out.sampleRate), channels: out.channelsPerFrame, float: format == .f32) else {
+            fail("cannot write \(output)")
+        }
+        let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
+        var scratch = [Float](repeating: 0, count: 8192 * out.channelsPerFrame)
+        var failure: String?
+        do {
+            while true {
+                let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 8192) }
+                if n == 0 { break }
+                writer.write(scratch, frames: n)
+                progress?.update(renderer.framesRendered)
+            }
+        } catch {
+            failure = "\(error)"
+        }
+        writer.close()
+        progress?.finish()
+        // Damage found while indexing the file: its frames up to there were written.
+        if let damage = file.damage { failure = failure ?? "\(damage)" }
+        if let failure {
+            fail("\(input): \(failure) — wrote the \(renderer.framesRendered) frames decoded before it to \(output)")
+        }
+        if let error = renderer.lastConverterError {
+            FileHandle.standardError.write(Data("aqrender: warning: \(error)\n".utf8))
+        }
+    }
+
+    func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("aqrender: \(message)\n".utf8))
+        Foundation.exit(1)
+    }
+}
+
+/// A progress bar on stderr.
+final class Progress {
+    let total: Int64?
+    var last = -1
+    init(total: Int64?) { self.total = total }
+    func update(_ frames: Int64) {
+        guard let total, total > 0 else { return }
+        let percent = Int(min(frames * 100 / total, 100))
+        guard percent != last else { return }
+        last = percent
+        let bar = String(repeating: "#", count: percent / 4) + String(repeating: ".", count: 25 - percent / 4)
+        FileHandle.standardError.write(Data("\r[\(bar)] \(percent)%".utf8))
+    }
+    func finish() { if last >= 0 { FileHandle.standardError.write(Data("\n".utf8)) } }
+}
+
+/// Writes a RIFF/WAVE file: IEEE float32 or 16-bit PCM; sizes patched on close.
+final class WAVWriter {
+    let handle: FileHandle
+    let channels: Int
+    let float: Bool
+    var dataBytes = 0
+
+    init?(path: String, sampleRate: Int, channels: Int, float: Bool) {
+        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else { return nil }
+        self.handle = handle
+        self.channels = channels
+        self.float = float
+        handle.write(header(sampleRate: sampleRate))
+    }
+
+    private func header(sampleRate: Int) -> Data {
+        var d = Data()
+        func u32(_ v: Int) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: v).littleEndian) { d.append(contentsOf: $0) } }
+        func u16(_ v: Int) { withUnsafeBytes(of: UInt16(truncatingIfNeeded: v).littleEndian) { d.append(contentsOf: $0) } }
+        let bytes = float ? 4 : 2
+        d.append(contentsOf: Array("RIFF".utf8)); u32(0); d.append(contentsOf: Array("WAVE".utf8))
+        d.append(contentsOf: Array("fmt ".utf8)); u32(float ? 18 : 16)
+        u16(float ? 3 : 1); u16(channels); u32(sampleRate); u32(sampleRate * channels * bytes); u16(channels * bytes); u16(bytes * 8)
+        if float { u16(0) }
+        d.append(contentsOf: Array("data".utf8)); u32(0)
+        return d
+    }
+
+    func write(_ samples: [Float], frames: Int) {
+        let count = frames * channels
+        if float {
+            samples.withUnsafeBytes { handle.write(Data($0.prefix(count * 4))) }
+        } else {
+            var ints = [Int16](repeating: 0, count: count)
+            for i in 0..<count { ints[i] = Int16(max(min((Double(samples[i]) * 32768).rounded(), 32767), -32768)) }
+            ints.withUnsafeBytes { handle.write(Data($0)) }
+        }
+        dataBytes += count * (float ? 4 : 2)
+    }
+
+    func close() {
+        let headerSize = float ? 46 : 44
+        handle.seek(toFileOffset: 4)
+        handle.write(withUnsafeBytes(of: UInt32(truncatingIfNeeded: headerSize - 8 + dataBytes).littleEndian) { Data($0) })
+        handle.seek(toFileOffset: UInt64(headerSize - 4))
+        handle.write(withUnsafeBytes(of: UInt32(truncatingIfNeeded: dataBytes).littleEndian) { Data($0) })
+        handle.closeFile()
+    }
+}

@@ -1,0 +1,120 @@
+import BufferQueue
+
+/// Renders an ``AudioFile`` through an ``AudioQueue`` offline: the file's packets are enqueued with
+/// the trims its packet table asks for (split across buffers where needed), decoded, and pulled
+/// as interleaved float32 — exactly `validFrames × loops` frames for files that carry gapless
+/// numbers, with loops joined sample-exactly.
+///
+/// It streams: a few buffers circulate, so memory does not grow with the file. Decoders come from
+/// the registry (register `MPG123Decoder` / `FAADDecoder` first).
+public final class AudioFileRenderer {
+    public let file: AudioFile
+    public let loops: Int
+    /// The queue doing the work.
+    public let queue: AudioQueue
+    /// The format of the frames handed out (float32; decided by the decoder's first output).
+    public private(set) var outputFormat: AudioStreamDescription
+
+    private struct Chunk { let first: Int64; let count: Int; let trimStart: Int; let trimEnd: Int }
+    private let plan: [Chunk]
+    private var nextChunk = 0
+    private var buffers: [AudioQueueBuffer] = []
+    private var rendered: Int64 = 0
+
+    /// - Parameters:
+    ///   - packetsPerBuffer: packets in each enqueued buffer (PCM: frames are grouped by 4096).
+    public init(file: AudioFile, loops: Int = 1, packetsPerBuffer: Int = 32, registry: AudioDecoderRegistry = .shared) throws {
+        guard loops >= 1 else { throw AudioQueueError(.invalidParameter, "loops must be at least 1 (got \(loops))") }
+        self.file = file
+        self.loops = loops
+        let format = file.formatList.first ?? file.dataFormat
+        guard registry.factory(for: format.formatID) != nil else {
+            throw AudioQueueError(.codecNotFound, "\(format.formatID) is not supported: no decoder is registered for it")
+        }
+        queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 65536, decoderRegistry: registry))
+        if let cookie = file.magicCookie { try queue.setMagicCookie(cookie) }
+
+        // Split the file into buffers and put the trims where they fall.
+        let perBuffer = format.bytesPerPacket > 0 ? max(4096 / max(format.framesPerPacket, 1), 1) : max(packetsPerBuffer, 1)
+        var chunks: [Chunk] = []
+        var first: Int64 = 0
+        while first < file.packetCount {
+            let count = Int(min(Int64(perBuffer), file.packetCount - first))
+            chunks.append(Chunk(first: first, count: count, trimStart: 0, trimEnd: 0))
+            first += Int64(count)
+        }
+        if let table = file.packetTableInfo {
+            var priming = table.primingFrames, remainder = table.remainderFrames
+            for index in chunks.indices where priming > 0 {
+                let frames = Self.frames(file, chunks[index])
+                let trim = min(priming, frames)
+                chunks[index] = Chunk(first: chunks[index].first, count: chunks[index].count, trimStart: trim, trimEnd: 0)
+                priming -= trim
+            }
+            for index in chunks.indices.reversed() where remainder > 0 {
+                let chunk = chunks[index]
+                let trim = min(remainder, Self.frames(file, chunk) - chunk.trimStart)
+                chunks[index] = Chunk(first: chunk.first, count: chunk.count, trimStart: chunk.trimStart, trimEnd: trim)
+                remainder -= trim
+            }
+        }
+        plan = Array(repeatElement(chunks, count: loops).joined())
+        outputFormat = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
+        let capacity = (file.maximumPacketSize ?? 8192) * perBuffer + 16
+        for _ in 0..<4 { buffers.append(try queue.allocateBuffer(capacity: capacity, packetDescriptionCapacity: perBuffer)) }
+        try refill()
+        try queue.prime()
+        outputFormat = queue.outputFormat
+        try queue.setOfflineRenderFormat(outputFormat)
+    }
+
+    private static func frames(_ file: AudioFile, _ chunk: Chunk) -> Int {
+        (0..<chunk.count).reduce(0) { $0 + file.frames(ofPacket: chunk.first + Int64($1)) }
+    }
+
+    /// Frames the whole render will produce when the file has gapless numbers (nil otherwise).
+    public var expectedFrames: Int64? { file.packetTableInfo.map { $0.validFrames * Int64(loops) } }
+    /// Frames rendered so far.
+    public var framesRendered: Int64 { rendered }
+    /// Fraction of the buffers enqueued so far (for a progress display).
+    public var progress: Double { plan.isEmpty ? 1 : Double(nextChunk) / Double(plan.count) }
+
+    private func refill() throws {
+        for buffer in buffers where !buffer.isInQueue && nextChunk < plan.count {
+            let chunk = plan[nextChunk]
+            let packets = try file.readPackets(from: chunk.first, count: chunk.count)
+            try buffer.setData(packets.data)
+            try queue.enqueue(buffer, packetDescriptions: packets.descriptions, trimFramesAtStart: chunk.trimStart, trimFramesAtEnd: chunk.trimEnd)
+            nextChunk += 1
+            // Each pass through the file ends with a flush: the next loop decodes from a clean state,
+            // so every loop is the same frames and the seam is exact.
+            if nextChunk % max(plan.count / loops, 1) == 0 { try queue.flush() }
+        }
+    }
+
+    /// Renders up to `frames` frames into `destination` (interleaved float32 in ``outputFormat``).
+    /// Returns 0 at the end.
+    /// - Throws: ``AudioQueueError`` with ``AudioQueueError/Code/formatChanged`` when the stream
+    ///   changes rate or channels mid-way (the frames before it have been returned).
+    public func render(into destination: UnsafeMutableBufferPointer<Float>, frames: Int) throws -> Int {
+        let channels = outputFormat.channelsPerFrame
+        let wanted = min(frames, destination.count / channels)
+        while true {
+            try refill()
+            let n = try queue.offlineRender(at: queue.offlineRenderPosition,
+                                            into: UnsafeMutableRawBufferPointer(start: destination.baseAddress, count: wanted * channels * 4), frames: wanted)
+            if n > 0 { rendered += Int64(n); return n }
+            if nextChunk >= plan.count && buffers.allSatisfy({ !$0.isInQueue }) {
+                // Everything enqueued came back; one last pull takes what the flush left.
+                let last = try queue.offlineRender(at: queue.offlineRenderPosition,
+                                                   into: UnsafeMutableRawBufferPointer(start: destination.baseAddress, count: wanted * channels * 4), frames: wanted)
+                rendered += Int64(last)
+                return last
+            }
+            queue.waitForCallbacks()
+        }
+    }
+
+    /// Problems the decoders reported (corrupt packets), if any.
+    public var lastConverterError: AudioQueueError? { queue.lastConverterError }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import Testing
+import AudioFileStream
+import BufferQueue
+import FAADDecoder
+import MPG123Decoder
+
+enum Where {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static func fixture(_ name: String) -> String { repository.appendingPathComponent("Fixtures/\(name)").path }
+    static let shared: URL? = {
+        let candidates = [ProcessInfo.processInfo.environment["AQ_FIXTURES"].map { URL(fileURLWithPath: $0) },
+                          repository.deletingLastPathComponent().appendingPathComponent("shared/fixtures")]
+        return candidates.compactMap { $0 }.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("SOURCES.md").path) }
+    }()
+    static func tool(_ name: String) -> String? {
+        ["/usr/bin/\(name)", "/usr/local/bin/\(name)"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+}
+
+/// Renders a file through the queue with both decoders registered.
+func render(_ path: String, loops: Int = 1) throws -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
+    MPG123Decoder.register()
+    FAADDecoder.register()
+    let renderer = try AudioFileRenderer(file: try AudioFile(path: path), loops: loops)
+    var all: [Float] = []
+    var scratch = [Float](repeating: 0, count: 4096 * renderer.outputFormat.channelsPerFrame)
+    while true {
+        let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 4096) }
+        if n == 0 { break }
+        all += scratch[0..<(n * renderer.outputFormat.channelsPerFrame)]
+    }
+    return (all, renderer.outputFormat, renderer)
+}
+
+/// Runs a reference tool and returns its standard output.
+func run(_ tool: String, _ arguments: [String]) throws -> Data {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return data
+}
+
+func floats(wav data: Data) -> [Float] {
+    guard let range = data.range(of: Data("data".utf8)) else { return [] }
+    let body = data[(range.upperBound + 4)...]
+    return body.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+}
+
+func snr(_ signal: ArraySlice<Float>, _ reference: ArraySlice<Float>) -> Double {
+    var s = 0.0, e = 0.0
+    for (x, y) in zip(signal, reference) { s += Double(x) * Double(x); e += Double(x - y) * Double(x - y) }
+    return e == 0 ? .infinity : 10 * log10(s / e)
+}
+
+let manifest: [(file: String, frames: Int, rate: Double, channels: Int)] = [
+    ("lame-cbr128-44k-stereo.mp3", 48510, 44100, 2), ("lame-vbr-v2-44k-stereo.mp3", 48510, 44100, 2),
+    ("lame-cbr64-22k-mono-mpeg2.mp3", 24255, 22050, 1), ("lame-cbr32-8k-mono-mpeg25.mp3", 10400, 8000, 1),
+]
+
+@Suite(.enabled(if: Where.tool("mpg123") != nil, "mpg123 is missing (make deps installs it): MP3 reference tests skipped"))
+struct MP3DecodingTests {
+    @Test(arguments: manifest.map(\.file))
+    func exactLengthAndSameSamplesAsMpg123(_ name: String) throws {
+        let expected = try #require(manifest.first { $0.file == name })
+        let (ours, format, _) = try render(Where.fixture(name))
+        #expect(format.sampleRate == expected.rate && format.channelsPerFrame == expected.channels)
+        #expect(ours.count == expected.frames * expected.channels)
+        // mpg123's own gapless float decode of the same file.
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("ref-\(UUID()).wav").path
+        defer { try? FileManager.default.removeItem(atPath: temporary) }
+        _ = try run(try #require(Where.tool("mpg123")), ["-q", "-e", "f32", "-w", temporary, Where.fixture(name)])
+        let reference = floats(wav: try Data(contentsOf: URL(fileURLWithPath: temporary)))
+        #expect(reference.count == ours.count)
+        let worst = zip(ours, reference).map { abs($0 - $1) }.max() ?? 1
+        #expect(worst <= 1e-6, "largest difference \(worst)")
+    }
+}
+
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil && Where.tool("faad") != nil, "ffmpeg or faad is missing (make deps installs them): AAC reference tests skipped"))
+struct AACDecodingTests {
+    @Test(arguments: ["ffmpeg-aac-44k-moov-first.m4a", "ffmpeg-aac-44k-moov-last.m4a"])
+    func exactLengthAndCloseToTheReferences(_ name: String) throws {
+        let (ours, format, _) = try render(Where.fixture(name))
+        #expect(format.sampleRate == 44100 && format.channelsPerFrame == 2)
+        #expect(ours.count == 48510 * 2)   // ffmpeg's own decode keeps ~640 frames of padding; we do not
+        // ffmpeg applies the edit list's start: same alignment. Its decoder and libfaad2 differ on the
+        // final (short-window) packet, so that packet is left out of this comparison.
+        let ffmpeg = try run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", Where.fixture(name), "-f", "f32le", "-acodec", "pcm_f32le", "-"])
+        let reference = ffmpeg.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        let body = 48 * 1024 - 1024
+        #expect(snr(ours[0..<(body * 2)], reference[0..<(body * 2)]) >= 40)
+        // faad's command-line tool uses the same library: the whole file agrees to 16-bit precision.
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("faad-\(UUID()).wav").path
+        defer { try? FileManager.default.removeItem(atPath: temporary) }
+        _ = try run(try #require(Where.tool("faad")), ["-q", "-o", temporary, Where.fixture(name)])
+        let data = try Data(contentsOf: URL(fileURLWithPath: temporary))
+        let range = try #require(data.range(of: Data("data".utf8)))
+        let pcm = data[(range.upperBound + 4)...].withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }.map { Float($0) / 32768 }
+        #expect(pcm.count >= ours.count)
+        #expect(snr(ours[...], pcm[0..<ours.count]) >= 85)
+    }
+}
+
+@Suite struct GaplessLoopTests {
+    @Test(arguments: ["lame-vbr-v2-44k-stereo.mp3", "ffmpeg-aac-44k-moov-first.m4a"])
+    func threeLoopsAreThreeCopiesWithAnExactSeam(_ name: String) throws {
+        let (single, _, _) = try render(Where.fixture(name))
+        let (looped, _, renderer) = try render(Where.fixture(name), loops: 3)
+        #expect(renderer.expectedFrames == Int64(48510 * 3))
+        #expect(looped.count == single.count * 3)
+        // The seam is the file's end followed by its start: every loop is the same frames.
+        #expect(Array(looped[single.count..<(2 * single.count)]) == single)
+        #expect(Array(looped[(2 * single.count)...]) == single)
+    }
+}
+
+@Suite(.enabled(if: Where.shared != nil, "../shared/fixtures (or $AQ_FIXTURES) is absent: shared decoding tests skipped"))
+struct SharedDecodingTests {
+    /// Output rate, channels and frames: SOURCES.md's packet tables, and for files without one every
+    /// decoded frame. Mono stays mono unless PS makes it stereo; plain low-rate AAC-LC is not doubled.
+    static let expectations: [(String, Double, Int, Int)] = [
+        ("aac-lc-itunes-7.6.2-itunsmpb-mono-1s.m4a", 44100, 1, 44100),
+        ("aac-lc-itunes-7.4.3-itunsmpb-mono-14s.m4a", 44100, 1, 620880),
+        ("aac-lc-nero-1.5.4-itunsmpb-22k-mono.m4a", 22050, 1, 7119),
+        ("aac-lc-fdkaac-itunsmpb-mdat-before-moov.m4a", 44100, 2, 11187),
+        ("aac-lc-afconvert-pakt.caf", 44100, 2, 189746),
+        ("aac-lc-apple-voicememos-48k-mono.m4a", 48000, 1, 49152),
+        ("aac-lc-adts-mpeg2id-8k-mono.aac", 8000, 1, 36 * 1024),
+        ("aac-he-v1-nero-explicit-bc-mono-mdat-size0.m4a", 44100, 1, 24 * 2048),
+        ("gen-fdk-he-aac-v1-explicit-bc.m4a", 44100, 2, 46 * 2048),
+        ("gen-fdk-he-aac-v1-explicit-hier.m4a", 44100, 2, 46 * 2048),
+        ("gen-fdk-he-aac-v1-implicit.m4a", 44100, 2, 46 * 2048),
+        ("gen-fdk-he-aac-v1-implicit-stereo.aac", 44100, 2, 46 * 2048),
+        ("gen-fdk-he-aac-v1-implicit-mono.aac", 44100, 1, 46 * 2048),
+        ("gen-fdk-he-aac-v2-explicit-bc.m4a", 44100, 2, 47 * 2048),
+        ("gen-fdk-he-aac-v2-explicit-hier.m4a", 44100, 2, 47 * 2048),
+        ("gen-fdk-he-aac-v2-implicit.m4a", 44100, 2, 47 * 2048),
+        ("gen-fdk-he-aac-v2-implicit.aac", 44100, 2, 47 * 2048),
+        ("mp3-cbr128-lame3.99-info-id3v24.mp3", 44100, 2, 19584),
+        ("mp3-vbr-lame3.100-xing-id3v23-id3v1-sweep.mp3", 44100, 2, 44100),
+        ("mp3-mpeg2-24k-stereo-lame3.97-info.mp3", 24000, 2, 31104),
+        ("mp3-mpeg25-8k-mono-lame3.100-xing-silence.mp3", 8000, 1, 72320),
+        ("mp3-itunes-itunsmpb-comm-no-xing-mono.mp3", 44100, 1, 44100),
+        ("mp3-vbri-fraunhofer-5s.mp3", 44100, 2, 193 * 1152),
+    ]
+
+    @Test(arguments: expectations.map(\.0))
+    func rateChannelsAndLength(_ name: String) throws {
+        let expected = try #require(Self.expectations.first { $0.0 == name })
+        let url = try #require(Where.shared).appendingPathComponent(name)
+        let (samples, format, renderer) = try render(url.path)
+        #expect(format.sampleRate == expected.1)
+        #expect(format.channelsPerFrame == expected.2)
+        #expect(samples.count == expected.3 * expected.2)
+        #expect(renderer.lastConverterError == nil)
+        #expect(samples.contains { $0 != 0 } || name.contains("silence") || name.contains("itunsmpb-mono-1s"))
+    }
+
+    @Test func unsupportedCodecIsAClearError() throws {
+        let url = try #require(Where.shared).appendingPathComponent("ima4-pakt.caf")
+        do {
+            _ = try render(url.path)
+            Issue.record("IMA4 rendered")
+        } catch let error as AudioQueueError {
+            #expect(error.code == .codecNotFound)
+            #expect(error.message.contains("not supported"))
+        }
+    }
+
+    @Test func truncatedFilesKeepWhatCameBeforeTheDamage() throws {
+        let url = try #require(Where.shared).appendingPathComponent("broken-mp3-xing-9572-frames-truncated-2kB.mp3")
+        let (samples, format, renderer) = try render(url.path)
+        #expect(renderer.file.damage?.code == .truncated)
+        // 6 whole frames of 576 minus the 1105 priming frames.
+        #expect(samples.count == (6 * 576 - 1105) * format.channelsPerFrame)
+    }
+}
+
+@Suite struct DecoderBehaviourTests {
+    @Test func corruptAACPacketsBecomeSilenceOfTheirLength() throws {
+        // Overwrite one packet's bytes in a copy of the file.
+        let path = Where.fixture("ffmpeg-aac-44k-moov-first.m4a")
+        let file = try AudioFile(path: path)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        let packet = try file.readPackets(from: 20, count: 1)
+        let offset = Int(try #require(file.byteOffset(ofPacket: 20)))
+        for i in offset..<(offset + packet.descriptions[0].dataByteSize) { bytes[i] = 0xFF }
+        let damaged = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID()).m4a")
+        try bytes.write(to: damaged)
+        defer { try? FileManager.default.removeItem(at: damaged) }
+        let (samples, _, renderer) = try render(damaged.path)
+        #expect(samples.count == 48510 * 2)   // time stays exact
+        #expect(renderer.lastConverterError?.code == .decoderError)
+        // Packet 20 is output frames 20*1024-1024 ..< 21*1024-1024 after the priming trim: silence.
+        let start = (20 * 1024 - 1024) * 2
+        #expect(samples[start..<(start + 2048)].allSatisfy { $0 == 0 })
+    }
+
+    @Test func missingCookieAndWrongFormatsAreRefused() {
+        let aac = AudioStreamDescription(sampleRate: 44100, formatID: .aacLC, bytesPerPacket: 0, framesPerPacket: 1024, bytesPerFrame: 0, channelsPerFrame: 2, bitsPerChannel: 0)
+        #expect(throws: AudioQueueError.self) { _ = try FAADDecoder(format: aac, magicCookie: nil) }
+        #expect(throws: AudioQueueError.self) { _ = try MPG123Decoder(format: aac) }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func independentDecodersRunInParallel() async throws {
+        let names = ["lame-vbr-v2-44k-stereo.mp3", "ffmpeg-aac-44k-moov-first.m4a", "lame-cbr128-44k-stereo.mp3", "ffmpeg-aac-44k-moov-last.m4a"]
+        let sequential = try names.map { try render(Where.fixture($0)).samples }
+        let parallel = try await withThrowingTaskGroup(of: (Int, [Float]).self) { group in
+            for (index, name) in names.enumerated() {
+                group.addTask { (index, try render(Where.fixture(name)).samples) }
+            }
+            var results = [[Float]](repeating: [], count: names.count)
+            for try await (index, samples) in group { results[index] = samples }
+            return results
+        }
+        #expect(parallel == sequential)
+    }
+}
