@@ -5,7 +5,7 @@ SWIFT ?= swift
 # Libraries the modules link, the PulseAudio server the tests start, and the reference tools
 # (encoders and decoders) the tests compare against.
 APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev pulseaudio pulseaudio-utils \
-                lame ffmpeg sox mpg123 faad
+                lame ffmpeg sox mpg123 faad time
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps demo test test-tsan bench fixtures clean
@@ -30,6 +30,7 @@ test-tsan: deps
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
 bench: deps
+	$(SWIFT) build -c release --product aqrender
 	$(SWIFT) run -c release aqbench
 
 fixtures: deps

@@ -79,7 +79,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "aqbench",
-            dependencies: ["BufferQueue"],
+            dependencies: ["BufferQueue", "AudioFileStream", "MPG123Decoder", "FAADDecoder"],
             path: "Benchmarks/aqbench"
         ),
         .testTarget(

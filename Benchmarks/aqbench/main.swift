@@ -1,8 +1,11 @@
 // aqbench: measures the queue against the simplest thing that moves the same bytes, in the same run.
 // Run with `make bench` (release build). Nothing here is a pass/fail check.
+import AudioFileStream
 import BufferQueue
 import Dispatch
+import FAADDecoder
 import Foundation
+import MPG123Decoder
 
 func measure(repeats: Int, _ body: () throws -> Void) rethrows -> Duration {
     var best = Duration.seconds(1_000_000)
@@ -128,6 +131,112 @@ loopQueue.dispose(immediately: true)
 return loopTime
 }
 
+// MARK: 3. decoding against the C libraries' own command-line tools
+
+/// Runs a command with stdout to /dev/null; returns its wall time.
+@discardableResult
+func runTool(_ path: String, _ arguments: [String], stdout: FileHandle? = FileHandle.nullDevice) throws -> Duration {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    process.standardOutput = stdout
+    process.standardError = FileHandle.nullDevice
+    let start = ContinuousClock.now
+    try process.run()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { throw ExitMessage("\(path) \(arguments.joined(separator: " ")) failed") }
+    return ContinuousClock.now - start
+}
+
+struct ExitMessage: Error { let text: String; init(_ text: String) { self.text = text } }
+
+/// Decodes a whole file through the queue (offline), as aqrender does without writing.
+func decodeThroughQueue(_ path: String) throws -> Int64 {
+    let renderer = try AudioFileRenderer(file: try AudioFile(path: path))
+    var scratch = [Float](repeating: 0, count: 8192 * renderer.outputFormat.channelsPerFrame)
+    var total: Int64 = 0
+    while true {
+        let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 8192) }
+        if n == 0 { return total }
+        total += Int64(n)
+    }
+}
+
+/// Makes the test files once in a temporary folder: synthesized music-like stereo material.
+func makeFile(_ name: String, seconds: Int, in folder: String) throws -> String {
+    let path = folder + "/" + name
+    if FileManager.default.fileExists(atPath: path) { return path }
+    let source = "aevalsrc=0.3*sin(2*PI*(220+50*sin(0.3*t))*t)+0.1*sin(2*PI*3520*t)*sin(0.7*t)|0.3*sin(2*PI*(330+40*sin(0.2*t))*t)+0.1*sin(2*PI*5000*t):s=44100:d=\(seconds)"
+    var arguments = ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", source]
+    arguments += name.hasSuffix(".mp3") ? ["-c:a", "libmp3lame", "-q:a", "2"] : ["-c:a", "aac", "-b:a", "128k"]
+    try runTool("/usr/bin/ffmpeg", arguments + [path])
+    return path
+}
+
+func bestOf(_ count: Int, _ body: () throws -> Duration) rethrows -> Duration {
+    var best = Duration.seconds(1_000_000)
+    for _ in 0..<count { best = min(best, try body()) }
+    return best
+}
+
+/// Peak resident memory of one run of a command, in KiB, measured by GNU time.
+func peakRSSOfChild(_ path: String, _ arguments: [String]) throws -> Int {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
+    process.arguments = ["-f", "%M", path] + arguments
+    let pipe = Pipe()
+    process.standardError = pipe
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard process.terminationStatus == 0, let kib = text.split(separator: "\n").last.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) else {
+        throw ExitMessage("measuring \(path) failed: \(text)")
+    }
+    return kib
+}
+
+func codecBenchmarks() throws -> [String] {
+    MPG123Decoder.register()
+    FAADDecoder.register()
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    var lines: [String] = []
+    let mp3 = try makeFile("ten-minutes.mp3", seconds: 600, in: folder)
+    let m4a = try makeFile("ten-minutes.m4a", seconds: 600, in: folder)
+    var frames: Int64 = 0
+    let oursMP3 = try bestOf(3) { let t = ContinuousClock.now; frames = try decodeThroughQueue(mp3); return ContinuousClock.now - t }
+    let mpg123 = try bestOf(3) { try runTool("/usr/bin/mpg123", ["-q", "-s", mp3]) }
+    lines.append("decode a 10-minute MP3 (LAME V2 stereo, \(frames) frames)")
+    lines.append(String(format: "  queue + libmpg123 (float, trimmed) : %7.0f ms", seconds(oursMP3) * 1000))
+    lines.append(String(format: "  mpg123 -q -s FILE > /dev/null      : %7.0f ms", seconds(mpg123) * 1000))
+    lines.append(String(format: "  ratio queue / mpg123               : %7.2f", seconds(oursMP3) / seconds(mpg123)))
+    let oursM4A = try bestOf(3) { let t = ContinuousClock.now; frames = try decodeThroughQueue(m4a); return ContinuousClock.now - t }
+    let faad = try bestOf(3) { try runTool("/usr/bin/faad", ["-q", "-w", m4a]) }
+    let ffmpeg = try bestOf(3) { try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", m4a, "-f", "s16le", "-"]) }
+    lines.append("decode a 10-minute M4A (AAC-LC 128 kb/s stereo, \(frames) frames)")
+    lines.append(String(format: "  queue + libfaad2 (float, trimmed)  : %7.0f ms", seconds(oursM4A) * 1000))
+    lines.append(String(format: "  faad -w FILE > /dev/null           : %7.0f ms   ratio queue / faad   %5.2f", seconds(faad) * 1000, seconds(oursM4A) / seconds(faad)))
+    lines.append(String(format: "  ffmpeg -f s16le - > /dev/null      : %7.0f ms   ratio queue / ffmpeg %5.2f", seconds(ffmpeg) * 1000, seconds(oursM4A) / seconds(ffmpeg)))
+
+    // Peak memory of aqrender (beside this executable) for a 1-minute and a 60-minute file.
+    let aqrender = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqrender").path
+    if FileManager.default.isExecutableFile(atPath: aqrender) {
+        let short = try makeFile("one-minute.mp3", seconds: 60, in: folder)
+        let long = try makeFile("sixty-minutes.mp3", seconds: 3600, in: folder)
+        let output = folder + "/out.wav"
+        let small = try peakRSSOfChild(aqrender, [short, output])
+        let large = try peakRSSOfChild(aqrender, [long, output])
+        lines.append("peak RSS of aqrender FILE OUT.wav (MP3)")
+        lines.append(String(format: "  1-minute file : %.1f MiB", Double(small) / 1024))
+        lines.append(String(format: "  60-minute file: %.1f MiB   (ratio %.2f)", Double(large) / 1024, Double(large) / Double(small)))
+        try? FileManager.default.removeItem(atPath: output)
+    } else {
+        lines.append("peak RSS: \(aqrender) not built (make bench builds it)")
+    }
+    return lines
+}
+
 // MARK: report
 
 let render = try renderBenchmark()
@@ -145,3 +254,5 @@ print(String(format: "  ratio queue / memcpy     : %8.2f", ratio))
 print("")
 print("output callback round trips (enqueue -> decode -> unpaced null sink -> callback -> enqueue), 2 buffers of 64 frames")
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
+print("")
+for line in try codecBenchmarks() { print(line) }
