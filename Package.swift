@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "AudioFileStream", targets: ["AudioFileStream"]),
         .library(name: "MPG123Decoder", targets: ["MPG123Decoder"]),
         .library(name: "FAADDecoder", targets: ["FAADDecoder"]),
+        .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
         .executable(name: "aqrender", targets: ["aqrender"]),
@@ -37,6 +38,16 @@ let package = Package(
             name: "CFAAD2",
             path: "Sources/CFAAD2",
             providers: [.apt(["libfaad-dev"])]
+        ),
+        .systemLibrary(
+            name: "CPulseAudio",
+            path: "Sources/CPulseAudio",
+            providers: [.apt(["libpulse-dev"])]
+        ),
+        .target(
+            name: "PulseAudioSink",
+            dependencies: ["BufferQueue", "CPulseAudio"],
+            path: "Sources/PulseAudioSink"
         ),
         .target(
             name: "MPG123Decoder",
@@ -86,6 +97,11 @@ let package = Package(
             name: "AudioFileStreamTests",
             dependencies: ["AudioFileStream", "BufferQueue"],
             path: "Tests/AudioFileStreamTests"
+        ),
+        .testTarget(
+            name: "PulseAudioSinkTests",
+            dependencies: ["BufferQueue", "PulseAudioSink"],
+            path: "Tests/PulseAudioSinkTests"
         ),
         .testTarget(
             name: "CodecTests",

@@ -1,0 +1,288 @@
+import BufferQueue
+import CPulseAudio
+import Dispatch
+import Synchronization
+
+/// An ``AudioSink`` on PulseAudio: libpulse's threaded main loop and a `pa_stream` (not
+/// `pa_simple`, which cannot pause, call back or tell time).
+///
+/// The stream is interleaved float32 at the queue's rate and channel count; the server converts
+/// for the device. Starting uncorks, pausing corks, flushing corks and flushes, an asynchronous
+/// stop drains. Timing comes from the stream's timing info, so the queue's `currentTime` is what
+/// is heard. When the server goes away the queue gets an error event within a second.
+public final class PulseAudioSink: AudioSink, @unchecked Sendable {
+    /// How the sink connects and what it tells the server.
+    public struct Configuration: Sendable {
+        /// Server address (e.g. `unix:/run/user/1000/pulse/native`); nil = the default server.
+        public var server: String?
+        /// Sink (device) name; nil = the server's default.
+        public var device: String?
+        /// Target latency: how much audio the server keeps buffered.
+        public var targetLatency: Duration
+        public var applicationName: String
+        /// `media.name` of the stream.
+        public var streamName: String
+        /// `media.role` of the stream (`music`, `video`, `game`, `event`...).
+        public var role: String
+
+        public init(server: String? = nil, device: String? = nil, targetLatency: Duration = .milliseconds(50),
+                    applicationName: String = "BufferQueue", streamName: String = "playback", role: String = "music") {
+            self.server = server
+            self.device = device
+            self.targetLatency = targetLatency
+            self.applicationName = applicationName
+            self.streamName = streamName
+            self.role = role
+        }
+    }
+
+    public let configuration: Configuration
+    private var mainloop: OpaquePointer?
+    private var context: OpaquePointer?
+    private var stream: OpaquePointer?
+    private var source: AudioRenderSource?
+    private var format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
+    /// Read by the write callback (main-loop thread, lock held); changed under the main-loop lock.
+    private var pulling = false
+    private var draining = false
+    private let failureReported = Atomic<Bool>(false)
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    deinit { teardown() }
+
+    /// Whether a PulseAudio server answers (the default one, or `server`).
+    public static func serverIsReachable(server: String? = nil) -> Bool {
+        let probe = PulseAudioSink(configuration: Configuration(server: server))
+        defer { probe.teardown() }
+        return (try? probe.connectContext()) != nil
+    }
+
+    // MARK: AudioSink
+
+    public func open(format: AudioStreamDescription, source: AudioRenderSource) throws {
+        guard format.isFloat32Interleaved else {
+            throw AudioQueueError(.invalidPropertyValue, "the PulseAudio sink takes interleaved float32, not \(format)")
+        }
+        self.format = format
+        self.source = source
+        failureReported.store(false, ordering: .relaxed)
+        if context == nil { try connectContext() }
+        try createStream()
+    }
+
+    public func start() throws {
+        try withLock {
+            guard let stream else { throw AudioQueueError(.cannotStart, "the PulseAudio stream is not open") }
+            pulling = true
+            draining = false
+            // The server asked for data while the stream was corked and we declined: it will not
+            // ask again until it gets some, so fill what is writable now.
+            let writable = pa_stream_writable_size(stream)
+            if writable > 0 && writable != Int.max { write(writable) }
+            release(pa_stream_cork(stream, 0, nil, nil))
+            release(pa_stream_trigger(stream, nil, nil))
+        }
+    }
+
+    public func pause() {
+        try? withLock {
+            pulling = false
+            if let stream { release(pa_stream_cork(stream, 1, nil, nil)) }
+        }
+    }
+
+    public func flush() {
+        try? withLock {
+            guard let stream else { return }
+            let wasPulling = pulling
+            release(pa_stream_cork(stream, 1, nil, nil))
+            release(pa_stream_flush(stream, nil, nil))
+            if wasPulling { release(pa_stream_cork(stream, 0, nil, nil)) }
+        }
+    }
+
+    public func drain(_ completion: @escaping @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(CompletionBox(completion)).toOpaque()
+        let issued = (try? withLock { () -> Bool in
+            guard let stream else { return false }
+            draining = true
+            release(pa_stream_drain(stream, { _, _, userdata in
+                guard let userdata else { return }
+                let box = Unmanaged<CompletionBox>.fromOpaque(userdata).takeRetainedValue()
+                DispatchQueue.global().async { box.completion() }
+            }, box))
+            return true
+        }) ?? false
+        if !issued {
+            Unmanaged<CompletionBox>.fromOpaque(box).release()
+            completion()
+        }
+    }
+
+    public func close() {
+        try? withLock {
+            pulling = false
+            if let stream {
+                pa_stream_set_write_callback(stream, nil, nil)
+                pa_stream_set_state_callback(stream, nil, nil)
+                pa_stream_disconnect(stream)
+                pa_stream_unref(stream)
+            }
+            stream = nil
+        }
+        source = nil
+    }
+
+    public var latencyFrames: Int {
+        (try? withLock { () -> Int in
+            guard let stream else { return 0 }
+            var usec: pa_usec_t = 0
+            var negative: Int32 = 0
+            guard pa_stream_get_latency(stream, &usec, &negative) == 0, negative == 0 else { return 0 }
+            return Int(Double(usec) * format.sampleRate / 1_000_000)
+        }) ?? 0
+    }
+
+    // MARK: connection
+
+    private func withLock<R>(_ body: () throws -> R) throws -> R {
+        guard let mainloop else { throw AudioQueueError(.sinkError, "the PulseAudio connection is closed") }
+        let inLoop = pa_threaded_mainloop_in_thread(mainloop) != 0
+        if !inLoop { pa_threaded_mainloop_lock(mainloop) }
+        defer { if !inLoop { pa_threaded_mainloop_unlock(mainloop) } }
+        return try body()
+    }
+
+    private func connectContext() throws {
+        guard let loop = pa_threaded_mainloop_new() else { throw AudioQueueError(.cannotStart, "libpulse could not make a main loop") }
+        mainloop = loop
+        let properties = pa_proplist_new()
+        defer { pa_proplist_free(properties) }
+        pa_proplist_sets(properties, PA_PROP_APPLICATION_NAME, configuration.applicationName)
+        pa_proplist_sets(properties, PA_PROP_MEDIA_ROLE, configuration.role)
+        guard let made = pa_context_new_with_proplist(pa_threaded_mainloop_get_api(loop), configuration.applicationName, properties) else {
+            throw AudioQueueError(.cannotStart, "libpulse could not make a context")
+        }
+        context = made
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        pa_context_set_state_callback(made, { context, userdata in
+            guard let userdata else { return }
+            let sink = Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue()
+            sink.contextStateChanged(context)
+        }, me)
+        pa_threaded_mainloop_lock(loop)
+        defer { pa_threaded_mainloop_unlock(loop) }
+        guard pa_threaded_mainloop_start(loop) == 0 else { throw AudioQueueError(.cannotStart, "libpulse could not start its main loop") }
+        guard pa_context_connect(made, configuration.server, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0 else {
+            throw AudioQueueError(.cannotStart, "no PulseAudio server at \(configuration.server ?? "the default address"): \(String(cString: pa_strerror(pa_context_errno(made))))")
+        }
+        while true {
+            let state = pa_context_get_state(made)
+            if state == PA_CONTEXT_READY { return }
+            if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED {
+                throw AudioQueueError(.cannotStart, "no PulseAudio server answered at \(configuration.server ?? "the default address"): \(String(cString: pa_strerror(pa_context_errno(made))))")
+            }
+            pa_threaded_mainloop_wait(loop)
+        }
+    }
+
+    private func contextStateChanged(_ context: OpaquePointer?) {
+        guard let context, let mainloop else { return }
+        let state = pa_context_get_state(context)
+        pa_threaded_mainloop_signal(mainloop, 0)
+        if (state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED), let source,
+           !failureReported.exchange(true, ordering: .relaxed) {
+            let message = String(cString: pa_strerror(pa_context_errno(context)))
+            // Not on the main-loop thread: the queue will call back into the sink.
+            DispatchQueue.global().async {
+                source.reportError(AudioQueueError(.sinkError, "the PulseAudio server connection ended: \(message)"))
+            }
+        }
+    }
+
+    private func createStream() throws {
+        try withLock {
+            guard let context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
+            if let stream { pa_stream_disconnect(stream); pa_stream_unref(stream) }
+            var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(format.sampleRate), channels: UInt8(format.channelsPerFrame))
+            let properties = pa_proplist_new()
+            defer { pa_proplist_free(properties) }
+            pa_proplist_sets(properties, PA_PROP_MEDIA_NAME, configuration.streamName)
+            pa_proplist_sets(properties, PA_PROP_MEDIA_ROLE, configuration.role)
+            guard let made = pa_stream_new_with_proplist(context, configuration.streamName, &spec, nil, properties) else {
+                throw AudioQueueError(.cannotStart, "PulseAudio refused a \(format) stream: \(String(cString: pa_strerror(pa_context_errno(context))))")
+            }
+            stream = made
+            let me = Unmanaged.passUnretained(self).toOpaque()
+            pa_stream_set_state_callback(made, { _, userdata in
+                guard let userdata else { return }
+                let sink = Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue()
+                if let loop = sink.mainloop { pa_threaded_mainloop_signal(loop, 0) }
+            }, me)
+            pa_stream_set_write_callback(made, { _, bytes, userdata in
+                guard let userdata else { return }
+                Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue().write(bytes)
+            }, me)
+            let bytesPerFrame = 4 * format.channelsPerFrame
+            let latencyBytes = UInt32(max(Int(configuration.targetLatency.components.seconds) * Int(format.sampleRate)
+                                          + Int(Double(configuration.targetLatency.components.attoseconds) * 1e-18 * format.sampleRate), 64) * bytesPerFrame)
+            var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: latencyBytes, prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
+            let flags = pa_stream_flags_t(rawValue: PA_STREAM_START_CORKED.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
+                                          | PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue)
+            guard pa_stream_connect_playback(made, configuration.device, &attributes, flags, nil, nil) >= 0 else {
+                throw AudioQueueError(.cannotStart, "PulseAudio could not connect the stream to \(configuration.device ?? "the default sink"): \(String(cString: pa_strerror(pa_context_errno(context))))")
+            }
+            guard let loop = mainloop else { return }
+            while true {
+                let state = pa_stream_get_state(made)
+                if state == PA_STREAM_READY { return }
+                if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
+                    throw AudioQueueError(.cannotStart, "the PulseAudio stream failed: \(String(cString: pa_strerror(pa_context_errno(context))))")
+                }
+                pa_threaded_mainloop_wait(loop)
+            }
+        }
+    }
+
+    /// The server wants `bytes` more: render them (main-loop thread, lock held). Nothing allocates.
+    private func write(_ bytes: Int) {
+        guard let stream, pulling, !draining, let source else { return }
+        var data: UnsafeMutableRawPointer?
+        var size = bytes
+        guard pa_stream_begin_write(stream, &data, &size) == 0, let data else { return }
+        let channels = format.channelsPerFrame
+        let frames = size / (4 * channels)
+        _ = source.render(into: data.assumingMemoryBound(to: Float.self), frames: frames, fillSilence: true)
+        pa_stream_write(stream, data, frames * 4 * channels, nil, 0, PA_SEEK_RELATIVE)
+    }
+
+    private func teardown() {
+        close()
+        if let context, let mainloop {
+            pa_threaded_mainloop_lock(mainloop)
+            pa_context_set_state_callback(context, nil, nil)
+            pa_context_disconnect(context)
+            pa_context_unref(context)
+            pa_threaded_mainloop_unlock(mainloop)
+        }
+        context = nil
+        if let mainloop {
+            pa_threaded_mainloop_stop(mainloop)
+            pa_threaded_mainloop_free(mainloop)
+        }
+        mainloop = nil
+    }
+}
+
+/// Drops an operation reference; libpulse returns none when the connection is gone.
+private func release(_ operation: OpaquePointer?) {
+    if let operation { pa_operation_unref(operation) }
+}
+
+private final class CompletionBox: Sendable {
+    let completion: @Sendable () -> Void
+    init(_ completion: @escaping @Sendable () -> Void) { self.completion = completion }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+
+/// A private PulseAudio daemon for one test: its own runtime directory, a float32 null sink named
+/// `out` at the test's rate, stopped by pid afterwards. What was played is recorded from the
+/// sink's monitor with parec, which is bit-exact for float32 at the same rate.
+final class PrivateServer: @unchecked Sendable {
+    static let binary = ["/usr/bin/pulseaudio", "/usr/local/bin/pulseaudio"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    static let parec = ["/usr/bin/parec", "/usr/local/bin/parec"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    static var missing: Bool { binary == nil || parec == nil }
+
+    let runtime: String
+    let rate: Int
+    let channels: Int
+    var address: String { "unix:\(runtime)/pulse/native" }
+    private var recorder: Process?
+    private let capturePath: String
+
+    init(rate: Int = 44100, channels: Int = 2) throws {
+        self.rate = rate
+        self.channels = channels
+        runtime = NSTemporaryDirectory() + "aq-pulse-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        capturePath = runtime + "/captured.raw"
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: try #require(Self.binary))
+        daemon.arguments = ["-D", "-n", "--exit-idle-time=-1", "--disallow-exit", "--load=module-native-protocol-unix",
+                            "--load=module-null-sink sink_name=out format=float32le rate=\(rate) channels=\(channels) norewinds=1",
+                            "--log-target=file:\(runtime)/pa.log"]
+        daemon.environment = ["XDG_RUNTIME_DIR": runtime, "HOME": runtime, "PATH": "/usr/bin:/bin"]
+        daemon.standardOutput = FileHandle.nullDevice
+        daemon.standardError = FileHandle.nullDevice
+        try daemon.run()
+        daemon.waitUntilExit()
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: "\(runtime)/pulse/native") {
+            guard Date() < deadline else { throw ServerError("pulseaudio did not start (see \(runtime)/pa.log)") }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+    }
+
+    struct ServerError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
+
+    /// Starts recording the sink's monitor; returns once parec is connected.
+    func startRecording() throws {
+        let parec = Process()
+        parec.executableURL = URL(fileURLWithPath: try #require(Self.parec))
+        parec.arguments = ["-d", "out.monitor", "--format=float32le", "--rate=\(rate)", "--channels=\(channels)", "--raw", "--latency-msec=20", capturePath]
+        parec.environment = ["PULSE_SERVER": address, "HOME": runtime, "XDG_RUNTIME_DIR": runtime]
+        parec.standardError = FileHandle.nullDevice
+        try parec.run()
+        recorder = parec
+        Thread.sleep(forTimeInterval: 0.4)   // let the recorder connect before anything plays
+    }
+
+    /// Stops recording and returns the interleaved samples captured.
+    func stopRecording() -> [Float] {
+        // Children inherit the spawning thread's signal mask, in which the Swift runtime blocks
+        // SIGINT and SIGTERM: only SIGKILL reaches them. parec writes as it records.
+        if let recorder { Foundation.kill(recorder.processIdentifier, SIGKILL) }
+        recorder?.waitUntilExit()
+        recorder = nil
+        return captured()
+    }
+
+    func captured() -> [Float] {
+        guard let data = FileManager.default.contents(atPath: capturePath) else { return [] }
+        return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+    }
+
+    var pid: Int32? {
+        (try? String(contentsOfFile: "\(runtime)/pulse/pid", encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
+    /// Kills the daemon (SIGKILL: see `stopRecording`).
+    func kill() {
+        if let pid { Foundation.kill(pid, SIGKILL) }
+    }
+
+    deinit {
+        if let recorder { Foundation.kill(recorder.processIdentifier, SIGKILL) }
+        kill()
+        try? FileManager.default.removeItem(atPath: runtime)
+    }
+}
+
+/// Frames between the first and the last non-silent frame.
+func audible(_ samples: [Float], channels: Int) -> [Float] {
+    let frames = samples.count / channels
+    func silent(_ i: Int) -> Bool { (0..<channels).allSatisfy { samples[i * channels + $0] == 0 } }
+    var first = 0
+    while first < frames && silent(first) { first += 1 }
+    var last = frames
+    while last > first && silent(last - 1) { last -= 1 }
+    return Array(samples[(first * channels)..<(last * channels)])
+}
+
+/// Removes every run of silent frames (pauses) and returns what is left.
+func withoutSilence(_ samples: [Float], channels: Int) -> [Float] {
+    var out: [Float] = []
+    out.reserveCapacity(samples.count)
+    for i in 0..<(samples.count / channels) {
+        let frame = samples[(i * channels)..<((i + 1) * channels)]
+        if frame.contains(where: { $0 != 0 }) { out += frame }
+    }
+    return out
+}
+
+/// A test signal never exactly zero: a sine riding on an offset, different per channel.
+func signal(frames: Int, channels: Int = 2, phase: Int = 0) -> [Float] {
+    var out = [Float](repeating: 0, count: frames * channels)
+    for i in 0..<frames {
+        for c in 0..<channels {
+            out[i * channels + c] = 0.2 + 0.15 * Float(sin(Double(i + phase) * 0.031 * Double(c + 1))) + Float(c) * 0.05
+        }
+    }
+    return out
+}
+
+func difference(_ actual: [Float], _ expected: [Float]) -> String? {
+    if actual == expected { return nil }
+    for index in 0..<min(actual.count, expected.count) where actual[index] != expected[index] {
+        return "\(actual.count) vs \(expected.count) samples; first difference at sample \(index): \(actual[index]) vs \(expected[index])"
+    }
+    return "\(actual.count) vs \(expected.count) samples; equal over the common part"
+}

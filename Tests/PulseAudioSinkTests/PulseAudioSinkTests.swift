@@ -1,0 +1,185 @@
+import Foundation
+import Synchronization
+import Testing
+import BufferQueue
+import PulseAudioSink
+
+final class Events: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [AudioQueueEvent] = []
+    private var task: Task<Void, Never>?
+    init(_ queue: AudioQueue) {
+        let stream = queue.events()
+        task = Task { [weak self] in for await event in stream { self?.append(event) } }
+    }
+    private func append(_ event: AudioQueueEvent) { lock.lock(); list.append(event); lock.unlock() }
+    var all: [AudioQueueEvent] { lock.lock(); defer { lock.unlock() }; return list }
+    func wait(seconds: Double = 10, _ condition: ([AudioQueueEvent]) -> Bool) async -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition(all) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition(all)
+    }
+    var stopped: Bool { all.contains { if case .runningChanged(false) = $0 { return true } else { return false } } }
+    var runningChanges: [Bool] { all.compactMap { if case .runningChanged(let r) = $0 { return r } else { return nil } } }
+    var errors: [AudioQueueError] { all.compactMap { if case .error(let e) = $0 { return e } else { return nil } } }
+}
+
+@Suite(.serialized, .enabled(if: !PrivateServer.missing, "pulseaudio or parec is missing (make deps installs pulseaudio and pulseaudio-utils): PulseAudio tests skipped"))
+struct PulseAudioSinkTests {
+    let format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
+
+    func makeQueue(_ server: PrivateServer) throws -> AudioQueue {
+        let sink = PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50), applicationName: "BufferQueueTests"))
+        return try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 8192))
+    }
+
+    func buffer(_ queue: AudioQueue, _ samples: [Float]) throws -> AudioQueueBuffer {
+        let buffer = try queue.allocateBuffer(capacity: samples.count * 4)
+        try samples.withUnsafeBytes { try buffer.setData($0) }
+        return buffer
+    }
+
+    /// What the queue renders offline for the same input: the reference for what must be heard.
+    func offline(_ feed: (AudioQueue) throws -> Void) throws -> [Float] {
+        let queue = try AudioQueue(format: format)
+        try feed(queue)
+        try queue.setOfflineRenderFormat(format)
+        var out: [Float] = []
+        var scratch = [Float](repeating: 0, count: 4096 * 2)
+        while true {
+            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 4096) }
+            if n == 0 { break }
+            out += scratch[0..<(n * 2)]
+        }
+        return out
+    }
+
+    @Test func playedEqualsOfflineRenderBitForBit() async throws {
+        let server = try PrivateServer()
+        let input = signal(frames: 30000)
+        let feed: (AudioQueue) throws -> Void = { queue in
+            try queue.setParameters(.init(volume: 0.5, pan: 0.2))
+            try queue.enqueue(try self.buffer(queue, Array(input[0..<30000])), trimFramesAtStart: 1105)
+            try queue.enqueue(try self.buffer(queue, Array(input[30000...])), trimFramesAtEnd: 47)
+        }
+        let expected = try offline(feed)
+        #expect(expected.count == (30000 - 1105 - 47) * 2)
+
+        try server.startRecording()
+        let queue = try makeQueue(server)
+        let events = Events(queue)
+        try feed(queue)
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.wait { _ in events.stopped })
+        try await Task.sleep(for: .milliseconds(300))
+        let played = audible(server.stopRecording(), channels: 2)
+        #expect(difference(played, expected) == nil)
+        queue.dispose(immediately: true)
+    }
+
+    @Test func playlistAndLoopsArriveWithoutGapOrOverlap() async throws {
+        let server = try PrivateServer()
+        let first = signal(frames: 7000), second = signal(frames: 5000, phase: 9999)
+        try server.startRecording()
+        let queue = try makeQueue(server)
+        let events = Events(queue)
+        var expected: [Float] = []
+        for _ in 0..<3 {   // a two-"file" playlist, looped three times
+            try queue.enqueue(try buffer(queue, first), trimFramesAtStart: 100)
+            try queue.enqueue(try buffer(queue, second), trimFramesAtEnd: 200)
+            expected += Array(first[200...]) + Array(second[..<((5000 - 200) * 2)])
+        }
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.wait { _ in events.stopped })
+        try await Task.sleep(for: .milliseconds(300))
+        let played = audible(server.stopRecording(), channels: 2)
+        #expect(played.count == expected.count)   // frames between first and last sound: exact
+        #expect(difference(played, expected) == nil)
+        queue.dispose(immediately: true)
+    }
+
+    @Test func pauseStopsTheTimelineAndResumesWithoutLoss() async throws {
+        let server = try PrivateServer()
+        let input = signal(frames: 88200)   // 2 s
+        try server.startRecording()
+        let queue = try makeQueue(server)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, input))
+        try queue.prime()
+        try queue.start()
+        try await Task.sleep(for: .milliseconds(400))
+        try queue.pause()
+        let pausedAt = queue.currentTime().sampleTime
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(queue.currentTime().sampleTime == pausedAt)
+        #expect(pausedAt > 0 && pausedAt < 88200)
+        // What was heard is what the recorder got, within the sink's 50 ms and the recorder's 20 ms.
+        let heardSoFar = withoutSilence(server.captured(), channels: 2).count / 2
+        #expect(abs(heardSoFar - Int(pausedAt)) <= 4410, "recorded \(heardSoFar) frames, currentTime says \(pausedAt)")
+        try queue.start()
+        try queue.stop(immediately: false)
+        // Pause reports running false too: wait for the stop's, the fourth change.
+        #expect(await events.wait { _ in events.runningChanges == [true, false, true, false] })
+        try await Task.sleep(for: .milliseconds(300))
+        let played = withoutSilence(server.stopRecording(), channels: 2)
+        #expect(difference(played, input) == nil)
+        queue.dispose(immediately: true)
+    }
+
+    @Test func stopImmediatelyIsSilentWithinTheLatency() async throws {
+        let server = try PrivateServer()
+        try server.startRecording()
+        let queue = try makeQueue(server)
+        try queue.enqueue(try buffer(queue, signal(frames: 176400)))   // 4 s
+        try queue.prime()
+        try queue.start()
+        try await Task.sleep(for: .milliseconds(500))
+        try queue.stop(immediately: true)
+        let stoppedAt = server.captured().count / 2
+        try await Task.sleep(for: .milliseconds(500))
+        let captured = server.stopRecording()
+        #expect(audible(captured, channels: 2).count / 2 < 176400)
+        // After the stop, only what the server (50 ms) and the recorder (20 ms) already held sounds.
+        let afterStop = captured.count / 2 > stoppedAt ? Array(captured[(stoppedAt * 2)...]) : []
+        #expect(audible(afterStop, channels: 2).count / 2 <= 4410, "sound continued after stop(immediately: true)")
+        queue.dispose(immediately: true)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func killingTheServerGivesAnErrorNotAHang() async throws {
+        let server = try PrivateServer()
+        let queue = try makeQueue(server)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, signal(frames: 441000)))   // 10 s
+        try queue.prime()
+        try queue.start()
+        #expect(await events.wait { $0.contains { if case .runningChanged(true) = $0 { return true } else { return false } } })
+        let killed = Date()
+        server.kill()
+        #expect(await events.wait(seconds: 5) { _ in events.errors.contains { $0.code == .sinkError } })
+        #expect(Date().timeIntervalSince(killed) < 3)
+        #expect(await events.wait { _ in !queue.isRunning })
+        queue.dispose(immediately: true)   // must not hang
+    }
+
+    @Test func noServerIsAClearError() throws {
+        let sink = PulseAudioSink(configuration: .init(server: "unix:/nonexistent/pulse/native"))
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink))
+        try queue.enqueue(try buffer(queue, signal(frames: 100)))
+        do {
+            try queue.start()
+            Issue.record("started without a server")
+        } catch let error as AudioQueueError {
+            #expect(error.code == .cannotStart)
+            #expect(error.message.contains("no PulseAudio server"))
+        }
+        #expect(!PulseAudioSink.serverIsReachable(server: "unix:/nonexistent/pulse/native"))
+    }
+}
