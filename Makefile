@@ -1,5 +1,5 @@
 # Two commands do everything on a fresh Debian machine with Swift installed:
-#   make demo   - installs what is missing, then plays the generated tone with playpcm
+#   make demo   - installs what is missing, then plays the generated demo melody with aqplay
 #   make test   - installs what is missing, then runs the test suite
 SWIFT ?= swift
 # Libraries the modules link, the PulseAudio server the tests start, and the reference tools
@@ -21,7 +21,7 @@ deps:
 	fi
 
 demo: deps
-	$(SWIFT) run playpcm Fixtures/tone-440hz-mono-s16.wav
+	$(SWIFT) run aqplay
 
 test: deps
 	$(SWIFT) test
@@ -31,6 +31,7 @@ test-tsan: deps
 
 bench: deps
 	$(SWIFT) build -c release --product aqrender
+	$(SWIFT) build -c release --product aqplay
 	$(SWIFT) run -c release aqbench
 
 fixtures: deps

@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
         .executable(name: "aqrender", targets: ["aqrender"]),
+        .executable(name: "aqplay", targets: ["aqplay"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -84,13 +85,21 @@ let package = Package(
             path: "Examples/aqrender"
         ),
         .executableTarget(
+            name: "aqplay",
+            dependencies: [
+                "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "PulseAudioSink",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/aqplay"
+        ),
+        .executableTarget(
             name: "quickstart",
             dependencies: ["BufferQueue"],
             path: "Examples/quickstart"
         ),
         .executableTarget(
             name: "aqbench",
-            dependencies: ["BufferQueue", "AudioFileStream", "MPG123Decoder", "FAADDecoder"],
+            dependencies: ["BufferQueue", "AudioFileStream", "MPG123Decoder", "FAADDecoder", "PulseAudioSink"],
             path: "Benchmarks/aqbench"
         ),
         .testTarget(

@@ -17,9 +17,9 @@ tone() { # tone NAME RATE CHANNELS SECONDS: exact-length source from ffmpeg's la
 }
 
 # playpcm demo: 1 s, 440 Hz, -6 dBFS, 44.1 kHz mono 16-bit, as WAV and raw; 8-bit unsigned WAV.
-sox -n -r 44100 -c 1 -b 16 -e signed-integer tone-440hz-mono-s16.wav synth 1 sine 440 vol 0.5
-sox tone-440hz-mono-s16.wav -t raw tone-440hz-mono-s16le.raw
-sox -n -r 22050 -c 1 -b 8 -e unsigned-integer tone-660hz-mono-u8.wav synth 0.5 sine 660 vol 0.5
+sox -R -n -r 44100 -c 1 -b 16 -e signed-integer tone-440hz-mono-s16.wav synth 1 sine 440 vol 0.5
+sox -R tone-440hz-mono-s16.wav -t raw tone-440hz-mono-s16le.raw
+sox -R -n -r 22050 -c 1 -b 8 -e unsigned-integer tone-660hz-mono-u8.wav synth 0.5 sine 660 vol 0.5
 
 tone s44 44100 2 1.1      # 48510 frames: not a multiple of 576, 1024 or 1152
 tone s22 22050 1 1.1
@@ -39,8 +39,13 @@ ff -i "$work/s48.wav" -c:a aac -b:a 64k -f adts ffmpeg-aac-48k.aac;    add ffmpe
 ff -i "$work/s8.wav" -c:a pcm_s16be -f caf pcm-s16be-8k-mono.caf;      add pcm-s16be-8k-mono.caf s8 no
 ff -i "$work/s22.wav" -c:a pcm_s16le pcm-s16-22k-mono.wav;             add pcm-s16-22k-mono.wav s22 no
 ff -i "$work/s8.wav" -c:a pcm_f32le pcm-f32-8k-mono.wav;               add pcm-f32-8k-mono.wav s8 no
-sox "$work/s8.wav" -b 24 pcm-s24-8k-mono-extensible.wav;              add pcm-s24-8k-mono-extensible.wav s8 no
-sox "$work/s8.wav" pcm-s16be-8k-mono.aiff;                             add pcm-s16be-8k-mono.aiff s8 no
+sox -R "$work/s8.wav" -b 24 pcm-s24-8k-mono-extensible.wav;              add pcm-s24-8k-mono-extensible.wav s8 no
+sox -R "$work/s8.wav" pcm-s16be-8k-mono.aiff;                             add pcm-s16be-8k-mono.aiff s8 no
 ff -i "$work/s8.wav" -c:a pcm_s16le -f aiff pcm-sowt-8k-mono.aifc;     add pcm-sowt-8k-mono.aifc s8 no
+
+# The aqplay demo (make demo): 4 s of a little synthesized melody, AAC in M4A with the index first.
+melody="0.25*sin(2*PI*t*(261.63*lt(mod(t,2),0.5)+329.63*gte(mod(t,2),0.5)*lt(mod(t,2),1)+392*gte(mod(t,2),1)*lt(mod(t,2),1.5)+523.25*gte(mod(t,2),1.5)))*(1-0.6*mod(t,0.5))"
+ff -f lavfi -i "aevalsrc='$melody|$melody':s=44100:d=4" -c:a pcm_s16le "$work/demo.wav"
+ff -i "$work/demo.wav" -c:a aac -b:a 128k -movflags +faststart demo-melody.m4a; add demo-melody.m4a demo yes
 
 sha256sum $(ls | grep -v -e SHA256SUMS | sort) > SHA256SUMS

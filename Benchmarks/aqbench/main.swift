@@ -6,6 +6,7 @@ import Dispatch
 import FAADDecoder
 import Foundation
 import MPG123Decoder
+import PulseAudioSink
 
 func measure(repeats: Int, _ body: () throws -> Void) rethrows -> Duration {
     var best = Duration.seconds(1_000_000)
@@ -237,6 +238,85 @@ func codecBenchmarks() throws -> [String] {
     return lines
 }
 
+// MARK: 4. playback through PulseAudio
+
+/// A private PulseAudio server for the measurements (a null sink), killed at the end.
+func withPrivateServer<T>(_ body: (String) throws -> T) throws -> T {
+    let runtime = NSTemporaryDirectory() + "aqbench-pulse-\(getpid())"
+    try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    let daemon = Process()
+    daemon.executableURL = URL(fileURLWithPath: "/usr/bin/pulseaudio")
+    daemon.arguments = ["-D", "-n", "--exit-idle-time=-1", "--disallow-exit", "--load=module-native-protocol-unix",
+                        "--load=module-null-sink sink_name=out format=float32le rate=44100 channels=2 norewinds=1", "--log-target=file:\(runtime)/pa.log"]
+    daemon.environment = ["XDG_RUNTIME_DIR": runtime, "HOME": runtime, "PATH": "/usr/bin:/bin"]
+    try daemon.run()
+    daemon.waitUntilExit()
+    while !FileManager.default.fileExists(atPath: runtime + "/pulse/native") { usleep(20_000) }
+    defer {
+        if let pid = (try? String(contentsOfFile: runtime + "/pulse/pid", encoding: .utf8)).flatMap({ Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) {
+            kill(pid, SIGKILL)
+        }
+    }
+    return try body("unix:" + runtime + "/pulse/native")
+}
+
+/// User + system CPU seconds of one run, measured by GNU time.
+func cpuSeconds(_ path: String, _ arguments: [String], server: String) throws -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
+    process.arguments = ["-f", "%U %S", path] + arguments
+    process.environment = ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"]
+    let pipe = Pipe()
+    process.standardError = pipe
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    let fields = text.split(separator: "\n").last?.split(separator: " ").compactMap { Double($0) } ?? []
+    guard process.terminationStatus == 0, fields.count == 2 else { throw ExitMessage("\(path) failed: \(text)") }
+    return fields[0] + fields[1]
+}
+
+func playbackBenchmarks() throws -> [String] {
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/pulseaudio") else { return ["playback: pulseaudio is not installed"] }
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    let mp3 = try makeFile("thirty-seconds.mp3", seconds: 30, in: folder)
+    let aqplay = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqplay").path
+    return try withPrivateServer { server in
+        var lines = ["play a 30-second MP3 through a PulseAudio null sink (CPU seconds, user + system)"]
+        if FileManager.default.isExecutableFile(atPath: aqplay) {
+            let ours = try cpuSeconds(aqplay, [mp3, "--sink", "pulse"], server: server)
+            let theirs = try cpuSeconds("/usr/bin/mpg123", ["-q", "-o", "pulse", mp3], server: server)
+            lines.append(String(format: "  aqplay FILE --sink pulse : %.2f s", ours))
+            lines.append(String(format: "  mpg123 -o pulse FILE     : %.2f s   ratio %.2f", theirs, ours / theirs))
+        } else {
+            lines.append("  \(aqplay) not built (make bench builds it)")
+        }
+        // start() to the first frames written to the server, after priming.
+        var delays: [Double] = []
+        for _ in 0..<20 {
+            let sink = PulseAudioSink(configuration: .init(server: server))
+            let queue = try AudioQueue(format: .float32(sampleRate: 44100, channels: 2), configuration: .init(sink: sink))
+            let tone = [Float](repeating: 0.1, count: 44100 * 2)
+            let buffer = try queue.allocateBuffer(capacity: tone.count * 4)
+            try tone.withUnsafeBytes { try buffer.setData($0) }
+            try queue.enqueue(buffer)
+            try queue.prime()
+            try queue.start()
+            var waited = 0
+            while sink.startToFirstWrite == nil && waited < 2000 { usleep(1000); waited += 1 }
+            if let delay = sink.startToFirstWrite { delays.append(seconds(delay) * 1000) }
+            queue.dispose(immediately: true)
+        }
+        delays.sort()
+        if !delays.isEmpty {
+            lines.append(String(format: "start() to the first frame written to the server, after prime (20 runs): median %.3f ms, worst %.3f ms",
+                                delays[delays.count / 2], delays.last ?? 0))
+        }
+        return lines
+    }
+}
+
 // MARK: report
 
 let render = try renderBenchmark()
@@ -256,3 +336,5 @@ print("output callback round trips (enqueue -> decode -> unpaced null sink -> ca
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
 print("")
 for line in try codecBenchmarks() { print(line) }
+print("")
+for line in try playbackBenchmarks() { print(line) }

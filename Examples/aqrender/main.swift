@@ -39,8 +39,9 @@ struct AQRender: ParsableCommand {
             fail("\(input): \(error)")
         }
         let out = renderer.outputFormat
-        guard let writer = WAVWriter(path: output, sampleRate: Int(out.sampleRate), channels: out.channelsPerFrame, float: format == .f32) else {
-            fail("cannot write \(output)")
+        let writer: WAVFileWriter
+        do { writer = try WAVFileWriter(path: output, sampleRate: Int(out.sampleRate), channels: out.channelsPerFrame, float: format == .f32) } catch {
+            fail("\(error)")
         }
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
         var scratch = [Float](repeating: 0, count: 8192 * out.channelsPerFrame)
@@ -49,7 +50,7 @@ struct AQRender: ParsableCommand {
             while true {
                 let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 8192) }
                 if n == 0 { break }
-                writer.write(scratch, frames: n)
+                scratch.withUnsafeBufferPointer { writer.write(UnsafeBufferPointer(rebasing: $0[0..<(n * out.channelsPerFrame)])) }
                 progress?.update(renderer.framesRendered)
             }
         } catch {
@@ -89,52 +90,3 @@ final class Progress {
     func finish() { if last >= 0 { FileHandle.standardError.write(Data("\n".utf8)) } }
 }
 
-/// Writes a RIFF/WAVE file: IEEE float32 or 16-bit PCM; sizes patched on close.
-final class WAVWriter {
-    let handle: FileHandle
-    let channels: Int
-    let float: Bool
-    var dataBytes = 0
-
-    init?(path: String, sampleRate: Int, channels: Int, float: Bool) {
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else { return nil }
-        self.handle = handle
-        self.channels = channels
-        self.float = float
-        handle.write(header(sampleRate: sampleRate))
-    }
-
-    private func header(sampleRate: Int) -> Data {
-        var d = Data()
-        func u32(_ v: Int) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: v).littleEndian) { d.append(contentsOf: $0) } }
-        func u16(_ v: Int) { withUnsafeBytes(of: UInt16(truncatingIfNeeded: v).littleEndian) { d.append(contentsOf: $0) } }
-        let bytes = float ? 4 : 2
-        d.append(contentsOf: Array("RIFF".utf8)); u32(0); d.append(contentsOf: Array("WAVE".utf8))
-        d.append(contentsOf: Array("fmt ".utf8)); u32(float ? 18 : 16)
-        u16(float ? 3 : 1); u16(channels); u32(sampleRate); u32(sampleRate * channels * bytes); u16(channels * bytes); u16(bytes * 8)
-        if float { u16(0) }
-        d.append(contentsOf: Array("data".utf8)); u32(0)
-        return d
-    }
-
-    func write(_ samples: [Float], frames: Int) {
-        let count = frames * channels
-        if float {
-            samples.withUnsafeBytes { handle.write(Data($0.prefix(count * 4))) }
-        } else {
-            var ints = [Int16](repeating: 0, count: count)
-            for i in 0..<count { ints[i] = Int16(max(min((Double(samples[i]) * 32768).rounded(), 32767), -32768)) }
-            ints.withUnsafeBytes { handle.write(Data($0)) }
-        }
-        dataBytes += count * (float ? 4 : 2)
-    }
-
-    func close() {
-        let headerSize = float ? 46 : 44
-        handle.seek(toFileOffset: 4)
-        handle.write(withUnsafeBytes(of: UInt32(truncatingIfNeeded: headerSize - 8 + dataBytes).littleEndian) { Data($0) })
-        handle.seek(toFileOffset: UInt64(headerSize - 4))
-        handle.write(withUnsafeBytes(of: UInt32(truncatingIfNeeded: dataBytes).littleEndian) { Data($0) })
-        handle.closeFile()
-    }
-}

@@ -20,11 +20,17 @@ public final class AudioFileRenderer {
     private var nextChunk = 0
     private var buffers: [AudioQueueBuffer] = []
     private var rendered: Int64 = 0
+    private let skipped: Int64
+    private let loopLength: Int
 
     /// - Parameters:
+    ///   - startFrame: the first valid frame to render (a seek): decoding starts a few packets
+    ///     earlier (pre-roll) and the frames before the target are trimmed, so it is frame-exact.
+    ///     Applies to the first loop.
     ///   - packetsPerBuffer: packets in each enqueued buffer (PCM: frames are grouped by 4096).
-    public init(file: AudioFile, loops: Int = 1, packetsPerBuffer: Int = 32, registry: AudioDecoderRegistry = .shared) throws {
+    public init(file: AudioFile, loops: Int = 1, startFrame: Int64 = 0, packetsPerBuffer: Int = 32, registry: AudioDecoderRegistry = .shared) throws {
         guard loops >= 1 else { throw AudioQueueError(.invalidParameter, "loops must be at least 1 (got \(loops))") }
+        guard startFrame >= 0 else { throw AudioQueueError(.invalidParameter, "cannot start at frame \(startFrame)") }
         self.file = file
         self.loops = loops
         let format = file.formatList.first ?? file.dataFormat
@@ -58,7 +64,37 @@ public final class AudioFileRenderer {
                 remainder -= trim
             }
         }
-        plan = Array(repeatElement(chunks, count: loops).joined())
+        var firstLoop = chunks
+        let skipped = startFrame
+        if startFrame > 0 {
+            // Seek: drop whole packets before the target (less a pre-roll the decoder needs to
+            // rebuild its state), then trim the rest of the way to the exact frame.
+            let preRoll = format.isLinearPCM ? 0 : (format.formatID == .mpegLayer3 ? 10 : 2)
+            let priming = Int64(file.packetTableInfo?.primingFrames ?? 0)
+            var target = priming + startFrame, packet: Int64 = 0, frameOfPacket: Int64 = 0
+            while packet < file.packetCount && frameOfPacket + Int64(file.frames(ofPacket: packet)) <= target {
+                frameOfPacket += Int64(file.frames(ofPacket: packet))
+                packet += 1
+            }
+            let first = max(packet - Int64(preRoll), 0)
+            for p in first..<packet { frameOfPacket -= Int64(file.frames(ofPacket: p)) }
+            target -= frameOfPacket   // frames to trim from the first decoded packet on
+            var rebuilt: [Chunk] = []
+            var trimLeft = Int(target)
+            for chunk in chunks where chunk.first + Int64(chunk.count) > first {
+                let start = max(chunk.first, first)
+                let count = chunk.count - Int(start - chunk.first)
+                let piece = Chunk(first: start, count: count, trimStart: 0, trimEnd: chunk.trimEnd)
+                let frames = Self.frames(file, piece) - piece.trimEnd
+                let trim = min(trimLeft, max(frames, 0))
+                trimLeft -= trim
+                rebuilt.append(Chunk(first: start, count: count, trimStart: trim, trimEnd: chunk.trimEnd))
+            }
+            firstLoop = rebuilt
+        }
+        self.skipped = skipped
+        plan = firstLoop + Array(repeatElement(chunks, count: loops - 1).joined())
+        loopLength = chunks.count
         outputFormat = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
         let capacity = (file.maximumPacketSize ?? 8192) * perBuffer + 16
         for _ in 0..<4 { buffers.append(try queue.allocateBuffer(capacity: capacity, packetDescriptionCapacity: perBuffer)) }
@@ -73,7 +109,7 @@ public final class AudioFileRenderer {
     }
 
     /// Frames the whole render will produce when the file has gapless numbers (nil otherwise).
-    public var expectedFrames: Int64? { file.packetTableInfo.map { $0.validFrames * Int64(loops) } }
+    public var expectedFrames: Int64? { file.packetTableInfo.map { $0.validFrames * Int64(loops) - skipped } }
     /// Frames rendered so far.
     public var framesRendered: Int64 { rendered }
     /// Fraction of the buffers enqueued so far (for a progress display).
@@ -88,7 +124,10 @@ public final class AudioFileRenderer {
             nextChunk += 1
             // Each pass through the file ends with a flush: the next loop decodes from a clean state,
             // so every loop is the same frames and the seam is exact.
-            if nextChunk % max(plan.count / loops, 1) == 0 { try queue.flush() }
+            let firstLoopLength = plan.count - loopLength * (loops - 1)
+            if nextChunk == firstLoopLength || (nextChunk > firstLoopLength && (nextChunk - firstLoopLength) % max(loopLength, 1) == 0) {
+                try queue.flush()
+            }
         }
     }
 

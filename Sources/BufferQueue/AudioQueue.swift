@@ -549,6 +549,11 @@ public final class AudioQueue: Sendable {
         wake.cancel()
     }
 
+    /// Whether an asynchronous stop (or disposal) is still playing out what was enqueued.
+    public var isStopping: Bool {
+        control.withLock { $0.state == .stopping || $0.state == .disposingAfterPlay }
+    }
+
     /// Whether the sink is producing the queue's sound (Core Audio's `kAudioQueueProperty_IsRunning`).
     /// Changes are announced by ``AudioQueueEvent/runningChanged(_:)`` when they really happen.
     public var isRunning: Bool { control.withLock { $0.isRunning } }

@@ -4,18 +4,18 @@ import Glibc
 import Darwin
 #endif
 
-/// A value guarded by a `pthread_mutex_t`.
+/// A value guarded by a `pthread_mutex_t` (public so the library's other modules use the same lock).
 ///
 /// The library uses this rather than `Synchronization.Mutex` for one reason: on Linux that Mutex
 /// locks with raw futex calls, which ThreadSanitizer cannot see, so every access it guards shows
 /// up as a data race and real races drown in the noise (checked with Swift 6.3 and
 /// `-sanitize=thread`). A pthread mutex is intercepted by TSan and costs the same uncontended.
 /// Lock-free state keeps using `Synchronization.Atomic`, which TSan understands.
-final class Lock<Value>: @unchecked Sendable {
+public final class Lock<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
-    init(_ value: Value) {
+    public init(_ value: Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -29,8 +29,9 @@ final class Lock<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    /// Runs `body` with the value, the mutex held.
     @inline(__always)
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)

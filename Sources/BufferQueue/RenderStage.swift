@@ -172,7 +172,9 @@ final class RenderStage: @unchecked Sendable {
         if done > 0 {
             timelineFrames.add(done, ordering: .releasing)
             hadAudio = true
-            signal = true
+            // Wake the producer once a quarter of the ring is free, not at every render call:
+            // a few wake-ups per buffer, and three quarters of it left as slack.
+            if ring.writable * 4 >= ring.capacity { signal = true }
         }
         if done < frames {
             if fillSilence {

@@ -46,6 +46,16 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     private var pulling = false
     private var draining = false
     private let failureReported = Atomic<Bool>(false)
+    /// Uptime nanoseconds of the last start() and of the first write after it (for measurements).
+    private let startedAt = Atomic<UInt64>(0)
+    private let firstWriteAt = Atomic<UInt64>(0)
+
+    /// Time from the last ``start()`` to the first frames written to the server, once written.
+    public var startToFirstWrite: Duration? {
+        let start = startedAt.load(ordering: .acquiring), write = firstWriteAt.load(ordering: .acquiring)
+        guard start > 0, write >= start else { return nil }
+        return .nanoseconds(Int64(write - start))
+    }
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -78,6 +88,8 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
             guard let stream else { throw AudioQueueError(.cannotStart, "the PulseAudio stream is not open") }
             pulling = true
             draining = false
+            firstWriteAt.store(0, ordering: .relaxed)
+            startedAt.store(DispatchTime.now().uptimeNanoseconds, ordering: .releasing)
             // The server asked for data while the stream was corked and we declined: it will not
             // ask again until it gets some, so fill what is writable now.
             let writable = pa_stream_writable_size(stream)
@@ -257,6 +269,9 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         let frames = size / (4 * channels)
         _ = source.render(into: data.assumingMemoryBound(to: Float.self), frames: frames, fillSilence: true)
         pa_stream_write(stream, data, frames * 4 * channels, nil, 0, PA_SEEK_RELATIVE)
+        if firstWriteAt.load(ordering: .relaxed) == 0 {
+            firstWriteAt.store(DispatchTime.now().uptimeNanoseconds, ordering: .releasing)
+        }
     }
 
     private func teardown() {

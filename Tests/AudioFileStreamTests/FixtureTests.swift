@@ -180,6 +180,6 @@ struct SharedFixtureTests {
     }
 
     @Test func manifestListsEveryGeneratedFixture() {
-        #expect(ManifestEntry.all.count == 13)
+        #expect(ManifestEntry.all.count == 14)
     }
 }

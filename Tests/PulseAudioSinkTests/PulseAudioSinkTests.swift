@@ -33,7 +33,7 @@ struct PulseAudioSinkTests {
 
     func makeQueue(_ server: PrivateServer) throws -> AudioQueue {
         let sink = PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50), applicationName: "BufferQueueTests"))
-        return try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 8192))
+        return try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 32768))
     }
 
     func buffer(_ queue: AudioQueue, _ samples: [Float]) throws -> AudioQueueBuffer {

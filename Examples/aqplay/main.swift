@@ -1,0 +1,132 @@
+// aqplay: plays files in order, gaplessly, through PulseAudio (or the null sink).
+import ArgumentParser
+import AudioFileStream
+import BufferQueue
+import Dispatch
+import FAADDecoder
+import Foundation
+import MPG123Decoder
+import PulseAudioSink
+
+@main
+struct AQPlay: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "aqplay",
+        abstract: "Play audio files in order, gaplessly, through PulseAudio or the null sink.",
+        discussion: "With no input it plays the short sample in Fixtures/ (the repository's demo).")
+
+    enum SinkChoice: String, ExpressibleByArgument, CaseIterable { case pulse, null }
+
+    @Argument(help: "MP3, AAC (ADTS, MP4/M4A, CAF) or PCM (WAV, AIFF, CAF) files.")
+    var inputs: [String] = []
+    @Option(help: "pulse or null; default: pulse when a server answers, else null.")
+    var sink: SinkChoice?
+    @Option(help: "PulseAudio sink (device) name.")
+    var device: String?
+    @Option(help: "Play the list this many times.")
+    var loops: Int = 1
+    @Option(help: "Volume, 0...1.")
+    var volume: Float = 1
+    @Option(help: "Start this many seconds into the first file (frame-exact).")
+    var seek: Double = 0
+    @Option(help: "Write exactly the frames handed to the sink to this float32 WAV file.")
+    var record: String?
+    @Flag(help: "Use the null sink, unpaced: as fast as decoding goes.")
+    var fast = false
+
+    func validate() throws {
+        guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
+        guard (0...1).contains(volume) else { throw ValidationError("--volume must be in 0...1") }
+        guard seek >= 0 else { throw ValidationError("--seek must not be negative") }
+    }
+
+    func run() throws {
+        MPG123Decoder.register()
+        FAADDecoder.register()
+        var paths = inputs
+        if paths.isEmpty {
+            let demo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("Fixtures/demo-melody.m4a").path
+            paths = [FileManager.default.fileExists(atPath: demo) ? demo : "Fixtures/demo-melody.m4a"]
+        }
+        let device = self.device
+        var choice = fast ? .null : sink
+        if choice == nil {
+            choice = PulseAudioSink.serverIsReachable() ? .pulse : .null
+            if choice == .null { FileHandle.standardError.write(Data("aqplay: no PulseAudio server answers; playing through the null sink\n".utf8)) }
+        }
+        let usePulse = choice == .pulse, unpaced = fast
+        let writer = Recorder(path: record)
+        let makeSink: @Sendable () -> any AudioSink = {
+            if usePulse {
+                // A file player needs no 50 ms latency; 200 ms means fewer wake-ups.
+                return PulseAudioSink(configuration: .init(device: device, targetLatency: .milliseconds(200), applicationName: "aqplay", streamName: "aqplay"))
+            }
+            return NullSink(pacing: unpaced ? .unpaced : .realTime)
+        }
+        var recording: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
+        if record != nil { recording = { samples, format in writer.write(samples, format) } }
+        let player = AudioFilePlayer(paths: paths, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording)
+
+        // Ctrl-C: stop at once, exit 130.
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        let interrupted = InterruptFlag()
+        interrupt.setEventHandler { interrupted.set(); player.stop() }
+        interrupt.resume()
+
+        // A status line on a terminal.
+        // (A dispatch source that was never activated must not be released: make it only when used.)
+        let status: DispatchSourceTimer? = isatty(1) != 0 ? DispatchSource.makeTimerSource(queue: .global()) : nil
+        if let status {
+            status.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
+            status.setEventHandler {
+                let s = player.status
+                let line = String(format: "\r\u{1B}[K▶ %@ / %@  %@  [buffered %.1f s]", clock(s.position), clock(s.duration),
+                                  s.title ?? (s.fileIndex.map { (paths[$0] as NSString).lastPathComponent } ?? ""), s.buffered)
+                FileHandle.standardOutput.write(Data(line.utf8))
+            }
+            status.resume()
+        }
+        let started = ContinuousClock.now
+        let frames: Int64
+        do { frames = try player.run() } catch {
+            status?.cancel()
+            writer.close()
+            FileHandle.standardError.write(Data("\naqplay: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        status?.cancel()
+        interrupt.cancel()
+        writer.close()
+        if isatty(1) != 0 { print("") }
+        if interrupted.isSet { throw ExitCode(130) }
+        print("Played \(frames) frames through the \(usePulse ? "PulseAudio" : unpaced ? "unpaced null" : "null") sink in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
+    }
+}
+
+func clock(_ seconds: Double) -> String {
+    String(format: "%d:%04.1f", Int(seconds) / 60, seconds.truncatingRemainder(dividingBy: 60))
+}
+
+final class InterruptFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.lock(); value = true; lock.unlock() }
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+}
+
+/// The --record file, opened at the first frames (their format decides the header).
+final class Recorder: @unchecked Sendable {
+    let path: String?
+    private let lock = NSLock()
+    private var writer: WAVFileWriter?
+    init(path: String?) { self.path = path }
+    func write(_ samples: UnsafeBufferPointer<Float>, _ format: AudioStreamDescription) {
+        lock.lock(); defer { lock.unlock() }
+        guard let path else { return }
+        if writer == nil { writer = try? WAVFileWriter(path: path, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame) }
+        writer?.write(samples)
+    }
+    func close() { lock.lock(); writer?.close(); lock.unlock() }
+}
