@@ -133,6 +133,32 @@ struct PulseAudioSinkTests {
         queue.dispose(immediately: true)
     }
 
+    @Test func resetDiscardsAndKeepsPlaying() async throws {
+        let server = try PrivateServer()
+        let first = signal(frames: 132300), second = signal(frames: 22050, phase: 777)
+        try server.startRecording()
+        let queue = try makeQueue(server)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, first))
+        try queue.prime()
+        try queue.start()
+        try await Task.sleep(for: .milliseconds(400))
+        try queue.reset()
+        #expect(queue.isRunning)
+        try queue.enqueue(try buffer(queue, second))
+        try queue.stop(immediately: false)
+        #expect(await events.wait { _ in events.stopped })
+        try await Task.sleep(for: .milliseconds(300))
+        let played = withoutSilence(server.stopRecording(), channels: 2)
+        // A prefix of the first buffer, then the whole second one: the rest of the first was discarded.
+        #expect(played.count < first.count + second.count)
+        #expect(played.count > second.count)
+        let cut = played.count - second.count
+        #expect(difference(Array(played[cut...]), second) == nil)
+        #expect(difference(Array(played[..<cut]), Array(first[..<cut])) == nil)
+        queue.dispose(immediately: true)
+    }
+
     @Test func stopImmediatelyIsSilentWithinTheLatency() async throws {
         let server = try PrivateServer()
         try server.startRecording()
