@@ -102,25 +102,29 @@ let package = Package(
             dependencies: ["BufferQueue", "AudioFileStream", "MPG123Decoder", "FAADDecoder", "PulseAudioSink"],
             path: "Benchmarks/aqbench"
         ),
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport"
+        ),
         .testTarget(
             name: "AudioFileStreamTests",
-            dependencies: ["AudioFileStream", "BufferQueue"],
+            dependencies: ["AudioFileStream", "BufferQueue", "TestSupport"],
             path: "Tests/AudioFileStreamTests"
         ),
         .testTarget(
             name: "PulseAudioSinkTests",
-            dependencies: ["BufferQueue", "PulseAudioSink"],
+            dependencies: ["BufferQueue", "PulseAudioSink", "TestSupport"],
             path: "Tests/PulseAudioSinkTests"
         ),
         .testTarget(
             name: "CodecTests",
-            dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder"],
+            dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "TestSupport"],
             path: "Tests/CodecTests"
         ),
         .testTarget(
             name: "BufferQueueTests",
             dependencies: [
-                "BufferQueue",
+                "BufferQueue", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             path: "Tests/BufferQueueTests"

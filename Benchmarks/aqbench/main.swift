@@ -180,21 +180,26 @@ func bestOf(_ count: Int, _ body: () throws -> Duration) rethrows -> Duration {
     return best
 }
 
-/// Peak resident memory of one run of a command, in KiB, measured by GNU time.
-func peakRSSOfChild(_ path: String, _ arguments: [String]) throws -> Int {
+/// Runs a command under GNU time and returns the numbers its `format` prints.
+func gnuTime(_ format: String, _ path: String, _ arguments: [String], environment: [String: String]? = nil) throws -> [Double] {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
-    process.arguments = ["-f", "%M", path] + arguments
+    process.arguments = ["-f", format, path] + arguments
+    if let environment { process.environment = environment }
     let pipe = Pipe()
     process.standardError = pipe
     process.standardOutput = FileHandle.nullDevice
     try process.run()
     let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
-    guard process.terminationStatus == 0, let kib = text.split(separator: "\n").last.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) else {
-        throw ExitMessage("measuring \(path) failed: \(text)")
-    }
-    return kib
+    let numbers = text.split(separator: "\n").last?.split(separator: " ").compactMap { Double($0) } ?? []
+    guard process.terminationStatus == 0, !numbers.isEmpty else { throw ExitMessage("\(path) failed: \(text)") }
+    return numbers
+}
+
+/// Peak resident memory of one run of a command, in KiB.
+func peakRSSOfChild(_ path: String, _ arguments: [String]) throws -> Int {
+    Int(try gnuTime("%M", path, arguments)[0])
 }
 
 func codecBenchmarks() throws -> [String] {
@@ -260,21 +265,10 @@ func withPrivateServer<T>(_ body: (String) throws -> T) throws -> T {
     return try body("unix:" + runtime + "/pulse/native")
 }
 
-/// User + system CPU seconds of one run, measured by GNU time.
+/// User + system CPU seconds of one run.
 func cpuSeconds(_ path: String, _ arguments: [String], server: String) throws -> Double {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
-    process.arguments = ["-f", "%U %S", path] + arguments
-    process.environment = ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"]
-    let pipe = Pipe()
-    process.standardError = pipe
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
-    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    let fields = text.split(separator: "\n").last?.split(separator: " ").compactMap { Double($0) } ?? []
-    guard process.terminationStatus == 0, fields.count == 2 else { throw ExitMessage("\(path) failed: \(text)") }
-    return fields[0] + fields[1]
+    try gnuTime("%U %S", path, arguments, environment: ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"])
+        .reduce(0, +)
 }
 
 func playbackBenchmarks() throws -> [String] {

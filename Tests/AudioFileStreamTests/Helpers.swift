@@ -2,17 +2,14 @@ import Foundation
 import Testing
 @testable import AudioFileStream
 import BufferQueue
+import TestSupport
 
 enum Paths {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repository = TestPaths.repository
     /// The project's own generated fixtures.
-    static let projectFixtures = repository.appendingPathComponent("Fixtures")
-    /// The shared fixtures: `$AQ_FIXTURES`, else `../shared/fixtures` beside the repository.
-    static let sharedFixtures: URL? = {
-        let candidates = [ProcessInfo.processInfo.environment["AQ_FIXTURES"].map { URL(fileURLWithPath: $0) },
-                          repository.deletingLastPathComponent().appendingPathComponent("shared/fixtures")]
-        return candidates.compactMap { $0 }.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("SOURCES.md").path) }
-    }()
+    static let projectFixtures = TestPaths.projectFixtures
+    /// The shared fixtures (`$AQ_FIXTURES`, else `../shared/fixtures`), nil when absent.
+    static let sharedFixtures = TestPaths.sharedFixtures
     static var sharedFixturesMissing: Bool { sharedFixtures == nil }
 
     static func shared(_ name: String) -> URL? { sharedFixtures?.appendingPathComponent(name) }

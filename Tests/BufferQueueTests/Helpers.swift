@@ -2,6 +2,7 @@ import Dispatch
 import Synchronization
 import Testing
 @testable import BufferQueue
+@_exported import TestSupport
 
 /// Interleaved float test signal where every sample is distinct: frame i, channel c.
 func ramp(frames: Int, channels: Int, offset: Int = 0) -> [Float] {
@@ -89,17 +90,6 @@ func eventually(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
     return condition()
 }
 
-/// Drops leading and trailing exact-zero frames (a paced sink pads with silence).
-func trimSilence(_ samples: [Float], channels: Int) -> [Float] {
-    let frames = samples.count / channels
-    func silent(_ i: Int) -> Bool { (0..<channels).allSatisfy { samples[i * channels + $0] == 0 } }
-    var first = 0
-    while first < frames && silent(first) { first += 1 }
-    var last = frames
-    while last > first && silent(last - 1) { last -= 1 }
-    return Array(samples[(first * channels)..<(last * channels)])
-}
-
 func expectError(_ code: AudioQueueError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) {
     do {
         try body()
@@ -112,11 +102,3 @@ func expectError(_ code: AudioQueueError.Code, sourceLocation: SourceLocation = 
     }
 }
 
-/// nil when equal; otherwise a short description of the first difference (keeps failures readable).
-func difference(_ actual: [Float], _ expected: [Float]) -> String? {
-    if actual == expected { return nil }
-    for index in 0..<min(actual.count, expected.count) where actual[index] != expected[index] {
-        return "\(actual.count) vs \(expected.count) samples; first difference at sample \(index): \(actual[index]) vs \(expected[index])"
-    }
-    return "\(actual.count) vs \(expected.count) samples; equal over the common part"
-}

@@ -4,15 +4,12 @@ import AudioFileStream
 import BufferQueue
 import FAADDecoder
 import MPG123Decoder
+import TestSupport
 
 enum Where {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    static func fixture(_ name: String) -> String { repository.appendingPathComponent("Fixtures/\(name)").path }
-    static let shared: URL? = {
-        let candidates = [ProcessInfo.processInfo.environment["AQ_FIXTURES"].map { URL(fileURLWithPath: $0) },
-                          repository.deletingLastPathComponent().appendingPathComponent("shared/fixtures")]
-        return candidates.compactMap { $0 }.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("SOURCES.md").path) }
-    }()
+    static let repository = TestPaths.repository
+    static func fixture(_ name: String) -> String { TestPaths.fixture(name) }
+    static let shared = TestPaths.sharedFixtures
     static func tool(_ name: String) -> String? {
         ["/usr/bin/\(name)", "/usr/local/bin/\(name)"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }

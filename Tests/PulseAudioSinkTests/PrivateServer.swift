@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@_exported import TestSupport
 
 /// A private PulseAudio daemon for one test: its own runtime directory, a float32 null sink named
 /// `out` at the test's rate, stopped by pid afterwards. What was played is recorded from the
@@ -84,17 +85,6 @@ final class PrivateServer: @unchecked Sendable {
     }
 }
 
-/// Frames between the first and the last non-silent frame.
-func audible(_ samples: [Float], channels: Int) -> [Float] {
-    let frames = samples.count / channels
-    func silent(_ i: Int) -> Bool { (0..<channels).allSatisfy { samples[i * channels + $0] == 0 } }
-    var first = 0
-    while first < frames && silent(first) { first += 1 }
-    var last = frames
-    while last > first && silent(last - 1) { last -= 1 }
-    return Array(samples[(first * channels)..<(last * channels)])
-}
-
 /// Removes every run of silent frames (pauses) and returns what is left.
 func withoutSilence(_ samples: [Float], channels: Int) -> [Float] {
     var out: [Float] = []
@@ -117,10 +107,3 @@ func signal(frames: Int, channels: Int = 2, phase: Int = 0) -> [Float] {
     return out
 }
 
-func difference(_ actual: [Float], _ expected: [Float]) -> String? {
-    if actual == expected { return nil }
-    for index in 0..<min(actual.count, expected.count) where actual[index] != expected[index] {
-        return "\(actual.count) vs \(expected.count) samples; first difference at sample \(index): \(actual[index]) vs \(expected[index])"
-    }
-    return "\(actual.count) vs \(expected.count) samples; equal over the common part"
-}

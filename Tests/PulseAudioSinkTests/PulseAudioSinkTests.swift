@@ -77,7 +77,7 @@ struct PulseAudioSinkTests {
         try queue.stop(immediately: false)
         #expect(await events.wait { _ in events.stopped })
         try await Task.sleep(for: .milliseconds(300))
-        let played = audible(server.stopRecording(), channels: 2)
+        let played = trimSilence(server.stopRecording(), channels: 2)
         #expect(difference(played, expected) == nil)
         queue.dispose(immediately: true)
     }
@@ -99,7 +99,7 @@ struct PulseAudioSinkTests {
         try queue.stop(immediately: false)
         #expect(await events.wait { _ in events.stopped })
         try await Task.sleep(for: .milliseconds(300))
-        let played = audible(server.stopRecording(), channels: 2)
+        let played = trimSilence(server.stopRecording(), channels: 2)
         #expect(played.count == expected.count)   // frames between first and last sound: exact
         #expect(difference(played, expected) == nil)
         queue.dispose(immediately: true)
@@ -171,10 +171,10 @@ struct PulseAudioSinkTests {
         let stoppedAt = server.captured().count / 2
         try await Task.sleep(for: .milliseconds(500))
         let captured = server.stopRecording()
-        #expect(audible(captured, channels: 2).count / 2 < 176400)
+        #expect(trimSilence(captured, channels: 2).count / 2 < 176400)
         // After the stop, only what the server (50 ms) and the recorder (20 ms) already held sounds.
         let afterStop = captured.count / 2 > stoppedAt ? Array(captured[(stoppedAt * 2)...]) : []
-        #expect(audible(afterStop, channels: 2).count / 2 <= 4410, "sound continued after stop(immediately: true)")
+        #expect(trimSilence(afterStop, channels: 2).count / 2 <= 4410, "sound continued after stop(immediately: true)")
         queue.dispose(immediately: true)
     }
 

@@ -1,0 +1,36 @@
+import Foundation
+
+/// Helpers shared by the test targets.
+public enum TestPaths {
+    /// The repository's root.
+    public static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    /// The project's own generated fixtures.
+    public static let projectFixtures = repository.appendingPathComponent("Fixtures")
+    public static func fixture(_ name: String) -> String { projectFixtures.appendingPathComponent(name).path }
+    /// The shared fixtures: `$AQ_FIXTURES`, else `../shared/fixtures` beside the repository; nil when absent.
+    public static let sharedFixtures: URL? = {
+        let candidates = [ProcessInfo.processInfo.environment["AQ_FIXTURES"].map { URL(fileURLWithPath: $0) },
+                          repository.deletingLastPathComponent().appendingPathComponent("shared/fixtures")]
+        return candidates.compactMap { $0 }.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("SOURCES.md").path) }
+    }()
+}
+
+/// nil when equal; otherwise a short description of the first difference (keeps failures readable).
+public func difference(_ actual: [Float], _ expected: [Float]) -> String? {
+    if actual == expected { return nil }
+    for index in 0..<min(actual.count, expected.count) where actual[index] != expected[index] {
+        return "\(actual.count) vs \(expected.count) samples; first difference at sample \(index): \(actual[index]) vs \(expected[index])"
+    }
+    return "\(actual.count) vs \(expected.count) samples; equal over the common part"
+}
+
+/// The frames between the first and the last frame that is not silent (sinks pad with silence).
+public func trimSilence(_ samples: [Float], channels: Int) -> [Float] {
+    let frames = samples.count / channels
+    func silent(_ i: Int) -> Bool { (0..<channels).allSatisfy { samples[i * channels + $0] == 0 } }
+    var first = 0
+    while first < frames && silent(first) { first += 1 }
+    var last = frames
+    while last > first && silent(last - 1) { last -= 1 }
+    return Array(samples[(first * channels)..<(last * channels)])
+}
