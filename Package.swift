@@ -63,7 +63,7 @@ let package = Package(
         .executableTarget(
             name: "playpcm",
             dependencies: [
-                "BufferQueue",
+                "BufferQueue", "AudioFileStream", "PulseAudioSink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/playpcm"

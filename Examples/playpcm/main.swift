@@ -1,9 +1,11 @@
 // playpcm: plays raw PCM (or a WAV file, whose header it reads) through a BufferQueue, the way
 // Apple's Audio Toolbox "playpcm" sample does: three buffers, refilled in the output callback.
 import ArgumentParser
+import AudioFileStream
 import BufferQueue
 import Dispatch
 import Foundation
+import PulseAudioSink
 
 @main
 struct PlayPCM: AsyncParsableCommand {
@@ -12,7 +14,7 @@ struct PlayPCM: AsyncParsableCommand {
         abstract: "Play raw linear PCM, or a WAV file, through an audio queue.")
 
     enum SinkChoice: String, ExpressibleByArgument, CaseIterable {
-        case null
+        case pulse, null
     }
 
     @Argument(help: "A raw PCM file, or a WAV file (its header gives the format).")
@@ -30,8 +32,8 @@ struct PlayPCM: AsyncParsableCommand {
     @Option(help: "Volume, 0...1.")
     var volume: Float = 1
 
-    @Option(help: "Where the sound goes: null (a real-time paced null sink).")
-    var sink: SinkChoice = .null
+    @Option(help: "Where the sound goes: pulse or null; default: PulseAudio when a server answers, else a real-time null sink.")
+    var sink: SinkChoice?
 
     @Flag(help: "Do not pace the null sink in real time: as fast as the queue decodes.")
     var fast = false
@@ -50,12 +52,19 @@ struct PlayPCM: AsyncParsableCommand {
         let source: PCMSource
         do {
             source = try PCMSource(handle: handle, raw: .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits))
-        } catch let error as WAVHeaderError {
-            throw ValidationError("\(file): \(error.message)")
+        } catch {
+            throw ValidationError("\(file): \(error)")
         }
         let format = source.format
-        let nullSink = NullSink(pacing: fast ? .unpaced : .realTime)
-        let queue = try AudioQueue(format: format, configuration: .init(sink: nullSink)) { queue, buffer in
+        var choice = fast ? .null : sink
+        if choice == nil {
+            choice = PulseAudioSink.serverIsReachable() ? .pulse : .null
+            if choice == .null { FileHandle.standardError.write(Data("playpcm: no PulseAudio server answers; playing through the null sink\n".utf8)) }
+        }
+        let output: any AudioSink = choice == .pulse
+            ? PulseAudioSink(configuration: .init(applicationName: "playpcm", streamName: (file as NSString).lastPathComponent))
+            : NullSink(pacing: fast ? .unpaced : .realTime)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: output)) { queue, buffer in
             source.refill(buffer, queue: queue)
         }
         try queue.setParameters(.init(volume: volume))
@@ -67,7 +76,7 @@ struct PlayPCM: AsyncParsableCommand {
             source.refill(try queue.allocateBuffer(capacity: bytesPerBuffer), queue: queue)
         }
         let what = source.isWAV ? "WAV" : "raw PCM"
-        print("Playing \(file) (\(what), \(format)) through the \(fast ? "unpaced " : "")null sink")
+        print("Playing \(file) (\(what), \(format)) through the \(choice == .pulse ? "PulseAudio" : fast ? "unpaced null" : "null") sink")
         let started = ContinuousClock.now
         try queue.prime()
         try queue.start()
@@ -89,8 +98,6 @@ struct PlayPCM: AsyncParsableCommand {
     }
 }
 
-struct WAVHeaderError: Error { let message: String }
-
 /// Reads PCM from a file in buffer-sized pieces; after the last piece it asks the queue to stop
 /// once everything has played.
 final class PCMSource: @unchecked Sendable {
@@ -103,14 +110,25 @@ final class PCMSource: @unchecked Sendable {
 
     init(handle: FileHandle, raw: AudioStreamDescription) throws {
         self.handle = handle
-        let head = try handle.read(upToCount: 4096) ?? Data()
-        if let wav = try Self.parseWAV(Array(head)) {
-            format = wav.format
+        let head = try handle.read(upToCount: 12) ?? Data()
+        if head.count == 12, head.prefix(4) == Data("RIFF".utf8), head.suffix(4) == Data("WAVE".utf8) {
+            // The library's WAV parser reads the header (only as far as the data chunk).
+            let stream = AudioFileStream(fileTypeHint: .wave)
+            var chunk = head
+            while !stream.isReadyToProducePackets {
+                _ = try stream.parse(chunk)
+                guard !stream.isReadyToProducePackets else { break }
+                chunk = try handle.read(upToCount: 4096) ?? Data()
+                if chunk.isEmpty { _ = try stream.finish(); break }
+            }
+            guard let wavFormat = stream.dataFormat, let offset = stream.dataOffset else {
+                throw AudioFileStreamError(.noAudio, .wave, 0, "no data chunk")
+            }
+            format = wavFormat
             isWAV = true
-            try handle.seek(toOffset: UInt64(wav.dataOffset))
-            let fileSize = Int(try handle.seekToEnd())
-            try handle.seek(toOffset: UInt64(wav.dataOffset))
-            remaining = min(wav.dataSize ?? Int.max, fileSize - wav.dataOffset)
+            let fileSize = Int64(try handle.seekToEnd())
+            try handle.seek(toOffset: UInt64(offset))
+            remaining = Int(stream.audioDataByteCount.map { min($0, fileSize - offset) } ?? (fileSize - offset))
         } else {
             format = raw
             isWAV = false
@@ -146,38 +164,5 @@ final class PCMSource: @unchecked Sendable {
             finished = true
             try? queue.stop(immediately: false)
         }
-    }
-
-    /// The format and data chunk of a RIFF/WAVE header, or nil when `bytes` is not one.
-    static func parseWAV(_ bytes: [UInt8]) throws -> (format: AudioStreamDescription, dataOffset: Int, dataSize: Int?)? {
-        func u32(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24 }
-        func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
-        func tag(_ at: Int) -> String { String(decoding: bytes[at..<(at + 4)], as: UTF8.self) }
-        guard bytes.count >= 12, tag(0) == "RIFF", tag(8) == "WAVE" else { return nil }
-        var offset = 12
-        var format: AudioStreamDescription?
-        while offset + 8 <= bytes.count {
-            let id = tag(offset), size = u32(offset + 4), body = offset + 8
-            if id == "fmt " {
-                guard size >= 16, body + 16 <= bytes.count else {
-                    throw WAVHeaderError(message: "the fmt chunk at byte \(offset) is \(size) bytes, too short")
-                }
-                var code = u16(body)
-                if code == 0xFFFE && size >= 26 && body + 26 <= bytes.count { code = u16(body + 24) }
-                let channels = u16(body + 2), rate = u32(body + 4), bits = u16(body + 14)
-                guard code == 1 || code == 3 else {
-                    throw WAVHeaderError(message: "WAV format code \(code) is not PCM (1) or float (3)")
-                }
-                guard channels > 0, rate > 0, bits > 0 else {
-                    throw WAVHeaderError(message: "the fmt chunk at byte \(offset) says \(channels) channels, \(rate) Hz, \(bits) bits")
-                }
-                format = .linearPCM(sampleRate: Double(rate), channels: channels, bitsPerChannel: bits, isFloat: code == 3)
-            } else if id == "data" {
-                guard let format else { throw WAVHeaderError(message: "the data chunk at byte \(offset) comes before any fmt chunk") }
-                return (format, body, size == 0xFFFF_FFFF ? nil : size)
-            }
-            offset = body + size + (size & 1)
-        }
-        throw WAVHeaderError(message: "no data chunk in the first \(bytes.count) bytes")
     }
 }

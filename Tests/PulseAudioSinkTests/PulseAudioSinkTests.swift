@@ -33,7 +33,9 @@ struct PulseAudioSinkTests {
 
     func makeQueue(_ server: PrivateServer) throws -> AudioQueue {
         let sink = PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50), applicationName: "BufferQueueTests"))
-        return try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 32768))
+        // The decode-ahead holds every input these tests play (up to 3 s) once primed: what the
+        // server records cannot depend on how soon the decode worker gets a core.
+        return try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 131_072))
     }
 
     func buffer(_ queue: AudioQueue, _ samples: [Float]) throws -> AudioQueueBuffer {
@@ -57,17 +59,10 @@ struct PulseAudioSinkTests {
         return out
     }
 
-    @Test func playedEqualsOfflineRenderBitForBit() async throws {
+    /// Plays what `feed` enqueues through a private server to the end; returns what its monitor
+    /// recorded between the first and the last sound.
+    func playToTheEnd(_ feed: (AudioQueue) throws -> Void) async throws -> [Float] {
         let server = try PrivateServer()
-        let input = signal(frames: 30000)
-        let feed: (AudioQueue) throws -> Void = { queue in
-            try queue.setParameters(.init(volume: 0.5, pan: 0.2))
-            try queue.enqueue(try self.buffer(queue, Array(input[0..<30000])), trimFramesAtStart: 1105)
-            try queue.enqueue(try self.buffer(queue, Array(input[30000...])), trimFramesAtEnd: 47)
-        }
-        let expected = try offline(feed)
-        #expect(expected.count == (30000 - 1105 - 47) * 2)
-
         try server.startRecording()
         let queue = try makeQueue(server)
         let events = Events(queue)
@@ -77,32 +72,35 @@ struct PulseAudioSinkTests {
         try queue.stop(immediately: false)
         #expect(await events.wait { _ in events.stopped })
         try await Task.sleep(for: .milliseconds(300))
-        let played = trimSilence(server.stopRecording(), channels: 2)
-        #expect(difference(played, expected) == nil)
         queue.dispose(immediately: true)
+        return trimSilence(server.stopRecording(), channels: 2)
+    }
+
+    @Test func playedEqualsOfflineRenderBitForBit() async throws {
+        let input = signal(frames: 30000)
+        let feed: (AudioQueue) throws -> Void = { queue in
+            try queue.setParameters(.init(volume: 0.5, pan: 0.2))
+            try queue.enqueue(try self.buffer(queue, Array(input[0..<30000])), trimFramesAtStart: 1105)
+            try queue.enqueue(try self.buffer(queue, Array(input[30000...])), trimFramesAtEnd: 47)
+        }
+        let expected = try offline(feed)
+        #expect(expected.count == (30000 - 1105 - 47) * 2)
+        let played = try await playToTheEnd(feed)
+        #expect(difference(played, expected) == nil)
     }
 
     @Test func playlistAndLoopsArriveWithoutGapOrOverlap() async throws {
-        let server = try PrivateServer()
         let first = signal(frames: 7000), second = signal(frames: 5000, phase: 9999)
-        try server.startRecording()
-        let queue = try makeQueue(server)
-        let events = Events(queue)
         var expected: [Float] = []
-        for _ in 0..<3 {   // a two-"file" playlist, looped three times
-            try queue.enqueue(try buffer(queue, first), trimFramesAtStart: 100)
-            try queue.enqueue(try buffer(queue, second), trimFramesAtEnd: 200)
-            expected += Array(first[200...]) + Array(second[..<((5000 - 200) * 2)])
+        for _ in 0..<3 { expected += Array(first[200...]) + Array(second[..<((5000 - 200) * 2)]) }
+        let played = try await playToTheEnd { queue in
+            for _ in 0..<3 {   // a two-"file" playlist, looped three times
+                try queue.enqueue(try self.buffer(queue, first), trimFramesAtStart: 100)
+                try queue.enqueue(try self.buffer(queue, second), trimFramesAtEnd: 200)
+            }
         }
-        try queue.prime()
-        try queue.start()
-        try queue.stop(immediately: false)
-        #expect(await events.wait { _ in events.stopped })
-        try await Task.sleep(for: .milliseconds(300))
-        let played = trimSilence(server.stopRecording(), channels: 2)
         #expect(played.count == expected.count)   // frames between first and last sound: exact
         #expect(difference(played, expected) == nil)
-        queue.dispose(immediately: true)
     }
 
     @Test func pauseStopsTheTimelineAndResumesWithoutLoss() async throws {
