@@ -157,6 +157,34 @@ struct PulseAudioSinkTests {
         queue.dispose(immediately: true)
     }
 
+    @Test func underrunIsReportedAndPlaybackRecovers() async throws {
+        let server = try PrivateServer()
+        let first = signal(frames: 8820), second = signal(frames: 8820, phase: 4242)   // 0.2 s each
+        try server.startRecording()
+        let queue = try makeQueue(server)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, first))
+        try queue.prime()
+        try queue.start()
+        // The queue runs dry while started: an underrun, not an end.
+        #expect(await events.wait { $0.contains { if case .underrun = $0 { return true } else { return false } } })
+        #expect(queue.isRunning)
+        #expect(queue.currentTime().discontinuity)
+        // What the server still held plays out; then the heard position waits at the end of the
+        // rendered audio for as long as the queue is starved.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(queue.currentTime().sampleTime == 8820)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(queue.currentTime().sampleTime == 8820)
+        try queue.enqueue(try buffer(queue, second))          // recovery: just feed it
+        try queue.stop(immediately: false)
+        #expect(await events.wait { _ in events.stopped })
+        try await Task.sleep(for: .milliseconds(300))
+        let played = withoutSilence(server.stopRecording(), channels: 2)
+        #expect(difference(played, first + second) == nil)
+        queue.dispose(immediately: true)
+    }
+
     @Test func stopImmediatelyIsSilentWithinTheLatency() async throws {
         let server = try PrivateServer()
         try server.startRecording()
