@@ -90,10 +90,11 @@ public final class AudioFilePlayer: @unchecked Sendable {
         var pool: BufferPool?
         var total: Int64 = 0
         defer { if let queue { finish(queue) } }
+        // Each file is opened and indexed once, however many loops.
+        let files = try paths.map { try AudioFile(path: $0) }
         for loop in 0..<loops {
-            for (index, path) in paths.enumerated() {
+            for (index, file) in files.enumerated() {
                 if stopped.load(ordering: .acquiring) { return total }
-                let file = try AudioFile(path: path)
                 let start = loop == 0 && index == 0 ? Int64(startSeconds * (file.formatList.first ?? file.dataFormat).sampleRate) : 0
                 let renderer = try AudioFileRenderer(file: file, startFrame: start)
                 let out = renderer.outputFormat

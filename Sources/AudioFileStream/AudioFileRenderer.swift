@@ -112,8 +112,6 @@ public final class AudioFileRenderer {
     public var expectedFrames: Int64? { file.packetTableInfo.map { $0.validFrames * Int64(loops) - skipped } }
     /// Frames rendered so far.
     public var framesRendered: Int64 { rendered }
-    /// Fraction of the buffers enqueued so far (for a progress display).
-    public var progress: Double { plan.isEmpty ? 1 : Double(nextChunk) / Double(plan.count) }
 
     private func refill() throws {
         for buffer in buffers where !buffer.isInQueue && nextChunk < plan.count {

@@ -30,6 +30,17 @@ func render(_ path: String, loops: Int = 1) throws -> (samples: [Float], format:
     return (all, renderer.outputFormat, renderer)
 }
 
+/// One serial queue for the decoding these tests do: it runs off Swift's cooperative pool (two
+/// threads here), one render at a time, so the tests that play in real time keep getting a thread.
+let decodingWork = DispatchQueue(label: "CodecTests.decoding")
+
+/// ``render(_:loops:)`` on ``decodingWork``.
+func rendered(_ path: String, loops: Int = 1) async throws -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
+    try await withCheckedThrowingContinuation { continuation in
+        decodingWork.async { continuation.resume(with: Result { try render(path, loops: loops) }) }
+    }
+}
+
 /// Runs a reference tool and returns its standard output.
 func run(_ tool: String, _ arguments: [String]) throws -> Data {
     let process = Process()
@@ -64,9 +75,9 @@ let manifest: [(file: String, frames: Int, rate: Double, channels: Int)] = [
 @Suite(.enabled(if: Where.tool("mpg123") != nil, "mpg123 is missing (make deps installs it): MP3 reference tests skipped"))
 struct MP3DecodingTests {
     @Test(arguments: manifest.map(\.file))
-    func exactLengthAndSameSamplesAsMpg123(_ name: String) throws {
+    func exactLengthAndSameSamplesAsMpg123(_ name: String) async throws {
         let expected = try #require(manifest.first { $0.file == name })
-        let (ours, format, _) = try render(Where.fixture(name))
+        let (ours, format, _) = try await rendered(Where.fixture(name))
         #expect(format.sampleRate == expected.rate && format.channelsPerFrame == expected.channels)
         #expect(ours.count == expected.frames * expected.channels)
         // mpg123's own gapless float decode of the same file.
@@ -83,8 +94,8 @@ struct MP3DecodingTests {
 @Suite(.enabled(if: Where.tool("ffmpeg") != nil && Where.tool("faad") != nil, "ffmpeg or faad is missing (make deps installs them): AAC reference tests skipped"))
 struct AACDecodingTests {
     @Test(arguments: ["ffmpeg-aac-44k-moov-first.m4a", "ffmpeg-aac-44k-moov-last.m4a"])
-    func exactLengthAndCloseToTheReferences(_ name: String) throws {
-        let (ours, format, _) = try render(Where.fixture(name))
+    func exactLengthAndCloseToTheReferences(_ name: String) async throws {
+        let (ours, format, _) = try await rendered(Where.fixture(name))
         #expect(format.sampleRate == 44100 && format.channelsPerFrame == 2)
         #expect(ours.count == 48510 * 2)   // ffmpeg's own decode keeps ~640 frames of padding; we do not
         // ffmpeg applies the edit list's start: same alignment. Its decoder and libfaad2 differ on the
@@ -107,9 +118,9 @@ struct AACDecodingTests {
 
 @Suite struct GaplessLoopTests {
     @Test(arguments: ["lame-vbr-v2-44k-stereo.mp3", "ffmpeg-aac-44k-moov-first.m4a"])
-    func threeLoopsAreThreeCopiesWithAnExactSeam(_ name: String) throws {
-        let (single, _, _) = try render(Where.fixture(name))
-        let (looped, _, renderer) = try render(Where.fixture(name), loops: 3)
+    func threeLoopsAreThreeCopiesWithAnExactSeam(_ name: String) async throws {
+        let (single, _, _) = try await rendered(Where.fixture(name))
+        let (looped, _, renderer) = try await rendered(Where.fixture(name), loops: 3)
         #expect(renderer.expectedFrames == Int64(48510 * 3))
         #expect(looped.count == single.count * 3)
         // The seam is the file's end followed by its start: every loop is the same frames.
@@ -149,10 +160,10 @@ struct SharedDecodingTests {
     ]
 
     @Test(arguments: expectations.map(\.0))
-    func rateChannelsAndLength(_ name: String) throws {
+    func rateChannelsAndLength(_ name: String) async throws {
         let expected = try #require(Self.expectations.first { $0.0 == name })
         let url = try #require(Where.shared).appendingPathComponent(name)
-        let (samples, format, renderer) = try render(url.path)
+        let (samples, format, renderer) = try await rendered(url.path)
         #expect(format.sampleRate == expected.1)
         #expect(format.channelsPerFrame == expected.2)
         #expect(samples.count == expected.3 * expected.2)
@@ -160,10 +171,10 @@ struct SharedDecodingTests {
         #expect(samples.contains { $0 != 0 } || name.contains("silence") || name.contains("itunsmpb-mono-1s"))
     }
 
-    @Test func unsupportedCodecIsAClearError() throws {
+    @Test func unsupportedCodecIsAClearError() async throws {
         let url = try #require(Where.shared).appendingPathComponent("ima4-pakt.caf")
         do {
-            _ = try render(url.path)
+            _ = try await rendered(url.path)
             Issue.record("IMA4 rendered")
         } catch let error as AudioQueueError {
             #expect(error.code == .codecNotFound)
@@ -171,9 +182,9 @@ struct SharedDecodingTests {
         }
     }
 
-    @Test func truncatedFilesKeepWhatCameBeforeTheDamage() throws {
+    @Test func truncatedFilesKeepWhatCameBeforeTheDamage() async throws {
         let url = try #require(Where.shared).appendingPathComponent("broken-mp3-xing-9572-frames-truncated-2kB.mp3")
-        let (samples, format, renderer) = try render(url.path)
+        let (samples, format, renderer) = try await rendered(url.path)
         #expect(renderer.file.damage?.code == .truncated)
         // 6 whole frames of 576 minus the 1105 priming frames.
         #expect(samples.count == (6 * 576 - 1105) * format.channelsPerFrame)
@@ -181,7 +192,7 @@ struct SharedDecodingTests {
 }
 
 @Suite struct DecoderBehaviourTests {
-    @Test func corruptAACPacketsBecomeSilenceOfTheirLength() throws {
+    @Test func corruptAACPacketsBecomeSilenceOfTheirLength() async throws {
         // Overwrite one packet's bytes in a copy of the file.
         let path = Where.fixture("ffmpeg-aac-44k-moov-first.m4a")
         let file = try AudioFile(path: path)
@@ -192,7 +203,7 @@ struct SharedDecodingTests {
         let damaged = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID()).m4a")
         try bytes.write(to: damaged)
         defer { try? FileManager.default.removeItem(at: damaged) }
-        let (samples, _, renderer) = try render(damaged.path)
+        let (samples, _, renderer) = try await rendered(damaged.path)
         #expect(samples.count == 48510 * 2)   // time stays exact
         #expect(renderer.lastConverterError?.code == .decoderError)
         // Packet 20 is output frames 20*1024-1024 ..< 21*1024-1024 after the priming trim: silence.
@@ -209,7 +220,8 @@ struct SharedDecodingTests {
     @Test(.timeLimit(.minutes(1)))
     func independentDecodersRunInParallel() async throws {
         let names = ["lame-vbr-v2-44k-stereo.mp3", "ffmpeg-aac-44k-moov-first.m4a", "lame-cbr128-44k-stereo.mp3", "ffmpeg-aac-44k-moov-last.m4a"]
-        let sequential = try names.map { try render(Where.fixture($0)).samples }
+        var sequential: [[Float]] = []
+        for name in names { sequential.append(try await rendered(Where.fixture(name)).samples) }
         let parallel = try await withThrowingTaskGroup(of: (Int, [Float]).self) { group in
             for (index, name) in names.enumerated() {
                 group.addTask { (index, try render(Where.fixture(name)).samples) }

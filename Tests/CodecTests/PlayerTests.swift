@@ -35,7 +35,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0) async throws -> (
 @Suite struct PlayerTests {
     @Test func filesOfDifferentCodecsJoinWithoutAGap() async throws {
         let mp3 = Where.fixture("lame-vbr-v2-44k-stereo.mp3"), m4a = Where.fixture("ffmpeg-aac-44k-moov-first.m4a")
-        let expected = try render(mp3).samples + render(m4a).samples
+        let expected = try await rendered(mp3).samples + rendered(m4a).samples
         let (collector, frames) = try await play([mp3, m4a], loops: 2)
         #expect(frames == 4 * 48510)
         #expect(collector.captured.count == 1)   // one queue, one sink: the seam is sample-exact
@@ -45,7 +45,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0) async throws -> (
 
     @Test(arguments: ["lame-cbr128-44k-stereo.mp3", "ffmpeg-aac-44k-moov-last.m4a", "pcm-s16-22k-mono.wav"])
     func seekingIsFrameExact(_ name: String) async throws {
-        let (full, format, _) = try render(Where.fixture(name))
+        let (full, format, _) = try await rendered(Where.fixture(name))
         let start = Int(0.5 * format.sampleRate) * format.channelsPerFrame
         let (collector, _) = try await play([Where.fixture(name)], seek: 0.5)
         let got = try #require(collector.captured.first)
@@ -67,8 +67,10 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0) async throws -> (
         let (collector, frames) = try await play([a, b])
         #expect(frames == 24255 + 45056)
         #expect(collector.captured.count == 2)
-        #expect(collector.captured.first == (try render(a).samples))
-        #expect(collector.captured.last == (try render(b).samples))
+        let firstRender = try await rendered(a).samples
+        #expect(collector.captured.first == firstRender)
+        let secondRender = try await rendered(b).samples
+        #expect(collector.captured.last == secondRender)
     }
 
     @Test func demoSampleHasItsExactLength() async throws {
