@@ -265,6 +265,11 @@ func withPrivateServer<T>(_ body: (String) throws -> T) throws -> T {
     return try body("unix:" + runtime + "/pulse/native")
 }
 
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+}
+
 /// User + system CPU seconds of one run.
 func cpuSeconds(_ path: String, _ arguments: [String], server: String) throws -> Double {
     try gnuTime("%U %S", path, arguments, environment: ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"])
@@ -279,10 +284,16 @@ func playbackBenchmarks() throws -> [String] {
     return try withPrivateServer { server in
         var lines = ["play a 30-second MP3 through a PulseAudio null sink (CPU seconds, user + system)"]
         if FileManager.default.isExecutableFile(atPath: aqplay) {
-            let ours = try cpuSeconds(aqplay, [mp3, "--sink", "pulse"], server: server)
-            let theirs = try cpuSeconds("/usr/bin/mpg123", ["-q", "-o", "pulse", mp3], server: server)
-            lines.append(String(format: "  aqplay FILE --sink pulse : %.2f s", ours))
-            lines.append(String(format: "  mpg123 -o pulse FILE     : %.2f s   ratio %.2f", theirs, ours / theirs))
+            // Five runs each, alternating; medians (one run is 0.1-0.2 s of CPU: noisy).
+            var ours: [Double] = [], theirs: [Double] = []
+            for _ in 0..<5 {
+                ours.append(try cpuSeconds(aqplay, [mp3, "--sink", "pulse"], server: server))
+                theirs.append(try cpuSeconds("/usr/bin/mpg123", ["-q", "-o", "pulse", mp3], server: server))
+            }
+            let a = median(ours), b = median(theirs)
+            let runs = { (values: [Double]) in values.map { String(format: "%.2f", $0) }.joined(separator: " ") }
+            lines.append(String(format: "  aqplay FILE --sink pulse : median %.2f s", a) + " (runs \(runs(ours)))")
+            lines.append(String(format: "  mpg123 -o pulse FILE     : median %.2f s", b) + " (runs \(runs(theirs)))" + String(format: "   ratio %.2f", a / b))
         } else {
             lines.append("  \(aqplay) not built (make bench builds it)")
         }

@@ -602,7 +602,8 @@ public final class AudioQueue: Sendable {
         var finishStop = false
         let offline = control.withLock { c -> Bool in
             if c.sinkActive, !c.isRunning, c.state == .running || c.state == .stopping || c.state == .disposingAfterPlay,
-               stage.startedGeneration.load(ordering: .acquiring) == stage.startGeneration.load(ordering: .acquiring) {
+               stage.startedGeneration.load(ordering: .acquiring) == stage.startGeneration.load(ordering: .acquiring),
+               !sink.reportsPlaybackStart || stage.heardGeneration.load(ordering: .acquiring) == stage.startGeneration.load(ordering: .acquiring) {
                 setRunning(true, &c)
             }
             let underruns = stage.underrunCount.load(ordering: .acquiring)

@@ -33,10 +33,17 @@ public protocol AudioSink: AnyObject, Sendable {
     /// A hint that the source has new frames. Sinks that pull only when data is there (an unpaced
     /// ``NullSink``) use it; clocked sinks ignore it.
     func sourceHasData()
+
+    /// Whether the sink tells the queue when what it wrote is really being played, by calling
+    /// ``AudioRenderSource/reportPlaybackStarted()`` after each ``start()``. When true the queue's
+    /// `isRunning` turns true at that report (the device's read position moving); when false, at
+    /// the first render call after ``start()``.
+    var reportsPlaybackStart: Bool { get }
 }
 
 extension AudioSink {
     public func sourceHasData() {}
+    public var reportsPlaybackStart: Bool { false }
 }
 
 /// What a sink pulls frames from. It wraps the queue's render stage.
@@ -60,6 +67,13 @@ public final class AudioRenderSource: @unchecked Sendable {
     ///   passes false and only takes what exists.
     public func render(into buffer: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
         stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
+    }
+
+    /// Tells the queue that playback really began after the last ``AudioSink/start()`` (the
+    /// device or server started reading). Not for the real-time thread.
+    public func reportPlaybackStarted() {
+        stage.heardGeneration.store(stage.startGeneration.load(ordering: .acquiring), ordering: .releasing)
+        stage.notify()
     }
 
     /// Tells the queue the sink failed (server gone, device lost). Not for the real-time thread.

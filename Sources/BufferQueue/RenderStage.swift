@@ -34,6 +34,8 @@ final class RenderStage: @unchecked Sendable {
     /// Silent frames rendered since the last frame of queue audio (underrun or past the end).
     let silenceFramesSinceAudio = Atomic<Int>(0)
     let startedGeneration = Atomic<Int>(0)
+    /// The start generation whose audio the sink reported as heard (sinks that report it).
+    let heardGeneration = Atomic<Int>(0)
     let underrunCount = Atomic<Int>(0)
     let endOfStreamCount = Atomic<Int>(0)
     let waitingForFormat = Atomic<Bool>(false)

@@ -94,7 +94,16 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
             // ask again until it gets some, so fill what is writable now.
             let writable = pa_stream_writable_size(stream)
             if writable > 0 && writable != Int.max { write(writable) }
-            release(pa_stream_cork(stream, 0, nil, nil))
+            // The server acknowledges the uncork once the stream is running on the device: from
+            // then its read index moves, and that is when the queue reports isRunning.
+            let box = source.map { Unmanaged.passRetained(SourceBox($0)).toOpaque() }
+            let uncork = pa_stream_cork(stream, 0, { _, success, userdata in
+                guard let userdata else { return }
+                let source = Unmanaged<SourceBox>.fromOpaque(userdata).takeRetainedValue().source
+                if success != 0 { source.reportPlaybackStarted() }
+            }, box)
+            if uncork == nil, let box { Unmanaged<SourceBox>.fromOpaque(box).release() }
+            release(uncork)
             release(pa_stream_trigger(stream, nil, nil))
         }
     }
@@ -147,6 +156,9 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         }
         source = nil
     }
+
+    /// The queue's `isRunning` turns true when the server acknowledges the uncork.
+    public var reportsPlaybackStart: Bool { true }
 
     public var latencyFrames: Int {
         (try? withLock { () -> Int in
@@ -295,6 +307,11 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
 /// Drops an operation reference; libpulse returns none when the connection is gone.
 private func release(_ operation: OpaquePointer?) {
     if let operation { pa_operation_unref(operation) }
+}
+
+private final class SourceBox {
+    let source: AudioRenderSource
+    init(_ source: AudioRenderSource) { self.source = source }
 }
 
 private final class CompletionBox: Sendable {

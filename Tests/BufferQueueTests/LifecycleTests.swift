@@ -268,3 +268,50 @@ import Testing
         #expect(queue.isRunning)
     }
 }
+
+/// A sink driven by hand that, like the PulseAudio sink, says when playback really began.
+private final class HandDrivenSink: AudioSink, @unchecked Sendable {
+    private let source = Locked<AudioRenderSource?>(nil)
+    func open(format: AudioStreamDescription, source: AudioRenderSource) throws { self.source.withLock { $0 = source } }
+    func start() throws {}
+    func pause() {}
+    func flush() {}
+    func drain(_ completion: @escaping @Sendable () -> Void) { completion() }
+    func close() {}
+    var latencyFrames: Int { 0 }
+    var reportsPlaybackStart: Bool { true }
+    func pull(frames: Int) -> Int {
+        guard let source = source.value else { return 0 }
+        var out = [Float](repeating: 0, count: frames * 2)
+        return out.withUnsafeMutableBufferPointer { $0.baseAddress.map { source.render(into: $0, frames: frames, fillSilence: true) } ?? 0 }
+    }
+    func reportHeard() { source.value?.reportPlaybackStarted() }
+}
+
+@Suite struct RunningFollowsTheSinkTests {
+    @Test func isRunningWaitsForTheSinkToReportPlayback() async throws {
+        let sink = HandDrivenSink()
+        let queue = try AudioQueue(format: .float32(sampleRate: 48000, channels: 2), configuration: .init(sink: sink))
+        let log = EventLog(queue)
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 4800, channels: 2)))
+        try queue.prime()
+        try queue.start()
+        // Frames were rendered (written), but the sink has not said they are being played.
+        #expect(sink.pull(frames: 480) == 480)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(!queue.isRunning)
+        #expect(log.runningChanges.isEmpty)
+        sink.reportHeard()
+        #expect(await log.wait { _ in log.runningChanges == [true] })
+        #expect(queue.isRunning)
+        // A pause and a new start need a new report.
+        try queue.pause()
+        try queue.start()
+        #expect(sink.pull(frames: 480) == 480)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(log.runningChanges == [true, false])
+        sink.reportHeard()
+        #expect(await log.wait { _ in log.runningChanges == [true, false, true] })
+        queue.dispose(immediately: true)
+    }
+}
