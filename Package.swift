@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "MPG123Decoder", targets: ["MPG123Decoder"]),
         .library(name: "FAADDecoder", targets: ["FAADDecoder"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
+        .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
         .executable(name: "aqrender", targets: ["aqrender"]),
@@ -18,6 +19,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .target(
@@ -49,6 +52,17 @@ let package = Package(
             name: "PulseAudioSink",
             dependencies: ["BufferQueue", "CPulseAudio"],
             path: "Sources/PulseAudioSink"
+        ),
+        .target(
+            name: "AudioStreaming",
+            dependencies: [
+                "AudioFileStream", "BufferQueue",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Sources/AudioStreaming"
         ),
         .target(
             name: "MPG123Decoder",
@@ -87,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "aqplay",
             dependencies: [
-                "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "PulseAudioSink",
+                "AudioFileStream", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "PulseAudioSink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqplay"
@@ -99,7 +113,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "aqbench",
-            dependencies: ["BufferQueue", "AudioFileStream", "MPG123Decoder", "FAADDecoder", "PulseAudioSink"],
+            dependencies: ["BufferQueue", "AudioFileStream", "AudioStreaming", "MPG123Decoder", "FAADDecoder", "PulseAudioSink"],
             path: "Benchmarks/aqbench"
         ),
         .target(
@@ -115,6 +129,11 @@ let package = Package(
             name: "PulseAudioSinkTests",
             dependencies: ["BufferQueue", "PulseAudioSink", "TestSupport"],
             path: "Tests/PulseAudioSinkTests"
+        ),
+        .testTarget(
+            name: "AudioStreamingTests",
+            dependencies: ["AudioStreaming", "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "TestSupport"],
+            path: "Tests/AudioStreamingTests"
         ),
         .testTarget(
             name: "CodecTests",

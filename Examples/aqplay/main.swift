@@ -1,6 +1,7 @@
 // aqplay: plays files in order, gaplessly, through PulseAudio (or the null sink).
 import ArgumentParser
 import AudioFileStream
+import AudioStreaming
 import BufferQueue
 import Dispatch
 import FAADDecoder
@@ -17,7 +18,7 @@ struct AQPlay: ParsableCommand {
 
     enum SinkChoice: String, ExpressibleByArgument, CaseIterable { case pulse, null }
 
-    @Argument(help: "MP3, AAC (ADTS, MP4/M4A, CAF) or PCM (WAV, AIFF, CAF) files.")
+    @Argument(help: "MP3, AAC (ADTS, MP4/M4A, CAF) or PCM (WAV, AIFF, CAF) files, or http(s):// URLs of them (or of live streams).")
     var inputs: [String] = []
     @Option(help: "pulse or null; default: pulse when a server answers, else null.")
     var sink: SinkChoice?
@@ -66,7 +67,20 @@ struct AQPlay: ParsableCommand {
         }
         var recording: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
         if record != nil { recording = { samples, format in writer.write(samples, format) } }
-        let player = AudioFilePlayer(paths: paths, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording)
+        let items: [AudioPlayerItem] = paths.map { path in
+            let lower = path.lowercased()
+            return lower.hasPrefix("http://") || lower.hasPrefix("https://") ? .url(path) : .file(path)
+        }
+        let player = AudioFilePlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,
+                                     onEvent: { event in
+            // Stream events on their own line (the status line is redrawn after them).
+            switch event {
+            case .streamTitle(let title, _): FileHandle.standardError.write(Data("\naqplay: now playing: \(title)\n".utf8))
+            case .property(let name, let value, _): FileHandle.standardError.write(Data("aqplay: \(name): \(value)\n".utf8))
+            case .state(.reconnecting): FileHandle.standardError.write(Data("\naqplay: connection lost, reconnecting\n".utf8))
+            default: break
+            }
+        })
 
         // Ctrl-C: stop at once, exit 130.
         signal(SIGINT, SIG_IGN)
@@ -82,8 +96,9 @@ struct AQPlay: ParsableCommand {
             status.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
             status.setEventHandler {
                 let s = player.status
-                let line = String(format: "\r\u{1B}[K▶ %@ / %@  %@  [buffered %.1f s]", clock(s.position), clock(s.duration),
-                                  s.title ?? (s.fileIndex.map { (paths[$0] as NSString).lastPathComponent } ?? ""), s.buffered)
+                let name = s.title ?? (s.fileIndex.map { (paths[$0] as NSString).lastPathComponent } ?? "")
+                let line = "\r\u{1B}[K▶ \(clock(s.position)) / \(s.duration > 0 ? (s.durationIsEstimated ? "~" : "") + clock(s.duration) : "live")  \(name)  "
+                    + "[\(player.playerState) · buffered \(String(format: "%.1f", s.buffered)) s]"
                 FileHandle.standardOutput.write(Data(line.utf8))
             }
             status.resume()

@@ -5,83 +5,265 @@ import BufferQueue
 import Dispatch
 import Synchronization
 
-/// Plays a list of files through one ``AudioSink``, gaplessly.
+/// Something ``AudioFilePlayer`` can play: interleaved float32 frames with the item's gapless trims
+/// already applied. ``AudioFileRenderer`` is one; the `AudioStreaming` module adds HTTP streams.
+public protocol AudioFrameSource: AnyObject {
+    /// The format of the frames (float32, interleaved).
+    var outputFormat: AudioStreamDescription { get }
+    /// The item's whole length in frames, and whether it is estimated (nil: unknown, e.g. live).
+    var duration: (frames: Int64, isEstimated: Bool)? { get }
+    /// A title from the item's metadata.
+    var title: String? { get }
+    /// Renders up to `frames` frames; returns 0 at the end. May block while data arrives.
+    func render(into destination: UnsafeMutableBufferPointer<Float>, frames: Int) throws -> Int
+    /// Makes a blocked ``render(into:frames:)`` return soon (with 0 or an error); called from another thread.
+    func cancel()
+}
+
+extension AudioFileRenderer: AudioFrameSource {
+    public var duration: (frames: Int64, isEstimated: Bool)? {
+        file.packetTableInfo.map { ($0.validFrames, false) } ?? (file.totalFrames, true)
+    }
+    public var title: String? { file.metadata.title }
+    public func cancel() {}
+}
+
+/// What the player reports as it goes.
+public enum AudioPlayerEvent: Sendable {
+    case state(AudioPlayerState)
+    /// Item `index` began to be decoded (its frames follow the previous item's without a gap).
+    case itemStarted(index: Int)
+    /// A stream announced a new title (ICY `StreamTitle`).
+    case streamTitle(String, index: Int)
+    /// A stream property such as `icy-name` or `icy-genre`.
+    case property(name: String, value: String, index: Int)
+}
+
+/// Where the player is.
+public enum AudioPlayerState: Sendable, Equatable {
+    case connecting, buffering, playing, paused, seeking, reconnecting, finished
+    case failed(String)
+}
+
+/// One entry of the player's list: how to open it at a position.
+public struct AudioPlayerItem: Sendable {
+    /// A name for messages and the status line.
+    public let name: String
+    /// Opens the item `startSeconds` in; `report` takes the events the item has to tell.
+    public let open: @Sendable (_ startSeconds: Double, _ report: @escaping @Sendable (AudioPlayerEvent) -> Void) throws -> any AudioFrameSource
+
+    public init(name: String, open: @escaping @Sendable (_ startSeconds: Double, _ report: @escaping @Sendable (AudioPlayerEvent) -> Void) throws -> any AudioFrameSource) {
+        self.name = name
+        self.open = open
+    }
+
+    /// A local file, decoded through an ``AudioFileRenderer`` (frame-exact start); the file is
+    /// opened and indexed once, however often the item is played.
+    public static func file(_ path: String) -> AudioPlayerItem {
+        let cache = Lock<AudioFile?>(nil)
+        return AudioPlayerItem(name: path) { startSeconds, _ in
+            let file = try cache.withLock { cached -> AudioFile in
+                if let cached { return cached }
+                let opened = try AudioFile(path: path)
+                cached = opened
+                return opened
+            }
+            let rate = (file.formatList.first ?? file.dataFormat).sampleRate
+            return try AudioFileRenderer(file: file, startFrame: Int64((startSeconds * rate).rounded()))
+        }
+    }
+}
+
+/// Plays a list of items (files, streams) through one ``AudioSink``, gaplessly.
 ///
-/// Each file is decoded through an ``AudioFileRenderer`` (so its priming and padding are trimmed
-/// exactly) and its float32 frames are fed to a single playback ``AudioQueue``: consecutive files
+/// Each item is decoded by its ``AudioFrameSource`` (so its priming and padding are trimmed
+/// exactly) and the float32 frames are fed to a single playback ``AudioQueue``: consecutive items
 /// join sample-exactly, whatever their codecs, as long as their output rate and channel count
 /// match. When those change, the player lets the current queue play out and opens a new queue
 /// (and sink) at the new format — there is a gap at that point; it does not resample.
 ///
-/// `run()` blocks until everything has played (or ``stop()`` is called); call it off the main thread.
+/// Buffering follows ``Buffering``: playback starts once `startSeconds` are decoded ahead, pauses
+/// on an underrun (state ``AudioPlayerState/buffering``) until `restartSeconds` are, and never
+/// holds more than `maximumSeconds`.
+///
+/// `run()` blocks until everything has played (or ``stop()`` is called): call it on a thread of its
+/// own, not from a Dispatch queue or a Swift task, whose shared worker threads the queues need.
 public final class AudioFilePlayer: @unchecked Sendable {
     /// What is playing now.
     public struct Status: Sendable {
-        /// Index in the file list, or nil before the first frame is heard.
+        /// Index in the item list, or nil before the first frame is heard.
         public var fileIndex: Int?
         public var title: String?
-        /// Seconds into the current file (as heard, latency-corrected).
+        /// Seconds into the current item (as heard, latency-corrected).
         public var position: Double
         public var duration: Double
+        /// Whether ``duration`` is an estimate (from a bit rate) rather than exact.
+        public var durationIsEstimated: Bool
         /// Seconds decoded ahead of what is heard.
         public var buffered: Double
     }
 
-    public let paths: [String]
+    /// How much decoded audio the player keeps ahead of what is heard.
+    public struct Buffering: Sendable {
+        /// Decoded ahead before playback starts (and after a seek).
+        public var startSeconds: Double
+        /// Decoded ahead before playback resumes after an underrun.
+        public var restartSeconds: Double
+        /// At most this much is decoded ahead.
+        public var maximumSeconds: Double
+        public init(startSeconds: Double = 1, restartSeconds: Double = 2, maximumSeconds: Double = 3) {
+            self.startSeconds = max(startSeconds, 0)
+            self.restartSeconds = max(restartSeconds, 0)
+            self.maximumSeconds = max(maximumSeconds, startSeconds, restartSeconds, 0.5)
+        }
+    }
+
+    /// Frames in each playback buffer (about 0.37 s at 44.1 kHz): few enough wake-ups per second.
+    static let bufferFrames = 16384
+
+    public let items: [AudioPlayerItem]
+    public var paths: [String] { items.map(\.name) }
     public let loops: Int
     public let volume: Float
     public let startSeconds: Double
+    public let buffering: Buffering
     private let makeSink: @Sendable () -> any AudioSink
     private let record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
     private let stopped = Atomic<Bool>(false)
     private let state = Lock(PlayState())
+    private let eventStream: AsyncStream<AudioPlayerEvent>
+    private let eventSink: AsyncStream<AudioPlayerEvent>.Continuation
+    private let eventHandler: (@Sendable (AudioPlayerEvent) -> Void)?
+
+    private struct Mark {
+        /// Frame of the queue timeline where this stretch starts.
+        var start: Int64
+        var index: Int
+        /// Position in the item of that first frame (nonzero after a seek).
+        var offset: Int64
+        var frames: Int64
+        var estimated: Bool
+        var title: String?
+    }
 
     private struct PlayState {
         var queue: AudioQueue?
+        var pool: BufferPool?
+        var source: (any AudioFrameSource)?
         var queueStartFrame: Int64 = 0
-        /// (global frame where a file starts, file index, its duration in frames, title)
-        var marks: [(start: Int64, index: Int, frames: Int64, title: String?)] = []
+        var marks: [Mark] = []
         var rate: Double = 44100
         var enqueued: Int64 = 0
         var failure: AudioQueueError?
+        var pendingSeek: Double?
+        var underrun = false
+        var userPaused = false
+        var playerState: AudioPlayerState = .buffering
+        var streamTitles: [Int: String] = [:]
     }
 
     /// - Parameters:
-    ///   - startSeconds: where in the first file to start (frame-exact).
+    ///   - startSeconds: where in the first item to start (frame-exact for files).
     ///   - makeSink: a new sink for each playback queue.
     ///   - record: receives exactly the frames handed to the sink, in order.
-    public init(paths: [String], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
+    ///   - onEvent: called with every ``AudioPlayerEvent`` (also available from ``events``).
+    public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
+                buffering: Buffering = Buffering(),
                 makeSink: @escaping @Sendable () -> any AudioSink,
-                record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil) {
-        self.paths = paths
+                record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil,
+                onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil) {
+        self.items = items
         self.loops = max(loops, 1)
         self.volume = volume
         self.startSeconds = max(startSeconds, 0)
+        self.buffering = buffering
         self.makeSink = makeSink
         self.record = record
+        eventHandler = onEvent
+        (eventStream, eventSink) = AsyncStream.makeStream(of: AudioPlayerEvent.self)
     }
+
+    /// Plays local files (see ``AudioPlayerItem/file(_:)``).
+    public convenience init(paths: [String], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
+                            makeSink: @escaping @Sendable () -> any AudioSink,
+                            record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil) {
+        self.init(items: paths.map { AudioPlayerItem.file($0) }, loops: loops, volume: volume, startSeconds: startSeconds,
+                  makeSink: makeSink, record: record)
+    }
+
+    /// Every event, in order, from one consumer.
+    public var events: AsyncStream<AudioPlayerEvent> { eventStream }
+
+    private func emit(_ event: AudioPlayerEvent) {
+        if case .streamTitle(let title, let index) = event { state.withLock { $0.streamTitles[index] = title } }
+        eventSink.yield(event)
+        eventHandler?(event)
+    }
+
+    private func setState(_ new: AudioPlayerState) {
+        let changed = state.withLock { s -> Bool in
+            if s.playerState == new { return false }
+            if case .failed = s.playerState { return false }
+            s.playerState = new
+            return true
+        }
+        if changed { emit(.state(new)) }
+    }
+
+    /// The current state.
+    public var playerState: AudioPlayerState { state.withLock { $0.playerState } }
 
     /// Stops now (from any thread); ``run()`` returns soon after.
     public func stop() {
         stopped.store(true, ordering: .releasing)
-        let queue = state.withLock { $0.queue }
+        let (queue, pool, source) = state.withLock { ($0.queue, $0.pool, $0.source) }
+        pool?.cancel()
+        source?.cancel()
         try? queue?.stop(immediately: true)
+    }
+
+    /// Pauses playback (decoding ahead goes on up to the buffer limit).
+    public func pause() {
+        let queue = state.withLock { s -> AudioQueue? in s.userPaused = true; return s.queue }
+        try? queue?.pause()
+        setState(.paused)
+    }
+
+    /// Resumes after ``pause()``.
+    public func resume() {
+        let queue = state.withLock { s -> AudioQueue? in s.userPaused = false; return s.queue }
+        try? queue?.start()
+        setState(.playing)
+    }
+
+    /// Moves to `seconds` into the current item (frame-exact where the item allows it). What was
+    /// buffered is dropped; the position reported afterwards is the position heard.
+    public func seek(to seconds: Double) {
+        let (pool, source) = state.withLock { s -> (BufferPool?, (any AudioFrameSource)?) in
+            s.pendingSeek = max(seconds, 0)
+            return (s.pool, s.source)
+        }
+        source?.cancel()
+        pool?.interrupt()
     }
 
     /// What is heard now.
     public var status: Status {
         state.withLock { s in
-            guard let queue = s.queue else { return Status(fileIndex: nil, title: nil, position: 0, duration: 0, buffered: 0) }
+            guard let queue = s.queue else {
+                return Status(fileIndex: nil, title: nil, position: 0, duration: 0, durationIsEstimated: false, buffered: 0)
+            }
             let heard = s.queueStartFrame + queue.currentTime().sampleTime
             let mark = s.marks.last { $0.start <= heard } ?? s.marks.first
-            let position = mark.map { Double(heard - $0.start) / s.rate } ?? 0
-            return Status(fileIndex: mark?.index, title: mark?.title, position: max(position, 0),
-                          duration: mark.map { Double($0.frames) / s.rate } ?? 0,
-                          buffered: Double(s.enqueued - heard) / s.rate)
+            let position = mark.map { Double(heard - $0.start + $0.offset) / s.rate } ?? 0
+            let title = mark.flatMap { s.streamTitles[$0.index] ?? $0.title }
+            return Status(fileIndex: mark?.index, title: title, position: max(position, 0),
+                          duration: mark.map { Double($0.frames) / s.rate } ?? 0, durationIsEstimated: mark?.estimated ?? false,
+                          buffered: max(Double(s.enqueued - heard) / s.rate, 0))
         }
     }
 
-    /// Plays every file `loops` times. Returns the frames handed to the sink.
+    /// Plays every item `loops` times. Returns the frames handed to the sink.
     /// - Throws: what opening, decoding or the sink reported; frames before it have played.
     @discardableResult
     public func run() throws -> Int64 {
@@ -89,84 +271,191 @@ public final class AudioFilePlayer: @unchecked Sendable {
         var queue: AudioQueue?
         var pool: BufferPool?
         var total: Int64 = 0
-        defer { if let queue { finish(queue) } }
-        // Each file is opened and indexed once, however many loops.
-        let files = try paths.map { try AudioFile(path: $0) }
-        for loop in 0..<loops {
-            for (index, file) in files.enumerated() {
-                if stopped.load(ordering: .acquiring) { return total }
-                let start = loop == 0 && index == 0 ? Int64(startSeconds * (file.formatList.first ?? file.dataFormat).sampleRate) : 0
-                let renderer = try AudioFileRenderer(file: file, startFrame: start)
-                let out = renderer.outputFormat
-                if queue == nil || format != out {
-                    if let old = queue { finish(old) }
-                    let made = BufferPool()
-                    let newQueue = try AudioQueue(format: out, configuration: .init(sink: makeSink(), decodeBufferFrames: 16384)) { _, buffer in
-                        made.returned(buffer)
+        defer {
+            if let queue { finish(queue) }
+            let final: AudioPlayerState
+            if let failure = state.withLock({ $0.failure }) { final = .failed(failure.message) } else { final = .finished }
+            setState(final)
+            eventSink.finish()
+        }
+        let report: @Sendable (AudioPlayerEvent) -> Void = { [weak self] event in
+            guard let self else { return }
+            if case .state(let s) = event { self.setState(s) } else { self.emit(event) }
+        }
+        do {
+            var begin = startSeconds
+            for _ in 0..<loops {
+                var index = 0
+                while index < items.count {
+                    if stopped.load(ordering: .acquiring) { return total }
+                    let source = try items[index].open(begin, report)
+                    let offsetFrames = Int64((begin * source.outputFormat.sampleRate).rounded())
+                    begin = 0
+                    state.withLock { $0.source = source }
+                    let out = source.outputFormat
+                    if queue == nil || format != out {
+                        if let old = queue { finish(old) }
+                        (queue, pool) = try makeQueue(out, startingAt: total)
+                        format = out
                     }
-                    for _ in 0..<6 { made.add(try newQueue.allocateBuffer(capacity: 4096 * out.channelsPerFrame * 4)) }
-                    let events = newQueue.events()
-                    let failures = state
-                    Task.detached { for await event in events { if case .error(let e) = event, e.code == .sinkError { failures.withLock { $0.failure = e } } } }
-                    state.withLock { s in
-                        s.queue = newQueue
-                        s.queueStartFrame = total
-                        s.rate = out.sampleRate
+                    guard let activeQueue = queue, let activePool = pool else { return total }
+                    emit(.itemStarted(index: index))
+                    let duration = source.duration
+                    state.withLock {
+                        $0.marks.append(Mark(start: total, index: index, offset: offsetFrames, frames: duration?.frames ?? 0,
+                                             estimated: duration?.isEstimated ?? false, title: source.title))
                     }
-                    queue = newQueue
-                    pool = made
-                    format = out
+                    if let seekTo = try feed(source, into: activeQueue, pool: activePool, total: &total) {
+                        // A seek: drop what is queued, start a fresh queue, reopen this item there.
+                        setState(.seeking)
+                        activeQueue.dispose(immediately: true)
+                        state.withLock { $0.queue = nil; $0.pool = nil }
+                        queue = nil
+                        pool = nil
+                        begin = seekTo
+                        continue
+                    }
+                    index += 1
                 }
-                guard let queue, let pool else { return total }
-                state.withLock { $0.marks.append((total, index, renderer.expectedFrames ?? 0, file.metadata.title)) }
-                var scratch = [Float](repeating: 0, count: 4096 * out.channelsPerFrame)
-                var started = queue.isRunning
-                while !stopped.load(ordering: .acquiring) {
-                    if let failure = state.withLock({ $0.failure }) { throw failure }
-                    let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 4096) }
-                    if n == 0 { break }
-                    let samples = n * out.channelsPerFrame
-                    if volume != 1 { for i in 0..<samples { scratch[i] *= volume } }
-                    scratch.withUnsafeBufferPointer { record?(UnsafeBufferPointer(rebasing: $0[0..<samples]), out) }
-                    guard let buffer = pool.take(until: { self.stopped.load(ordering: .acquiring) }) else { break }
-                    try scratch.withUnsafeBytes { try buffer.setData($0.prefix(samples * 4)) }
-                    try queue.enqueue(buffer)
-                    total += Int64(n)
-                    state.withLock { $0.enqueued = total }
-                    if !started && pool.inFlight >= 3 {
-                        try queue.prime()
-                        try queue.start()
-                        started = true
-                    }
-                }
-                if !started && !stopped.load(ordering: .acquiring) { try queue.start() }
             }
+            if let queue, !queue.isRunning, !stopped.load(ordering: .acquiring) { try queue.start() }
+        } catch let error as AudioQueueError {
+            state.withLock { $0.failure = error }
+            throw error
+        } catch {
+            let wrapped = AudioQueueError(.invalidParameter, "\(error)")
+            state.withLock { $0.failure = wrapped }
+            throw error
         }
         if let failure = state.withLock({ $0.failure }) { throw failure }
         return total
     }
 
+    private func makeQueue(_ out: AudioStreamDescription, startingAt total: Int64) throws -> (AudioQueue, BufferPool) {
+        let made = BufferPool()
+        let newQueue = try AudioQueue(format: out, configuration: .init(sink: makeSink(), decodeBufferFrames: 32768)) { _, buffer in
+            made.returned(buffer)
+        }
+        let secondsPerBuffer = Double(Self.bufferFrames) / out.sampleRate
+        let count = max(3, Int((buffering.maximumSeconds / secondsPerBuffer).rounded(.up)))
+        for _ in 0..<count { made.add(try newQueue.allocateBuffer(capacity: Self.bufferFrames * out.channelsPerFrame * 4)) }
+        let events = newQueue.events()
+        Task.detached { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                switch event {
+                case .error(let e) where e.code == .sinkError:
+                    self.state.withLock { $0.failure = e }
+                    made.cancel()   // no buffer may come back: do not wait for one
+                case .underrun:
+                    self.underrun(newQueue)
+                case .runningChanged(true):
+                    if !self.state.withLock({ $0.userPaused || $0.underrun }) { self.setState(.playing) }
+                default:
+                    break
+                }
+            }
+        }
+        state.withLock { s in
+            s.queue = newQueue
+            s.pool = made
+            s.queueStartFrame = total
+            s.rate = out.sampleRate
+        }
+        return (newQueue, made)
+    }
+
+    /// An underrun while more is coming: hold playback until `restartSeconds` are buffered.
+    private func underrun(_ queue: AudioQueue) {
+        let hold = state.withLock { s -> Bool in
+            guard s.queue === queue, s.source != nil, !s.userPaused else { return false }
+            s.underrun = true
+            return true
+        }
+        guard hold else { return }
+        try? queue.pause()
+        setState(.buffering)
+    }
+
+    /// Feeds one source into the playback queue until it ends; returns a seek target if one was asked.
+    private func feed(_ source: any AudioFrameSource, into queue: AudioQueue, pool: BufferPool, total: inout Int64) throws -> Double? {
+        let out = source.outputFormat
+        var scratch = [Float](repeating: 0, count: Self.bufferFrames * out.channelsPerFrame)
+        var started = queue.isRunning || state.withLock { $0.userPaused }
+        defer { state.withLock { $0.source = nil } }
+        func buffered() -> Double {
+            Double(total - (state.withLock { $0.queueStartFrame } + queue.currentTime().sampleTime)) / out.sampleRate
+        }
+        while !stopped.load(ordering: .acquiring) {
+            if let seek = state.withLock({ s -> Double? in defer { s.pendingSeek = nil }; return s.pendingSeek }) { return seek }
+            if let failure = state.withLock({ $0.failure }) { throw failure }
+            // Fill a whole buffer (a source hands out what one decode step made).
+            var n = 0
+            while n < Self.bufferFrames {
+                let got = try scratch.withUnsafeMutableBufferPointer {
+                    try source.render(into: UnsafeMutableBufferPointer(rebasing: $0[(n * out.channelsPerFrame)...]), frames: Self.bufferFrames - n)
+                }
+                if got == 0 { break }
+                n += got
+            }
+            if let seek = state.withLock({ s -> Double? in defer { s.pendingSeek = nil }; return s.pendingSeek }) { return seek }
+            if n == 0 { break }
+            let samples = n * out.channelsPerFrame
+            if volume != 1 { for i in 0..<samples { scratch[i] *= volume } }
+            guard let buffer = pool.take() else {
+                if let seek = state.withLock({ s -> Double? in defer { s.pendingSeek = nil }; return s.pendingSeek }) { return seek }
+                break
+            }
+            try scratch.withUnsafeBytes { try buffer.setData($0.prefix(samples * 4)) }
+            try queue.enqueue(buffer)
+            scratch.withUnsafeBufferPointer { record?(UnsafeBufferPointer(rebasing: $0[0..<samples]), out) }
+            total += Int64(n)
+            state.withLock { $0.enqueued = total }
+            if !started && (buffered() >= buffering.startSeconds || pool.freeCount == 0) {
+                try queue.prime()
+                try queue.start()
+                started = true
+            }
+            let resume = state.withLock { s -> Bool in
+                guard s.underrun, !s.userPaused else { return false }
+                return true
+            }
+            if resume && (buffered() >= buffering.restartSeconds || pool.freeCount == 0) {
+                state.withLock { $0.underrun = false }
+                try queue.start()
+                setState(.playing)
+            }
+        }
+        if !started && !stopped.load(ordering: .acquiring) { try queue.start() }
+        // The source ended: an underrun from here on is the end, not a stall.
+        let wasHolding = state.withLock { s -> Bool in defer { s.underrun = false }; return s.underrun }
+        if wasHolding && !stopped.load(ordering: .acquiring) { try queue.start() }
+        return nil
+    }
+
     /// Lets a queue play out what it has, then releases it.
     private func finish(_ queue: AudioQueue) {
         if !stopped.load(ordering: .acquiring) {
-            if !queue.isRunning { try? queue.start() }
+            if !queue.isRunning && !state.withLock({ $0.userPaused }) { try? queue.start() }
             try? queue.stop(immediately: false)
             // Wait for the stop to complete: the queue reports not running once drained.
             var waited = 0
             while waited < 60_000 && !stopped.load(ordering: .acquiring) {
                 if !queue.isStopping { break }
-                usleep(50_000)
-                waited += 50
+                usleep(20_000)
+                waited += 20
                 if state.withLock({ $0.failure }) != nil { break }
             }
         }
         queue.dispose(immediately: true)
+        state.withLock { if $0.queue === queue { $0.queue = nil; $0.pool = nil } }
     }
 }
 
-/// Free playback buffers, handed back by the output callback.
+/// Free playback buffers, handed back by the output callback. Waiting for one costs no wake-ups:
+/// ``cancel()`` (from ``AudioFilePlayer/stop()``) releases a waiting ``take()``.
 private final class BufferPool: @unchecked Sendable {
-    private let lock = Lock([AudioQueueBuffer]())
+    private let lock = Lock((free: [AudioQueueBuffer](), cancelled: false, interrupted: false))
     private let available = DispatchSemaphore(value: 0)
     private let count = Atomic<Int>(0)
 
@@ -176,19 +465,34 @@ private final class BufferPool: @unchecked Sendable {
     }
 
     func returned(_ buffer: AudioQueueBuffer) {
-        lock.withLock { $0.append(buffer) }
+        lock.withLock { $0.free.append(buffer) }
         available.signal()
     }
 
-    var inFlight: Int { count.load(ordering: .relaxed) - lock.withLock { $0.count } }
+    func cancel() {
+        lock.withLock { $0.cancelled = true }
+        available.signal()
+    }
 
-    /// A free buffer, waiting for one; nil when `cancelled` turns true.
-    func take(until cancelled: () -> Bool) -> AudioQueueBuffer? {
-        while !cancelled() {
-            if available.wait(timeout: .now() + .milliseconds(50)) == .success {
-                return lock.withLock { $0.popLast() }
+    /// Makes a waiting ``take()`` return nil once (a seek).
+    func interrupt() {
+        lock.withLock { $0.interrupted = true }
+        available.signal()
+    }
+
+    var freeCount: Int { lock.withLock { $0.free.count } }
+
+    /// A free buffer, waiting for one; nil once cancelled.
+    func take() -> AudioQueueBuffer? {
+        while true {
+            available.wait()
+            let (buffer, cancelled, interrupted) = lock.withLock { s in
+                defer { s.interrupted = false }
+                return (s.cancelled || s.interrupted ? nil : s.free.popLast(), s.cancelled, s.interrupted)
             }
+            if cancelled { available.signal(); return nil }
+            if interrupted { return nil }
+            if let buffer { return buffer }
         }
-        return nil
     }
 }

@@ -398,7 +398,9 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
         if packet < Int64(frameOffsets.count) {
             return AudioFileStreamSeekResult(byteOffset: frameOffsets[Int(packet)], isEstimated: false)
         }
-        if let total = packetCountForSeeking, total > 0, let toc = xing?.toc, toc.count == 100, let bytes = audioBytesForSeeking {
+        // An "Info" tag marks a constant-bit-rate file: the arithmetic below is exact to a byte,
+        // where the 100-entry table of contents is only as fine as 1/256 of the file.
+        if xing?.isInfo != true, let total = packetCountForSeeking, total > 0, let toc = xing?.toc, toc.count == 100, let bytes = audioBytesForSeeking {
             let percent = min(max(Double(packet) / Double(total) * 100, 0), 99.999)
             let index = Int(percent)
             let low = Double(toc[index]), high = index < 99 ? Double(toc[index + 1]) : 256
@@ -406,7 +408,11 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
             return AudioFileStreamSeekResult(byteOffset: first + Int64(fraction * Double(bytes)), isEstimated: true)
         }
         let averageFrame = Double(lock.bitRate) * Double(lock.samplesPerFrame) / 8 / Double(lock.sampleRate)
-        return AudioFileStreamSeekResult(byteOffset: first + Int64((Double(packet) * averageFrame).rounded(.down)), isEstimated: true)
+        // Constant bit rate: frame k starts within a byte of k × the average frame length (the
+        // padding bit spreads the remainder). Resynchronise from a few bytes before, so the first
+        // header found is frame k itself and not the one after it.
+        let estimate = Int64((Double(packet) * averageFrame).rounded(.down))
+        return AudioFileStreamSeekResult(byteOffset: first + max(estimate - (packet > 0 ? 4 : 0), 0), isEstimated: true)
     }
 
     private var packetCountForSeeking: Int64?

@@ -27,7 +27,9 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0) async throws -> (
     let player = AudioFilePlayer(paths: paths, loops: loops, startSeconds: seek, makeSink: { collector.make() },
                                  record: { samples, _ in collector.record(samples) })
     let frames = try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try player.run() }) }
+        // A thread of its own: run() blocks, and a blocked Dispatch worker would starve the
+        // queues' own Dispatch work.
+        Thread { continuation.resume(with: Result { try player.run() }) }.start()
     }
     return (collector, frames)
 }

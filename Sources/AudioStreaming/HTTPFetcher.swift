@@ -1,0 +1,330 @@
+import AsyncHTTPClient
+import AudioFileStream
+import BufferQueue
+import Dispatch
+import NIOCore
+import NIOHTTP1
+
+/// What the server said about the resource, from the first response.
+public struct HTTPStreamInfo: Sendable {
+    /// The final URL after redirects.
+    public var url: String
+    public var contentType: String?
+    /// The whole resource's length in bytes (nil for live streams).
+    public var contentLength: Int64?
+    /// Whether the server honours `Range` (it answered 206 or advertised `Accept-Ranges: bytes`).
+    public var acceptsRanges: Bool
+    /// `icy-metaint`, when the server interleaves metadata.
+    public var icyMetaInterval: Int?
+    public var icyName: String?
+    public var icyGenre: String?
+    /// Whether the resource has an end (a length): finite resources can seek and resume exactly.
+    public var isFinite: Bool { contentLength != nil }
+}
+
+/// Errors of HTTP streaming, naming the URL and the byte offset.
+public struct HTTPStreamError: Error, CustomStringConvertible, Sendable {
+    public var url: String
+    public var byteOffset: Int64
+    public var message: String
+    public var description: String { "\(url) at byte \(byteOffset): \(message)" }
+}
+
+/// One item the fetcher hands to the reading side.
+enum FetchItem: Sendable {
+    case info(HTTPStreamInfo)
+    case bytes([UInt8])
+    /// The next bytes do not follow the previous ones (a live stream reconnected).
+    case discontinuity
+    case end
+    case failure(HTTPStreamError)
+}
+
+/// A bounded queue from the async fetch task to the synchronous reader (the player's thread).
+final class ByteChannel: @unchecked Sendable {
+    private struct State {
+        var items: [FetchItem] = []
+        var bytes = 0
+        var generation = 0
+        var closed = false
+    }
+    private let state = Lock(State())
+    private let signal = DispatchSemaphore(value: 0)
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Adds an item unless `generation` is stale; waits (asynchronously) while the channel is full.
+    func push(_ item: FetchItem, generation: Int) async -> Bool {
+        while true {
+            let outcome = state.withLock { s -> Bool? in
+                guard s.generation == generation, !s.closed else { return false }
+                if case .bytes(let b) = item, s.bytes + b.count > capacity, s.bytes > 0 { return nil }
+                s.items.append(item)
+                if case .bytes(let b) = item { s.bytes += b.count }
+                return true
+            }
+            if let outcome {
+                if outcome { signal.signal() }
+                return outcome
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// The next item, waiting up to `timeout`; nil on timeout or once closed.
+    func pop(timeout: DispatchTimeInterval) -> FetchItem? {
+        let deadline = DispatchTime.now() + timeout
+        while true {
+            let item = state.withLock { s -> FetchItem?? in
+                if s.closed { return .some(nil) }
+                guard !s.items.isEmpty else { return nil }
+                let first = s.items.removeFirst()
+                if case .bytes(let b) = first { s.bytes -= b.count }
+                return .some(first)
+            }
+            if let item { return item }
+            if signal.wait(timeout: deadline) == .timedOut { return nil }
+        }
+    }
+
+    /// Drops everything queued and starts a new generation (a new request); returns it.
+    func restart() -> Int {
+        state.withLock { s in
+            s.items.removeAll()
+            s.bytes = 0
+            s.generation += 1
+            return s.generation
+        }
+    }
+
+    var buffered: Int { state.withLock { $0.bytes } }
+
+    func close() {
+        state.withLock { $0.closed = true; $0.items.removeAll(); $0.bytes = 0 }
+        signal.signal()
+    }
+}
+
+/// How ``HTTPAudioSource`` connects, waits and retries.
+public struct HTTPStreamConfiguration: Sendable {
+    /// No byte for this long is a stall: the connection is dropped and retried.
+    public var stallTimeout: Duration
+    public var connectTimeout: Duration
+    /// Reconnect attempts in a row (without progress) before the stream fails.
+    public var maximumReconnects: Int
+    /// First back-off; it doubles per attempt, up to 4 s.
+    public var initialBackoff: Duration
+    /// Bytes read ahead of the decoder.
+    public var readAheadBytes: Int
+    /// Send `Icy-MetaData: 1` (in-band titles from Icecast/SHOUTcast servers).
+    public var requestICYMetadata: Bool
+
+    public init(stallTimeout: Duration = .seconds(10), connectTimeout: Duration = .seconds(10), maximumReconnects: Int = 5,
+                initialBackoff: Duration = .milliseconds(250), readAheadBytes: Int = 1 << 20, requestICYMetadata: Bool = true) {
+        self.stallTimeout = stallTimeout
+        self.connectTimeout = connectTimeout
+        self.maximumReconnects = max(maximumReconnects, 0)
+        self.initialBackoff = initialBackoff
+        self.readAheadBytes = max(readAheadBytes, 4096)
+        self.requestICYMetadata = requestICYMetadata
+    }
+}
+
+/// Fetches a URL from a byte offset into a ``ByteChannel``: strips ICY metadata, resumes with
+/// `Range` after a dropped connection or a stall (exactly at the next byte for finite resources,
+/// at the live edge otherwise), backs off exponentially, and reports what happens.
+final class HTTPFetcher: @unchecked Sendable {
+    let url: String
+    let configuration: HTTPStreamConfiguration
+    let channel: ByteChannel
+    private let client: HTTPClient
+    private let report: @Sendable (AudioPlayerEvent) -> Void
+    private let task = Lock<Task<Void, Never>?>(nil)
+    /// What the first response said (kept for later requests).
+    let info = Lock<HTTPStreamInfo?>(nil)
+
+    init(url: String, configuration: HTTPStreamConfiguration, report: @escaping @Sendable (AudioPlayerEvent) -> Void) {
+        self.url = url
+        self.configuration = configuration
+        self.report = report
+        channel = ByteChannel(capacity: configuration.readAheadBytes)
+        let timeout = HTTPClient.Configuration.Timeout(connect: .init(configuration.connectTimeout), read: .init(configuration.stallTimeout))
+        client = HTTPClient(eventLoopGroupProvider: .singleton,
+                            configuration: .init(redirectConfiguration: .follow(max: 8, allowCycles: false), timeout: timeout))
+    }
+
+    /// Starts (or restarts) fetching at `offset`; what was queued before is dropped.
+    func start(at offset: Int64) {
+        let generation = channel.restart()
+        let previous = task.withLock { $0 }
+        previous?.cancel()
+        let made = Task { [self] in
+            await previous?.value
+            await fetch(from: offset, generation: generation)
+        }
+        task.withLock { $0 = made }
+    }
+
+    /// Stops fetching and releases the connection. Does not wait: the client shuts down in the
+    /// background once the request task has ended (it keeps itself alive until then).
+    func close() {
+        channel.close()
+        let running = task.withLock { $0 }
+        running?.cancel()
+        let client = self.client
+        Task {
+            await running?.value
+            try? await client.shutdown()
+        }
+    }
+
+    private func fetch(from start: Int64, generation: Int) async {
+        var offset = start
+        var failures = 0
+        var first = true
+        while !Task.isCancelled {
+            do {
+                let finished = try await request(from: &offset, generation: generation, progress: { failures = 0 }, first: first)
+                first = false
+                if finished {
+                    _ = await channel.push(.end, generation: generation)
+                    return
+                }
+                throw HTTPStreamError(url: url, byteOffset: offset, message: "the connection closed before the end of the resource")
+            } catch {
+                if Task.isCancelled { return }
+                let failure = error as? HTTPStreamError
+                    ?? HTTPStreamError(url: url, byteOffset: offset, message: Self.describe(error, stall: configuration.stallTimeout))
+                if failure.message.hasPrefix("HTTP ") && !failure.message.hasPrefix("HTTP 5") {
+                    _ = await channel.push(.failure(failure), generation: generation)   // a client error: no retry
+                    return
+                }
+                failures += 1
+                if failures > configuration.maximumReconnects {
+                    let message = "\(failure.message); gave up after \(configuration.maximumReconnects) reconnects"
+                    _ = await channel.push(.failure(HTTPStreamError(url: url, byteOffset: offset, message: message)), generation: generation)
+                    return
+                }
+                report(.state(.reconnecting))
+                let backoff = min(configuration.initialBackoff * Int(1 << min(failures - 1, 10)), .seconds(4))
+                try? await Task.sleep(for: backoff)
+                if info.withLock({ $0?.isFinite }) != true {
+                    // A live stream goes on from the live edge: the next bytes do not follow.
+                    offset = 0
+                    _ = await channel.push(.discontinuity, generation: generation)
+                }
+            }
+        }
+    }
+
+    /// One request from `offset`; returns true when the resource ended normally.
+    private func request(from offset: inout Int64, generation: Int, progress: () -> Void, first: Bool) async throws -> Bool {
+        var fields = [("User-Agent", "AudioStreaming/1 (swift-audio-queue)")]
+        if configuration.requestICYMetadata { fields.append(("Icy-MetaData", "1")) }
+        let known = info.withLock { $0 }
+        let finite = known?.isFinite ?? false
+        if offset > 0 && (finite || known == nil) { fields.append(("Range", "bytes=\(offset)-")) }
+        let response = try await open(fields)
+        let status = response.status
+        if status == 416 {
+            // Asked past the end: the end of a finite resource.
+            if let length = known?.contentLength, offset >= length { return true }
+            throw HTTPStreamError(url: url, byteOffset: offset, message: "HTTP 416: the server refused the range from byte \(offset)")
+        }
+        guard (200..<300).contains(status) else {
+            throw HTTPStreamError(url: url, byteOffset: offset, message: "HTTP \(status) \(response.reason)")
+        }
+        let headers = response.headers
+        var skip: Int64 = 0
+        if known == nil {
+            var made = HTTPStreamInfo(url: url, contentType: headers.first(name: "content-type"), contentLength: nil,
+                                      acceptsRanges: status == 206 || headers.first(name: "accept-ranges")?.lowercased() == "bytes",
+                                      icyMetaInterval: headers.first(name: "icy-metaint").flatMap { Int($0) }.flatMap { $0 > 0 ? $0 : nil },
+                                      icyName: headers.first(name: "icy-name"), icyGenre: headers.first(name: "icy-genre"))
+            if status == 206, let range = headers.first(name: "content-range"), let total = range.split(separator: "/").last.flatMap({ Int64($0) }) {
+                made.contentLength = total
+            } else if status == 200, let length = headers.first(name: "content-length").flatMap({ Int64($0) }) {
+                made.contentLength = length
+                skip = offset   // the server ignored Range: read up to where we were
+            }
+            info.withLock { $0 = made }
+            _ = await channel.push(.info(made), generation: generation)
+            if let name = made.icyName { report(.property(name: "icy-name", value: name, index: -1)) }
+            if let genre = made.icyGenre { report(.property(name: "icy-genre", value: genre, index: -1)) }
+        } else if status == 200 && offset > 0 && finite {
+            skip = offset   // no Range support: re-download up to where we were
+        }
+        if !first { report(.state(.buffering)) }
+        var icy = (known ?? info.withLock { $0 })?.icyMetaInterval.flatMap { headers.first(name: "icy-metaint") != nil ? ICYMetadataFilter(interval: $0) : nil }
+        var audio: [UInt8] = []
+        for try await chunk in response.body {
+            if Task.isCancelled { return false }
+            progress()
+            audio.removeAll(keepingCapacity: true)
+            chunk.withUnsafeReadableBytes { raw in
+                if icy != nil {
+                    for update in icy?.process(raw, audio: &audio) ?? [] {
+                        if let title = update.streamTitle { report(.streamTitle(title, index: -1)) }
+                    }
+                } else {
+                    audio.append(contentsOf: raw)
+                }
+            }
+            if skip > 0 {
+                let drop = Int(min(skip, Int64(audio.count)))
+                audio.removeFirst(drop)
+                skip -= Int64(drop)
+            }
+            guard !audio.isEmpty else { continue }
+            offset += Int64(audio.count)
+            guard await channel.push(.bytes(audio), generation: generation) else { return false }
+        }
+        if let length = info.withLock({ $0?.contentLength }) { return offset >= length }
+        return true   // a live stream that ended cleanly
+    }
+
+    private struct Opened {
+        var status: Int
+        var reason: String
+        var headers: HTTPHeaders
+        var body: any AsyncSequence<ByteBuffer, any Error>
+    }
+
+    /// Servers that answered `ICY 200 OK` are asked through ``ICYConnection`` from then on.
+    private let icyStatusLine = Lock(false)
+
+    private func open(_ fields: [(String, String)]) async throws -> Opened {
+        if !icyStatusLine.withLock({ $0 }) {
+            var request = HTTPClientRequest(url: url)
+            for (name, value) in fields { request.headers.add(name: name, value: value) }
+            do {
+                let response = try await client.execute(request, deadline: .distantFuture)
+                return Opened(status: Int(response.status.code), reason: response.status.reasonPhrase, headers: response.headers, body: response.body)
+            } catch let error as HTTPParserError {
+                // Not HTTP: maybe a SHOUTcast "ICY 200 OK"; only plain http:// can be one.
+                guard url.lowercased().hasPrefix("http://") else { throw error }
+                icyStatusLine.withLock { $0 = true }
+            }
+        }
+        let response = try await ICYConnection.get(url: url, headers: fields, stallTimeout: .init(configuration.stallTimeout))
+        return Opened(status: response.status, reason: response.reason, headers: response.headers, body: response.body)
+    }
+
+    static func describe(_ error: any Error, stall: Duration) -> String {
+        if let http = error as? HTTPClientError {
+            if http == .readTimeout { return "no bytes for \(stall) (stalled)" }
+            if http == .connectTimeout { return "could not connect in time" }
+            if http == .remoteConnectionClosed { return "the server closed the connection" }
+            return "\(http)"
+        }
+        return "\(error)"
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,200 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A small HTTP/1.1 server on 127.0.0.1 (real sockets, one thread per connection) serving one
+/// resource, with Range support and the faults the streaming tests inject.
+final class LoopbackServer: @unchecked Sendable {
+    struct Faults: Sendable {
+        /// Honour `Range` (206 answers); otherwise every answer is 200 with the whole body.
+        var ranges = true
+        /// The first response closes the connection after this many body bytes.
+        var closeAfter: Int?
+        /// The first response stops sending (keeps the connection open) after this many body bytes.
+        var stallAfter: Int?
+        /// Every response stalls (a dead server) after this many bytes.
+        var alwaysStallAfter: Int?
+        /// Send the body one byte per write.
+        var drip = false
+        /// Interleave ICY metadata every this many audio bytes (titles cycle through `titles`).
+        var icyInterval: Int?
+        var titles: [String] = ["First Song", "Second Song"]
+        /// Answer with `ICY 200 OK` instead of `HTTP/1.1 200 OK`.
+        var icyStatusLine = false
+        /// Leave out Content-Length (a live stream).
+        var live = false
+        var contentType = "application/octet-stream"
+    }
+
+    let body: [UInt8]
+    let faults: Faults
+    private let listener: Int32
+    let port: Int
+    private let lock = NSLock()
+    private var requests: [String] = []
+    private var responses = 0
+    private var closed = false
+    private var connections: [Int32] = []
+
+    init(body: [UInt8], faults: Faults = Faults()) throws {
+        self.body = body
+        self.faults = faults
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(fd, 16) == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        listener = fd
+        let thread = Thread { [weak self] in self?.acceptLoop(fd) }
+        thread.start()
+    }
+
+    func url(_ name: String = "audio") -> String { "http://127.0.0.1:\(port)/\(name)" }
+
+    /// The `Range` header of every request, in order ("" when none).
+    var ranges: [String] { lock.lock(); defer { lock.unlock() }; return requests }
+
+    func shutdown() {
+        lock.lock()
+        closed = true
+        let open = connections
+        lock.unlock()
+        Glibc.shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    private func acceptLoop(_ fd: Int32) {
+        while true {
+            let client = accept(fd, nil, nil)
+            if client < 0 { return }
+            lock.lock()
+            if closed { lock.unlock(); close(client); return }
+            connections.append(client)
+            lock.unlock()
+            var noSigpipe: Int32 = 1
+            setsockopt(client, SOL_SOCKET, SO_KEEPALIVE, &noSigpipe, socklen_t(MemoryLayout<Int32>.size))
+            Thread { [weak self] in
+                self?.serve(client)
+                close(client)
+            }.start()
+        }
+    }
+
+    private func serve(_ fd: Int32) {
+        var request: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while !(request.count >= 4 && request.suffix(4) == [13, 10, 13, 10]) {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 4096, 0) }
+            if n <= 0 { return }
+            request += chunk[0..<n]
+        }
+        let text = String(decoding: request, as: UTF8.self)
+        var range = ""
+        var wantsICY = false
+        for line in text.split(separator: "\r\n") {
+            let lower = line.lowercased()
+            if lower.hasPrefix("range:") { range = String(line.dropFirst(6)).trimmingCharacters(in: .whitespaces) }
+            if lower.hasPrefix("icy-metadata: 1") { wantsICY = true }
+        }
+        lock.lock()
+        requests.append(range)
+        responses += 1
+        let index = responses
+        lock.unlock()
+
+        var start = 0
+        if faults.ranges, range.hasPrefix("bytes="), let from = Int(range.dropFirst(6).split(separator: "-").first ?? "") { start = from }
+        var head: String
+        if faults.ranges && !range.isEmpty && start >= body.count {
+            head = "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */\(body.count)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            _ = send(fd, Array(head.utf8))
+            return
+        }
+        let partial = faults.ranges && !range.isEmpty
+        head = faults.icyStatusLine ? "ICY 200 OK\r\n" : (partial ? "HTTP/1.1 206 Partial Content\r\n" : "HTTP/1.1 200 OK\r\n")
+        head += "Content-Type: \(faults.contentType)\r\nConnection: close\r\n"
+        if faults.ranges { head += "Accept-Ranges: bytes\r\n" }
+        let icy = wantsICY ? faults.icyInterval : nil
+        if let icy { head += "icy-metaint: \(icy)\r\nicy-name: Loopback Radio\r\nicy-genre: Test\r\n" }
+        if !faults.live && icy == nil {
+            head += "Content-Length: \(body.count - start)\r\n"
+            if partial { head += "Content-Range: bytes \(start)-\(body.count - 1)/\(body.count)\r\n" }
+        }
+        head += "\r\n"
+        guard send(fd, Array(head.utf8)) else { return }
+
+        var payload = Array(body[start...])
+        if let icy { payload = Self.interleave(payload, every: icy, titles: faults.titles) }
+        let closeAfter = index == 1 ? faults.closeAfter : nil
+        let stallAfter = index == 1 ? faults.stallAfter : faults.alwaysStallAfter
+        var sent = 0
+        while sent < payload.count {
+            var step = faults.drip ? 1 : 8192
+            if let limit = closeAfter { if sent >= limit { return }; step = min(step, limit - sent) }
+            if let limit = stallAfter ?? faults.alwaysStallAfter {
+                if sent >= limit { waitUntilClosed(fd); return }
+                step = min(step, limit - sent)
+            }
+            step = min(step, payload.count - sent)
+            guard send(fd, Array(payload[sent..<(sent + step)])) else { return }
+            sent += step
+        }
+    }
+
+    /// Holds a stalled connection until the client gives up on it (or the server shuts down).
+    private func waitUntilClosed(_ fd: Int32) {
+        var byte: UInt8 = 0
+        while true {
+            let n = recv(fd, &byte, 1, 0)
+            if n <= 0 { return }
+        }
+    }
+
+    private func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { raw in
+                raw.baseAddress.map { Glibc.send(fd, $0 + done, bytes.count - done, Int32(MSG_NOSIGNAL)) } ?? -1
+            }
+            if n <= 0 { return false }
+            done += n
+        }
+        return true
+    }
+
+    /// Inserts an ICY block after every `every` audio bytes: a title block, then empty ones.
+    static func interleave(_ audio: [UInt8], every: Int, titles: [String]) -> [UInt8] {
+        var out: [UInt8] = []
+        var index = 0, block = 0
+        while index < audio.count {
+            let end = min(index + every, audio.count)
+            out += audio[index..<end]
+            let full = end - index == every
+            index = end
+            if full {
+                if block % 3 == 0 {
+                    let title = titles[(block / 3) % titles.count]
+                    var text = Array("StreamTitle='\(title)';StreamUrl='';".utf8)
+                    let length = (text.count + 15) / 16
+                    text += [UInt8](repeating: 0, count: length * 16 - text.count)
+                    out.append(UInt8(length))
+                    out += text
+                } else {
+                    out.append(0)
+                }
+                block += 1
+            }
+        }
+        return out
+    }
+}

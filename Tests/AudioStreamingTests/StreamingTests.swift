@@ -1,0 +1,237 @@
+import Foundation
+import Testing
+import AudioFileStream
+import AudioStreaming
+import BufferQueue
+import FAADDecoder
+import MPG123Decoder
+import TestSupport
+
+/// Every frame a player handed to its (unpaced, capturing) null sinks, and its events.
+final class Capture: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sinks: [NullSink] = []
+    private var log: [AudioPlayerEvent] = []
+    func makeSink() -> any AudioSink {
+        let sink = NullSink(pacing: .unpaced, capturing: true)
+        lock.lock(); sinks.append(sink); lock.unlock()
+        return sink
+    }
+    func add(_ event: AudioPlayerEvent) { lock.lock(); log.append(event); lock.unlock() }
+    var samples: [Float] { lock.lock(); defer { lock.unlock() }; return sinks.flatMap { $0.capturedSamples() } }
+    var events: [AudioPlayerEvent] { lock.lock(); defer { lock.unlock() }; return log }
+    var states: [AudioPlayerState] { events.compactMap { if case .state(let s) = $0 { return s } else { return nil } } }
+    var titles: [String] { events.compactMap { if case .streamTitle(let t, _) = $0 { return t } else { return nil } } }
+}
+
+/// The local file rendered offline from `startSeconds`: what the stream must deliver.
+func localRender(_ path: String, startSeconds: Double = 0) throws -> [Float] {
+    MPG123Decoder.register()
+    FAADDecoder.register()
+    let file = try AudioFile(path: path)
+    let rate = (file.formatList.first ?? file.dataFormat).sampleRate
+    let renderer = try AudioFileRenderer(file: file, startFrame: Int64((startSeconds * rate).rounded()))
+    var out: [Float] = []
+    var scratch = [Float](repeating: 0, count: 4096 * renderer.outputFormat.channelsPerFrame)
+    while true {
+        let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 4096) }
+        if n == 0 { break }
+        out += scratch[0..<(n * renderer.outputFormat.channelsPerFrame)]
+    }
+    return out
+}
+
+/// Plays `items` through a player on a background thread; returns what reached the sinks.
+func playStream(_ items: [AudioPlayerItem], seek: Double = 0, loops: Int = 1) async throws -> (Capture, Int64) {
+    MPG123Decoder.register()
+    FAADDecoder.register()
+    let capture = Capture()
+    let player = AudioFilePlayer(items: items, loops: loops, startSeconds: seek, makeSink: { capture.makeSink() },
+                                 onEvent: { capture.add($0) })
+    let frames = try await withCheckedThrowingContinuation { continuation in
+        // A thread of its own: run() blocks, and a blocked Dispatch worker would starve the
+        // queues' own Dispatch work.
+        Thread { continuation.resume(with: Result { try player.run() }) }.start()
+    }
+    return (capture, frames)
+}
+
+func bytes(_ name: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: TestPaths.fixture(name)))) }
+
+let quick = HTTPStreamConfiguration(stallTimeout: .milliseconds(500), connectTimeout: .seconds(2), maximumReconnects: 3,
+                                    initialBackoff: .milliseconds(20))
+
+@Suite(.timeLimit(.minutes(2))) struct StreamingTests {
+    @Test(arguments: ["lame-vbr-v2-44k-stereo.mp3", "lame-cbr128-44k-stereo.mp3", "ffmpeg-aac-44k-moov-first.m4a", "ffmpeg-aac-48k.aac", "pcm-s16-22k-mono.wav"])
+    func streamEqualsLocalRender(_ name: String) async throws {
+        let server = try LoopbackServer(body: try bytes(name))
+        defer { server.shutdown() }
+        let (capture, frames) = try await playStream([.url(server.url(name), configuration: quick)])
+        let expected = try localRender(TestPaths.fixture(name))
+        #expect(Int(frames) * (name.contains("mono") ? 1 : 2) == expected.count)
+        #expect(difference(capture.samples, expected) == nil)
+        #expect(capture.states.first == .connecting)
+        #expect(capture.states.last == .finished)
+    }
+
+    @Test func moovAtTheEndIsFetchedWithARange() async throws {
+        let name = "ffmpeg-aac-44k-moov-last.m4a"
+        let server = try LoopbackServer(body: try bytes(name))
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url(name), configuration: quick)])
+        #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)
+        #expect(server.ranges.contains { $0.hasPrefix("bytes=") && $0 != "bytes=0-" })   // the index, then back to the media
+    }
+
+    @Test(arguments: ["lame-cbr128-44k-stereo.mp3", "ffmpeg-aac-44k-moov-first.m4a", "ffmpeg-aac-44k-moov-last.m4a", "pcm-s16-22k-mono.wav"])
+    func seekingIsFrameExact(_ name: String) async throws {
+        let server = try LoopbackServer(body: try bytes(name))
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url(name), configuration: quick)], seek: 0.5)
+        let expected = try localRender(TestPaths.fixture(name), startSeconds: 0.5)
+        #expect(capture.samples.count == expected.count)
+        #expect(difference(capture.samples, expected) == nil)
+        #expect(server.ranges.count >= 2)
+    }
+
+    @Test func droppedConnectionResumesAtTheExactByte() async throws {
+        let name = "lame-vbr-v2-44k-stereo.mp3"
+        var faults = LoopbackServer.Faults()
+        faults.closeAfter = 7_000
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url(name), configuration: quick)])
+        #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)   // nothing lost, nothing repeated
+        #expect(server.ranges.contains("bytes=7000-"))
+        #expect(capture.states.contains(.reconnecting))
+    }
+
+    @Test func stallIsRetriedThenResumes() async throws {
+        let name = "ffmpeg-aac-44k-moov-first.m4a"
+        var faults = LoopbackServer.Faults()
+        faults.stallAfter = 5_000
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url(name), configuration: quick)])
+        #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)
+        #expect(server.ranges.contains("bytes=5000-"))
+    }
+
+    @Test func aServerThatAlwaysStallsIsAFailureNotEndlessBuffering() async throws {
+        let name = "lame-cbr128-44k-stereo.mp3"
+        var faults = LoopbackServer.Faults()
+        faults.stallAfter = 3_000        // some progress first,
+        faults.alwaysStallAfter = 0      // then every reconnect stalls at once
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        await #expect(throws: (any Error).self) { try await playStream([.url(server.url(name), configuration: quick)]) }
+        #expect(server.ranges.count == quick.maximumReconnects + 1)
+    }
+
+    @Test func noRangeSupportStillPlaysAndReDownloadsToResume() async throws {
+        let name = "lame-vbr-v2-44k-stereo.mp3"
+        var faults = LoopbackServer.Faults()
+        faults.ranges = false
+        faults.closeAfter = 12_345
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url(name), configuration: quick)])
+        #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)
+    }
+
+    @Test func seekingWithoutRangeSupportSaysNotSeekable() async throws {
+        let name = "lame-cbr128-44k-stereo.mp3"
+        var faults = LoopbackServer.Faults()
+        faults.ranges = false
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        await #expect { try await playStream([.url(server.url(name), configuration: quick)], seek: 0.5) } throws: { error in
+            "\(error)".contains("not seekable")
+        }
+    }
+
+    @Test func oneByteAtATime() async throws {
+        let name = "ffmpeg-aac-44k-moov-first.m4a"
+        var faults = LoopbackServer.Faults()
+        faults.drip = true
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url(name), configuration: quick)])
+        #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)
+    }
+
+    @Test func icyMetadataIsStrippedAndTitlesArrive() async throws {
+        let name = "lame-cbr128-44k-stereo.mp3"
+        var faults = LoopbackServer.Faults()
+        faults.icyInterval = 1000
+        faults.live = true
+        faults.icyStatusLine = false
+        faults.contentType = "audio/mpeg"
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url("live"), configuration: quick)])
+        // Not one metadata byte reached the parser: the audio is the file's, exactly.
+        #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)
+        #expect(capture.titles.prefix(2) == ["First Song", "Second Song"])
+        #expect(capture.events.contains { if case .property("icy-name", "Loopback Radio", _) = $0 { return true } else { return false } })
+    }
+
+    @Test func rawICYStatusLineIsTolerated() async throws {
+        let name = "lame-cbr128-44k-stereo.mp3"
+        var faults = LoopbackServer.Faults()
+        faults.icyStatusLine = true
+        faults.icyInterval = 4096
+        faults.live = true
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url("stream"), configuration: quick)])
+        #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)
+    }
+
+    @Test func urlsAndFilesJoinGaplessly() async throws {
+        let mp3 = "lame-vbr-v2-44k-stereo.mp3", m4a = "ffmpeg-aac-44k-moov-first.m4a"
+        let server = try LoopbackServer(body: try bytes(mp3))
+        defer { server.shutdown() }
+        let (capture, frames) = try await playStream([.url(server.url(mp3), configuration: quick), .file(TestPaths.fixture(m4a))], loops: 2)
+        let one = try localRender(TestPaths.fixture(mp3)) + localRender(TestPaths.fixture(m4a))
+        #expect(frames == 4 * 48510)
+        #expect(difference(capture.samples, one + one) == nil)
+    }
+
+    @Test func notFoundIsAClearError() async throws {
+        let server = try LoopbackServer(body: [])
+        server.shutdown()
+        await #expect(throws: (any Error).self) {
+            try await playStream([.url("http://127.0.0.1:\(server.port)/gone.mp3", configuration: quick)])
+        }
+    }
+
+    @Test func sniffingBeatsContentTypeAndExtension() {
+        #expect(AudioFileType.sniff(Array("....ftypM4A ".utf8)) == .mp4)
+        #expect(AudioFileType.sniff([0xFF, 0xFB, 0x90, 0x00]) == .mp3)
+        #expect(AudioFileType.sniff([0xFF, 0xF1, 0x50, 0x80]) == .adts)
+        #expect(AudioFileType(contentType: "audio/mpeg; charset=x") == .mp3)
+        #expect(AudioFileType(pathExtension: "m4a") == .mp4)
+        #expect(AudioFileType.sniff(Array("<html>".utf8)) == nil)
+    }
+}
+
+@Suite struct ICYFilterTests {
+    @Test func anyChunkingGivesTheSameAudioAndTitles() {
+        let audio = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 * 7) }
+        let stream = LoopbackServer.interleave(audio, every: 777, titles: ["A 'quoted'; title", "B"])
+        for chunk in [1, 2, 3, 16, 777, 778, 5000] {
+            var filter = ICYMetadataFilter(interval: 777)
+            var out: [UInt8] = []
+            var titles: [String] = []
+            var index = 0
+            while index < stream.count {
+                let end = min(index + chunk, stream.count)
+                titles += filter.process(Array(stream[index..<end]), audio: &out).compactMap(\.streamTitle)
+                index = end
+            }
+            #expect(out == audio, "chunk \(chunk)")
+            #expect(titles.prefix(2) == ["A 'quoted'; title", "B"], "chunk \(chunk)")
+        }
+    }
+}
