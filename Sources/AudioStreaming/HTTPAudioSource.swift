@@ -65,6 +65,9 @@ public final class HTTPAudioSource: AudioFrameSource, @unchecked Sendable {
 
     public var title: String? { stream?.metadata.title }
 
+    /// What the parser skipped or doubted (junk between frames, say); empty for a clean stream.
+    public var warnings: [AudioFileStreamError] { stream?.warnings ?? [] }
+
     /// Exact from a packet count (MP4, CAF, Xing/LAME, WAV); otherwise estimated from the average
     /// bit rate and `Content-Length`; nil for live streams.
     public var duration: (frames: Int64, isEstimated: Bool)? {

@@ -20,6 +20,8 @@ public struct HTTPStreamInfo: Sendable {
     public var icyGenre: String?
     /// Whether the resource has an end (a length): finite resources can seek and resume exactly.
     public var isFinite: Bool { contentLength != nil }
+    /// An Icecast/SHOUTcast stream (it sent `icy-` headers) without a length: a live radio.
+    public var isRadio: Bool { contentLength == nil && (icyMetaInterval != nil || icyName != nil || icyGenre != nil) }
 }
 
 /// Errors of HTTP streaming, naming the URL and the byte offset.
@@ -184,9 +186,10 @@ final class HTTPFetcher: @unchecked Sendable {
         var failures = 0
         var first = true
         while !Task.isCancelled {
+            let wasFirst = first
+            first = false
             do {
-                let finished = try await request(from: &offset, generation: generation, progress: { failures = 0 }, first: first)
-                first = false
+                let finished = try await request(from: &offset, generation: generation, progress: { failures = 0 }, first: wasFirst)
                 if finished {
                     _ = await channel.push(.end, generation: generation)
                     return
@@ -196,8 +199,10 @@ final class HTTPFetcher: @unchecked Sendable {
                 if Task.isCancelled { return }
                 let failure = error as? HTTPStreamError
                     ?? HTTPStreamError(url: url, byteOffset: offset, message: Self.describe(error, stall: configuration.stallTimeout))
-                if failure.message.hasPrefix("HTTP ") && !failure.message.hasPrefix("HTTP 5") {
-                    _ = await channel.push(.failure(failure), generation: generation)   // a client error: no retry
+                // A client error on the first request is final; a live stream whose source is
+                // restarting answers 404 for a moment, so later ones are retried.
+                if wasFirst && failure.message.hasPrefix("HTTP ") && !failure.message.hasPrefix("HTTP 5") {
+                    _ = await channel.push(.failure(failure), generation: generation)
                     return
                 }
                 failures += 1
@@ -280,8 +285,11 @@ final class HTTPFetcher: @unchecked Sendable {
             offset += Int64(audio.count)
             guard await channel.push(.bytes(audio), generation: generation) else { return false }
         }
-        if let length = info.withLock({ $0?.contentLength }) { return offset >= length }
-        return true   // a live stream that ended cleanly
+        let final = info.withLock { $0 }
+        if let length = final?.contentLength { return offset >= length }
+        // No length. An Icecast/SHOUTcast stream closing means its source went away: reconnect
+        // (within the attempts). Anything else without a length ends where the body ends.
+        return final?.isRadio != true
     }
 
     private struct Opened {
