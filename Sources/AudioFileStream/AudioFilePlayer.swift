@@ -202,7 +202,7 @@ public final class AudioFilePlayer: @unchecked Sendable {
 
     private func setState(_ new: AudioPlayerState) {
         let changed = state.withLock { s -> Bool in
-            if s.playerState == new { return false }
+            if s.playerState == new || s.playerState == .finished { return false }   // finished and failed are final
             if case .failed = s.playerState { return false }
             s.playerState = new
             return true
@@ -271,10 +271,14 @@ public final class AudioFilePlayer: @unchecked Sendable {
         var queue: AudioQueue?
         var pool: BufferPool?
         var total: Int64 = 0
+        // A source that fails (a stream gone, a damaged file) still lets what was decoded before
+        // play out; a sink failure (in `state.failure`) ends at once.
+        var sourceFailure: (any Error)?
         defer {
             if let queue { finish(queue) }
             let final: AudioPlayerState
-            if let failure = state.withLock({ $0.failure }) { final = .failed(failure.message) } else { final = .finished }
+            if let failure = state.withLock({ $0.failure }) { final = .failed(failure.message) }
+            else if let sourceFailure { final = .failed("\(sourceFailure)") } else { final = .finished }
             setState(final)
             eventSink.finish()
         }
@@ -319,12 +323,8 @@ public final class AudioFilePlayer: @unchecked Sendable {
                 }
             }
             if let queue, !queue.isRunning, !stopped.load(ordering: .acquiring) { try queue.start() }
-        } catch let error as AudioQueueError {
-            state.withLock { $0.failure = error }
-            throw error
         } catch {
-            let wrapped = AudioQueueError(.invalidParameter, "\(error)")
-            state.withLock { $0.failure = wrapped }
+            sourceFailure = error
             throw error
         }
         if let failure = state.withLock({ $0.failure }) { throw failure }
@@ -391,15 +391,26 @@ public final class AudioFilePlayer: @unchecked Sendable {
             if let failure = state.withLock({ $0.failure }) { throw failure }
             // Fill a whole buffer (a source hands out what one decode step made).
             var n = 0
+            // A failing source: what it rendered before the failure is played, then the error goes up.
+            var failure: (any Error)?
             while n < Self.bufferFrames {
-                let got = try scratch.withUnsafeMutableBufferPointer {
-                    try source.render(into: UnsafeMutableBufferPointer(rebasing: $0[(n * out.channelsPerFrame)...]), frames: Self.bufferFrames - n)
+                let got: Int
+                do {
+                    got = try scratch.withUnsafeMutableBufferPointer {
+                        try source.render(into: UnsafeMutableBufferPointer(rebasing: $0[(n * out.channelsPerFrame)...]), frames: Self.bufferFrames - n)
+                    }
+                } catch {
+                    failure = error
+                    break
                 }
                 if got == 0 { break }
                 n += got
             }
             if let seek = state.withLock({ s -> Double? in defer { s.pendingSeek = nil }; return s.pendingSeek }) { return seek }
-            if n == 0 { break }
+            if n == 0 {
+                if let failure { throw failure }
+                break
+            }
             let samples = n * out.channelsPerFrame
             if volume != 1 { for i in 0..<samples { scratch[i] *= volume } }
             guard let buffer = pool.take() else {
@@ -415,6 +426,10 @@ public final class AudioFilePlayer: @unchecked Sendable {
                 try queue.prime()
                 try queue.start()
                 started = true
+            }
+            if let failure {
+                if !started && !stopped.load(ordering: .acquiring) { try queue.start() }
+                throw failure
             }
             let resume = state.withLock { s -> Bool in
                 guard s.underrun, !s.userPaused else { return false }

@@ -371,7 +371,12 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
         if leftover > 0 {
             out.warn(AudioFileStreamError(.truncated, .mp3, input.position, "the last \(leftover) bytes are an incomplete frame or junk"))
         }
-        if let promised = out.audioDataPacketCount, framesSeen != promised, let spf = lock?.samplesPerFrame {
+        if positionEstimated, let promised = out.audioDataPacketCount, framesSeen != promised {
+            // After a seek to an estimated position the packet numbers are approximate: the count
+            // says nothing about damage.
+            out.warn(AudioFileStreamError(.invalidData, .mp3, input.position,
+                "after a seek to an estimated position the stream ended at packet \(framesSeen) of \(promised)"))
+        } else if let promised = out.audioDataPacketCount, framesSeen != promised, let spf = lock?.samplesPerFrame {
             // Trust what is there: correct the count and the gapless numbers.
             out.audioDataPacketCount = framesSeen
             out.announce(.audioDataPacketCount)
@@ -416,6 +421,8 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
     }
 
     private var packetCountForSeeking: Int64?
+    /// A seek went to an estimated byte position: packet numbers from there are approximate.
+    private var positionEstimated = false
     private var audioBytesForSeeking: Int64?
 
     func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
@@ -432,6 +439,7 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
         input.reset(to: offset)
         out.nextPacketIndex = packet
         resyncing = resync
+        if resync { positionEstimated = true }
         skippedJunk = 0
         if Int64(frameOffsets.count) > packet { frameOffsets.removeSubrange(Int(packet)...) }
         framesSeen = packet

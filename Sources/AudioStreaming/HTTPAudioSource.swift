@@ -38,6 +38,7 @@ public final class HTTPAudioSource: AudioFrameSource, @unchecked Sendable {
     private let cancelled = Lock(false)
     private var byteOffset: Int64 = 0
     private var discontinuity = false
+    private var liveGap = false
 
     /// Opens `url` and reads until the first packets can be decoded; with `startSeconds`, seeks.
     /// - Throws: ``HTTPStreamError`` (connection, HTTP status, not seekable) or
@@ -102,7 +103,11 @@ public final class HTTPAudioSource: AudioFrameSource, @unchecked Sendable {
             case .bytes(let bytes):
                 byteOffset += Int64(bytes.count)
                 return bytes
-            case .discontinuity: discontinuity = true
+            case .discontinuity:
+                // A live stream reconnected: what follows is not the rest of one file, so the
+                // file's end trim (from its header) no longer applies.
+                discontinuity = true
+                liveGap = true
             case .end: return nil
             case .failure(let error): throw error
             }
@@ -247,7 +252,7 @@ public final class HTTPAudioSource: AudioFrameSource, @unchecked Sendable {
     /// Enqueues up to 32 pending packets into a free buffer, with the trims that fall on them.
     private func enqueuePending() throws -> Bool {
         guard let queue, !pending.isEmpty, let buffer = buffers.first(where: { !$0.isInQueue }) else { return false }
-        let end = Int64(stream?.packetTableInfo.map { Int64($0.primingFrames) + $0.validFrames } ?? Int64.max)
+        let end = liveGap ? Int64.max : (stream?.packetTableInfo.map { Int64($0.primingFrames) + $0.validFrames } ?? Int64.max)
         let isPCM = pending[0].variableFrames == nil
         let count = isPCM ? 1 : min(32, pending.count)
         var data: [UInt8] = []

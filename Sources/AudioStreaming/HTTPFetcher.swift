@@ -309,10 +309,16 @@ final class HTTPFetcher: @unchecked Sendable {
             do {
                 let response = try await client.execute(request, deadline: .distantFuture)
                 return Opened(status: Int(response.status.code), reason: response.status.reasonPhrase, headers: response.headers, body: response.body)
-            } catch let error as HTTPParserError {
-                // Not HTTP: maybe a SHOUTcast "ICY 200 OK"; only plain http:// can be one.
-                guard url.lowercased().hasPrefix("http://") else { throw error }
+            } catch {
+                // Maybe a SHOUTcast "ICY 200 OK", which AsyncHTTPClient refuses (as a parser
+                // error, or as a closed connection, depending on timing); only plain http:// can
+                // be one. Ask once more reading that status line as HTTP/1.0.
+                if let http = error as? HTTPClientError, http == .readTimeout || http == .connectTimeout { throw error }
+                guard url.lowercased().hasPrefix("http://"),
+                      let response = try? await ICYConnection.get(url: url, headers: fields, stallTimeout: .init(configuration.stallTimeout)),
+                      response.wasICY else { throw error }
                 icyStatusLine.withLock { $0 = true }
+                return Opened(status: response.status, reason: response.reason, headers: response.headers, body: response.body)
             }
         }
         let response = try await ICYConnection.get(url: url, headers: fields, stallTimeout: .init(configuration.stallTimeout))

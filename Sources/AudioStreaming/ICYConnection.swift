@@ -1,3 +1,4 @@
+import BufferQueue
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -11,16 +12,19 @@ enum ICYConnection {
         var reason: String
         var headers: HTTPHeaders
         var body: AsyncThrowingStream<ByteBuffer, any Error>
+        /// The status line was `ICY …`.
+        var wasICY: Bool
     }
 
     static func get(url: String, headers: [(String, String)], stallTimeout: TimeAmount) async throws -> Response {
         guard let parsed = PlainURL(url) else { throw HTTPStreamError(url: url, byteOffset: 0, message: "not a plain http:// URL") }
+        let rewriter = ICYStatusLineRewriter()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(10))
             .connect(host: parsed.host, port: parsed.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(ICYStatusLineRewriter(), position: .first)
+                    try channel.pipeline.syncOperations.addHandler(rewriter, position: .first)
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: stallTimeout), position: .first)
                     try channel.pipeline.syncOperations.addHandler(CloseOnIdle())
                     return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
@@ -57,7 +61,8 @@ enum ICYConnection {
         guard let response = try await iterator.next() else {
             throw HTTPStreamError(url: url, byteOffset: 0, message: "the server closed the connection before answering")
         }
-        return Response(status: Int(response.status.code), reason: response.status.reasonPhrase, headers: response.headers, body: stream)
+        return Response(status: Int(response.status.code), reason: response.status.reasonPhrase, headers: response.headers, body: stream,
+                        wasICY: rewriter.rewrote.withLock { $0 })
     }
 }
 
@@ -86,10 +91,11 @@ struct PlainURL {
 }
 
 /// Rewrites a leading `ICY` status line to `HTTP/1.0` before the HTTP decoder sees it.
-final class ICYStatusLineRewriter: ChannelInboundHandler, RemovableChannelHandler {
+final class ICYStatusLineRewriter: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
-    private var pending: ByteBuffer?
+    private var pending: ByteBuffer?   // event-loop thread only
+    let rewrote = Lock(false)
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
@@ -105,6 +111,7 @@ final class ICYStatusLineRewriter: ChannelInboundHandler, RemovableChannelHandle
             buffer.moveReaderIndex(forwardBy: 4)
             rewritten.writeBuffer(&buffer)
             buffer = rewritten
+            rewrote.withLock { $0 = true }
         }
         context.fireChannelRead(wrapInboundOut(buffer))
         context.pipeline.syncOperations.removeHandler(self, promise: nil)

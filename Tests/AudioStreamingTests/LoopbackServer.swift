@@ -25,6 +25,8 @@ final class LoopbackServer: @unchecked Sendable {
         /// Leave out Content-Length (a live stream).
         var live = false
         var contentType = "application/octet-stream"
+        /// Requests after this many are answered 404 (the stream is gone).
+        var goneAfterRequests: Int?
     }
 
     let body: [UInt8]
@@ -112,6 +114,10 @@ final class LoopbackServer: @unchecked Sendable {
         let index = responses
         lock.unlock()
 
+        if let gone = faults.goneAfterRequests, index > gone {
+            _ = send(fd, Array("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+            return
+        }
         var start = 0
         if faults.ranges, range.hasPrefix("bytes="), let from = Int(range.dropFirst(6).split(separator: "-").first ?? "") { start = from }
         var head: String
