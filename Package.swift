@@ -113,7 +113,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "aqbench",
-            dependencies: ["BufferQueue", "AudioFileStream", "AudioStreaming", "MPG123Decoder", "FAADDecoder", "PulseAudioSink"],
+            dependencies: ["BufferQueue", "AudioFileStream", "AudioStreaming", "MPG123Decoder", "FAADDecoder", "PulseAudioSink", "TestSupport"],
             path: "Benchmarks/aqbench"
         ),
         .target(

@@ -1,6 +1,8 @@
 // aqbench: measures the queue against the simplest thing that moves the same bytes, in the same run.
 // Run with `make bench` (release build). Nothing here is a pass/fail check.
 import AudioFileStream
+import AudioStreaming
+import TestSupport
 import BufferQueue
 import Dispatch
 import FAADDecoder
@@ -330,6 +332,9 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
+/// `aqbench [codecs] [playback] [streaming] [longrun]`: only those sections (render and callback
+/// figures always print; `longrun` runs only when named).
+let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
 print("")
 print("offline render, float32 stereo 44.1 kHz, \(audioSeconds) s (\(String(format: "%.1f", mb)) MiB), trims 2112/970, volume 0.8")
@@ -339,7 +344,99 @@ print(String(format: "  ratio queue / memcpy     : %8.2f", ratio))
 print("")
 print("output callback round trips (enqueue -> decode -> unpaced null sink -> callback -> enqueue), 2 buffers of 64 frames")
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
-print("")
-for line in try codecBenchmarks() { print(line) }
-print("")
-for line in try playbackBenchmarks() { print(line) }
+if sections.isEmpty || sections.contains("codecs") {
+    print("")
+    for line in try codecBenchmarks() { print(line) }
+}
+if sections.isEmpty || sections.contains("playback") {
+    print("")
+    for line in try playbackBenchmarks() { print(line) }
+}
+
+// MARK: 5. streaming over loopback HTTP
+
+struct BenchError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
+
+/// Events of a player, with the time each arrived.
+final class TimedEvents: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [(ContinuousClock.Instant, AudioPlayerEvent)] = []
+    func add(_ event: AudioPlayerEvent) { lock.lock(); list.append((.now, event)); lock.unlock() }
+    /// When the player first reported `state` after `after`.
+    func first(_ state: AudioPlayerState, after: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+        lock.lock(); defer { lock.unlock() }
+        return list.first { if case .state(let s) = $0.1, s == state, $0.0 >= after { return true } else { return false } }?.0
+    }
+}
+
+func waitFor(_ seconds: Double, _ condition: () -> Bool) {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while !condition() && ContinuousClock.now < deadline { usleep(1000) }
+}
+
+/// Wall time of a command (the median of `runs`).
+func wallSeconds(_ path: String, _ arguments: [String], runs: Int = 5) throws -> Double {
+    var times: [Double] = []
+    for _ in 0..<runs {
+        // posix_spawn and waitpid: Foundation's Process notices an exit only every few tens of ms.
+        var pid: pid_t = 0
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        let begin = ContinuousClock.now
+        guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { throw BenchError("cannot start \(path)") }
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        times.append(seconds(ContinuousClock.now - begin))
+    }
+    return median(times)
+}
+
+func streamingBenchmarks() throws -> [String] {
+    MPG123Decoder.register()
+    FAADDecoder.register()
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    var lines = ["streaming over loopback HTTP (a 30-second file; medians of 5; ours in-process, ffmpeg as a process)"]
+    let startup = try wallSeconds("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-version"])
+    for name in ["thirty-seconds.mp3", "thirty-seconds.m4a"] {
+        let path = try makeFile(name, seconds: 30, in: folder)
+        let server = try LoopbackServer(body: Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+        defer { server.shutdown() }
+        var firstFrame: [Double] = [], seekLatency: [Double] = []
+        for _ in 0..<5 {
+            let events = TimedEvents()
+            let player = AudioFilePlayer(items: [.url(server.url(name))], buffering: .init(startSeconds: 0.1, restartSeconds: 0.5, maximumSeconds: 2),
+                                         makeSink: { NullSink(pacing: .realTime) }, onEvent: { events.add($0) })
+            let begin = ContinuousClock.now
+            let thread = Thread { _ = try? player.run() }
+            thread.start()
+            waitFor(10) { events.first(.playing, after: begin) != nil }
+            if let playing = events.first(.playing, after: begin) { firstFrame.append(seconds(playing - begin)) }
+            let seekAt = ContinuousClock.now
+            player.seek(to: 20)
+            waitFor(10) { events.first(.playing, after: seekAt) != nil }
+            if let playing = events.first(.playing, after: seekAt) { seekLatency.append(seconds(playing - seekAt)) }
+            player.stop()
+            waitFor(5) { thread.isFinished }
+        }
+        let url = server.url(name)
+        let theirs = try wallSeconds("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", url, "-frames:a", "1", "-f", "null", "-"])
+        let theirsSeek = try wallSeconds("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-ss", "20", "-i", url, "-frames:a", "1", "-f", "null", "-"])
+        lines.append("  \(name)")
+        lines.append(String(format: "    play(url) -> first frame at the sink : %6.1f ms   ffmpeg -i URL -frames:a 1 -f null -       : %6.1f ms",
+                            median(firstFrame) * 1000, theirs * 1000))
+        lines.append(String(format: "    seek(20 s) -> playing again          : %6.1f ms   ffmpeg -ss 20 -i URL -frames:a 1 -f null - : %6.1f ms",
+                            median(seekLatency) * 1000, theirsSeek * 1000))
+    }
+    lines.append(String(format: "  (ffmpeg -version alone takes %.1f ms: its figures are mostly process start-up)", startup * 1000))
+    return lines
+}
+
+if sections.isEmpty || sections.contains("streaming") {
+    print("")
+    for line in try streamingBenchmarks() { print(line) }
+}

@@ -233,8 +233,9 @@ final class HTTPFetcher: @unchecked Sendable {
         let response = try await open(fields)
         let status = response.status
         if status == 416 {
-            // Asked past the end: the end of a finite resource.
-            if let length = known?.contentLength, offset >= length { return true }
+            // Resuming past what the server has: the end of the resource (even when an earlier
+            // answer claimed it was longer).
+            if offset > 0 { return true }
             throw HTTPStreamError(url: url, byteOffset: offset, message: "HTTP 416: the server refused the range from byte \(offset)")
         }
         guard (200..<300).contains(status) else {

@@ -164,6 +164,17 @@ let quick = HTTPStreamConfiguration(stallTimeout: .milliseconds(500), connectTim
         }
     }
 
+    @Test func rangeNotSatisfiableAfterTheLastByteIsTheEnd() async throws {
+        let name = "lame-cbr128-44k-stereo.mp3"
+        var faults = LoopbackServer.Faults()
+        faults.overstateLength = 500   // the body ends early; the resume is answered 416
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url(name), configuration: quick)])
+        #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)
+        #expect(server.ranges == ["", "bytes=\(server.body.count)-"])
+    }
+
     @Test func oneByteAtATime() async throws {
         let name = "ffmpeg-aac-44k-moov-first.m4a"
         var faults = LoopbackServer.Faults()

@@ -5,41 +5,44 @@ import Glibc
 
 /// A small HTTP/1.1 server on 127.0.0.1 (real sockets, one thread per connection) serving one
 /// resource, with Range support and the faults the streaming tests inject.
-final class LoopbackServer: @unchecked Sendable {
-    struct Faults: Sendable {
+public final class LoopbackServer: @unchecked Sendable {
+    public struct Faults: Sendable {
+        public init() {}
         /// Honour `Range` (206 answers); otherwise every answer is 200 with the whole body.
-        var ranges = true
+        public var ranges = true
         /// The first response closes the connection after this many body bytes.
-        var closeAfter: Int?
+        public var closeAfter: Int?
         /// The first response stops sending (keeps the connection open) after this many body bytes.
-        var stallAfter: Int?
+        public var stallAfter: Int?
         /// Every response stalls (a dead server) after this many bytes.
-        var alwaysStallAfter: Int?
+        public var alwaysStallAfter: Int?
         /// Send the body one byte per write.
-        var drip = false
+        public var drip = false
         /// Interleave ICY metadata every this many audio bytes (titles cycle through `titles`).
-        var icyInterval: Int?
-        var titles: [String] = ["First Song", "Second Song"]
+        public var icyInterval: Int?
+        public var titles: [String] = ["First Song", "Second Song"]
         /// Answer with `ICY 200 OK` instead of `HTTP/1.1 200 OK`.
-        var icyStatusLine = false
+        public var icyStatusLine = false
         /// Leave out Content-Length (a live stream).
-        var live = false
-        var contentType = "application/octet-stream"
+        public var live = false
+        public var contentType = "application/octet-stream"
         /// Requests after this many are answered 404 (the stream is gone).
-        var goneAfterRequests: Int?
+        public var goneAfterRequests: Int?
+        /// The first answer claims this many bytes more than there are (then closes at the real end).
+        public var overstateLength = 0
     }
 
-    let body: [UInt8]
-    let faults: Faults
+    public let body: [UInt8]
+    public let faults: Faults
     private let listener: Int32
-    let port: Int
+    public let port: Int
     private let lock = NSLock()
     private var requests: [String] = []
     private var responses = 0
     private var closed = false
     private var connections: [Int32] = []
 
-    init(body: [UInt8], faults: Faults = Faults()) throws {
+    public init(body: [UInt8], faults: Faults = Faults()) throws {
         self.body = body
         self.faults = faults
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -60,12 +63,12 @@ final class LoopbackServer: @unchecked Sendable {
         thread.start()
     }
 
-    func url(_ name: String = "audio") -> String { "http://127.0.0.1:\(port)/\(name)" }
+    public func url(_ name: String = "audio") -> String { "http://127.0.0.1:\(port)/\(name)" }
 
     /// The `Range` header of every request, in order ("" when none).
-    var ranges: [String] { lock.lock(); defer { lock.unlock() }; return requests }
+    public var ranges: [String] { lock.lock(); defer { lock.unlock() }; return requests }
 
-    func shutdown() {
+    public func shutdown() {
         lock.lock()
         closed = true
         let open = connections
@@ -133,8 +136,9 @@ final class LoopbackServer: @unchecked Sendable {
         let icy = wantsICY ? faults.icyInterval : nil
         if let icy { head += "icy-metaint: \(icy)\r\nicy-name: Loopback Radio\r\nicy-genre: Test\r\n" }
         if !faults.live && icy == nil {
-            head += "Content-Length: \(body.count - start)\r\n"
-            if partial { head += "Content-Range: bytes \(start)-\(body.count - 1)/\(body.count)\r\n" }
+            let extra = index == 1 ? faults.overstateLength : 0
+            head += "Content-Length: \(body.count - start + extra)\r\n"
+            if partial { head += "Content-Range: bytes \(start)-\(body.count - 1 + extra)/\(body.count + extra)\r\n" }
         }
         head += "\r\n"
         guard send(fd, Array(head.utf8)) else { return }
@@ -179,7 +183,7 @@ final class LoopbackServer: @unchecked Sendable {
     }
 
     /// Inserts an ICY block after every `every` audio bytes: a title block, then empty ones.
-    static func interleave(_ audio: [UInt8], every: Int, titles: [String]) -> [UInt8] {
+    public static func interleave(_ audio: [UInt8], every: Int, titles: [String]) -> [UInt8] {
         var out: [UInt8] = []
         var index = 0, block = 0
         while index < audio.count {
