@@ -8,7 +8,7 @@ APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev pulseaudio pulseaudio-uti
                 lame ffmpeg sox mpg123 faad time icecast2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps demo test test-tsan bench fixtures clean
+.PHONY: deps demo test test-tsan bench fuzz fixtures clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -33,6 +33,11 @@ bench: deps
 	$(SWIFT) build -c release --product aqrender
 	$(SWIFT) build -c release --product aqplay
 	$(SWIFT) run -c release aqbench
+
+# libFuzzer targets with AddressSanitizer, FUZZ_SECONDS each (default 60); fails on a crash, leak or timeout.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) Scripts/fuzz.sh
 
 fixtures: deps
 	Scripts/make-fixtures.sh

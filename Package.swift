@@ -1,4 +1,5 @@
 // swift-tools-version: 6.0
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -151,3 +152,15 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// libFuzzer targets (Fuzz/): only with AQ_FUZZ=1, as `make fuzz` builds them with
+// `--sanitize=fuzzer --sanitize=address`; they have no `main` of their own.
+if ProcessInfo.processInfo.environment["AQ_FUZZ"] != nil {
+    package.targets.append(.target(name: "FuzzSupport", dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder"],
+                                   path: "Fuzz/Support"))
+    for name in ["mp3", "adts", "mp4", "caf", "riff", "decode-mp3", "decode-aac", "icy"] {
+        package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzSupport", "AudioFileStream"],
+                                                 path: "Fuzz/Targets/fuzz-\(name)"))
+        package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))
+    }
+}

@@ -332,7 +332,7 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
-/// `aqbench [codecs] [playback] [streaming] [longrun]`: only those sections (render and callback
+/// `aqbench [codecs] [playback] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
 /// figures always print; `longrun` runs only when named).
 let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
@@ -439,4 +439,92 @@ func streamingBenchmarks() throws -> [String] {
 if sections.isEmpty || sections.contains("streaming") {
     print("")
     for line in try streamingBenchmarks() { print(line) }
+}
+
+// MARK: 6. long run: one queue loops a file offline for hours of audio
+
+func residentMiB() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let kb = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) }) else { return 0 }
+    return kb / 1024
+}
+
+/// Loops a 60-second MP3 through one queue, offline, for `hours` of audio: each loop enqueues the
+/// file's packets with its priming and remainder trims and flushes, as `AudioFileRenderer` does.
+func longRun(hours: Double, format: String) throws -> [String] {
+    MPG123Decoder.register()
+    FAADDecoder.register()
+    let path = try makeFile("sixty-seconds.\(format)", seconds: 60, in: NSTemporaryDirectory() + "aqbench-files")
+    let file = try AudioFile(path: path)
+    guard let table = file.packetTableInfo else { throw BenchError("\(path) has no gapless numbers") }
+    let loops = Int((hours * 3600 * file.dataFormat.sampleRate / Double(table.validFrames)).rounded(.up))
+    let queue = try AudioQueue(format: file.formatList.first ?? file.dataFormat, configuration: .init(decodeBufferFrames: 65536))
+    if let cookie = file.magicCookie { try queue.setMagicCookie(cookie) }
+    let perBuffer = 32
+    var buffers: [AudioQueueBuffer] = []
+    for _ in 0..<4 { buffers.append(try queue.allocateBuffer(capacity: (file.maximumPacketSize ?? 2048) * perBuffer, packetDescriptionCapacity: perBuffer)) }
+    // One loop's buffers: (first packet, count, trim at start, trim at end).
+    var plan: [(Int64, Int, Int, Int)] = []
+    var first: Int64 = 0
+    while first < file.packetCount {
+        let count = Int(min(Int64(perBuffer), file.packetCount - first))
+        plan.append((first, count, 0, 0))
+        first += Int64(count)
+    }
+    let spf = file.dataFormat.framesPerPacket
+    plan[0].2 = table.primingFrames                 // the priming lies within the first buffer
+    plan[plan.count - 1].3 = table.remainderFrames   // and the remainder within the last
+    precondition(table.primingFrames <= plan[0].1 * spf && table.remainderFrames <= plan[plan.count - 1].1 * spf)
+    var scratch = [Float](repeating: 0, count: 8192 * 2)
+    var rendered: Int64 = 0
+    var memory: [Double] = []
+    var loop = 0, step = 0
+    var prepared = false
+    let begin = ContinuousClock.now
+    let loopsPerHour = max(loops / max(Int(hours.rounded(.up)), 1), 1)
+    func pull() throws -> Int {
+        let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 8192) }
+        rendered += Int64(n)
+        return n
+    }
+    while loop < loops {
+        // Fill every free buffer, then render what is decoded.
+        for buffer in buffers where !buffer.isInQueue && loop < loops {
+            let (from, count, trimStart, trimEnd) = plan[step]
+            let packets = try file.readPackets(from: from, count: count)
+            try buffer.setData(packets.data)
+            try queue.enqueue(buffer, packetDescriptions: packets.descriptions, trimFramesAtStart: trimStart, trimFramesAtEnd: trimEnd)
+            step += 1
+            if step == plan.count {
+                try queue.flush()   // each loop decodes from a clean state: every loop is the same frames
+                step = 0
+                loop += 1
+                if loop % loopsPerHour == 0 { memory.append(residentMiB()) }
+            }
+        }
+        if !prepared {
+            try queue.prime()
+            try queue.setOfflineRenderFormat(queue.outputFormat)
+            prepared = true
+        }
+        if try pull() == 0 { queue.waitForCallbacks() }
+    }
+    while buffers.contains(where: { $0.isInQueue }) { if try pull() == 0 { queue.waitForCallbacks() } }
+    while try pull() > 0 {}
+    let elapsed = seconds(ContinuousClock.now - begin)
+    let expected = Int64(loops) * table.validFrames
+    return [
+        "long run: one queue loops a 60-second \(format.uppercased()) offline (\(loops) loops = \(String(format: "%.2f", Double(expected) / file.dataFormat.sampleRate / 3600)) hours of audio)",
+        "  frames rendered : \(rendered)   expected \(loops) x \(table.validFrames) = \(expected)   \(rendered == expected ? "exact" : "MISMATCH")",
+        String(format: "  time            : %.1f s (%.0fx real time)", elapsed, Double(expected) / file.dataFormat.sampleRate / elapsed),
+        "  RSS each hour   : " + memory.map { String(format: "%.1f", $0) }.joined(separator: " ") + " MiB",
+    ]
+}
+
+if sections.contains("longrun") {
+    let hours = CommandLine.arguments.compactMap { Double($0) }.first ?? 24
+    let format = CommandLine.arguments.contains("m4a") ? "m4a" : "mp3"
+    print("")
+    for line in try longRun(hours: hours, format: format) { print(line) }
 }

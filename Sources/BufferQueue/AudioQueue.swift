@@ -676,6 +676,11 @@ public final class AudioQueue: Sendable {
                 if c.state == .running { c.state = .paused }
                 setRunning(false, &c)
             }
+            // Released now, opened afresh by the next start (a device or server that came back).
+            if c.sinkOpen {
+                sink.close()
+                c.sinkOpen = false
+            }
         }
     }
 

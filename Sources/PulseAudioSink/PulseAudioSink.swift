@@ -76,6 +76,14 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         guard format.isFloat32Interleaved else {
             throw AudioQueueError(.invalidPropertyValue, "the PulseAudio sink takes interleaved float32, not \(format)")
         }
+        // A server that went away leaves a failed context: connect afresh (the server may be back).
+        // (Before taking the source: tearing down releases it.)
+        if let context, let mainloop {
+            pa_threaded_mainloop_lock(mainloop)
+            let state = pa_context_get_state(context)
+            pa_threaded_mainloop_unlock(mainloop)
+            if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED { teardown() }
+        }
         self.format = format
         self.source = source
         failureReported.store(false, ordering: .relaxed)

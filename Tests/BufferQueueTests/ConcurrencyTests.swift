@@ -11,7 +11,7 @@ enum LifecycleOp: CaseIterable, Sendable {
     @Test(.timeLimit(.minutes(1)))
     func manyQueuesRenderOfflineAtOnce() async throws {
         let results = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for q in 0..<32 {
+            for q in 0..<64 {
                 group.addTask {
                     let format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
                     let queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 512))
@@ -30,7 +30,7 @@ enum LifecycleOp: CaseIterable, Sendable {
             for try await ok in group { all.append(ok) }
             return all
         }
-        #expect(results.count == 32)
+        #expect(results.count == 64)
         #expect(results.allSatisfy { $0 })
     }
 

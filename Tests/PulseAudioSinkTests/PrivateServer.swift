@@ -23,6 +23,13 @@ final class PrivateServer: @unchecked Sendable {
         runtime = NSTemporaryDirectory() + "aq-pulse-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         capturePath = runtime + "/captured.raw"
+        try startDaemon()
+    }
+
+    /// Starts the daemon in the runtime directory (again after ``kill()``: same address).
+    func startDaemon() throws {
+        try? FileManager.default.removeItem(atPath: "\(runtime)/pulse/native")
+        try? FileManager.default.removeItem(atPath: "\(runtime)/pulse/pid")
         let daemon = Process()
         daemon.executableURL = URL(fileURLWithPath: try #require(Self.binary))
         daemon.arguments = ["-D", "-n", "--exit-idle-time=-1", "--disallow-exit", "--load=module-native-protocol-unix",
@@ -75,7 +82,11 @@ final class PrivateServer: @unchecked Sendable {
 
     /// Kills the daemon (SIGKILL: see `stopRecording`).
     func kill() {
-        if let pid { Foundation.kill(pid, SIGKILL) }
+        guard let pid else { return }
+        Foundation.kill(pid, SIGKILL)
+        // Gone once the signal was delivered and the process reaped (it is not our child: poll).
+        let deadline = Date().addingTimeInterval(5)
+        while Foundation.kill(pid, 0) == 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
     }
 
     deinit {

@@ -221,6 +221,29 @@ struct PulseAudioSinkTests {
         queue.dispose(immediately: true)   // must not hang
     }
 
+    @Test(.timeLimit(.minutes(1)))
+    func aRestartedServerIsPlayedToAgain() async throws {
+        let server = try PrivateServer()
+        let queue = try makeQueue(server)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, signal(frames: 441000)))   // 10 s
+        try queue.prime()
+        try queue.start()
+        #expect(await events.wait { $0.contains { if case .runningChanged(true) = $0 { return true } else { return false } } })
+        server.kill()
+        #expect(await events.wait(seconds: 5) { _ in events.errors.contains { $0.code == .sinkError } })
+        #expect(await events.wait { _ in !queue.isRunning })
+        // The server comes back at the same address: starting again reconnects and plays on.
+        try server.startDaemon()
+        try server.startRecording()
+        try queue.start()
+        #expect(await events.wait { _ in events.runningChanges.suffix(2) == [false, true] }, "\(events.all)")
+        try await Task.sleep(for: .milliseconds(500))
+        let heard = withoutSilence(server.stopRecording(), channels: 2)
+        #expect(heard.count / 2 > 4410, "recorded \(heard.count / 2) frames after the restart")
+        queue.dispose(immediately: true)
+    }
+
     @Test func noServerIsAClearError() throws {
         let sink = PulseAudioSink(configuration: .init(server: "unix:/nonexistent/pulse/native"))
         let queue = try AudioQueue(format: format, configuration: .init(sink: sink))
