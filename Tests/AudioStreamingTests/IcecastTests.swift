@@ -58,14 +58,22 @@ final class IcecastServer: @unchecked Sendable {
 
     struct IcecastError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
 
-    private func portAnswers() -> Bool {
+    /// A TCP connection to the server's port, or nil when nothing answers.
+    private func connectToServer() -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+        if !connected { close(fd) }
+        return connected ? fd : nil
+    }
+
+    private func portAnswers() -> Bool {
+        guard let fd = connectToServer() else { return false }
+        close(fd)
+        return true
     }
 
     var streamURL: String { "http://127.0.0.1:\(port)/live.mp3" }
@@ -91,15 +99,8 @@ final class IcecastServer: @unchecked Sendable {
     /// Sets the mount's title through the admin interface (what a source client's metadata update does).
     func setTitle(_ title: String) throws {
         let song = title.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? title
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard let fd = connectToServer() else { throw IcecastError("cannot reach icecast's admin interface") }
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        guard withUnsafePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }) == 0 else {
-            throw IcecastError("cannot reach icecast's admin interface")
-        }
         let auth = Data("admin:adminpw".utf8).base64EncodedString()
         let request = "GET /admin/metadata?mount=/live.mp3&mode=updinfo&song=\(song) HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Basic \(auth)\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }

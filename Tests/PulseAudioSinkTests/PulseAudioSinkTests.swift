@@ -204,15 +204,21 @@ struct PulseAudioSinkTests {
         queue.dispose(immediately: true)
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func killingTheServerGivesAnErrorNotAHang() async throws {
+    /// A queue playing 10 s through a new private server, once it reports running.
+    func playingTenSeconds() async throws -> (PrivateServer, AudioQueue, Events) {
         let server = try PrivateServer()
         let queue = try makeQueue(server)
         let events = Events(queue)
-        try queue.enqueue(try buffer(queue, signal(frames: 441000)))   // 10 s
+        try queue.enqueue(try buffer(queue, signal(frames: 441000)))
         try queue.prime()
         try queue.start()
         #expect(await events.wait { $0.contains { if case .runningChanged(true) = $0 { return true } else { return false } } })
+        return (server, queue, events)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func killingTheServerGivesAnErrorNotAHang() async throws {
+        let (server, queue, events) = try await playingTenSeconds()
         let killed = Date()
         server.kill()
         #expect(await events.wait(seconds: 5) { _ in events.errors.contains { $0.code == .sinkError } })
@@ -223,13 +229,7 @@ struct PulseAudioSinkTests {
 
     @Test(.timeLimit(.minutes(1)))
     func aRestartedServerIsPlayedToAgain() async throws {
-        let server = try PrivateServer()
-        let queue = try makeQueue(server)
-        let events = Events(queue)
-        try queue.enqueue(try buffer(queue, signal(frames: 441000)))   // 10 s
-        try queue.prime()
-        try queue.start()
-        #expect(await events.wait { $0.contains { if case .runningChanged(true) = $0 { return true } else { return false } } })
+        let (server, queue, events) = try await playingTenSeconds()
         server.kill()
         #expect(await events.wait(seconds: 5) { _ in events.errors.contains { $0.code == .sinkError } })
         #expect(await events.wait { _ in !queue.isRunning })
