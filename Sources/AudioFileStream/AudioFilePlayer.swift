@@ -41,7 +41,21 @@ public enum AudioPlayerEvent: Sendable {
 
 /// Where the player is.
 public enum AudioPlayerState: Sendable, Equatable {
-    case connecting, buffering, playing, paused, seeking, reconnecting, finished
+    /// Opening a stream (before its first bytes).
+    case connecting
+    /// Decoding ahead before playback starts, or after an underrun.
+    case buffering
+    /// Audio is being heard.
+    case playing
+    /// Paused by ``AudioFilePlayer/pause()``.
+    case paused
+    /// Moving to a new position.
+    case seeking
+    /// A stream lost its connection and is reconnecting.
+    case reconnecting
+    /// Everything played (final).
+    case finished
+    /// Stopped by an error, described (final).
     case failed(String)
 }
 
@@ -93,9 +107,11 @@ public final class AudioFilePlayer: @unchecked Sendable {
     public struct Status: Sendable {
         /// Index in the item list, or nil before the first frame is heard.
         public var fileIndex: Int?
+        /// The item's title: a stream's latest `StreamTitle`, else its metadata's.
         public var title: String?
         /// Seconds into the current item (as heard, latency-corrected).
         public var position: Double
+        /// The item's length in seconds (0 when unknown, e.g. live).
         public var duration: Double
         /// Whether ``duration`` is an estimate (from a bit rate) rather than exact.
         public var durationIsEstimated: Bool
@@ -121,11 +137,17 @@ public final class AudioFilePlayer: @unchecked Sendable {
     /// Frames in each playback buffer (about 0.37 s at 44.1 kHz): few enough wake-ups per second.
     static let bufferFrames = 16384
 
+    /// What is played, in order.
     public let items: [AudioPlayerItem]
+    /// The items' names (paths or URLs).
     public var paths: [String] { items.map(\.name) }
+    /// How many times the whole list plays.
     public let loops: Int
+    /// Gain applied to every frame (0...1).
     public let volume: Float
+    /// Where in the first item playback starts.
     public let startSeconds: Double
+    /// How much is decoded ahead.
     public let buffering: Buffering
     private let makeSink: @Sendable () -> any AudioSink
     private let record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?

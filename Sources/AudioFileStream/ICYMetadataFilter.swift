@@ -24,9 +24,11 @@ public struct ICYMetadataFilter: Sendable {
 
     /// One metadata update: the fields of a non-empty block, e.g. `["StreamTitle": "…"]`.
     public struct Update: Hashable, Sendable {
+        /// Every `Key='value'` of the block.
         public var fields: [String: String]
         /// Byte offset in the audio (metadata removed) where the update was inserted.
         public var audioOffset: Int64
+        /// `StreamTitle`, usually "Artist - Title".
         public var streamTitle: String? { fields["StreamTitle"] }
     }
 

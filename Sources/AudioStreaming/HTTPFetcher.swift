@@ -7,8 +7,9 @@ import NIOHTTP1
 
 /// What the server said about the resource, from the first response.
 public struct HTTPStreamInfo: Sendable {
-    /// The final URL after redirects.
+    /// The URL asked for (redirects are followed by the client).
     public var url: String
+    /// `Content-Type`, as sent.
     public var contentType: String?
     /// The whole resource's length in bytes (nil for live streams).
     public var contentLength: Int64?
@@ -16,7 +17,9 @@ public struct HTTPStreamInfo: Sendable {
     public var acceptsRanges: Bool
     /// `icy-metaint`, when the server interleaves metadata.
     public var icyMetaInterval: Int?
+    /// `icy-name`: the station's name.
     public var icyName: String?
+    /// `icy-genre`.
     public var icyGenre: String?
     /// Whether the resource has an end (a length): finite resources can seek and resume exactly.
     public var isFinite: Bool { contentLength != nil }
@@ -26,8 +29,11 @@ public struct HTTPStreamInfo: Sendable {
 
 /// Errors of HTTP streaming, naming the URL and the byte offset.
 public struct HTTPStreamError: Error, CustomStringConvertible, Sendable {
+    /// The resource.
     public var url: String
+    /// Where in the resource (audio bytes, ICY metadata not counted) it happened.
     public var byteOffset: Int64
+    /// What happened, in a sentence.
     public var message: String
     public var description: String { "\(url) at byte \(byteOffset): \(message)" }
 }
@@ -112,6 +118,7 @@ final class ByteChannel: @unchecked Sendable {
 public struct HTTPStreamConfiguration: Sendable {
     /// No byte for this long is a stall: the connection is dropped and retried.
     public var stallTimeout: Duration
+    /// Time to establish a connection.
     public var connectTimeout: Duration
     /// Reconnect attempts in a row (without progress) before the stream fails.
     public var maximumReconnects: Int
