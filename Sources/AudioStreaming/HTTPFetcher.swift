@@ -221,8 +221,9 @@ final class HTTPFetcher: @unchecked Sendable {
                 report(.state(.reconnecting))
                 let backoff = min(configuration.initialBackoff * Int(1 << min(failures - 1, 10)), .seconds(4))
                 try? await Task.sleep(for: backoff)
-                if info.withLock({ $0?.isFinite }) != true {
+                if let known = info.withLock({ $0 }), !known.isFinite, offset > start {
                     // A live stream goes on from the live edge: the next bytes do not follow.
+                    // (Before any answer, or before any byte, a retry is simply a fresh start.)
                     offset = 0
                     _ = await channel.push(.discontinuity, generation: generation)
                 }

@@ -145,6 +145,8 @@ struct IcecastTests {
         let events = EventBox()
         let configuration = HTTPStreamConfiguration(stallTimeout: .seconds(3), maximumReconnects: 20, initialBackoff: .milliseconds(200))
         let source = try HTTPAudioSource(url: icecast.streamURL, configuration: configuration, report: { events.add($0) })
+        // A watchdog: reading must not outlast the test (cancel makes render return 0).
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60) { source.cancel() }
         #expect(source.info?.icyMetaInterval != nil)
         #expect(source.info?.isRadio == true)
         #expect(source.info?.isFinite == false)
@@ -161,7 +163,8 @@ struct IcecastTests {
         }
         try take(seconds: 1.5)
         try icecast.setTitle("Second Title")
-        try take(seconds: 1.5)
+        // The server sends a title at its next metadata point: read until it comes (at most 8 s).
+        for _ in 0..<16 where !events.titles.contains("Second Title") { try take(seconds: 0.5) }
         #expect(events.titles.contains("First Title"))
         #expect(events.titles.contains("Second Title"))
         #expect(events.properties["icy-name"] != nil || events.properties.isEmpty)
@@ -169,10 +172,11 @@ struct IcecastTests {
         // No metadata byte reached the parser: no junk skipped, and the sine has no glitch (lavfi's
         // 1 kHz sine has amplitude 1/8, about 0.088 once made stereo, and moves at most 0.013 per
         // sample at 44.1 kHz).
-        // (Joining a live stream starts mid-frame: the bytes before the first frame are skipped.)
-        let junk = source.warnings.filter { !"\($0)".contains("before the first MPEG audio frame") }
+        // (Joining a live stream starts mid-frame, and on a loaded machine may catch the start of
+        // ffmpeg's stream with its ID3 tag: skips in the first 8 KiB are not metadata.)
+        let junk = source.warnings.filter { !"\($0)".contains("before the first MPEG audio frame") && $0.byteOffset >= 8192 }
         #expect(junk.isEmpty, "\(junk)")
-        let body = samples.dropFirst(4410 * 2)   // past the encoder's start-up
+        let body = samples.dropFirst(44100 * 2)   // past the join and the encoder's start-up
         var largest: Float = 0
         var previous = body.first ?? 0
         for (index, sample) in body.enumerated() where index % 2 == 0 {

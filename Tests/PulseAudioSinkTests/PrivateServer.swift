@@ -58,11 +58,39 @@ final class PrivateServer: @unchecked Sendable {
         parec.standardError = FileHandle.nullDevice
         try parec.run()
         recorder = parec
-        Thread.sleep(forTimeInterval: 0.4)   // let the recorder connect before anything plays
+        // Anything played before the recorder is connected is lost: wait until the server lists
+        // its record stream (a fixed sleep was too short on a loaded machine).
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline && !recorderIsConnected() { Thread.sleep(forTimeInterval: 0.05) }
+        Thread.sleep(forTimeInterval: 0.1)
+    }
+
+    /// Whether the server has a record stream (parec's) on it, asked with `pactl`.
+    private func recorderIsConnected() -> Bool {
+        let pactl = Process()
+        pactl.executableURL = URL(fileURLWithPath: "/usr/bin/pactl")
+        pactl.arguments = ["-s", address, "list", "short", "source-outputs"]
+        pactl.environment = ["HOME": runtime, "XDG_RUNTIME_DIR": runtime]
+        let pipe = Pipe()
+        pactl.standardOutput = pipe
+        pactl.standardError = FileHandle.nullDevice
+        guard (try? pactl.run()) != nil else { return false }
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        pactl.waitUntilExit()
+        return pactl.terminationStatus == 0 && !output.isEmpty
     }
 
     /// Stops recording and returns the interleaved samples captured.
     func stopRecording() -> [Float] {
+        // parec writes with a delay, and a loaded machine can starve it: wait (at most 5 s) until
+        // what it wrote ends in 0.1 s of silence, i.e. it has caught up past the end of playback.
+        let deadline = Date().addingTimeInterval(5)
+        let tail = rate / 10 * channels
+        while Date() < deadline {
+            let samples = captured()
+            if samples.count >= tail && samples.suffix(tail).allSatisfy({ $0 == 0 }) { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
         // Children inherit the spawning thread's signal mask, in which the Swift runtime blocks
         // SIGINT and SIGTERM: only SIGKILL reaches them. parec writes as it records.
         if let recorder { Foundation.kill(recorder.processIdentifier, SIGKILL) }

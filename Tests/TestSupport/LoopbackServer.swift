@@ -18,6 +18,10 @@ public final class LoopbackServer: @unchecked Sendable {
         public var alwaysStallAfter: Int?
         /// Send the body one byte per write.
         public var drip = false
+        /// Bytes per write otherwise.
+        public var writeSize = 8192
+        /// The first connection is closed before any answer.
+        public var dropFirstRequest = false
         /// Interleave ICY metadata every this many audio bytes (titles cycle through `titles`).
         public var icyInterval: Int?
         public var titles: [String] = ["First Song", "Second Song"]
@@ -117,6 +121,7 @@ public final class LoopbackServer: @unchecked Sendable {
         let index = responses
         lock.unlock()
 
+        if faults.dropFirstRequest && index == 1 { return }
         if let gone = faults.goneAfterRequests, index > gone {
             _ = send(fd, Array("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
             return
@@ -135,6 +140,10 @@ public final class LoopbackServer: @unchecked Sendable {
         if faults.ranges { head += "Accept-Ranges: bytes\r\n" }
         let icy = wantsICY ? faults.icyInterval : nil
         if let icy { head += "icy-metaint: \(icy)\r\nicy-name: Loopback Radio\r\nicy-genre: Test\r\n" }
+        if let icy, !faults.live {
+            // A finite ICY resource: the length counts the metadata too (no Range then).
+            head += "Content-Length: \(Self.interleave(Array(body[start...]), every: icy, titles: faults.titles).count)\r\n"
+        }
         if !faults.live && icy == nil {
             let extra = index == 1 ? faults.overstateLength : 0
             head += "Content-Length: \(body.count - start + extra)\r\n"
@@ -149,7 +158,7 @@ public final class LoopbackServer: @unchecked Sendable {
         let stallAfter = index == 1 ? faults.stallAfter : faults.alwaysStallAfter
         var sent = 0
         while sent < payload.count {
-            var step = faults.drip ? 1 : 8192
+            var step = faults.drip ? 1 : faults.writeSize
             if let limit = closeAfter { if sent >= limit { return }; step = min(step, limit - sent) }
             if let limit = stallAfter ?? faults.alwaysStallAfter {
                 if sent >= limit { waitUntilClosed(fd); return }
