@@ -23,11 +23,13 @@ deps:
 demo: deps
 	$(SWIFT) run aqplay
 
+# Serially: the real-time tests (a PulseAudio server, Icecast, paced sinks) must not compete for
+# the cores with the decoding-heavy ones, or a loaded 2-core machine underruns them.
 test: deps
-	$(SWIFT) test
+	$(SWIFT) test --no-parallel
 
 test-tsan: deps
-	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+	$(SWIFT) test --no-parallel --sanitize=thread --scratch-path .build-tsan
 
 bench: deps
 	$(SWIFT) build -c release --product aqrender

@@ -301,13 +301,17 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
                 Thread { continuation.resume(with: Result { try player.run() }) }.start()
             }
         }
-        while player.status.position < 0.3 { try await Task.sleep(for: .milliseconds(20)) }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while player.status.position < 0.3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         let seekAt = ContinuousClock.now
         player.seek(to: 3.0)
-        while !capture.states.contains(.seeking) { try await Task.sleep(for: .milliseconds(10)) }
+        while !capture.states.contains(.seeking) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         // Once playing again, the position is what is heard: from 3.0 on, and no further than the
         // (real-time) null sink can have played since the seek — not what is buffered ahead.
-        while sinks.withLock({ $0.count }) < 2 || player.status.position < 3.0 { try await Task.sleep(for: .milliseconds(10)) }
+        while (sinks.withLock({ $0.count }) < 2 || player.status.position < 3.0) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try #require(ContinuousClock.now < deadline, "the seek did not take effect in time")
         let heard = player.status.position
         let elapsed = Double((ContinuousClock.now - seekAt).components.attoseconds) / 1e18 + Double((ContinuousClock.now - seekAt).components.seconds)
         #expect(heard >= 3.0 && heard <= 3.0 + elapsed + 0.05, "position \(heard) after seeking to 3.0, \(elapsed) s ago")
