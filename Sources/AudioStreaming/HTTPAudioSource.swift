@@ -39,6 +39,9 @@ public final class HTTPAudioSource: AudioFrameSource, @unchecked Sendable {
     private var byteOffset: Int64 = 0
     private var discontinuity = false
     private var liveGap = false
+    /// Packet bytes and frames parsed so far: the running average bit rate.
+    private var parsedBytes: Int64 = 0
+    private var parsedFrames: Int64 = 0
 
     /// Opens `url` and reads until the first packets can be decoded; with `startSeconds`, seeks.
     /// - Throws: ``HTTPStreamError`` (connection, HTTP status, not seekable) or
@@ -77,9 +80,14 @@ public final class HTTPAudioSource: AudioFrameSource, @unchecked Sendable {
         if let packets = stream.audioDataPacketCount, format.framesPerPacket > 0 {
             return (packets * Int64(format.framesPerPacket), false)
         }
-        if let length = info?.contentLength, let rate = stream.bitRate, rate > 0 {
-            let audioBytes = length - (stream.dataOffset ?? 0)
+        guard let length = info?.contentLength else { return nil }
+        let audioBytes = length - (stream.dataOffset ?? 0)
+        if let rate = stream.bitRate, rate > 0 {
             return (Int64(Double(audioBytes) * 8 / Double(rate) * format.sampleRate), true)
+        }
+        // No declared bit rate (ADTS): the running average of what was parsed so far.
+        if parsedFrames > 0, parsedBytes > 0 {
+            return (Int64(Double(audioBytes) * Double(parsedFrames) / Double(parsedBytes)), true)
         }
         return nil
     }
@@ -148,6 +156,10 @@ public final class HTTPAudioSource: AudioFrameSource, @unchecked Sendable {
                 stream.resume(atByteOffset: offset)
             case .packets(let packets):
                 let perPacket = stream.dataFormat?.framesPerPacket ?? 0
+                parsedBytes += Int64(packets.data.count)
+                parsedFrames += packets.descriptions.isEmpty
+                    ? Int64(packets.packetCount * max(perPacket, 1))
+                    : packets.descriptions.reduce(Int64(0)) { $0 + Int64($1.variableFramesInPacket > 0 ? $1.variableFramesInPacket : perPacket) }
                 if packets.descriptions.isEmpty {
                     // Constant-size packets (PCM): runs of whole packets, at most 16 KiB each.
                     let size = max(stream.dataFormat?.bytesPerPacket ?? 1, 1)

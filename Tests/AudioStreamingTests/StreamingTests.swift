@@ -329,6 +329,22 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         }
     }
 
+    @Test func durationIsExactFromPacketCountsAndEstimatedOtherwise() throws {
+        MPG123Decoder.register()
+        FAADDecoder.register()
+        let mp3 = try LoopbackServer(body: try bytes("lame-vbr-v2-44k-stereo.mp3"))
+        let adts = try LoopbackServer(body: try bytes("ffmpeg-aac-48k.aac"))
+        defer { mp3.shutdown(); adts.shutdown() }
+        let exact = try HTTPAudioSource(url: mp3.url("a.mp3"), configuration: quick)
+        #expect(exact.duration?.frames == 48510 && exact.duration?.isEstimated == false)   // Xing + LAME numbers
+        let estimated = try HTTPAudioSource(url: adts.url("a.aac"), configuration: quick)
+        let guess = try #require(estimated.duration)
+        #expect(guess.isEstimated)   // ADTS counts nothing: bit rate and Content-Length
+        #expect(abs(Double(guess.frames) - 43200) < 43200 * 0.15, "estimated \(guess.frames) frames of 43200")
+        exact.cancel()
+        estimated.cancel()
+    }
+
     @Test func sniffingBeatsContentTypeAndExtension() {
         #expect(AudioFileType.sniff(Array("....ftypM4A ".utf8)) == .mp4)
         #expect(AudioFileType.sniff([0xFF, 0xFB, 0x90, 0x00]) == .mp3)
