@@ -12,6 +12,10 @@ import Dispatch
 ///
 /// The container is chosen by the bytes first, then `Content-Type`, then the URL's extension. MP4
 /// files whose index follows the media are played by fetching the index with a `Range` request.
+///
+/// Opening and rendering block until bytes arrive, which a Swift task fetches: use a source from a
+/// thread of its own (as ``AudioFilePlayer/run()`` is), never from a Swift task or a Dispatch
+/// queue's shared threads, or the waits can starve the fetch.
 public final class HTTPAudioSource: AudioFrameSource, @unchecked Sendable {
     public let url: String
     /// What the server said.

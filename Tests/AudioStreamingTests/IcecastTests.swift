@@ -101,6 +101,8 @@ final class IcecastServer: @unchecked Sendable {
         let song = title.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? title
         guard let fd = connectToServer() else { throw IcecastError("cannot reach icecast's admin interface") }
         defer { close(fd) }
+        var limit = timeval(tv_sec: 3, tv_usec: 0)   // an answer that never comes is an error, not a hang
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         let auth = Data("admin:adminpw".utf8).base64EncodedString()
         let request = "GET /admin/metadata?mount=/live.mp3&mode=updinfo&song=\(song) HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Basic \(auth)\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
@@ -115,6 +117,25 @@ final class IcecastServer: @unchecked Sendable {
         if let server, server.isRunning { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
         server = nil
         try? FileManager.default.removeItem(atPath: folder)
+    }
+}
+
+/// Pulls decoded frames from a source (blocking) and keeps them.
+final class StreamReader: @unchecked Sendable {
+    private let source: HTTPAudioSource
+    private let lock = NSLock()
+    private var collected: [Float] = []
+    init(_ source: HTTPAudioSource) { self.source = source }
+    var samples: [Float] { lock.lock(); defer { lock.unlock() }; return collected }
+    func take(seconds: Double) throws {
+        var scratch = [Float](repeating: 0, count: 4096 * 2)
+        var frames = 0
+        while frames < Int(seconds * 44100) {
+            let n = try scratch.withUnsafeMutableBufferPointer { try source.render(into: $0, frames: 4096) }
+            guard n > 0 else { return }
+            lock.lock(); collected += scratch[0..<(n * 2)]; lock.unlock()
+            frames += n
+        }
     }
 }
 
@@ -137,28 +158,23 @@ struct IcecastTests {
         try icecast.startSource()
         try icecast.setTitleWhenMounted("First Title")
         let events = EventBox()
-        let configuration = HTTPStreamConfiguration(stallTimeout: .seconds(3), maximumReconnects: 20, initialBackoff: .milliseconds(200))
-        let source = try HTTPAudioSource(url: icecast.streamURL, configuration: configuration, report: { events.add($0) })
+        // Bounded: at most 8 reconnects without progress (about 50 s), then the source fails.
+        let configuration = HTTPStreamConfiguration(stallTimeout: .seconds(3), maximumReconnects: 8, initialBackoff: .milliseconds(200))
+        let url = icecast.streamURL
+        let source = try await onThread { try HTTPAudioSource(url: url, configuration: configuration, report: { events.add($0) }) }
         // A watchdog: reading must not outlast the test (cancel makes render return 0).
         DispatchQueue.global().asyncAfter(deadline: .now() + 60) { source.cancel() }
         #expect(source.info?.icyMetaInterval != nil)
         #expect(source.info?.isRadio == true)
         #expect(source.info?.isFinite == false)
-        var samples: [Float] = []
-        var scratch = [Float](repeating: 0, count: 4096 * 2)
-        func take(seconds: Double) throws {
-            var frames = 0
-            while frames < Int(seconds * 44100) {
-                let n = try scratch.withUnsafeMutableBufferPointer { try source.render(into: $0, frames: 4096) }
-                guard n > 0 else { return }
-                samples += scratch[0..<(n * 2)]
-                frames += n
-            }
-        }
-        try take(seconds: 1.5)
+        let reader = StreamReader(source)
+        // Reading blocks until bytes arrive: on a thread of its own (see `onThread`).
+        func take(seconds: Double) async throws { try await onThread { try reader.take(seconds: seconds) } }
+        try await take(seconds: 1.5)
         try icecast.setTitle("Second Title")
         // The server sends a title at its next metadata point: read until it comes (at most 8 s).
-        for _ in 0..<16 where !events.titles.contains("Second Title") { try take(seconds: 0.5) }
+        for _ in 0..<16 where !events.titles.contains("Second Title") { try await take(seconds: 0.5) }
+        var samples = reader.samples
         #expect(events.titles.contains("First Title"))
         #expect(events.titles.contains("Second Title"))
 
@@ -184,7 +200,8 @@ struct IcecastTests {
         icecast.stopSource()
         try icecast.startSource()
         let before = samples.count
-        try take(seconds: 2)
+        try await take(seconds: 2)
+        samples = reader.samples
         #expect(events.reconnects >= 1)
         #expect(samples.count - before >= 2 * 44100 * 2 - 4096 * 2)
         #expect(samples[before...].contains { abs($0) > 0.05 })

@@ -84,6 +84,12 @@ public final class LoopbackServer: @unchecked Sendable {
 
     private func acceptLoop(_ fd: Int32) {
         while true {
+            // Poll so that shutdown() ends the loop (a blocked accept() is not always woken).
+            var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&waiting, 1, 100)
+            lock.lock(); let isClosed = closed; lock.unlock()
+            if isClosed { return }
+            if ready <= 0 { continue }
             let client = accept(fd, nil, nil)
             if client < 0 { return }
             lock.lock()
