@@ -106,8 +106,6 @@ final class ByteChannel: @unchecked Sendable {
         }
     }
 
-    var buffered: Int { state.withLock { $0.bytes } }
-
     func close() {
         state.withLock { $0.closed = true; $0.items.removeAll(); $0.bytes = 0 }
         signal.signal()
