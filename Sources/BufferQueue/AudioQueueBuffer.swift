@@ -2,10 +2,13 @@ import Synchronization
 
 /// A buffer of audio data, allocated by an ``AudioQueue``: Core Audio's `AudioQueueBuffer`.
 ///
-/// The caller fills ``withUnsafeMutableBytes(_:)`` (or ``setData(_:)``), sets ``byteSize`` and hands
-/// the buffer to ``AudioQueue/enqueue(_:packetDescriptions:trimFramesAtStart:trimFramesAtEnd:parameters:startTime:)``.
+/// The caller fills ``withUnsafeMutableBytes(_:)`` (or ``setData(_:)``), sets the size with
+/// ``setByteSize(_:)`` and hands the buffer to
+/// ``AudioQueue/enqueue(_:packetDescriptions:trimFramesAtStart:trimFramesAtEnd:parameters:startTime:)``.
 /// From then until the queue hands it back through the output callback the buffer belongs to the
-/// queue: writing to it, or enqueuing it again, is an error (``AudioQueueError/Code/bufferInQueue``).
+/// queue: writing to it (``setData(_:)``, ``setByteSize(_:)``, ``withUnsafeMutableBytes(_:)``) or
+/// enqueuing it again throws ``AudioQueueError/Code/bufferInQueue``. The queue decodes the size it
+/// validated at enqueue time.
 ///
 /// The type is a reference so that the same storage is reused for the life of the queue; the queue
 /// checks ownership at every enqueue, which is what makes the `@unchecked Sendable` sound.
@@ -22,7 +25,7 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
     let storage: UnsafeMutableRawBufferPointer
     let queueID: ObjectIdentifier
     private let inQueue = Atomic<Bool>(false)
-    private var _byteSize = 0
+    private let size = Atomic<Int>(0)
 
     init(capacity: Int, packetDescriptionCapacity: Int, id: Int, queueID: ObjectIdentifier) {
         self.capacity = capacity
@@ -38,23 +41,44 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
     /// Whether the queue currently owns the buffer.
     public var isInQueue: Bool { inQueue.load(ordering: .acquiring) }
 
-    /// Bytes of valid audio data in the buffer (Core Audio's `mAudioDataByteSize`).
-    ///
-    /// Setting a value above ``capacity`` clamps it; the queue reports a buffer over capacity as
-    /// ``AudioQueueError/Code/invalidBuffer`` only if storage was somehow exceeded.
-    public var byteSize: Int {
-        get { _byteSize }
-        set { _byteSize = min(max(newValue, 0), capacity) }
+    /// Bytes of valid audio data in the buffer (Core Audio's `mAudioDataByteSize`). Set it with
+    /// ``setByteSize(_:)`` or ``setData(_:)``.
+    public var byteSize: Int { self.size.load(ordering: .acquiring) }
+
+    /// Sets how many bytes of the storage hold audio.
+    /// - Throws: ``AudioQueueError/Code/invalidBuffer`` for a size outside `0...capacity`,
+    ///   ``AudioQueueError/Code/bufferInQueue`` while the queue owns the buffer.
+    public func setByteSize(_ size: Int) throws {
+        guard !isInQueue else {
+            throw AudioQueueError(.bufferInQueue, "buffer \(id) is still in the queue; wait for it to come back through the output callback")
+        }
+        guard (0...capacity).contains(size) else {
+            throw AudioQueueError(.invalidBuffer, "byte size \(size) is outside buffer \(id)'s 0...\(capacity) bytes")
+        }
+        self.size.store(size, ordering: .releasing)
     }
 
+    /// Sets the size from the queue's side (offline render writes into a free buffer).
+    func setByteSizeInternal(_ size: Int) { self.size.store(min(max(size, 0), capacity), ordering: .releasing) }
+
     /// Gives access to the whole storage (``capacity`` bytes) for filling.
-    public func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+    /// - Throws: ``AudioQueueError/Code/bufferInQueue`` while the queue owns the buffer; whatever
+    ///   `body` throws.
+    public func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) throws -> R {
+        guard !isInQueue else {
+            throw AudioQueueError(.bufferInQueue, "buffer \(id) is still in the queue; wait for it to come back through the output callback")
+        }
+        return try body(UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: capacity))
+    }
+
+    /// Storage access for the queue itself (offline render into a free buffer).
+    func withStorage<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: capacity))
     }
 
     /// Gives read access to the ``byteSize`` valid bytes.
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try body(UnsafeRawBufferPointer(start: storage.baseAddress, count: _byteSize))
+        try body(UnsafeRawBufferPointer(start: storage.baseAddress, count: byteSize))
     }
 
     /// Copies `bytes` into the buffer and sets ``byteSize``.
@@ -68,7 +92,7 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
             throw AudioQueueError(.invalidBuffer, "\(bytes.count) bytes do not fit in buffer \(id) of \(capacity) bytes")
         }
         UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: capacity).copyBytes(from: bytes)
-        _byteSize = bytes.count
+        size.store(bytes.count, ordering: .releasing)
     }
 
     /// Claims the buffer for the queue; false when it was already claimed.

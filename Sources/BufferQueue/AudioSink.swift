@@ -4,11 +4,20 @@
 /// ``AudioRenderSource`` it was opened with, on its own thread, as its clock demands. The queue calls
 /// the control methods below from its own threads, never concurrently with each other.
 ///
+/// The render source has one reader at a time: the sink may render only between ``start()`` and
+/// the return of ``pause()`` or ``close()``. The queue relies on that to discard and reset the
+/// render state while the sink is paused.
+///
 /// The render source never blocks, allocates or locks; a sink's pulling thread can be real-time.
 public protocol AudioSink: AnyObject, Sendable {
     /// Prepares to play `format` (interleaved float32) pulled from `source`. Called again with a new
     /// format (after ``close()``) when the decoded format changes.
     func open(format: AudioStreamDescription, source: AudioRenderSource) throws
+
+    /// Like ``open(format:source:)``, with the speaker position of each channel (the queue's
+    /// ``AudioQueue/channelLayout``). Sinks that place channels implement this one; the default
+    /// ignores the layout.
+    func open(format: AudioStreamDescription, channelLayout: AudioChannelLayout, source: AudioRenderSource) throws
 
     /// Starts (or resumes) pulling frames.
     func start() throws
@@ -42,6 +51,9 @@ public protocol AudioSink: AnyObject, Sendable {
 }
 
 extension AudioSink {
+    public func open(format: AudioStreamDescription, channelLayout: AudioChannelLayout, source: AudioRenderSource) throws {
+        try open(format: format, source: source)
+    }
     public func sourceHasData() {}
     public var reportsPlaybackStart: Bool { false }
 }
@@ -76,6 +88,7 @@ public final class AudioRenderSource: @unchecked Sendable {
         stage.notify()
     }
 
-    /// Tells the queue the sink failed (server gone, device lost). Not for the real-time thread.
+    /// Tells the queue the sink failed (server gone, device lost). Not for the real-time thread;
+    /// safe from inside the sink's own control methods (the queue handles it on its worker).
     public func reportError(_ error: AudioQueueError) { errorHandler(error) }
 }

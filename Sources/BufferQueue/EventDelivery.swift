@@ -23,11 +23,20 @@ final class EventDelivery: Sendable {
     /// Whether the current code runs on the delivery queue (inside a callback).
     var isCurrent: Bool { DispatchQueue.getSpecific(key: key) != nil }
 
+    /// Delivers items in order. Buffers are handed back to their owner (no longer in the queue)
+    /// even when delivery has shut down; only the callback and the event are skipped then.
     func deliver(_ items: [Outgoing]) {
-        guard !items.isEmpty, !closed.load(ordering: .acquiring) else { return }
+        guard !items.isEmpty else { return }
+        if closed.load(ordering: .acquiring) {
+            Self.releaseBuffers(in: items)
+            return
+        }
         queue.async { [self] in
-            for item in items {
-                guard !closed.load(ordering: .acquiring) else { return }
+            for (index, item) in items.enumerated() {
+                guard !closed.load(ordering: .acquiring) else {
+                    Self.releaseBuffers(in: items[index...])
+                    return
+                }
                 switch item {
                 case .buffer(let buffer):
                     buffer.release()
@@ -38,6 +47,10 @@ final class EventDelivery: Sendable {
                 }
             }
         }
+    }
+
+    private static func releaseBuffers<C: Collection>(in items: C) where C.Element == Outgoing {
+        for case .buffer(let buffer) in items { buffer.release() }
     }
 
     func deliver(_ event: AudioQueueEvent) { deliver([.event(event)]) }

@@ -4,18 +4,19 @@ import Glibc
 import Darwin
 #endif
 
-/// A value guarded by a `pthread_mutex_t` (public so the library's other modules use the same lock).
+/// A value guarded by a `pthread_mutex_t`; `package` so the library's other modules use the same
+/// lock without it being public API.
 ///
 /// The library uses this rather than `Synchronization.Mutex` for one reason: on Linux that Mutex
 /// locks with raw futex calls, which ThreadSanitizer cannot see, so every access it guards shows
 /// up as a data race and real races drown in the noise (checked with Swift 6.3 and
 /// `-sanitize=thread`). A pthread mutex is intercepted by TSan and costs the same uncontended.
 /// Lock-free state keeps using `Synchronization.Atomic`, which TSan understands.
-public final class Lock<Value>: @unchecked Sendable {
+package final class Lock<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
-    public init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -31,7 +32,7 @@ public final class Lock<Value>: @unchecked Sendable {
 
     /// Runs `body` with the value, the mutex held.
     @inline(__always)
-    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)

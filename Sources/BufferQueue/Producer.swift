@@ -1,6 +1,9 @@
 /// A buffer waiting to be decoded, as validated by `enqueue`.
 struct PendingBuffer {
     let buffer: AudioQueueBuffer
+    /// The byte size when it was enqueued (the buffer cannot change while queued; this is the
+    /// size that was validated).
+    let byteSize: Int
     let packets: [AudioPacketDescription]
     let trimStart: Int
     let trimEnd: Int
@@ -121,12 +124,13 @@ final class Producer {
         }
     }
 
-    /// Produces as much as the rings take. `next` supplies pending entries in order.
-    /// Returns true when it wrote anything or changed state.
+    /// Produces as much as the rings take, or until `readySamples` samples are ready to render.
+    /// `next` supplies pending entries in order. Returns true when it wrote anything or changed state.
     @discardableResult
-    func pump(next: () -> PendingEntry?) -> Bool {
+    func pump(readySamples: Int? = nil, next: () -> PendingEntry?) -> Bool {
         var progressed = false
         while true {
+            if let readySamples, stage.ring.readable >= readySamples { return progressed }
             let (emitted, blocked) = emitStaged()
             progressed = progressed || emitted
             if blocked { return progressed }
@@ -177,7 +181,7 @@ final class Producer {
     private func declaredFrames(_ pending: PendingBuffer) -> Int? {
         if pending.packets.isEmpty {
             guard format.bytesPerPacket > 0, format.framesPerPacket > 0 else { return nil }
-            return pending.buffer.byteSize / format.bytesPerPacket * format.framesPerPacket
+            return pending.byteSize / format.bytesPerPacket * format.framesPerPacket
         }
         var total = 0
         for packet in pending.packets {
@@ -191,7 +195,7 @@ final class Producer {
     /// Decodes the next packet (or PCM chunk) of the current buffer, or finishes the buffer.
     private func step() {
         guard let pending = current else { return }
-        let bytes = pending.buffer.storage.baseAddress.map { UnsafeRawBufferPointer(start: $0, count: pending.buffer.byteSize) }
+        let bytes = pending.buffer.storage.baseAddress.map { UnsafeRawBufferPointer(start: $0, count: pending.byteSize) }
             ?? UnsafeRawBufferPointer(start: nil, count: 0)
         let before = staging.frameCount
         var finished = false
@@ -370,8 +374,9 @@ final class Producer {
         outbox.append(.event(.error(error)))
     }
 
-    /// Throws away everything not yet rendered and publishes the discard to the render stage.
-    /// Returns the buffer that was being decoded, if any (it goes back to the caller first).
+    /// Throws away everything not yet rendered and publishes the discard to the render stage
+    /// (the caller applies it as the stage's reader). Returns the buffer that was being decoded,
+    /// if any (it goes back to the caller first).
     func discard(timelineContinuesAt timeline: Int) -> AudioQueueBuffer? {
         let interrupted = current?.buffer
         current = nil

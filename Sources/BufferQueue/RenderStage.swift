@@ -2,11 +2,19 @@ import Synchronization
 
 /// The consumer end of the queue: turns the sample ring into output frames.
 ///
-/// Exactly one consumer uses it at a time: the sink's thread while the sink runs, otherwise the
-/// queue's control path or offline render (under the queue's pipeline lock). Its own state is plain
-/// stored properties for that reason; everything shared with other threads is atomic. Nothing here
-/// allocates, locks or blocks.
+/// **Exactly one reader at a time.** The reader is either the sink's thread (through
+/// ``render(into:frames:fillSilence:)``, only while the sink runs) or a holder of the queue's
+/// pipeline lock (offline render, and control calls that discard or restart the timeline, only
+/// while the sink does not pull) inside ``withExclusiveAccess(_:)``. Both sides claim ``reader``
+/// with a compare-and-swap, so a second reader cannot act on the ring: a sink that pulls while the
+/// control path holds the stage gets silence, an offline render while the sink pulls is refused,
+/// and a control call that finds the sink still rendering after `pause()` returned (a broken sink)
+/// stops the program with a message rather than corrupt the timeline. The reader-side state is
+/// plain stored properties for that reason; everything shared with other threads is atomic.
+/// Nothing here allocates, locks or blocks.
 final class RenderStage: @unchecked Sendable {
+    /// Who reads the stage: nobody, the sink's thread, or the pipeline-lock holder.
+    enum Reader: Int { case none = 0, sink = 1, exclusive = 2 }
     static let maxChannels = 64
 
     let ring: SampleRing
@@ -39,7 +47,13 @@ final class RenderStage: @unchecked Sendable {
     let underrunCount = Atomic<Int>(0)
     let endOfStreamCount = Atomic<Int>(0)
     let waitingForFormat = Atomic<Bool>(false)
-    let discontinuity = Atomic<Bool>(false)
+    /// Discontinuities (underruns, resets) so far; each timeline remembers how many it has seen.
+    let discontinuities = Atomic<Int>(0)
+    /// The format a render stopped at (valid while ``waitingForFormat``).
+    let pendingChannels = Atomic<Int>(0)
+    let pendingRate = Atomic<UInt64>(0)
+    /// The current reader (a ``Reader`` raw value).
+    let reader = Atomic<Int>(Reader.none.rawValue)
     let meterChannels = Atomic<Int>(0)
     let meterPeak = AtomicFloats(count: RenderStage.maxChannels)
     let meterAverage = AtomicFloats(count: RenderStage.maxChannels)
@@ -60,6 +74,9 @@ final class RenderStage: @unchecked Sendable {
     private var panStep: Float = 0
     private var panRampLeft = 0
     private var hadAudio = false
+    /// A frame was rendered since the timeline began or the last discard: volume changes glide
+    /// from then on; before it they apply at once (a fade-in from silence starts silent).
+    private var renderedSinceDiscard = false
     private var holdAfterEnd = false
     private let meterScratch: UnsafeMutablePointer<Float>
 
@@ -99,10 +116,28 @@ final class RenderStage: @unchecked Sendable {
     }
 
     /// The format waiting at the front of the marker ring, if the render stopped at one.
+    /// Safe from any thread: the render published it before setting ``waitingForFormat``.
     func pendingFormat() -> (channels: Int, sampleRate: Double)? {
-        guard waitingForFormat.load(ordering: .acquiring), let marker = markers.peek(),
-              marker.kind == .formatChange else { return nil }
-        return (marker.channels, marker.sampleRate)
+        guard waitingForFormat.load(ordering: .acquiring) else { return nil }
+        return (pendingChannels.load(ordering: .relaxed), Double(bitPattern: pendingRate.load(ordering: .relaxed)))
+    }
+
+    /// Runs `body` as the stage's only reader. The caller holds the queue's pipeline lock and the
+    /// sink does not pull (it was never started, or `pause()` returned).
+    func withExclusiveAccess<R>(_ body: () throws -> R) rethrows -> R {
+        let claimed = reader.compareExchange(expected: Reader.none.rawValue, desired: Reader.exclusive.rawValue,
+                                             ordering: .acquiringAndReleasing).exchanged
+        precondition(claimed, "the sink rendered after pause() or close() returned: AudioSink contract broken (two readers of the render stage)")
+        defer { reader.store(Reader.none.rawValue, ordering: .releasing) }
+        return try body()
+    }
+
+    /// Like ``withExclusiveAccess(_:)`` but gives up (returns nil) when the sink holds the stage.
+    func tryExclusiveAccess<R>(_ body: () throws -> R) rethrows -> R? {
+        guard reader.compareExchange(expected: Reader.none.rawValue, desired: Reader.exclusive.rawValue,
+                                     ordering: .acquiringAndReleasing).exchanged else { return nil }
+        defer { reader.store(Reader.none.rawValue, ordering: .releasing) }
+        return try body()
     }
 
     /// Restarts the timeline at zero (a start after a stop); only while no sink pulls.
@@ -111,10 +146,22 @@ final class RenderStage: @unchecked Sendable {
         silenceFramesSinceAudio.store(0, ordering: .relaxed)
         holdAfterEnd = false
         hadAudio = false
+        renderedSinceDiscard = false
     }
 
-    /// Renders up to `frames` frames; see ``AudioRenderSource/render(into:frames:fillSilence:)``.
+    /// The sink's entry: renders as the sink reader; silence when another reader holds the stage.
     func render(into out: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
+        guard reader.compareExchange(expected: Reader.none.rawValue, desired: Reader.sink.rawValue,
+                                     ordering: .acquiringAndReleasing).exchanged else {
+            if fillSilence { out.update(repeating: 0, count: frames * channels) }
+            return 0
+        }
+        defer { reader.store(Reader.none.rawValue, ordering: .releasing) }
+        return renderAsReader(into: out, frames: frames, fillSilence: fillSilence)
+    }
+
+    /// Renders up to `frames` frames; the caller is the stage's reader.
+    func renderAsReader(into out: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
         var signal = false
         let startGen = startGeneration.load(ordering: .acquiring)
         if startGen != startSeen {
@@ -151,6 +198,8 @@ final class RenderStage: @unchecked Sendable {
                             markers.pop()
                             signal = true
                         } else {
+                            pendingChannels.store(marker.channels, ordering: .relaxed)
+                            pendingRate.store(marker.sampleRate.bitPattern, ordering: .relaxed)
                             waitingForFormat.store(true, ordering: .releasing)
                             blocked = true
                             signal = true
@@ -174,6 +223,7 @@ final class RenderStage: @unchecked Sendable {
         if done > 0 {
             timelineFrames.add(done, ordering: .releasing)
             hadAudio = true
+            renderedSinceDiscard = true
             // Wake the producer once a quarter of the ring is free, not at every render call:
             // a few wake-ups per buffer, and three quarters of it left as slack.
             if ring.writable * 4 >= ring.capacity { signal = true }
@@ -187,7 +237,7 @@ final class RenderStage: @unchecked Sendable {
             if fillSilence && hadAudio && !blocked && playing.load(ordering: .relaxed) {
                 hadAudio = false
                 underrunCount.add(1, ordering: .releasing)
-                discontinuity.store(true, ordering: .relaxed)
+                discontinuities.add(1, ordering: .releasing)
                 signal = true
             }
         } else {
@@ -214,8 +264,9 @@ final class RenderStage: @unchecked Sendable {
         volume = volumeGoal; volumeRampLeft = 0
         pan = panGoal; panRampLeft = 0
         hadAudio = false
+        renderedSinceDiscard = false
         waitingForFormat.store(false, ordering: .relaxed)
-        discontinuity.store(true, ordering: .relaxed)
+        discontinuities.add(1, ordering: .releasing)
         for c in 0..<RenderStage.maxChannels { meterPeak[c] = 0; meterAverage[c] = 0 }
         return true
     }
@@ -235,13 +286,13 @@ final class RenderStage: @unchecked Sendable {
     private func setVolumeGoal(_ goal: Float) {
         volumeGoal = goal
         let n = rampFrames
-        if n <= 0 || goal == volume { volume = goal; volumeRampLeft = 0 } else { volumeStep = (goal - volume) / Float(n); volumeRampLeft = n }
+        if n <= 0 || goal == volume || !renderedSinceDiscard { volume = goal; volumeRampLeft = 0 } else { volumeStep = (goal - volume) / Float(n); volumeRampLeft = n }
     }
 
     private func setPanGoal(_ goal: Float) {
         panGoal = goal
         let n = rampFrames
-        if n <= 0 || goal == pan { pan = goal; panRampLeft = 0 } else { panStep = (goal - pan) / Float(n); panRampLeft = n }
+        if n <= 0 || goal == pan || !renderedSinceDiscard { pan = goal; panRampLeft = 0 } else { panStep = (goal - pan) / Float(n); panRampLeft = n }
     }
 
     /// Multiplies frames in place by volume and pan (balance on channels 0 and 1).

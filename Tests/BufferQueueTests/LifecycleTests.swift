@@ -74,6 +74,7 @@ import Testing
         let sink = NullSink(pacing: .realTime, capturing: true)
         let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 2048))
         let log = EventLog(queue)
+        let timeline = try queue.makeTimeline()
         for i in 0..<4 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 24000, channels: 2, offset: i * 24000))) }
         try queue.prime()
         try queue.start()
@@ -81,7 +82,8 @@ import Testing
         try queue.reset()
         #expect(queue.isRunning)
         #expect(await log.wait { _ in log.returnedIDs.count == 4 })
-        #expect(queue.currentTime().discontinuity)
+        #expect(queue.currentTime(in: timeline).discontinuity)
+        #expect(!queue.currentTime(in: timeline).discontinuity)   // told once per timeline
         // After the reset the queue plays new buffers without a restart.
         let after = ramp(frames: 4800, channels: 2, offset: 777)
         let before = sink.capturedSamples().count

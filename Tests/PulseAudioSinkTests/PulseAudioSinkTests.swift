@@ -163,13 +163,14 @@ struct PulseAudioSinkTests {
         try server.startRecording()
         let queue = try makeQueue(server)
         let events = Events(queue)
+        let timeline = try queue.makeTimeline()
         try queue.enqueue(try buffer(queue, first))
         try queue.prime()
         try queue.start()
         // The queue runs dry while started: an underrun, not an end.
         #expect(await events.wait { $0.contains { if case .underrun = $0 { return true } else { return false } } })
         #expect(queue.isRunning)
-        #expect(queue.currentTime().discontinuity)
+        #expect(queue.currentTime(in: timeline).discontinuity)
         // What the server still held plays out; then the heard position waits at the end of the
         // rendered audio for as long as the queue is starved.
         try await Task.sleep(for: .milliseconds(300))

@@ -1,0 +1,364 @@
+import Dispatch
+import Synchronization
+
+// The lifecycle verbs. Each is an event for `QueueLifecycle`: the state machine decides under the
+// `control` lock and returns actions, which are performed here after that lock is released, in
+// order, under the `serial` lock that orders all lifecycle calls.
+extension AudioQueue {
+    /// Decodes ahead so that ``start(at:)`` produces sound at once (Core Audio's `AudioQueuePrime`).
+    ///
+    /// - Parameter frames: frames wanted ready; 0 means as many as the decode buffer holds. It
+    ///   decodes whole packets (PCM in chunks of up to 4096 frames), so it may prepare a little
+    ///   more than asked; never more than ``decodeBufferFrames``.
+    /// - Returns: the frames ready to play.
+    /// - Throws: ``AudioQueueError/Code/codecNotFound`` when no decoder could be made for the stream,
+    ///   ``AudioQueueError/Code/disposalPending``, ``AudioQueueError/Code/invalidParameter`` for a
+    ///   negative count.
+    @discardableResult
+    public func prime(frames: Int = 0) throws -> Int {
+        try checkNotDisposed()
+        guard frames >= 0 else { throw AudioQueueError(.invalidParameter, "cannot prime \(frames) frames") }
+        let (ready, failure) = pipeline.withLock { producer -> (Int, AudioQueueError?) in
+            let channels = max(producer.ringFormat.channelsPerFrame, 1)
+            producer.pump(readySamples: frames > 0 ? frames * channels : nil, next: takeEntry)
+            flushOutbox(producer)
+            return (stage.ring.readable / max(producer.ringFormat.channelsPerFrame, 1), producer.decoderFailure)
+        }
+        if ready == 0, let failure { throw failure }
+        return ready
+    }
+
+    /// Starts or resumes playback (Core Audio's `AudioQueueStart`).
+    ///
+    /// ``isRunning`` turns true (with ``AudioQueueEvent/runningChanged(_:)``) when the sink really
+    /// plays, not when this returns. During an asynchronous stop or disposal a start plays out what
+    /// is left (the stop or disposal then completes).
+    ///
+    /// - Parameter time: when the sink should start pulling; `nil` or a time already past = now.
+    ///   A later time leaves the queue waiting; ``pause()``, a stop or another start cancels it.
+    /// - Throws: ``AudioQueueError/Code/cannotStart`` when the sink fails to open or start (a sink
+    ///   that opened is closed again, and the queue stays as it was),
+    ///   ``AudioQueueError/Code/disposalPending``.
+    public func start(at time: DispatchTime? = nil) throws {
+        let deferred = time.map { $0 > .now() } ?? false
+        try lifecycleEvent(startAt: time) { try $0.start(deferred: deferred) }
+    }
+
+    /// Pauses playback, keeping every buffer and the decoder state (Core Audio's `AudioQueuePause`).
+    /// Queue time stands still until ``start(at:)``. Pausing during an asynchronous stop pauses
+    /// its play-out; the next start resumes it.
+    public func pause() throws {
+        try lifecycleEvent { try $0.pause() }
+    }
+
+    /// Marks the end of a run of buffers: once they have played, the decoder's tail is drained and
+    /// its state cleared. Discards nothing; the queue keeps running (Core Audio's `AudioQueueFlush`).
+    /// On a stopped queue it only marks the point in what is enqueued next.
+    /// - Throws: ``AudioQueueError/Code/disposalPending``; ``AudioQueueError/Code/enqueueDuringReset``
+    ///   while an asynchronous stop is under way (the stop flushes already).
+    public func flush() throws {
+        try checkNotDisposed()
+        try input.withLock { input in
+            if let refusal = input.refusal { throw refusal }
+            input.entries.append(.flush)
+        }
+        wake.signal()
+    }
+
+    /// Stops playback (Core Audio's `AudioQueueStop`).
+    ///
+    /// - Parameter immediately: `true` stops now, discards what has not played and returns every
+    ///   buffer still in the queue through the callback; ``isRunning`` turns false. `false`
+    ///   returns at once; the queue flushes, plays everything enqueued, then stops (``isRunning``
+    ///   turns false when the sink has played the last frame); ``isStopping`` is true meanwhile and
+    ///   enqueues fail with ``AudioQueueError/Code/enqueueDuringReset``. On a queue that is not
+    ///   started or is paused, `false` marks the end: playback stops once ``start(at:)`` (or
+    ///   offline rendering) has played everything enqueued before it.
+    ///
+    /// After a stop, ``currentTime(in:)`` reports where the run ended until something new starts;
+    /// the next run's timeline begins at 0 (what is enqueued meanwhile is scheduled on it).
+    /// `stop(immediately: true)` during an asynchronous disposal disposes at once.
+    public func stop(immediately: Bool) throws {
+        let heard = immediately ? currentTime().sampleTime : 0
+        try lifecycleEvent { try $0.stop(immediately: immediately, heard: heard) }
+    }
+
+    /// Discards every buffer and all decoder and DSP state without stopping: the seek primitive
+    /// (Core Audio's `AudioQueueReset`). Discarded buffers come back through the callback; the
+    /// timeline goes on from the exact frame reached, and every ``AudioQueueTimeline`` sees a
+    /// discontinuity. While playing, the sink stops pulling for the moment of the discard (no
+    /// ``AudioQueueEvent/runningChanged(_:)``). A reset during an asynchronous stop completes the
+    /// stop at once (during an asynchronous disposal, the disposal).
+    public func reset() throws {
+        let heard = currentTime().sampleTime
+        try lifecycleEvent { try $0.reset(heard: heard) }
+        wake.signal()
+    }
+
+    /// Releases the queue (Core Audio's `AudioQueueDispose`).
+    ///
+    /// - Parameter immediately: `true` stops and releases now; no callback runs after this returns
+    ///   (unless called from inside a callback) and buffers still queued are handed back without
+    ///   a callback. `false` returns at once and releases the queue after everything enqueued has
+    ///   played: enqueues fail from now on; a queue that is idle or paused with buffers left
+    ///   plays them out once started; one with nothing left is released at once.
+    public func dispose(immediately: Bool) {
+        let nothingQueued = immediately ? true : pipeline.withLock { producer in
+            producer.isIdle && stage.ring.readable == 0 && !input.withLock { $0.hasPendingBuffers }
+        }
+        try? lifecycleEvent { $0.dispose(immediately: immediately, nothingQueued: nothingQueued) }
+        wake.signal()
+    }
+
+    /// Whether an asynchronous stop (or disposal) is still playing out what was enqueued.
+    public var isStopping: Bool { control.withLock { $0.lifecycle.isStopping } }
+
+    /// Whether the sink is producing the queue's sound (Core Audio's `kAudioQueueProperty_IsRunning`).
+    /// Changes are announced by ``AudioQueueEvent/runningChanged(_:)`` when they really happen.
+    public var isRunning: Bool { control.withLock { $0.lifecycle.isRunning } }
+
+    func checkNotDisposed() throws {
+        let lifecycle = control.withLock { $0.lifecycle }
+        if lifecycle.isDisposed || lifecycle.ending == .dispose {
+            throw AudioQueueError(.disposalPending, "the queue is being disposed of")
+        }
+    }
+
+    // MARK: performing actions
+
+    /// Feeds one event to the state machine and performs the actions it returns.
+    func lifecycleEvent(startAt time: DispatchTime? = nil,
+                        _ event: (inout QueueLifecycle) throws -> [QueueLifecycle.Action]) throws {
+        let release = try serial.withLock { handle -> Bool in
+            let actions = try control.withLock { try event(&$0.lifecycle) }
+            return try perform(actions, on: &handle, startAt: time)
+        }
+        if release { releaseNow() }
+    }
+
+    /// Performs actions in order; `serial` is held. Returns whether the queue must be released
+    /// (done by the caller after `serial` is released: waiting for a callback in progress while
+    /// holding it could deadlock with a callback that calls the queue).
+    private func perform(_ actions: [QueueLifecycle.Action], on handle: inout SinkHandle,
+                         startAt time: DispatchTime? = nil) throws -> Bool {
+        var release = false
+        for action in actions {
+            switch action {
+            case .activateSink:
+                try activateSink(&handle)
+            case .pauseSink:
+                sink.pause()
+                stage.playing.store(false, ordering: .releasing)
+            case .closeSink:
+                stage.playing.store(false, ordering: .releasing)
+                if handle.isOpen {
+                    sink.flush()
+                    sink.close()
+                    handle.isOpen = false
+                }
+            case .flushSink:
+                if handle.isOpen { sink.flush() }
+            case .drainSink(let token):
+                let workQueue = self.workQueue
+                let weakBox = WeakQueue()
+                weakBox.queue = self
+                sink.drain { workQueue.async { weakBox.queue?.drainCompleted(token: token) } }
+            case .reopenSink:
+                reopenSink(&handle)
+            case .scheduleStart(let token):
+                let when = time ?? .now()
+                let weakBox = WeakQueue()
+                weakBox.queue = self
+                workQueue.asyncAfter(deadline: when) { weakBox.queue?.deferredStartFired(token: token) }
+            case .appendEnd(let code):
+                input.withLock { input in
+                    input.entries.append(.endOfStream)
+                    input.refusal = AudioQueueError(code, code == .disposalPending
+                        ? "the queue is being disposed of"
+                        : "an asynchronous stop is under way; enqueue after isRunning turns false")
+                }
+                wake.signal()
+            case .discard(let returnBuffers):
+                discardEverything(returnBuffers: returnBuffers)
+            case .restartTimeline:
+                restartTimeline()
+            case .reportRunning(let running):
+                delivery.deliver(.runningChanged(running))
+            case .release:
+                release = true
+            }
+        }
+        return release
+    }
+
+    /// Opens the sink (when closed) with the format of the next frames and starts it. On failure
+    /// the state machine goes back and a sink that is open is closed again.
+    private func activateSink(_ handle: inout SinkHandle) throws {
+        do {
+            if !handle.isOpen {
+                let format = pipeline.withLock { producer -> AudioStreamDescription in
+                    producer.pump(next: takeEntry)
+                    flushOutbox(producer)
+                    stage.withExclusiveAccess { stage.adoptLeadingFormatChange() }
+                    return .float32(sampleRate: stage.sampleRate, channels: stage.channels)
+                }
+                let layout = control.withLock { $0.channelLayout }
+                do {
+                    try sink.open(format: format, channelLayout: layout.channelCount == format.channelsPerFrame ? layout
+                                  : .default(channels: format.channelsPerFrame), source: renderSource)
+                } catch {
+                    throw AudioQueueError(.cannotStart, "the sink could not open \(format): \(error)")
+                }
+                handle.isOpen = true
+            }
+            stage.playing.store(true, ordering: .releasing)
+            stage.startGeneration.add(1, ordering: .releasing)
+            do { try sink.start() } catch {
+                throw AudioQueueError(.cannotStart, "the sink could not start: \(error)")
+            }
+        } catch let error as AudioQueueError {
+            stage.playing.store(false, ordering: .releasing)
+            let opened = handle.isOpen
+            let followUp = control.withLock { $0.lifecycle.activationFailed(opened: opened) }
+            _ = try? perform(followUp, on: &handle)
+            throw error
+        }
+    }
+
+    /// The decoded format changed while the sink pulls: reopen it with the new format.
+    private func reopenSink(_ handle: inout SinkHandle) {
+        sink.pause()
+        let format = pipeline.withLock { _ -> AudioStreamDescription in
+            stage.withExclusiveAccess { stage.acceptFormatChange() }
+            return .float32(sampleRate: stage.sampleRate, channels: stage.channels)
+        }
+        sink.close()
+        handle.isOpen = false
+        do {
+            try sink.open(format: format, channelLayout: .default(channels: format.channelsPerFrame), source: renderSource)
+            handle.isOpen = true
+            stage.startGeneration.add(1, ordering: .releasing)
+            try sink.start()
+        } catch {
+            stage.playing.store(false, ordering: .releasing)
+            delivery.deliver(.error(AudioQueueError(.sinkError,
+                "the sink could not follow the format change to \(format.channelsPerFrame) ch \(format.sampleRate) Hz: \(error); start again to retry")))
+            let followUp = control.withLock { $0.lifecycle.reopenFailed() }
+            _ = try? perform(followUp, on: &handle)
+        }
+    }
+
+    /// Discards every queued buffer and all decoder and render state. The discard is applied at
+    /// once by this thread as the render stage's only reader (no sink pulls now), so the timeline
+    /// continues from the exact frame reached. On disposal (`returnBuffers == false`) enqueues are
+    /// refused in the same step that empties the input, and discarded buffers are handed back
+    /// without a callback.
+    private func discardEverything(returnBuffers: Bool) {
+        pipeline.withLock { producer in
+            var items = producer.outbox
+            producer.outbox.removeAll(keepingCapacity: true)
+            let timeline = returnBuffers ? stage.timelineFrames.load(ordering: .acquiring) : 0
+            let interrupted = producer.discard(timelineContinuesAt: timeline)
+            stage.withExclusiveAccess { _ = stage.applyDiscardIfNeeded() }
+            let pending = input.withLock { input -> [AudioQueueBuffer] in
+                input.scheduledEnd = timeline
+                input.refusal = returnBuffers ? nil : AudioQueueError(.disposalPending, "the queue has been disposed of")
+                return input.removeAllBuffers()
+            }
+            if let interrupted { items.append(.buffer(interrupted)) }
+            items += pending.map { .buffer($0) }
+            if returnBuffers {
+                delivery.deliver(items)
+            } else {
+                for case .buffer(let buffer) in items { buffer.release() }
+            }
+        }
+    }
+
+    /// A run ended: the timeline of the next one begins at 0, on the write and the play side at once.
+    private func restartTimeline() {
+        pipeline.withLock { producer in
+            producer.restartAfterEnd()
+            stage.withExclusiveAccess { stage.resetTimeline() }
+            input.withLock { input in
+                input.scheduledEnd = 0
+                input.refusal = nil
+            }
+        }
+    }
+
+    /// Stops deliveries and the worker; called after `serial` is released.
+    private func releaseNow() {
+        delivery.shutDown()
+        wake.cancel()
+    }
+
+    // MARK: events from the worker and the sink
+
+    func deferredStartFired(token: Int) {
+        do {
+            try lifecycleEvent { $0.deferredStartFired(token: token) }
+        } catch let error as AudioQueueError {
+            delivery.deliver(.error(error))
+        } catch {}
+    }
+
+    func drainCompleted(token: Int) {
+        let heard = Int64(stage.timelineFrames.load(ordering: .acquiring))
+        try? lifecycleEvent { $0.drainCompleted(token: token, heard: heard) }
+    }
+
+    func sinkFailed(_ error: AudioQueueError) {
+        delivery.deliver(.error(error))
+        try? lifecycleEvent { $0.sinkFailed() }
+    }
+
+    /// Acts on what the render stage signalled: underruns, the end of an asynchronous stop, a
+    /// format change the sink must follow, and playback really beginning. Runs on the worker, and
+    /// on an offline-rendering thread after a render that reached the end.
+    func handleRenderSignals() {
+        let underruns = stage.underrunCount.load(ordering: .acquiring)
+        if seenUnderruns.exchange(underruns, ordering: .acquiringAndReleasing) != underruns {
+            delivery.deliver(.underrun)
+        }
+        let ends = stage.endOfStreamCount.load(ordering: .acquiring)
+        let endReached = seenEndsOfStream.exchange(ends, ordering: .acquiringAndReleasing) != ends
+        let formatPending = stage.pendingFormat() != nil
+        let started = stage.startedGeneration.load(ordering: .acquiring) == stage.startGeneration.load(ordering: .acquiring)
+            && (!sink.reportsPlaybackStart
+                || stage.heardGeneration.load(ordering: .acquiring) == stage.startGeneration.load(ordering: .acquiring))
+        let observe = started && control.withLock { !$0.lifecycle.isRunning && $0.lifecycle.sink == .active }
+        guard endReached || formatPending || observe else { return }
+        let heard = Int64(stage.timelineFrames.load(ordering: .acquiring))
+        try? lifecycleEvent { lifecycle in
+            var actions: [QueueLifecycle.Action] = []
+            if observe { actions += lifecycle.playbackObserved() }
+            if formatPending { actions += lifecycle.formatChangeReached() }
+            if endReached { actions += lifecycle.endRendered(heard: heard) }
+            return actions
+        }
+    }
+
+    /// Runs on the worker queue whenever something woke it: render signals first, then decoding.
+    func serviceWorker() {
+        handleRenderSignals()
+        // Offline rendering decodes on demand on the rendering thread; decoding here as well
+        // would only contend for the pipeline lock.
+        if control.withLock({ $0.lifecycle.offline || $0.lifecycle.isDisposed }) { return }
+        let wrote = pipeline.withLock { producer -> Bool in
+            let wrote = producer.pump(next: takeEntry)
+            flushOutbox(producer)
+            return wrote
+        }
+        if wrote { sink.sourceHasData() }
+    }
+
+    func takeEntry() -> PendingEntry? { input.withLock { $0.popFirst() } }
+
+    func flushOutbox(_ producer: Producer) {
+        if !producer.outbox.isEmpty {
+            delivery.deliver(producer.outbox)
+            producer.outbox.removeAll(keepingCapacity: true)
+        }
+    }
+}

@@ -1,0 +1,145 @@
+// Offline rendering: the queue's frames into memory instead of a sink.
+extension AudioQueue {
+    /// Switches between rendering offline into memory (`format` non-nil) and playing through the
+    /// sink (`nil`). Core Audio's `AudioQueueSetOfflineRenderFormat`. Setting a format closes the
+    /// sink; removing it reopens the sink if the queue is playing.
+    ///
+    /// - Parameter format: interleaved linear PCM (8-bit unsigned, 16/24/32-bit integer or 32/64-bit
+    ///   float) with the decoded rate and channel count; the queue converts samples, never rates or
+    ///   channel counts.
+    public func setOfflineRenderFormat(_ format: AudioStreamDescription?) throws {
+        let layout = try format.map { try PCMSampleLayout($0) }
+        guard let format else {
+            control.withLock { c in
+                c.offlineFormat = nil
+                c.offlineLayout = nil
+            }
+            try lifecycleEvent { try $0.setOffline(false) }
+            return
+        }
+        // The sink is closed first: then this thread may read the stage as its only reader.
+        try lifecycleEvent { try $0.setOffline(true) }
+        let next = pipeline.withLock { _ -> (channels: Int, sampleRate: Double) in
+            stage.withExclusiveAccess {
+                stage.adoptLeadingFormatChange()
+                return stage.pendingFormat() ?? (stage.channels, stage.sampleRate)
+            }
+        }
+        guard format.channelsPerFrame == next.channels, format.sampleRate == next.sampleRate else {
+            let keep = control.withLock { $0.offlineFormat != nil }
+            if !keep { try lifecycleEvent { try $0.setOffline(false) } }
+            throw AudioQueueError(.invalidPropertyValue,
+                "offline render format \(format.channelsPerFrame) ch \(format.sampleRate) Hz does not match the decoded \(next.channels) ch \(next.sampleRate) Hz; the queue does not resample or remix")
+        }
+        control.withLock { c in
+            c.offlineFormat = format
+            c.offlineLayout = layout
+        }
+    }
+
+    /// The frame the next ``offlineRender(at:into:frames:)`` must start at: frames rendered so far.
+    public var offlineRenderPosition: Int64 { Int64(stage.timelineFrames.load(ordering: .acquiring)) }
+
+    /// Renders up to `frames` frames into `buffer` in the offline render format (Core Audio's
+    /// `AudioQueueOfflineRender`). Returns the frames rendered and sets the buffer's ``AudioQueueBuffer/byteSize``.
+    ///
+    /// It decodes what it needs on the calling thread, returns fewer frames when fewer have been
+    /// enqueued, never blocks waiting for data and never invents silence that was not scheduled.
+    /// - Parameter sampleTime: must equal ``offlineRenderPosition``.
+    @discardableResult
+    public func offlineRender(at sampleTime: Int64, into buffer: AudioQueueBuffer, frames: Int) throws -> Int {
+        guard buffer.queueID == ObjectIdentifier(self) else {
+            throw AudioQueueError(.invalidBuffer, "buffer \(buffer.id) was allocated by another queue")
+        }
+        guard !buffer.isInQueue else {
+            throw AudioQueueError(.bufferInQueue, "buffer \(buffer.id) is in the queue; render into a free buffer")
+        }
+        let rendered = try buffer.withStorage { bytes in
+            try offlineRender(at: sampleTime, into: bytes, frames: frames)
+        }
+        let bytesPerFrame = control.withLock { $0.offlineFormat?.bytesPerFrame ?? 0 }
+        buffer.setByteSizeInternal(rendered * bytesPerFrame)
+        return rendered
+    }
+
+    /// Renders up to `frames` frames into raw memory in the offline render format; see
+    /// ``offlineRender(at:into:frames:)-(_,AudioQueueBuffer,_)``.
+    ///
+    /// Offline render is the render stage's only reader while it runs: a reset, stop or disposal
+    /// on another thread waits for it, and the next call sees their effect.
+    /// - Throws: ``AudioQueueError/Code/invalidOfflineMode`` without an offline render format or at
+    ///   the wrong position, ``AudioQueueError/Code/formatChanged`` when the decoded format no longer
+    ///   matches, ``AudioQueueError/Code/disposalPending``.
+    public func offlineRender(at sampleTime: Int64, into destination: UnsafeMutableRawBufferPointer, frames: Int) throws -> Int {
+        let (format, layout): (AudioStreamDescription, PCMSampleLayout) = try control.withLock { c in
+            if c.lifecycle.isDisposed {
+                throw AudioQueueError(.disposalPending, "the queue is being disposed of")
+            }
+            guard let format = c.offlineFormat, let layout = c.offlineLayout else {
+                throw AudioQueueError(.invalidOfflineMode, "no offline render format is set; call setOfflineRenderFormat first")
+            }
+            c.lifecycle.newRunBegan()
+            return (format, layout)
+        }
+        guard frames >= 0 else { throw AudioQueueError(.invalidParameter, "cannot render \(frames) frames") }
+        guard destination.count >= frames * format.bytesPerFrame, let base = destination.baseAddress ?? (frames == 0 ? UnsafeMutableRawPointer(bitPattern: 16) : nil) else {
+            throw AudioQueueError(.invalidBuffer, "\(frames) frames of \(format.bytesPerFrame) bytes do not fit in \(destination.count) bytes")
+        }
+        let channels = format.channelsPerFrame
+        let endsBefore = stage.endOfStreamCount.load(ordering: .acquiring)
+        let rendered: Int = try pipeline.withLock { producer in
+            defer { flushOutbox(producer) }
+            let position = stage.timelineFrames.load(ordering: .acquiring)
+            guard sampleTime == Int64(position) else {
+                throw AudioQueueError(.invalidOfflineMode,
+                    "offline render asked to start at frame \(sampleTime) but \(position) frames have been rendered; pass offlineRenderPosition")
+            }
+            // Native float32 renders straight into the caller's memory; other layouts via scratch.
+            let direct = layout.isNativeFloat32 && Int(bitPattern: base) % MemoryLayout<Float>.alignment == 0
+            if !direct && producer.offlineScratch.count < frames * channels {
+                producer.offlineScratch = [Float](repeating: 0, count: frames * channels)
+            }
+            let done: Int? = try stage.tryExclusiveAccess {
+                try renderOffline(producer, into: base, direct: direct, frames: frames, channels: channels,
+                                  sampleRate: format.sampleRate)
+            }
+            guard let done else {
+                throw AudioQueueError(.invalidOfflineMode, "the sink is rendering; offline render needs the queue switched to offline first")
+            }
+            if !direct { layout.fromFloat(producer.offlineScratch, count: done * channels, into: base) }
+            return done
+        }
+        // The end of an asynchronous stop completes with the call that rendered it.
+        if stage.endOfStreamCount.load(ordering: .acquiring) != endsBefore { handleRenderSignals() }
+        return rendered
+    }
+
+    /// The render loop of an offline render; the caller holds the pipeline lock and the stage.
+    private func renderOffline(_ producer: Producer, into base: UnsafeMutableRawPointer, direct: Bool, frames: Int,
+                               channels: Int, sampleRate: Double) throws -> Int {
+        stage.adoptLeadingFormatChange()
+        var done = 0
+        try producer.offlineScratch.withUnsafeMutableBufferPointer { scratch in
+            guard let scratchBase = direct ? base.assumingMemoryBound(to: Float.self) : scratch.baseAddress else { return }
+            while done < frames {
+                if stage.channels != channels || stage.sampleRate != sampleRate {
+                    if done > 0 { return }
+                    throw AudioQueueError(.formatChanged,
+                        "the decoded audio is now \(stage.channels) ch \(stage.sampleRate) Hz; set an offline render format with that rate and channel count")
+                }
+                let produced = producer.pump(next: takeEntry)
+                let n = stage.renderAsReader(into: scratchBase + done * channels, frames: frames - done, fillSilence: false)
+                done += n
+                if n == 0 {
+                    if stage.pendingFormat() != nil {
+                        // Take the change; the check at the top reports it if it does not match.
+                        stage.acceptFormatChange()
+                        continue
+                    }
+                    if !produced { return }
+                }
+            }
+        }
+        return done
+    }
+}

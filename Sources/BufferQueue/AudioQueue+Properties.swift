@@ -1,0 +1,142 @@
+import Synchronization
+
+/// An observer of a queue's timeline with its own discontinuity flag (Core Audio's
+/// `AudioQueueCreateTimeline`): each timeline is told about every underrun or reset once,
+/// whoever else asks.
+public final class AudioQueueTimeline: Sendable {
+    let queueID: ObjectIdentifier
+    let seen: Atomic<Int>
+
+    init(queueID: ObjectIdentifier, seen: Int) {
+        self.queueID = queueID
+        self.seen = Atomic(seen)
+    }
+}
+
+// Time, parameters and properties.
+extension AudioQueue {
+    // MARK: time
+
+    /// Makes a timeline: an observer with its own discontinuity flag (Core Audio's
+    /// `AudioQueueCreateTimeline`). It reports discontinuities from its creation on.
+    public func makeTimeline() throws -> AudioQueueTimeline {
+        try checkNotDisposed()
+        return AudioQueueTimeline(queueID: ObjectIdentifier(self), seen: stage.discontinuities.load(ordering: .acquiring))
+    }
+
+    /// The timeline frame being heard now, corrected for the sink's latency (Core Audio's
+    /// `AudioQueueGetCurrentTime`).
+    ///
+    /// It counts scheduled audio and scheduled gaps; it stands still while paused or starved.
+    /// After a stop it reports where the run ended, until the next start (or a reset, or offline
+    /// rendering) begins a new run from 0.
+    ///
+    /// - Parameter timeline: a timeline from ``makeTimeline()``; with one, `discontinuity` says
+    ///   whether an underrun or a reset happened since that timeline last asked. Without one it is
+    ///   always false (as with Apple's `NULL` timeline). A timeline of another queue is a
+    ///   programming error and stops the program.
+    public func currentTime(in timeline: AudioQueueTimeline? = nil) -> AudioQueueTime {
+        var discontinuity = false
+        if let timeline {
+            precondition(timeline.queueID == ObjectIdentifier(self), "the timeline was made by another queue")
+            let now = stage.discontinuities.load(ordering: .acquiring)
+            discontinuity = timeline.seen.exchange(now, ordering: .acquiringAndReleasing) != now
+        }
+        let (lastRunEnd, audible) = control.withLock { c in
+            (c.lifecycle.lastRunEnd, !c.lifecycle.offline && c.lifecycle.sink != .closed)
+        }
+        if let lastRunEnd { return AudioQueueTime(sampleTime: lastRunEnd, discontinuity: discontinuity) }
+        let rendered = stage.timelineFrames.load(ordering: .acquiring)
+        let silence = stage.silenceFramesSinceAudio.load(ordering: .relaxed)
+        let latency = audible ? sink.latencyFrames : 0
+        let heard = max(rendered - max(latency - silence, 0), 0)
+        return AudioQueueTime(sampleTime: Int64(heard), discontinuity: discontinuity)
+    }
+
+    // MARK: parameters
+
+    /// Sets volume and/or pan now. Changes glide over ``volumeRampTime`` once audio has been
+    /// rendered; before the first frame (or after a reset or stop) they apply at once, so a
+    /// fade-in from silence starts silent.
+    public func setParameters(_ parameters: AudioQueueParameters) throws {
+        let valid = try parameters.validated()
+        if let volume = valid.volume {
+            stage.volumeTarget.store(volume.bitPattern, ordering: .relaxed)
+            stage.volumeGeneration.add(1, ordering: .releasing)
+        }
+        if let pan = valid.pan {
+            stage.panTarget.store(pan.bitPattern, ordering: .relaxed)
+            stage.panGeneration.add(1, ordering: .releasing)
+        }
+    }
+
+    /// The volume last set with ``setParameters(_:)`` (per-buffer values are not reflected).
+    public var volume: Float { Float(bitPattern: stage.volumeTarget.load(ordering: .relaxed)) }
+    /// The pan last set with ``setParameters(_:)``.
+    public var pan: Float { Float(bitPattern: stage.panTarget.load(ordering: .relaxed)) }
+
+    /// Seconds over which volume and pan changes glide (Core Audio's `kAudioQueueParam_VolumeRampTime`).
+    public var volumeRampTime: Double { Double(Float(bitPattern: stage.rampSeconds.load(ordering: .relaxed))) }
+
+    /// Sets ``volumeRampTime``; 0 applies changes at once.
+    public func setVolumeRampTime(_ seconds: Double) throws {
+        guard seconds >= 0, seconds <= 60 else {
+            throw AudioQueueError(.invalidParameter, "volume ramp time \(seconds) s is outside 0...60")
+        }
+        stage.rampSeconds.store(Float(seconds).bitPattern, ordering: .relaxed)
+    }
+
+    // MARK: properties
+
+    /// The decoder's magic cookie (codec configuration), if set.
+    public var magicCookie: [UInt8]? { pipeline.withLock { $0.magicCookie } }
+
+    /// Sets the magic cookie. Set it before the first enqueue (or after a stop or reset).
+    /// - Throws: ``AudioQueueError/Code/invalidRunState`` while buffers are queued or decoding.
+    public func setMagicCookie(_ cookie: [UInt8]?) throws {
+        try checkNotDisposed()
+        try pipeline.withLock { producer in
+            let queued = input.withLock { $0.head < $0.entries.count }
+            guard producer.isIdle, !queued else {
+                throw AudioQueueError(.invalidRunState, "set the magic cookie before enqueuing, or after a stop or reset")
+            }
+            producer.setMagicCookie(cookie)
+        }
+    }
+
+    /// The speaker position of each channel (Core Audio's `kAudioQueueProperty_ChannelLayout`).
+    /// The sink receives it through ``AudioSink/open(format:channelLayout:source:)`` when it is
+    /// opened (at the first start, and after a stop); a change while the sink is open applies at
+    /// its next opening. When the decoded channel count differs from the layout's, the sink gets
+    /// the default layout for that count.
+    public var channelLayout: AudioChannelLayout { control.withLock { $0.channelLayout } }
+
+    /// Sets the channel layout; it must have the stream's channel count.
+    public func setChannelLayout(_ layout: AudioChannelLayout) throws {
+        guard layout.channelCount == streamDescription.channelsPerFrame else {
+            throw AudioQueueError(.invalidPropertyValue,
+                "a layout of \(layout.channelCount) channels does not fit a \(streamDescription.channelsPerFrame)-channel stream")
+        }
+        control.withLock { $0.channelLayout = layout }
+    }
+
+    /// The format of the decoded frames (interleaved float32 at the decoded rate), as far as known.
+    public var outputFormat: AudioStreamDescription { pipeline.withLock { $0.outputFormat } }
+
+    /// The last non-fatal decoding problem (Core Audio's `kAudioQueueProperty_ConverterError`).
+    public var lastConverterError: AudioQueueError? { pipeline.withLock { $0.lastConverterError } }
+
+    /// Whether level metering runs (Core Audio's `kAudioQueueProperty_EnableLevelMetering`).
+    public var isLevelMeteringEnabled: Bool {
+        get { stage.meteringEnabled.load(ordering: .relaxed) }
+        set { stage.meteringEnabled.store(newValue, ordering: .relaxed) }
+    }
+
+    /// Levels per channel over the most recently rendered block, linear; use
+    /// ``AudioLevelMeter/decibels`` for dB. Empty until metering is enabled and something rendered.
+    public var currentLevelMeters: [AudioLevelMeter] {
+        guard isLevelMeteringEnabled else { return [] }
+        let channels = stage.meterChannels.load(ordering: .acquiring)
+        return (0..<channels).map { AudioLevelMeter(average: stage.meterAverage[$0], peak: stage.meterPeak[$0]) }
+    }
+}
