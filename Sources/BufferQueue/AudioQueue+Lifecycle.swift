@@ -127,13 +127,18 @@ extension AudioQueue {
     // MARK: performing actions
 
     /// Feeds one event to the state machine and performs the actions it returns.
-    func lifecycleEvent(startAt time: DispatchTime? = nil,
+    /// `deliverFirst`: on release, deliver what is already on its way (a disposal completing after
+    /// play-out) instead of dropping it (`dispose(immediately: true)`: nothing after it returns).
+    func lifecycleEvent(startAt time: DispatchTime? = nil, deliverFirst: Bool = false,
                         _ event: (inout QueueLifecycle) throws -> [QueueLifecycle.Action]) throws {
         let release = try serial.withLock { handle -> Bool in
             let actions = try control.withLock { try event(&$0.lifecycle) }
             return try perform(actions, on: &handle, startAt: time)
         }
-        if release { releaseNow() }
+        if release {
+            if deliverFirst { delivery.waitUntilDelivered() }
+            releaseNow()
+        }
     }
 
     /// Performs actions in order; `serial` is held. Returns whether the queue must be released
@@ -305,7 +310,7 @@ extension AudioQueue {
 
     func drainCompleted(token: Int) {
         let heard = Int64(stage.timelineFrames.load(ordering: .acquiring))
-        try? lifecycleEvent { $0.drainCompleted(token: token, heard: heard) }
+        try? lifecycleEvent(deliverFirst: true) { $0.drainCompleted(token: token, heard: heard) }
     }
 
     func sinkFailed(_ error: AudioQueueError) {
@@ -330,7 +335,7 @@ extension AudioQueue {
         let observe = started && control.withLock { !$0.lifecycle.isRunning && $0.lifecycle.sink == .active }
         guard endReached || formatPending || observe else { return }
         let heard = Int64(stage.timelineFrames.load(ordering: .acquiring))
-        try? lifecycleEvent { lifecycle in
+        try? lifecycleEvent(deliverFirst: true) { lifecycle in
             var actions: [QueueLifecycle.Action] = []
             if observe { actions += lifecycle.playbackObserved() }
             if formatPending { actions += lifecycle.formatChangeReached() }
@@ -342,9 +347,9 @@ extension AudioQueue {
     /// Runs on the worker queue whenever something woke it: render signals first, then decoding.
     func serviceWorker() {
         handleRenderSignals()
-        // Offline rendering decodes on demand on the rendering thread; decoding here as well
-        // would only contend for the pipeline lock.
-        if control.withLock({ $0.lifecycle.offline || $0.lifecycle.isDisposed }) { return }
+        // Before a start nothing decodes (prime does, on the caller's thread); offline rendering
+        // decodes on demand on the rendering thread.
+        guard control.withLock({ $0.lifecycle.decodesAhead }) else { return }
         let wrote = pipeline.withLock { producer -> Bool in
             let wrote = producer.pump(next: takeEntry)
             flushOutbox(producer)

@@ -31,6 +31,9 @@ public final class NullSink: AudioSink, @unchecked Sendable {
     private let captured = Lock<[Float]>([])
     private let latencyFramesNow = Atomic<Int>(0)
     private let pulledTotal = Atomic<Int>(0)
+    private let waiterCount = Atomic<Int>(0)
+    private let waiters = Lock<[Int: (frames: Int, continuation: CheckedContinuation<Bool, Never>)]>([:])
+    private let nextWaiter = Atomic<Int>(0)
 
     // Touched only on `queue`.
     private var source: AudioRenderSource?
@@ -70,6 +73,46 @@ public final class NullSink: AudioSink, @unchecked Sendable {
 
     /// Frames pulled from the queue since the sink was created (including padding silence).
     public var framesReceived: Int { pulledTotal.load(ordering: .relaxed) }
+
+    /// Waits until ``framesReceived`` reaches `frames` (true) or `timeout` passes (false). The
+    /// sink's own pulls wake the waiter; nothing polls.
+    public func waitForFrames(_ frames: Int, timeout: Duration = .seconds(10)) async -> Bool {
+        let id = nextWaiter.add(1, ordering: .relaxed).newValue
+        let deadline = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            self?.resumeWaiter(id, with: false)
+        }
+        defer { deadline.cancel() }
+        return await withCheckedContinuation { continuation in
+            let ready = waiters.withLock { list -> Bool in
+                if pulledTotal.load(ordering: .acquiring) >= frames { return true }
+                list[id] = (frames, continuation)
+                waiterCount.add(1, ordering: .releasing)
+                return false
+            }
+            if ready { continuation.resume(returning: true) }
+        }
+    }
+
+    private func resumeWaiter(_ id: Int, with result: Bool) {
+        let waiter = waiters.withLock { list -> (frames: Int, continuation: CheckedContinuation<Bool, Never>)? in
+            guard let waiter = list.removeValue(forKey: id) else { return nil }
+            waiterCount.subtract(1, ordering: .releasing)
+            return waiter
+        }
+        waiter?.continuation.resume(returning: result)
+    }
+
+    private func wakeWaiters() {
+        guard waiterCount.load(ordering: .acquiring) > 0 else { return }
+        let total = pulledTotal.load(ordering: .acquiring)
+        let due = waiters.withLock { list -> [CheckedContinuation<Bool, Never>] in
+            let ids = list.filter { $0.value.frames <= total }.map(\.key)
+            waiterCount.subtract(ids.count, ordering: .releasing)
+            return ids.compactMap { list.removeValue(forKey: $0)?.continuation }
+        }
+        for continuation in due { continuation.resume(returning: true) }
+    }
 
     public func open(format: AudioStreamDescription, source: AudioRenderSource) throws {
         guard format.isFloat32Interleaved else {
@@ -184,10 +227,12 @@ public final class NullSink: AudioSink, @unchecked Sendable {
     }
 
     private func keep(_ samples: UnsafeMutablePointer<Float>, frames: Int) {
-        pulledTotal.add(frames, ordering: .relaxed)
-        guard isCapturing else { return }
-        let buffer = UnsafeBufferPointer(start: samples, count: frames * format.channelsPerFrame)
-        captured.withLock { $0.append(contentsOf: buffer) }
+        if isCapturing {
+            let buffer = UnsafeBufferPointer(start: samples, count: frames * format.channelsPerFrame)
+            captured.withLock { $0.append(contentsOf: buffer) }
+        }
+        pulledTotal.add(frames, ordering: .releasing)
+        wakeWaiters()
     }
 }
 

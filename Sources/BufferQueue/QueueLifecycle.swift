@@ -105,6 +105,17 @@ struct QueueLifecycle: Equatable {
     /// Whether an asynchronous stop or disposal is still playing out what was enqueued.
     var isStopping: Bool { ending != nil }
 
+    /// Whether the worker decodes ahead: once started (or waiting to start), as Apple's queue,
+    /// which decodes nothing before `AudioQueuePrime` or `AudioQueueStart`; never offline (the
+    /// rendering thread decodes what it needs).
+    var decodesAhead: Bool {
+        guard !offline else { return false }
+        switch state {
+        case .waiting, .playing, .paused, .draining: return true
+        case .idle, .disposed: return false
+        }
+    }
+
     /// Where the last run ended, while nothing new has begun.
     var lastRunEnd: Int64? {
         if case .idle(_, let end) = state { return end }

@@ -21,6 +21,9 @@ final class RenderStage: @unchecked Sendable {
     let markers: MarkerRing
     /// Wakes the queue's worker; must be safe to call from a real-time thread.
     var notify: @Sendable () -> Void = {}
+    /// Fault injection for tests: runs on the reader's thread after a render took its frames and
+    /// before they count on the timeline (set before the sink starts; nil in normal use).
+    var afterConsumeHook: (@Sendable () -> Void)?
 
     // MARK: written by the control path, read here
     let volumeTarget = Atomic<UInt32>(Float(1).bitPattern)
@@ -39,6 +42,8 @@ final class RenderStage: @unchecked Sendable {
 
     // MARK: written here, read elsewhere
     let timelineFrames = Atomic<Int>(0)
+    /// How often the timeline restarted at 0 (a run ended); changes only while no sink pulls.
+    let timelineRestarts = Atomic<Int>(0)
     /// Silent frames rendered since the last frame of queue audio (underrun or past the end).
     let silenceFramesSinceAudio = Atomic<Int>(0)
     let startedGeneration = Atomic<Int>(0)
@@ -142,6 +147,7 @@ final class RenderStage: @unchecked Sendable {
 
     /// Restarts the timeline at zero (a start after a stop); only while no sink pulls.
     func resetTimeline() {
+        timelineRestarts.add(1, ordering: .releasing)
         timelineFrames.store(0, ordering: .relaxed)
         silenceFramesSinceAudio.store(0, ordering: .relaxed)
         holdAfterEnd = false
@@ -221,6 +227,7 @@ final class RenderStage: @unchecked Sendable {
         }
 
         if done > 0 {
+            afterConsumeHook?()
             timelineFrames.add(done, ordering: .releasing)
             hadAudio = true
             renderedSinceDiscard = true

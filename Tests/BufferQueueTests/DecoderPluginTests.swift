@@ -126,7 +126,7 @@ final class LaggyToyDecoder: AudioDecoder {
         let output = try queue.renderAllOffline()
         #expect(output == [Float](repeating: 0.4, count: 100))
         #expect(queue.lastConverterError?.code == .invalidTrim)
-        #expect(await log.wait { _ in log.errors.contains { $0.code == .invalidTrim } })
+        #expect(await log.wait { $0.contains { if case .error(let e) = $0 { return e.code == .invalidTrim } else { return false } } })
     }
 
     @Test func corruptPacketBecomesSilenceOfItsLength() async throws {
@@ -139,7 +139,9 @@ final class LaggyToyDecoder: AudioDecoder {
         #expect(output[100..<200].allSatisfy { $0 == 0 })
         #expect(output[200..<300].allSatisfy { $0 == 0.3 })
         #expect(queue.lastConverterError?.message == "toy packet is corrupt")
-        #expect(await log.wait { _ in log.errors.count == 1 })
+        #expect(await log.wait { $0.contains { if case .error = $0 { return true } else { return false } } })
+        queue.waitForCallbacks()
+        #expect(log.errors.count == 1)
     }
 
     @Test func formatChangeIsAnnouncedAndOfflineRenderStopsAtIt() async throws {
@@ -167,7 +169,7 @@ final class LaggyToyDecoder: AudioDecoder {
         let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decoderRegistry: registry))
         try enqueuePackets(queue, [10, 0xFE, 20])
         try queue.start()
-        #expect(await eventually { sink.capturedSamples().count == 100 + 200 })
+        #expect(await sink.waitForFrames(200))
         let captured = sink.capturedSamples()
         #expect(captured[0..<100].allSatisfy { $0 == 0.1 })
         #expect(captured[100...].allSatisfy { $0 == 0.2 })
@@ -199,7 +201,7 @@ final class LaggyToyDecoder: AudioDecoder {
         let live = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 1024))
         try feed(live)
         try live.start()
-        #expect(await eventually { sink.capturedSamples().count >= rendered.count })
+        #expect(await sink.waitForFrames(rendered.count / 2))
         #expect(difference(sink.capturedSamples(), rendered) == nil)
     }
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Synchronization
 import Testing
 @testable import BufferQueue
@@ -49,45 +50,53 @@ final class Locked<Value: Sendable>: @unchecked Sendable {
 }
 
 final class EventLog: Sendable {
-    private let events = Locked<[AudioQueueEvent]>([])
+    private let events = Watched<[AudioQueueEvent]>([])
+    /// True once the queue's event stream has finished (the queue was disposed of).
+    let finished = Watched(false)
     private let task: Task<Void, Never>
 
     init(_ queue: AudioQueue) {
         let stream = queue.events()
-        let events = self.events
-        task = Task { for await event in stream { events.withLock { $0.append(event) } } }
+        let events = self.events, finished = self.finished
+        task = Task {
+            for await event in stream { events.update { $0.append(event) } }
+            finished.update { $0 = true }
+        }
     }
 
-    var all: [AudioQueueEvent] { events.value }
-    var returnedIDs: [Int] {
-        all.compactMap { if case .bufferReturned(let b) = $0 { return b.id } else { return nil } }
-    }
-    var runningChanges: [Bool] {
-        all.compactMap { if case .runningChanged(let r) = $0 { return r } else { return nil } }
-    }
+    var all: [AudioQueueEvent] { events.current }
+    var returnedIDs: [Int] { Self.returnedIDs(all) }
+    var runningChanges: [Bool] { Self.runningChanges(all) }
     var errors: [AudioQueueError] {
         all.compactMap { if case .error(let e) = $0 { return e } else { return nil } }
     }
 
-    /// Waits (polling, bounded) until `condition` holds.
-    func wait(seconds: Double = 5, until condition: ([AudioQueueEvent]) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while ContinuousClock.now < deadline {
-            if condition(all) { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return condition(all)
+    static func returnedIDs(_ events: [AudioQueueEvent]) -> [Int] {
+        events.compactMap { if case .bufferReturned(let b) = $0 { return b.id } else { return nil } }
     }
-}
+    static func runningChanges(_ events: [AudioQueueEvent]) -> [Bool] {
+        events.compactMap { if case .runningChanged(let r) = $0 { return r } else { return nil } }
+    }
 
-/// Polls a condition for up to `seconds`.
-func eventually(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
+    /// Waits until `condition` holds for the events so far; woken by each new event, bounded.
+    func wait(seconds: Double = 10, until condition: @escaping @Sendable ([AudioQueueEvent]) -> Bool) async -> Bool {
+        await events.wait(timeout: .milliseconds(Int(seconds * 1000)), until: condition)
     }
-    return condition()
+
+    /// Waits until the running changes are exactly `changes`.
+    func waitForRunning(_ changes: [Bool], seconds: Double = 10) async -> Bool {
+        await wait(seconds: seconds) { Self.runningChanges($0) == changes }
+    }
+
+    /// Waits until `count` buffers have come back.
+    func waitForReturned(_ count: Int, seconds: Double = 10) async -> Bool {
+        await wait(seconds: seconds) { Self.returnedIDs($0).count >= count }
+    }
+
+    /// Waits until the queue is disposed of (its event stream finished).
+    func waitUntilFinished(seconds: Double = 10) async -> Bool {
+        await finished.wait(timeout: .milliseconds(Int(seconds * 1000))) { $0 }
+    }
 }
 
 func expectError(_ code: AudioQueueError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) {
@@ -102,3 +111,85 @@ func expectError(_ code: AudioQueueError.Code, sourceLocation: SourceLocation = 
     }
 }
 
+/// A sink driven by the test: it records what the queue asks of it, can be told to fail, renders
+/// only when the test pulls, and keeps drain completions for the test to run. Like a real sink it
+/// keeps the one-reader contract: `pause()` and `close()` wait for a pull in progress.
+final class ScriptedSink: AudioSink, @unchecked Sendable {
+    struct Calls: Sendable, Equatable {
+        var opens = 0, starts = 0, pauses = 0, flushes = 0, closes = 0, drains = 0
+        var layouts: [AudioChannelLayout] = []
+        var formats: [AudioStreamDescription] = []
+    }
+    let calls = Watched(Calls())
+    /// Fail the next N opens / starts.
+    let failOpens = Locked(0)
+    let failStarts = Locked(0)
+    /// Whether the sink reports playback start itself (like PulseAudio).
+    let reports: Bool
+    /// Signalled when `pause()` has been asked for (before it waits for a pull in progress).
+    let pauseRequested = Watched(0)
+    private let renderLock = NSLock()
+    private var source: AudioRenderSource?
+    private var channels = 2
+    private var active = false
+    private let drainCompletions = Locked([@Sendable () -> Void]())
+
+    init(reportsPlaybackStart: Bool = false) { reports = reportsPlaybackStart }
+
+    var reportsPlaybackStart: Bool { reports }
+    var latencyFrames: Int { 0 }
+
+    func open(format: AudioStreamDescription, source: AudioRenderSource) throws {
+        try open(format: format, channelLayout: .default(channels: format.channelsPerFrame), source: source)
+    }
+
+    func open(format: AudioStreamDescription, channelLayout: AudioChannelLayout, source: AudioRenderSource) throws {
+        let fail = failOpens.withLock { n -> Bool in defer { n = max(n - 1, 0) }; return n > 0 }
+        calls.update { $0.opens += 1; $0.layouts.append(channelLayout); $0.formats.append(format) }
+        if fail { throw AudioQueueError(.cannotStart, "scripted open failure") }
+        renderLock.withLock { self.source = source; channels = format.channelsPerFrame }
+    }
+
+    func start() throws {
+        let fail = failStarts.withLock { n -> Bool in defer { n = max(n - 1, 0) }; return n > 0 }
+        calls.update { $0.starts += 1 }
+        if fail { throw AudioQueueError(.cannotStart, "scripted start failure") }
+        renderLock.withLock { active = true }
+    }
+
+    func pause() {
+        pauseRequested.update { $0 += 1 }
+        renderLock.withLock { active = false }
+        calls.update { $0.pauses += 1 }
+    }
+
+    func flush() { calls.update { $0.flushes += 1 } }
+
+    func drain(_ completion: @escaping @Sendable () -> Void) {
+        drainCompletions.withLock { $0.append(completion) }
+        calls.update { $0.drains += 1 }
+    }
+
+    func close() {
+        renderLock.withLock { active = false; source = nil }
+        calls.update { $0.closes += 1 }
+    }
+
+    /// Renders `frames` frames as the sink's thread would; returns the frames of queue audio.
+    func pull(frames: Int, fillSilence: Bool = true) -> Int {
+        renderLock.withLock {
+            guard active, let source else { return 0 }
+            var out = [Float](repeating: 0, count: frames * channels)
+            return out.withUnsafeMutableBufferPointer { $0.baseAddress.map { source.render(into: $0, frames: frames, fillSilence: fillSilence) } ?? 0 }
+        }
+    }
+
+    /// Reports that playback really began.
+    func reportHeard() { renderLock.withLock { source }?.reportPlaybackStarted() }
+
+    /// Runs the drain completion number `index` (0 = the first drain asked for).
+    func completeDrain(_ index: Int) {
+        let completion = drainCompletions.withLock { $0.indices.contains(index) ? $0[index] : nil }
+        completion?()
+    }
+}

@@ -16,16 +16,16 @@ import Testing
             try queue.enqueue(buffer)
         }
         try queue.start()
-        #expect(await log.wait { $0.contains { if case .runningChanged(true) = $0 { return true } else { return false } } })
+        #expect(await log.waitForRunning([true]))
         try queue.stop(immediately: true)
         #expect(!queue.isRunning)
-        #expect(await log.wait { _ in log.returnedIDs.count == 6 && log.runningChanges.count == 2 })
+        #expect(await log.wait { EventLog.returnedIDs($0).count == 6 && EventLog.runningChanges($0).count == 2 })
         #expect(log.returnedIDs == ids)
         #expect(log.runningChanges == [true, false])
-        // Nothing more is pulled from the queue after the stop.
-        let heard = sink.capturedSamples().count
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(sink.capturedSamples().count == heard)
+        // Nothing more is pulled from the queue after the stop: a paced sink would have pulled
+        // 480 frames in 100 ms.
+        let heard = sink.framesReceived
+        #expect(await !sink.waitForFrames(heard + 1, timeout: .milliseconds(100)))
     }
 
     @Test func callbacksForPrimePauseFlushAndResume() async throws {
@@ -49,22 +49,21 @@ import Testing
         // no longer needs, in order: the two that fit and the one partly in the ring.
         #expect(try queue.prime() == 2048)
         queue.waitForCallbacks()
-        #expect(await log.wait { _ in log.returnedIDs == Array(ids.prefix(3)) })
+        #expect(log.returnedIDs == Array(ids.prefix(3)))
         try queue.flush()         // returns nothing, discards nothing
         try queue.pause()         // not started: nothing happens
         try queue.start()
-        try await Task.sleep(for: .milliseconds(30))
+        #expect(await sink.waitForFrames(1440))
         try queue.pause()
         // Decode-ahead may still fill what the sink freed before the pause; once that is done and
         // delivered, a paused queue decodes nothing more and calls back for nothing more.
         queue.waitForCallbacks()
-        let returnedWhilePaused = called.value
-        try await Task.sleep(for: .milliseconds(60))
-        queue.waitForCallbacks()
-        #expect(called.value == returnedWhilePaused)
+        let returnedWhilePaused = log.returnedIDs.count
+        #expect(await !log.wait(seconds: 0.1) { EventLog.returnedIDs($0).count > returnedWhilePaused })
+        #expect(!queue.isRunning)
         try queue.start()
         try queue.stop(immediately: false)
-        #expect(await log.wait { _ in log.runningChanges == [true, false, true, false] })
+        #expect(await log.waitForRunning([true, false, true, false]))
         #expect(log.returnedIDs == ids)                    // each buffer exactly once, in order
         #expect(called.value == ids)
         #expect(difference(trimSilence(sink.capturedSamples(), channels: 2), input) == nil)
@@ -78,17 +77,19 @@ import Testing
         for i in 0..<4 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 24000, channels: 2, offset: i * 24000))) }
         try queue.prime()
         try queue.start()
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(await log.waitForRunning([true]))
+        #expect(await sink.waitForFrames(4800))
         try queue.reset()
         #expect(queue.isRunning)
-        #expect(await log.wait { _ in log.returnedIDs.count == 4 })
+        #expect(await log.waitForReturned(4))
         #expect(queue.currentTime(in: timeline).discontinuity)
         #expect(!queue.currentTime(in: timeline).discontinuity)   // told once per timeline
         // After the reset the queue plays new buffers without a restart.
         let after = ramp(frames: 4800, channels: 2, offset: 777)
         let before = sink.capturedSamples().count
         try queue.enqueue(try queue.makeBuffer(after))
-        #expect(await eventually { difference(trimSilence(Array(sink.capturedSamples()[before...]), channels: 2), after) == nil })
+        #expect(await sink.waitForFrames(before / 2 + 4800 + 960))
+        #expect(difference(trimSilence(Array(sink.capturedSamples()[before...]), channels: 2), after) == nil)
         #expect(queue.isRunning)
         #expect(log.runningChanges == [true])
         queue.dispose(immediately: true)
@@ -103,9 +104,11 @@ import Testing
         try queue.prime()
         try queue.start()
         try queue.stop(immediately: false)
-        #expect(queue.isRunning || log.runningChanges.isEmpty)
+        #expect(queue.isStopping)
         expectError(.enqueueDuringReset) { try queue.enqueue(try queue.makeBuffer(parts[0])) }
-        #expect(await log.wait { $0.contains { if case .runningChanged(false) = $0 { return true } else { return false } } })
+        expectError(.enqueueDuringReset) { try queue.flush() }
+        #expect(await log.waitForRunning([true, false]))
+        #expect(!queue.isStopping)
         #expect(log.returnedIDs.count == 3)
         #expect(difference(trimSilence(sink.capturedSamples(), channels: 2), Array(parts.joined())) == nil)
         // Everything was heard, and enqueuing works again once stopped.
@@ -124,16 +127,17 @@ import Testing
         try queue.enqueue(try queue.makeBuffer(input))
         try queue.prime()
         try queue.start()
-        #expect(await eventually(seconds: 30) { queue.currentTime().sampleTime > 0 })
+        #expect(await sink.waitForFrames(4800, timeout: .seconds(30)))
         try queue.pause()
         #expect(!queue.isRunning)
         let t1 = queue.currentTime().sampleTime
-        try await Task.sleep(for: .milliseconds(100))
+        // Paused: the sink pulls nothing, so queue time cannot move.
+        #expect(await !sink.waitForFrames(sink.framesReceived + 1, timeout: .milliseconds(100)))
         #expect(queue.currentTime().sampleTime == t1)
         #expect(t1 > 0 && t1 < Int64(frames))
         let capturedAtPause = sink.capturedSamples().count
         try queue.start()
-        #expect(await eventually(seconds: 30) { sink.capturedSamples().count > capturedAtPause + 9600 })
+        #expect(await sink.waitForFrames(capturedAtPause / 2 + 9600, timeout: .seconds(30)))
         try queue.stop(immediately: true)
         // What was heard, padding removed, is the input from its first frame on: nothing lost or repeated.
         let captured = sink.capturedSamples()
@@ -154,13 +158,13 @@ import Testing
         try queue.enqueue(try queue.makeBuffer(ramp(frames: 1_440_000, channels: 2)))
         try queue.prime()
         try queue.start()
-        // Past the first 50 ms, the simulated device buffer is full.
-        #expect(await eventually { queue.stage.timelineFrames.load(ordering: .relaxed) > 4800 })
+        // Past the first 100 ms, the simulated device buffer is full.
+        #expect(await sink.waitForFrames(4800))
         try queue.pause()
         let heard = Int(queue.currentTime().sampleTime)
-        let rendered = queue.stage.timelineFrames.load(ordering: .relaxed)
+        let rendered = Int(queue.offlineRenderPosition)
         // The heard position trails what was rendered by the simulated device buffer (2400 frames).
-        #expect(rendered - heard == sink.latencyFrames)
+        #expect(rendered > 2400)
         #expect(abs(rendered - heard - 2400) <= 480)
         queue.dispose(immediately: true)
     }
@@ -175,24 +179,23 @@ import Testing
     }
 
     @Test func disposeStopsCallbacksEvenFromInsideOne() async throws {
-        let calls = Locked(0)
+        let calls = Watched(0)
         let afterDispose = Locked(false)
-        let disposed = Locked(false)
+        let disposed = Watched(false)
         let armed = Locked(false)
         let queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 256)) { queue, _ in
-            if disposed.value { afterDispose.withLock { $0 = true } }
-            calls.withLock { $0 += 1 }
+            if disposed.current { afterDispose.withLock { $0 = true } }
+            calls.update { $0 += 1 }
             guard armed.value else { return }
             queue.dispose(immediately: true)   // from inside a callback: must not deadlock
-            disposed.withLock { $0 = true }
+            disposed.update { $0 = true }
         }
         for i in 0..<20 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 200, channels: 2, offset: i))) }
         armed.withLock { $0 = true }
         try queue.start()
-        #expect(await eventually { disposed.value })
-        let count = calls.value
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(calls.value == count)
+        #expect(await disposed.wait { $0 })
+        let count = calls.current
+        #expect(await !calls.wait(timeout: .milliseconds(100)) { $0 > count })
         #expect(count < 20)
         #expect(!afterDispose.value)
         expectError(.disposalPending) { try queue.start() }
@@ -200,18 +203,22 @@ import Testing
     }
 
     @Test func noCallbackAfterDisposeReturns() async throws {
-        let late = Locked(false)
+        let late = Watched(false)
         let disposedFlag = Locked(false)
+        let calls = Watched(0)
         let queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 256)) { _, _ in
-            if disposedFlag.value { late.withLock { $0 = true } }
+            if disposedFlag.value { late.update { $0 = true } }
+            calls.update { $0 += 1 }
         }
-        for i in 0..<50 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 512, channels: 2, offset: i))) }
+        let buffers = try (0..<50).map { try queue.makeBuffer(ramp(frames: 512, channels: 2, offset: $0)) }
+        for buffer in buffers { try queue.enqueue(buffer) }
         try queue.start()
-        try await Task.sleep(for: .milliseconds(30))
+        #expect(await calls.wait { $0 >= 3 })                   // mid-play, callbacks flowing
         queue.dispose(immediately: true)
         disposedFlag.withLock { $0 = true }
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(!late.value)
+        #expect(await !late.wait(timeout: .milliseconds(100)) { $0 })
+        #expect(calls.current < 50)
+        #expect(buffers.allSatisfy { !$0.isInQueue })           // handed back, without a callback
     }
 
     @Test func asyncDisposeReleasesAfterPlaying() async throws {
@@ -219,10 +226,12 @@ import Testing
         let queue = try AudioQueue(format: format, configuration: .init(sink: sink))
         let input = ramp(frames: 10000, channels: 2)
         try queue.enqueue(try queue.makeBuffer(input))
+        let log = EventLog(queue)
         try queue.start()
         queue.dispose(immediately: false)
-        expectError(.disposalPending) { try queue.enqueue(try queue.allocateBuffer(capacity: 8)) }
-        #expect(await eventually { difference(sink.capturedSamples(), input) == nil })
+        expectError(.disposalPending) { _ = try queue.allocateBuffer(capacity: 8) }
+        #expect(await log.waitUntilFinished())
+        #expect(difference(sink.capturedSamples(), input) == nil)
     }
 
     @Test func invalidRunStatesAreErrors() async throws {
@@ -252,7 +261,7 @@ import Testing
         try queue.stop(immediately: false)    // at end of file before playback started, as playpcm does
         #expect(!queue.isRunning)
         try queue.start()
-        #expect(await log.wait { _ in log.runningChanges == [true, false] })
+        #expect(await log.waitForRunning([true, false]))
         #expect(difference(trimSilence(sink.capturedSamples(), channels: 2), input) == nil)
         #expect(queue.currentTime().sampleTime == 2400)
     }
@@ -260,39 +269,21 @@ import Testing
     @Test func deferredStartBeginsLater() async throws {
         let sink = NullSink(pacing: .unpaced, capturing: true)
         let queue = try AudioQueue(format: format, configuration: .init(sink: sink))
+        let log = EventLog(queue)
         try queue.enqueue(try queue.makeBuffer(ramp(frames: 100, channels: 2)))
         let began = ContinuousClock.now
         try queue.start(at: .now() + .milliseconds(150))
         #expect(queue.isRunning == false)
-        #expect(await eventually { sink.capturedSamples().count == 200 })
+        #expect(await sink.waitForFrames(100))
         // Nothing can have been pulled before the start time.
         #expect(ContinuousClock.now - began >= .milliseconds(149))
-        #expect(queue.isRunning)
+        #expect(await log.waitForRunning([true]))
     }
-}
-
-/// A sink driven by hand that, like the PulseAudio sink, says when playback really began.
-private final class HandDrivenSink: AudioSink, @unchecked Sendable {
-    private let source = Locked<AudioRenderSource?>(nil)
-    func open(format: AudioStreamDescription, source: AudioRenderSource) throws { self.source.withLock { $0 = source } }
-    func start() throws {}
-    func pause() {}
-    func flush() {}
-    func drain(_ completion: @escaping @Sendable () -> Void) { completion() }
-    func close() {}
-    var latencyFrames: Int { 0 }
-    var reportsPlaybackStart: Bool { true }
-    func pull(frames: Int) -> Int {
-        guard let source = source.value else { return 0 }
-        var out = [Float](repeating: 0, count: frames * 2)
-        return out.withUnsafeMutableBufferPointer { $0.baseAddress.map { source.render(into: $0, frames: frames, fillSilence: true) } ?? 0 }
-    }
-    func reportHeard() { source.value?.reportPlaybackStarted() }
 }
 
 @Suite struct RunningFollowsTheSinkTests {
     @Test func isRunningWaitsForTheSinkToReportPlayback() async throws {
-        let sink = HandDrivenSink()
+        let sink = ScriptedSink(reportsPlaybackStart: true)
         let queue = try AudioQueue(format: .float32(sampleRate: 48000, channels: 2), configuration: .init(sink: sink))
         let log = EventLog(queue)
         try queue.enqueue(try queue.makeBuffer(ramp(frames: 4800, channels: 2)))
@@ -300,20 +291,22 @@ private final class HandDrivenSink: AudioSink, @unchecked Sendable {
         try queue.start()
         // Frames were rendered (written), but the sink has not said they are being played.
         #expect(sink.pull(frames: 480) == 480)
-        try await Task.sleep(for: .milliseconds(100))
+        // The worker handles the render at once; isRunning must still wait for the report.
+        queue.waitForCallbacks()
+        #expect(await !log.wait(seconds: 0.1) { !EventLog.runningChanges($0).isEmpty })
         #expect(!queue.isRunning)
-        #expect(log.runningChanges.isEmpty)
         sink.reportHeard()
-        #expect(await log.wait { _ in log.runningChanges == [true] })
+        #expect(await log.waitForRunning([true]))
         #expect(queue.isRunning)
         // A pause and a new start need a new report.
         try queue.pause()
         try queue.start()
         #expect(sink.pull(frames: 480) == 480)
-        try await Task.sleep(for: .milliseconds(100))
+        queue.waitForCallbacks()
+        #expect(await !log.wait(seconds: 0.1) { EventLog.runningChanges($0).count > 2 })
         #expect(log.runningChanges == [true, false])
         sink.reportHeard()
-        #expect(await log.wait { _ in log.runningChanges == [true, false, true] })
+        #expect(await log.waitForRunning([true, false, true]))
         queue.dispose(immediately: true)
     }
 }
