@@ -42,6 +42,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     private var stream: OpaquePointer?
     private var source: AudioRenderSource?
     private var format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
+    private var channelLayout = AudioChannelLayout.stereo
     /// Read by the write callback (main-loop thread, lock held); changed under the main-loop lock.
     private var pulling = false
     private var draining = false
@@ -73,6 +74,13 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     // MARK: AudioSink
 
     public func open(format: AudioStreamDescription, source: AudioRenderSource) throws {
+        try open(format: format, channelLayout: .default(channels: format.channelsPerFrame), source: source)
+    }
+
+    /// Opens a stream whose channel map follows `channelLayout` (Apple's labels mapped to
+    /// PulseAudio's positions; unknown labels become auxiliary channels).
+    public func open(format: AudioStreamDescription, channelLayout: AudioChannelLayout, source: AudioRenderSource) throws {
+        self.channelLayout = channelLayout.channelCount == format.channelsPerFrame ? channelLayout : .default(channels: format.channelsPerFrame)
         guard format.isFloat32Interleaved else {
             throw AudioQueueError(.invalidPropertyValue, "the PulseAudio sink takes interleaved float32, not \(format)")
         }
@@ -244,7 +252,8 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
             defer { pa_proplist_free(properties) }
             pa_proplist_sets(properties, PA_PROP_MEDIA_NAME, configuration.streamName)
             pa_proplist_sets(properties, PA_PROP_MEDIA_ROLE, configuration.role)
-            guard let made = pa_stream_new_with_proplist(context, configuration.streamName, &spec, nil, properties) else {
+            var map = Self.channelMap(channelLayout)
+            guard let made = pa_stream_new_with_proplist(context, configuration.streamName, &spec, &map, properties) else {
                 throw AudioQueueError(.cannotStart, "PulseAudio refused a \(format) stream: \(String(cString: pa_strerror(pa_context_errno(context))))")
             }
             stream = made
@@ -277,6 +286,36 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
                 pa_threaded_mainloop_wait(loop)
             }
         }
+    }
+
+    /// PulseAudio's channel map for a layout: each label to its position, anything else to AUXn.
+    static func channelMap(_ layout: AudioChannelLayout) -> pa_channel_map {
+        var map = pa_channel_map()
+        map.channels = UInt8(min(layout.channelCount, Int(PA_CHANNELS_MAX)))
+        var aux = 0
+        withUnsafeMutableBytes(of: &map.map) { raw in
+            let positions = raw.bindMemory(to: pa_channel_position_t.self)
+            for (index, label) in layout.channelLabels.prefix(positions.count).enumerated() {
+                let position: pa_channel_position_t
+                switch label {
+                case .mono: position = PA_CHANNEL_POSITION_MONO
+                case .left: position = PA_CHANNEL_POSITION_FRONT_LEFT
+                case .right: position = PA_CHANNEL_POSITION_FRONT_RIGHT
+                case .center: position = PA_CHANNEL_POSITION_FRONT_CENTER
+                case .lfeScreen: position = PA_CHANNEL_POSITION_LFE
+                case .leftSurround: position = PA_CHANNEL_POSITION_REAR_LEFT
+                case .rightSurround: position = PA_CHANNEL_POSITION_REAR_RIGHT
+                case .centerSurround: position = PA_CHANNEL_POSITION_REAR_CENTER
+                case .leftSurroundDirect: position = PA_CHANNEL_POSITION_SIDE_LEFT
+                case .rightSurroundDirect: position = PA_CHANNEL_POSITION_SIDE_RIGHT
+                case .unknown, .unused:
+                    position = pa_channel_position_t(rawValue: PA_CHANNEL_POSITION_AUX0.rawValue + Int32(aux))
+                    aux += 1
+                }
+                positions[index] = position
+            }
+        }
+        return map
     }
 
     /// The server wants `bytes` more: render them (main-loop thread, lock held). Nothing allocates.

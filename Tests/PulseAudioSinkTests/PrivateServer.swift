@@ -3,125 +3,183 @@ import Testing
 @_exported import TestSupport
 
 /// A private PulseAudio daemon for one test: its own runtime directory, a float32 null sink named
-/// `out` at the test's rate, stopped by pid afterwards. What was played is recorded from the
-/// sink's monitor with parec, which is bit-exact for float32 at the same rate.
+/// `out` at the test's rate, run in the foreground as the test's child. What was played is
+/// recorded from the sink's monitor with parec, which is bit-exact for float32 at the same rate.
+///
+/// Every wait here is on an event with a deadline: the daemon is ready when it logs "Daemon
+/// startup complete" on its stderr pipe, the recorder is connected when its first bytes arrive on
+/// its stdout pipe, recorded audio wakes waiters as it arrives, and a killed process is gone when
+/// its pipe reaches end of file. (Foundation's `waitUntilExit` is not used: with a pipe attached
+/// it spins on the calling thread.)
 final class PrivateServer: @unchecked Sendable {
     static let binary = ["/usr/bin/pulseaudio", "/usr/local/bin/pulseaudio"].first { FileManager.default.isExecutableFile(atPath: $0) }
     static let parec = ["/usr/bin/parec", "/usr/local/bin/parec"].first { FileManager.default.isExecutableFile(atPath: $0) }
     static var missing: Bool { binary == nil || parec == nil }
 
+    /// What parec delivered so far, and how many of its frames are not silent.
+    struct Recording: Sendable {
+        var samples: [Float] = []
+        var soundFrames = 0
+        var bytesSeen = 0
+        var ended = false
+    }
+
+    /// The daemon's life as its log pipe tells it.
+    enum DaemonState: Sendable { case starting, ready, gone }
+
     let runtime: String
     let rate: Int
     let channels: Int
     var address: String { "unix:\(runtime)/pulse/native" }
+    private var daemon: Process?
+    private var daemonState = Watched(DaemonState.gone)
     private var recorder: Process?
-    private let capturePath: String
+    private let recording = Watched(Recording())
 
-    init(rate: Int = 44100, channels: Int = 2) throws {
+    private init(rate: Int, channels: Int) throws {
         self.rate = rate
         self.channels = channels
         runtime = NSTemporaryDirectory() + "aq-pulse-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        capturePath = runtime + "/captured.raw"
-        try startDaemon()
     }
 
-    /// Starts the daemon in the runtime directory (again after ``kill()``: same address).
-    func startDaemon() throws {
-        try? FileManager.default.removeItem(atPath: "\(runtime)/pulse/native")
-        try? FileManager.default.removeItem(atPath: "\(runtime)/pulse/pid")
-        let daemon = Process()
-        daemon.executableURL = URL(fileURLWithPath: try #require(Self.binary))
-        daemon.arguments = ["-D", "-n", "--exit-idle-time=-1", "--disallow-exit", "--load=module-native-protocol-unix",
-                            "--load=module-null-sink sink_name=out format=float32le rate=\(rate) channels=\(channels) norewinds=1",
-                            "--log-target=file:\(runtime)/pa.log"]
-        daemon.environment = ["XDG_RUNTIME_DIR": runtime, "HOME": runtime, "PATH": "/usr/bin:/bin"]
-        daemon.standardOutput = FileHandle.nullDevice
-        daemon.standardError = FileHandle.nullDevice
-        try daemon.run()
-        daemon.waitUntilExit()
-        let deadline = Date().addingTimeInterval(10)
-        while !FileManager.default.fileExists(atPath: "\(runtime)/pulse/native") {
-            guard Date() < deadline else { throw ServerError("pulseaudio did not start (see \(runtime)/pa.log)") }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
+    /// A new server, ready to play to.
+    static func start(rate: Int = 44100, channels: Int = 2) async throws -> PrivateServer {
+        let server = try PrivateServer(rate: rate, channels: channels)
+        try await server.startDaemon()
+        return server
     }
 
     struct ServerError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
 
-    /// Starts recording the sink's monitor; returns once parec is connected.
-    func startRecording() throws {
+    /// Starts the daemon in the runtime directory (again after ``kill()``: same address) and
+    /// returns once it has said that it is ready.
+    func startDaemon() async throws {
+        try? FileManager.default.removeItem(atPath: "\(runtime)/pulse/native")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try #require(Self.binary))
+        process.arguments = ["-n", "--daemonize=no", "-v", "--log-target=stderr", "--exit-idle-time=-1", "--disallow-exit",
+                             "--load=module-native-protocol-unix",
+                             "--load=module-null-sink sink_name=out format=float32le rate=\(rate) channels=\(channels) norewinds=1"]
+        process.environment = ["XDG_RUNTIME_DIR": runtime, "HOME": runtime, "PATH": "/usr/bin:/bin"]
+        process.standardOutput = FileHandle.nullDevice
+        let log = Pipe()
+        process.standardError = log
+        let state = Watched(DaemonState.starting)
+        daemonState = state
+        let reader = LineReader(log.fileHandleForReading, onEnd: { state.update { $0 = .gone } }) { line in
+            if line.contains("Daemon startup complete") { state.update { $0 = .ready } }
+        }
+        try process.run()
+        daemon = process
+        reader.start()
+        guard await state.wait(timeout: .seconds(15), until: { $0 != .starting }), state.current == .ready else {
+            throw ServerError("pulseaudio did not say it was ready within 15 s")
+        }
+    }
+
+    /// Starts recording the sink's monitor; returns once parec delivers audio (it is connected).
+    func startRecording() async throws {
+        recording.update { $0 = Recording() }
         let parec = Process()
         parec.executableURL = URL(fileURLWithPath: try #require(Self.parec))
-        parec.arguments = ["-d", "out.monitor", "--format=float32le", "--rate=\(rate)", "--channels=\(channels)", "--raw", "--latency-msec=20", capturePath]
+        parec.arguments = ["-d", "out.monitor", "--format=float32le", "--rate=\(rate)", "--channels=\(channels)", "--raw", "--latency-msec=20"]
         parec.environment = ["PULSE_SERVER": address, "HOME": runtime, "XDG_RUNTIME_DIR": runtime]
         parec.standardError = FileHandle.nullDevice
+        let pipe = Pipe()
+        parec.standardOutput = pipe
+        let channels = self.channels, recording = self.recording
+        let handle = pipe.fileHandleForReading
+        let thread = Thread {
+            var pending = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty {
+                    recording.update { $0.ended = true }
+                    break
+                }
+                pending.append(chunk)
+                let whole = pending.count / (4 * channels) * (4 * channels)
+                guard whole > 0 else { continue }
+                let floats: [Float] = pending.prefix(whole).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+                pending.removeFirst(whole)
+                recording.update { r in
+                    r.samples += floats
+                    r.bytesSeen += whole
+                    for f in 0..<(floats.count / channels) where floats[(f * channels)..<((f + 1) * channels)].contains(where: { $0 != 0 }) {
+                        r.soundFrames += 1
+                    }
+                }
+            }
+        }
         try parec.run()
         recorder = parec
-        // Anything played before the recorder is connected is lost: wait until the server lists
-        // its record stream (a fixed sleep was too short on a loaded machine).
-        let deadline = Date().addingTimeInterval(15)
-        while Date() < deadline && !recorderIsConnected() { Thread.sleep(forTimeInterval: 0.05) }
-        Thread.sleep(forTimeInterval: 0.1)
+        thread.start()
+        guard await recording.wait(timeout: .seconds(15), until: { $0.bytesSeen > 0 || $0.ended }), !recording.current.ended else {
+            throw ServerError("parec delivered nothing within 15 s")
+        }
     }
 
-    /// Whether the server has a record stream (parec's) on it, asked with `pactl`.
-    private func recorderIsConnected() -> Bool {
-        let pactl = Process()
-        pactl.executableURL = URL(fileURLWithPath: "/usr/bin/pactl")
-        pactl.arguments = ["-s", address, "list", "short", "source-outputs"]
-        pactl.environment = ["HOME": runtime, "XDG_RUNTIME_DIR": runtime]
-        let pipe = Pipe()
-        pactl.standardOutput = pipe
-        pactl.standardError = FileHandle.nullDevice
-        guard (try? pactl.run()) != nil else { return false }
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        pactl.waitUntilExit()
-        return pactl.terminationStatus == 0 && !output.isEmpty
+    /// Waits until at least `frames` frames of sound have been recorded.
+    func waitForSound(frames: Int, timeout: Duration = .seconds(10)) async -> Bool {
+        await recording.wait(timeout: timeout) { $0.soundFrames >= frames }
     }
 
-    /// Stops recording and returns the interleaved samples captured.
-    func stopRecording() -> [Float] {
-        // parec writes with a delay, and a loaded machine can starve it: wait (at most 5 s) until
-        // what it wrote ends in 0.1 s of silence, i.e. it has caught up past the end of playback.
-        let deadline = Date().addingTimeInterval(5)
+    /// Stops recording once `soundFrames` frames of sound and then 0.1 s of silence have arrived
+    /// (parec lags behind the server; a loaded machine can starve it), at most 10 s; returns the
+    /// interleaved samples captured.
+    func stopRecording(soundFrames: Int = 1) async -> [Float] {
         let tail = rate / 10 * channels
-        while Date() < deadline {
-            let samples = captured()
-            if samples.count >= tail && samples.suffix(tail).allSatisfy({ $0 == 0 }) { break }
-            Thread.sleep(forTimeInterval: 0.05)
+        _ = await recording.wait(timeout: .seconds(10)) { r in
+            r.soundFrames >= soundFrames && r.samples.count >= tail && r.samples.suffix(tail).allSatisfy { $0 == 0 }
         }
         // Children inherit the spawning thread's signal mask, in which the Swift runtime blocks
-        // SIGINT and SIGTERM: only SIGKILL reaches them. parec writes as it records.
+        // SIGINT and SIGTERM: only SIGKILL reaches them.
         if let recorder { Foundation.kill(recorder.processIdentifier, SIGKILL) }
-        recorder?.waitUntilExit()
+        _ = await recording.wait(timeout: .seconds(5)) { $0.ended }
         recorder = nil
-        return captured()
+        return recording.current.samples
     }
 
-    func captured() -> [Float] {
-        guard let data = FileManager.default.contents(atPath: capturePath) else { return [] }
-        return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
-    }
+    /// What has been recorded so far.
+    func captured() -> [Float] { recording.current.samples }
 
-    var pid: Int32? {
-        (try? String(contentsOfFile: "\(runtime)/pulse/pid", encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-    }
-
-    /// Kills the daemon (SIGKILL: see `stopRecording`).
-    func kill() {
-        guard let pid else { return }
-        Foundation.kill(pid, SIGKILL)
-        // Gone once the signal was delivered and the process reaped (it is not our child: poll).
-        let deadline = Date().addingTimeInterval(5)
-        while Foundation.kill(pid, 0) == 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
+    /// Kills the daemon (SIGKILL: see `stopRecording`) and returns once it is gone.
+    func kill() async {
+        guard let daemon else { return }
+        Foundation.kill(daemon.processIdentifier, SIGKILL)
+        _ = await daemonState.wait(timeout: .seconds(5)) { $0 == .gone }
+        self.daemon = nil
     }
 
     deinit {
         if let recorder { Foundation.kill(recorder.processIdentifier, SIGKILL) }
-        kill()
+        if let daemon { Foundation.kill(daemon.processIdentifier, SIGKILL) }
         try? FileManager.default.removeItem(atPath: runtime)
     }
+}
+
+/// Reads lines from a pipe on a thread of its own until it closes.
+final class LineReader {
+    private let thread: Thread
+    init(_ handle: FileHandle, onEnd: @escaping @Sendable () -> Void, _ onLine: @escaping @Sendable (String) -> Void) {
+        thread = Thread {
+            var buffer = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty {
+                    onEnd()
+                    break
+                }
+                buffer.append(chunk)
+                while let newline = buffer.firstIndex(of: 10) {
+                    onLine(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                    buffer.removeSubrange(buffer.startIndex...newline)
+                }
+            }
+        }
+    }
+    func start() { thread.start() }
 }
 
 /// Removes every run of silent frames (pauses) and returns what is left.

@@ -4,27 +4,29 @@ import Testing
 import BufferQueue
 import PulseAudioSink
 
-final class Events: @unchecked Sendable {
-    private let lock = NSLock()
-    private var list: [AudioQueueEvent] = []
-    private var task: Task<Void, Never>?
+/// The queue's events as they arrive; waits are woken by each new event, with a deadline.
+final class Events: Sendable {
+    private let list = Watched<[AudioQueueEvent]>([])
+    private let task: Task<Void, Never>
     init(_ queue: AudioQueue) {
         let stream = queue.events()
-        task = Task { [weak self] in for await event in stream { self?.append(event) } }
+        let list = self.list
+        task = Task { for await event in stream { list.update { $0.append(event) } } }
     }
-    private func append(_ event: AudioQueueEvent) { lock.lock(); list.append(event); lock.unlock() }
-    var all: [AudioQueueEvent] { lock.lock(); defer { lock.unlock() }; return list }
-    func wait(seconds: Double = 10, _ condition: ([AudioQueueEvent]) -> Bool) async -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition(all) { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition(all)
+    var all: [AudioQueueEvent] { list.current }
+    func wait(seconds: Double = 10, _ condition: @escaping @Sendable ([AudioQueueEvent]) -> Bool) async -> Bool {
+        await list.wait(timeout: .milliseconds(Int(seconds * 1000)), until: condition)
     }
-    var stopped: Bool { all.contains { if case .runningChanged(false) = $0 { return true } else { return false } } }
-    var runningChanges: [Bool] { all.compactMap { if case .runningChanged(let r) = $0 { return r } else { return nil } } }
-    var errors: [AudioQueueError] { all.compactMap { if case .error(let e) = $0 { return e } else { return nil } } }
+    static func runningChanges(_ events: [AudioQueueEvent]) -> [Bool] {
+        events.compactMap { if case .runningChanged(let r) = $0 { return r } else { return nil } }
+    }
+    static func hasSinkError(_ events: [AudioQueueEvent]) -> Bool {
+        events.contains { if case .error(let e) = $0 { return e.code == .sinkError } else { return false } }
+    }
+    func waitForRunning(_ changes: [Bool]) async -> Bool { await wait { Self.runningChanges($0) == changes } }
+    /// Waits for the first `runningChanged(false)`.
+    func waitUntilStopped() async -> Bool { await wait { Self.runningChanges($0).contains(false) } }
+    var runningChanges: [Bool] { Self.runningChanges(all) }
 }
 
 @Suite(.serialized, .enabled(if: !PrivateServer.missing, "pulseaudio or parec is missing (make deps installs pulseaudio and pulseaudio-utils): PulseAudio tests skipped"))
@@ -61,19 +63,18 @@ struct PulseAudioSinkTests {
 
     /// Plays what `feed` enqueues through a private server to the end; returns what its monitor
     /// recorded between the first and the last sound.
-    func playToTheEnd(_ feed: (AudioQueue) throws -> Void) async throws -> [Float] {
-        let server = try PrivateServer()
-        try server.startRecording()
+    func playToTheEnd(soundFrames: Int, _ feed: (AudioQueue) throws -> Void) async throws -> [Float] {
+        let server = try await PrivateServer.start()
+        try await server.startRecording()
         let queue = try makeQueue(server)
         let events = Events(queue)
         try feed(queue)
         try queue.prime()
         try queue.start()
         try queue.stop(immediately: false)
-        #expect(await events.wait { _ in events.stopped })
-        try await Task.sleep(for: .milliseconds(300))
+        #expect(await events.waitUntilStopped())
         queue.dispose(immediately: true)
-        return trimSilence(server.stopRecording(), channels: 2)
+        return trimSilence(await server.stopRecording(soundFrames: soundFrames), channels: 2)
     }
 
     @Test func playedEqualsOfflineRenderBitForBit() async throws {
@@ -85,7 +86,7 @@ struct PulseAudioSinkTests {
         }
         let expected = try offline(feed)
         #expect(expected.count == (30000 - 1105 - 47) * 2)
-        let played = try await playToTheEnd(feed)
+        let played = try await playToTheEnd(soundFrames: expected.count / 2, feed)
         #expect(difference(played, expected) == nil)
     }
 
@@ -93,7 +94,7 @@ struct PulseAudioSinkTests {
         let first = signal(frames: 7000), second = signal(frames: 5000, phase: 9999)
         var expected: [Float] = []
         for _ in 0..<3 { expected += Array(first[200...]) + Array(second[..<((5000 - 200) * 2)]) }
-        let played = try await playToTheEnd { queue in
+        let played = try await playToTheEnd(soundFrames: expected.count / 2) { queue in
             for _ in 0..<3 {   // a two-"file" playlist, looped three times
                 try queue.enqueue(try self.buffer(queue, first), trimFramesAtStart: 100)
                 try queue.enqueue(try self.buffer(queue, second), trimFramesAtEnd: 200)
@@ -104,18 +105,20 @@ struct PulseAudioSinkTests {
     }
 
     @Test func pauseStopsTheTimelineAndResumesWithoutLoss() async throws {
-        let server = try PrivateServer()
+        let server = try await PrivateServer.start()
         let input = signal(frames: 88200)   // 2 s
-        try server.startRecording()
+        try await server.startRecording()
         let queue = try makeQueue(server)
         let events = Events(queue)
         try queue.enqueue(try buffer(queue, input))
         try queue.prime()
         try queue.start()
-        try await Task.sleep(for: .milliseconds(400))
+        #expect(await server.waitForSound(frames: 17640))
         try queue.pause()
         let pausedAt = queue.currentTime().sampleTime
-        try await Task.sleep(for: .milliseconds(300))
+        // Paused: what the server held plays out, then no more sound comes and time stands still.
+        let soundAtPause = withoutSilence(server.captured(), channels: 2).count / 2
+        #expect(await !server.waitForSound(frames: soundAtPause + 4410 + 2205, timeout: .milliseconds(300)))
         #expect(queue.currentTime().sampleTime == pausedAt)
         #expect(pausedAt > 0 && pausedAt < 88200)
         // What was heard is what the recorder got, within the sink's 50 ms and the recorder's 20 ms.
@@ -124,30 +127,29 @@ struct PulseAudioSinkTests {
         try queue.start()
         try queue.stop(immediately: false)
         // Pause reports running false too: wait for the stop's, the fourth change.
-        #expect(await events.wait { _ in events.runningChanges == [true, false, true, false] })
-        try await Task.sleep(for: .milliseconds(300))
-        let played = withoutSilence(server.stopRecording(), channels: 2)
+        #expect(await events.waitForRunning([true, false, true, false]))
+        let played = withoutSilence(await server.stopRecording(soundFrames: 88200), channels: 2)
         #expect(difference(played, input) == nil)
         queue.dispose(immediately: true)
     }
 
     @Test func resetDiscardsAndKeepsPlaying() async throws {
-        let server = try PrivateServer()
+        let server = try await PrivateServer.start()
         let first = signal(frames: 132300), second = signal(frames: 22050, phase: 777)
-        try server.startRecording()
+        try await server.startRecording()
         let queue = try makeQueue(server)
         let events = Events(queue)
         try queue.enqueue(try buffer(queue, first))
         try queue.prime()
         try queue.start()
-        try await Task.sleep(for: .milliseconds(400))
+        #expect(await events.waitForRunning([true]))
+        #expect(await server.waitForSound(frames: 17640))
         try queue.reset()
         #expect(queue.isRunning)
         try queue.enqueue(try buffer(queue, second))
         try queue.stop(immediately: false)
-        #expect(await events.wait { _ in events.stopped })
-        try await Task.sleep(for: .milliseconds(300))
-        let played = withoutSilence(server.stopRecording(), channels: 2)
+        #expect(await events.waitUntilStopped())
+        let played = withoutSilence(await server.stopRecording(soundFrames: 17640 + 22050), channels: 2)
         // A prefix of the first buffer, then the whole second one: the rest of the first was discarded.
         #expect(played.count < first.count + second.count)
         #expect(played.count > second.count)
@@ -158,9 +160,9 @@ struct PulseAudioSinkTests {
     }
 
     @Test func underrunIsReportedAndPlaybackRecovers() async throws {
-        let server = try PrivateServer()
+        let server = try await PrivateServer.start()
         let first = signal(frames: 8820), second = signal(frames: 8820, phase: 4242)   // 0.2 s each
-        try server.startRecording()
+        try await server.startRecording()
         let queue = try makeQueue(server)
         let events = Events(queue)
         let timeline = try queue.makeTimeline()
@@ -172,32 +174,33 @@ struct PulseAudioSinkTests {
         #expect(queue.isRunning)
         #expect(queue.currentTime(in: timeline).discontinuity)
         // What the server still held plays out; then the heard position waits at the end of the
-        // rendered audio for as long as the queue is starved.
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(queue.currentTime().sampleTime == 8820)
-        try await Task.sleep(for: .milliseconds(200))
+        // rendered audio for as long as the queue is starved (and no sound comes meanwhile).
+        #expect(await server.waitForSound(frames: 8820))
+        // The recorder has it all; the server's timing estimate trails by up to its 20 ms.
+        let heardNow = queue.currentTime().sampleTime
+        #expect(heardNow <= 8820 && heardNow >= 8820 - 882, "heard \(heardNow)")
+        #expect(await !server.waitForSound(frames: 8821, timeout: .milliseconds(200)))
         #expect(queue.currentTime().sampleTime == 8820)
         try queue.enqueue(try buffer(queue, second))          // recovery: just feed it
         try queue.stop(immediately: false)
-        #expect(await events.wait { _ in events.stopped })
-        try await Task.sleep(for: .milliseconds(300))
-        let played = withoutSilence(server.stopRecording(), channels: 2)
+        #expect(await events.waitUntilStopped())
+        let played = withoutSilence(await server.stopRecording(soundFrames: 17640), channels: 2)
         #expect(difference(played, first + second) == nil)
         queue.dispose(immediately: true)
     }
 
     @Test func stopImmediatelyIsSilentWithinTheLatency() async throws {
-        let server = try PrivateServer()
-        try server.startRecording()
+        let server = try await PrivateServer.start()
+        try await server.startRecording()
         let queue = try makeQueue(server)
         try queue.enqueue(try buffer(queue, signal(frames: 176400)))   // 4 s
         try queue.prime()
         try queue.start()
-        try await Task.sleep(for: .milliseconds(500))
+        #expect(await server.waitForSound(frames: 22050))
         try queue.stop(immediately: true)
         let stoppedAt = server.captured().count / 2
-        try await Task.sleep(for: .milliseconds(500))
-        let captured = server.stopRecording()
+        // Recording ends once 0.1 s of silence followed the sound: the stop was heard.
+        let captured = await server.stopRecording()
         #expect(trimSilence(captured, channels: 2).count / 2 < 176400)
         // After the stop, only what the server (50 ms) and the recorder (20 ms) already held sounds.
         let afterStop = captured.count / 2 > stoppedAt ? Array(captured[(stoppedAt * 2)...]) : []
@@ -207,13 +210,13 @@ struct PulseAudioSinkTests {
 
     /// A queue playing 10 s through a new private server, once it reports running.
     func playingTenSeconds() async throws -> (PrivateServer, AudioQueue, Events) {
-        let server = try PrivateServer()
+        let server = try await PrivateServer.start()
         let queue = try makeQueue(server)
         let events = Events(queue)
         try queue.enqueue(try buffer(queue, signal(frames: 441000)))
         try queue.prime()
         try queue.start()
-        #expect(await events.wait { $0.contains { if case .runningChanged(true) = $0 { return true } else { return false } } })
+        #expect(await events.waitForRunning([true]))
         return (server, queue, events)
     }
 
@@ -221,28 +224,50 @@ struct PulseAudioSinkTests {
     func killingTheServerGivesAnErrorNotAHang() async throws {
         let (server, queue, events) = try await playingTenSeconds()
         let killed = Date()
-        server.kill()
-        #expect(await events.wait(seconds: 5) { _ in events.errors.contains { $0.code == .sinkError } })
+        await server.kill()
+        #expect(await events.wait(seconds: 5) { Events.hasSinkError($0) })
         #expect(Date().timeIntervalSince(killed) < 3)
-        #expect(await events.wait { _ in !queue.isRunning })
+        #expect(await events.waitForRunning([true, false]))
+        #expect(!queue.isRunning)
         queue.dispose(immediately: true)   // must not hang
     }
 
     @Test(.timeLimit(.minutes(1)))
     func aRestartedServerIsPlayedToAgain() async throws {
         let (server, queue, events) = try await playingTenSeconds()
-        server.kill()
-        #expect(await events.wait(seconds: 5) { _ in events.errors.contains { $0.code == .sinkError } })
-        #expect(await events.wait { _ in !queue.isRunning })
+        await server.kill()
+        #expect(await events.wait(seconds: 5) { Events.hasSinkError($0) })
+        #expect(await events.waitForRunning([true, false]))
         // The server comes back at the same address: starting again reconnects and plays on.
-        try server.startDaemon()
-        try server.startRecording()
+        try await server.startDaemon()
+        try await server.startRecording()
         try queue.start()
-        #expect(await events.wait { _ in events.runningChanges.suffix(2) == [false, true] }, "\(events.all)")
-        try await Task.sleep(for: .milliseconds(500))
-        let heard = withoutSilence(server.stopRecording(), channels: 2)
+        #expect(await events.waitForRunning([true, false, true]), "\(events.all)")
+        #expect(await server.waitForSound(frames: 4410))
+        let heard = withoutSilence(await server.stopRecording(), channels: 2)
         #expect(heard.count / 2 > 4410, "recorded \(heard.count / 2) frames after the restart")
         queue.dispose(immediately: true)
+    }
+
+    /// The queue's channel layout reaches the server: a stream labelled right-then-left is
+    /// played with its channels swapped on the stereo sink, bit for bit.
+    @Test func channelLayoutReachesTheServer() async throws {
+        let server = try await PrivateServer.start()
+        try await server.startRecording()
+        let queue = try makeQueue(server)
+        let events = Events(queue)
+        try queue.setChannelLayout(AudioChannelLayout(channelLabels: [.right, .left]))
+        let input = signal(frames: 22050)
+        try queue.enqueue(try buffer(queue, input))
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        queue.dispose(immediately: true)
+        let played = trimSilence(await server.stopRecording(soundFrames: 22050), channels: 2)
+        var swapped = input
+        for f in 0..<22050 { swapped.swapAt(2 * f, 2 * f + 1) }
+        #expect(difference(played, swapped) == nil)
     }
 
     @Test func noServerIsAClearError() throws {
