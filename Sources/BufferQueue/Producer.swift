@@ -49,7 +49,8 @@ final class Producer {
         let bufferID: Int
         /// Frames the buffer declares (in the stream's units); nil = unknown until decoded.
         var declared: Int?
-        let trimStart: Int
+        /// Frames to drop at the start, including what an earlier buffer's start trim carried over.
+        var trimStart: Int
         let trimEnd: Int
         let startTime: Int?
         let volume: Float?
@@ -63,6 +64,8 @@ final class Producer {
         var excessReported = false
     }
     private var accounts: [Account] = []
+    /// Start-trim frames that exceeded a buffer (compressed formats): dropped from the next ones.
+    private var carriedTrim = 0
 
     private var current: PendingBuffer?
     private var nextPacket = 0
@@ -138,6 +141,7 @@ final class Producer {
                 // The run is over and everything the decoder gave is written: close what is left.
                 accounts.removeAll()
                 runEndPending = false
+                dropCarriedTrim()
             }
             if current != nil {
                 step()
@@ -173,7 +177,9 @@ final class Producer {
                 report(error)
             } catch {}
         }
-        accounts.append(Account(bufferID: pending.buffer.id, declared: declaredFrames(pending), trimStart: pending.trimStart,
+        let trimStart = pending.trimStart + carriedTrim
+        carriedTrim = 0
+        accounts.append(Account(bufferID: pending.buffer.id, declared: declaredFrames(pending), trimStart: trimStart,
                                 trimEnd: pending.trimEnd, startTime: pending.startTime, volume: pending.volume, pan: pending.pan))
     }
 
@@ -282,6 +288,13 @@ final class Producer {
                 wrote = true
                 continue
             }
+            if account.trimEnd == 0 && account.trimStart > total {
+                // A start trim longer than the buffer (priming spanning several one-packet
+                // buffers): the buffer is dropped whole and the rest is trimmed from the next.
+                carry(account.trimStart - total)
+                accounts[0].trimStart = total
+                continue
+            }
             let keepStart = account.trimStart, keepEnd = total - account.trimEnd
             if keepStart > keepEnd && !account.excessReported {
                 accounts[0].excessReported = true
@@ -336,6 +349,19 @@ final class Producer {
         accounts.removeFirst()
     }
 
+    /// A run ended with start-trim frames still to drop: there was nothing left to trim.
+    private func dropCarriedTrim() {
+        guard carriedTrim > 0 else { return }
+        report(AudioQueueError(.invalidTrim,
+            "a start trim ran \(carriedTrim) frames past the last buffer before a flush or stop; there was nothing left to trim"))
+        carriedTrim = 0
+    }
+
+    /// Moves start-trim frames on to the next buffer: one already begun, or the next to begin.
+    private func carry(_ frames: Int) {
+        if accounts.count > 1 { accounts[1].trimStart += frames } else { carriedTrim += frames }
+    }
+
     /// Writes up to `frames` staged frames; returns how many the ring took.
     private func write(frames: Int, channels: Int) -> Int {
         let count = min(frames, stage.ring.writable / channels)
@@ -381,6 +407,7 @@ final class Producer {
         let interrupted = current?.buffer
         current = nil
         accounts.removeAll()
+        carriedTrim = 0
         runEndPending = false
         ended = false
         endPending = false

@@ -48,33 +48,32 @@ import Testing
     func offlineRenderAndResetOnTwoThreads() async throws {
         let queue = try AudioQueue(format: format, configuration: .init(sink: NullSink(pacing: .unpaced), decodeBufferFrames: 1024))
         try queue.setOfflineRenderFormat(format)
-        let rendering = Atomic<Bool>(true)
-        let resetter = Task.detached {
-            var resets = 0
-            while rendering.load(ordering: .relaxed) && resets < 400 {
+        let resetsDone = Atomic<Bool>(false)
+        async let resetter = onOwnThread { () -> Int in
+            for resets in 0..<300 {
                 let part = ramp(frames: 700, channels: 2, offset: resets)
                 if let buffer = try? queue.makeBuffer(part) { _ = try? queue.enqueue(buffer) }
                 try? queue.reset()
-                resets += 1
-                await Task.yield()
             }
-            return resets
+            resetsDone.store(true, ordering: .releasing)
+            return 300
         }
         let (renderedTotal, positionOK) = await onOwnThread { () -> (Int, Bool) in
             var total = 0, ok = true
             var out = [Float](repeating: 0, count: 512 * 2)
-            for _ in 0..<3000 {
+            // Render for as long as the resets go on (bounded, so a stuck resetter cannot hang it).
+            for _ in 0..<2_000_000 where !resetsDone.load(ordering: .acquiring) {
                 let before = queue.offlineRenderPosition
                 let n = (try? out.withUnsafeMutableBytes { try queue.offlineRender(at: before, into: $0, frames: 512) }) ?? -1
                 if n < 0 { continue }  // the position moved between reading it and rendering: a reset ran
                 total += n
                 if queue.offlineRenderPosition < before + Int64(n) { ok = false }
             }
-            rendering.store(false, ordering: .relaxed)
             return (total, ok)
         }
-        let resets = await resetter.value
-        #expect(resets > 0)
+        let resets = await resetter
+        #expect(resets == 300)
+        #expect(renderedTotal > 0)
         #expect(positionOK)
         // Resets continue the timeline, so it counts exactly the frames rendered.
         #expect(queue.offlineRenderPosition == Int64(renderedTotal))
@@ -289,8 +288,8 @@ import Testing
         let log = EventLog(queue)
         for i in 0..<5 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 1000, channels: 2, offset: i * 1000))) }
         #expect(try queue.prime(frames: 1500) == 2000)
-        queue.waitForCallbacks()
-        #expect(log.returnedIDs.count == 2)
+        #expect(await log.waitForReturned(2))
+        #expect(await !log.wait(seconds: 0.1) { EventLog.returnedIDs($0).count > 2 })
         #expect(try queue.prime() == 5000)
     }
 
