@@ -207,10 +207,8 @@ extension AudioQueue {
                     stage.withExclusiveAccess { stage.adoptLeadingFormatChange() }
                     return .float32(sampleRate: stage.sampleRate, channels: stage.channels)
                 }
-                let layout = control.withLock { $0.channelLayout }
                 do {
-                    try sink.open(format: format, channelLayout: layout.channelCount == format.channelsPerFrame ? layout
-                                  : .default(channels: format.channelsPerFrame), source: renderSource)
+                    try sink.open(format: format, channelLayout: layout(for: format), source: renderSource)
                 } catch {
                     throw AudioQueueError(.cannotStart, "the sink could not open \(format): \(error)")
                 }
@@ -230,6 +228,12 @@ extension AudioQueue {
         }
     }
 
+    /// The queue's channel layout, or the default one when the decoded channel count differs.
+    private func layout(for format: AudioStreamDescription) -> AudioChannelLayout {
+        let layout = control.withLock { $0.channelLayout }
+        return layout.channelCount == format.channelsPerFrame ? layout : .default(channels: format.channelsPerFrame)
+    }
+
     /// The decoded format changed while the sink pulls: reopen it with the new format.
     private func reopenSink(_ handle: inout SinkHandle) {
         sink.pause()
@@ -240,7 +244,7 @@ extension AudioQueue {
         sink.close()
         handle.isOpen = false
         do {
-            try sink.open(format: format, channelLayout: .default(channels: format.channelsPerFrame), source: renderSource)
+            try sink.open(format: format, channelLayout: layout(for: format), source: renderSource)
             handle.isOpen = true
             stage.startGeneration.add(1, ordering: .releasing)
             try sink.start()

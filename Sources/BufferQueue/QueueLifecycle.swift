@@ -46,6 +46,18 @@ struct QueueLifecycle: Equatable {
         case draining(token: Int, ending: Ending)
         /// Released; every call but reads fails.
         case disposed
+
+        /// The same state marked with another ending.
+        func with(ending: Ending) -> State {
+            switch self {
+            case .idle: return .idle(ending: ending, lastRunEnd: nil)
+            case .waiting(let token, _): return .waiting(token: token, ending: ending)
+            case .playing: return .playing(ending: ending)
+            case .paused(_, let endRendered): return .paused(ending: ending, endRendered: endRendered)
+            case .draining(let token, _): return .draining(token: token, ending: ending)
+            case .disposed: return .disposed
+            }
+        }
     }
 
     /// What the queue has done to its sink.
@@ -229,31 +241,14 @@ struct QueueLifecycle: Equatable {
     }
 
     private mutating func requestEnding(_ wanted: Ending) -> [Action] {
+        guard state != .disposed else { return [] }
+        let current = ending
+        // Asked already, or a disposal pending (which a stop does not weaken).
+        if current == wanted || current == .dispose { return [] }
+        state = state.with(ending: wanted)
         let refusal: AudioQueueError.Code = wanted == .dispose ? .disposalPending : .enqueueDuringReset
-        switch state {
-        case .disposed:
-            return []
-        case .idle(let ending, _):
-            if ending == wanted || ending == .dispose { return [] }
-            state = .idle(ending: wanted, lastRunEnd: nil)
-            return ending == nil ? [.appendEnd(refusal: refusal)] : []
-        case .waiting(let t, let ending):
-            if ending == wanted || ending == .dispose { return [] }
-            state = .waiting(token: t, ending: wanted)
-            return ending == nil ? [.appendEnd(refusal: refusal)] : []
-        case .playing(let ending):
-            if ending == wanted || ending == .dispose { return [] }
-            state = .playing(ending: wanted)
-            return ending == nil ? [.appendEnd(refusal: refusal)] : []
-        case .paused(let ending, let endRendered):
-            if ending == wanted || ending == .dispose { return [] }
-            state = .paused(ending: wanted, endRendered: endRendered)
-            return ending == nil ? [.appendEnd(refusal: refusal)] : []
-        case .draining(let t, let ending):
-            if ending == wanted || ending == .dispose { return [] }
-            state = .draining(token: t, ending: wanted)
-            return []
-        }
+        // With an ending already marked, the end-of-stream entry is in place.
+        return current == nil ? [.appendEnd(refusal: refusal)] : []
     }
 
     /// `reset()`: discards without stopping; during an asynchronous stop it stops at once.
