@@ -4,7 +4,7 @@
 SWIFT ?= swift
 # Libraries the modules link, the PulseAudio server the tests start, and the reference tools
 # (encoders and decoders) the tests compare against, and the Icecast server the streaming tests start.
-APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev pulseaudio pulseaudio-utils \
+APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev pulseaudio pulseaudio-utils \
                 lame ffmpeg sox mpg123 faad time icecast2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "FAADDecoder", targets: ["FAADDecoder"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
+        .library(name: "SoxrConverter", targets: ["SoxrConverter"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
         .executable(name: "aqrender", targets: ["aqrender"]),
@@ -48,6 +49,16 @@ let package = Package(
             name: "CPulseAudio",
             path: "Sources/CPulseAudio",
             providers: [.apt(["libpulse-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSoxr",
+            path: "Sources/CSoxr",
+            providers: [.apt(["libsoxr-dev"])]
+        ),
+        .target(
+            name: "SoxrConverter",
+            dependencies: ["BufferQueue", "CSoxr"],
+            path: "Sources/SoxrConverter"
         ),
         .target(
             name: "PulseAudioSink",
@@ -140,6 +151,11 @@ let package = Package(
             name: "CodecTests",
             dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "TestSupport"],
             path: "Tests/CodecTests"
+        ),
+        .testTarget(
+            name: "ConverterTests",
+            dependencies: ["BufferQueue", "SoxrConverter", "TestSupport"],
+            path: "Tests/ConverterTests"
         ),
         .testTarget(
             name: "BufferQueueTests",

@@ -50,7 +50,9 @@ public final class DecodedAudio {
     /// Format changes with the sample offset at which each takes effect.
     private(set) var formatChanges: [(sampleOffset: Int, format: AudioStreamDescription)] = []
 
-    init(format: AudioStreamDescription, capacityFrames: Int = 4096) {
+    /// An empty block for frames of `format` (interleaved float32), with room for
+    /// `capacityFrames` frames before it grows.
+    public init(format: AudioStreamDescription, capacityFrames: Int = 4096) {
         self.format = format
         capacitySamples = max(capacityFrames * max(format.channelsPerFrame, 1), 64)
         storage = .allocate(capacity: capacitySamples)
@@ -105,6 +107,11 @@ public final class DecodedAudio {
 
     var samples: UnsafeMutablePointer<Float> { storage }
 
+    /// Reads the samples held (interleaved, ``sampleCount`` of them).
+    public func withUnsafeSamples<R>(_ body: (UnsafeBufferPointer<Float>) throws -> R) rethrows -> R {
+        try body(UnsafeBufferPointer(start: storage, count: sampleCount))
+    }
+
     /// Drops the samples after `count` (the trimmed end of a buffer).
     func truncate(toSampleCount count: Int) {
         sampleCount = min(sampleCount, max(count, 0))
@@ -127,7 +134,8 @@ public final class DecodedAudio {
         return errors
     }
 
-    func removeAll() {
+    /// Forgets the samples, errors and format changes held; the storage is kept.
+    public func removeAll() {
         sampleCount = 0
         errors.removeAll(keepingCapacity: true)
         formatChanges.removeAll(keepingCapacity: true)

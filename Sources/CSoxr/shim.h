@@ -1,0 +1,2 @@
+// libsoxr (Debian: libsoxr-dev; LGPL-2.1+).
+#include <soxr.h>
