@@ -13,6 +13,9 @@ import CFAAD2
 /// mono stream); plain low-rate AAC-LC is not doubled in rate by implicit-SBR guessing. Packets are
 /// checked before libfaad2 sees them (libfaad2 2.10 has known CVEs): an empty or oversized packet,
 /// or one it cannot decode, becomes silence of the packet's length and a converter error.
+///
+/// Licence: libfaad2 is GPL-2.0-or-later. A program that links this module (and so libfaad2) is
+/// bound by the GPL; the other modules of this package are MIT and do not link it.
 public final class FAADDecoder: AudioDecoder {
     public private(set) var outputFormat: AudioStreamDescription
     private var handle: NeAACDecHandle?
