@@ -35,7 +35,8 @@ extension AudioQueue {
     /// is left (the stop or disposal then completes).
     ///
     /// - Parameter time: when the sink should start pulling; `nil` or a time already past = now.
-    ///   A later time leaves the queue waiting; ``pause()``, a stop or another start cancels it.
+    ///   A later time leaves a queue that was not started waiting; ``pause()``, a stop or another
+    ///   start cancels the wait. A paused queue resumes at once (its time is ignored).
     /// - Throws: ``AudioQueueError/Code/cannotStart`` when the sink fails to open or start (a sink
     ///   that opened is closed again, and the queue stays as it was),
     ///   ``AudioQueueError/Code/disposalPending``.

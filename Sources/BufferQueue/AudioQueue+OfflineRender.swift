@@ -18,7 +18,8 @@ extension AudioQueue {
             return
         }
         // The sink is closed first: then this thread may read the stage as its only reader.
-        try lifecycleEvent { try $0.setOffline(true) }
+        let heard = currentTime().sampleTime
+        try lifecycleEvent { try $0.setOffline(true, heard: heard) }
         let next = pipeline.withLock { _ -> (channels: Int, sampleRate: Double) in
             stage.withExclusiveAccess {
                 stage.adoptLeadingFormatChange()

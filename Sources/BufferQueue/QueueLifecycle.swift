@@ -102,6 +102,8 @@ struct QueueLifecycle: Equatable {
     private var nextToken = 0
     /// The state to go back to when activating the sink fails.
     private var revertOnFailure: State?
+    /// The heard position given with the event being handled.
+    private var lastHeard: Int64 = 0
 
     var isDisposed: Bool { state == .disposed }
 
@@ -358,12 +360,19 @@ struct QueueLifecycle: Equatable {
         return sinkFailed()
     }
 
-    /// An offline render format was set (`true`) or removed.
-    mutating func setOffline(_ on: Bool) throws -> [Action] {
+    /// An offline render format was set (`true`) or removed. `heard`: the position heard now
+    /// (where a run cut short by the switch ends).
+    mutating func setOffline(_ on: Bool, heard: Int64 = 0) throws -> [Action] {
+        lastHeard = heard
         if state == .disposed { throw Self.disposed() }
         guard on != offline else { return [] }
         offline = on
-        if on { return closeIfOpen() }
+        if on {
+            // A sink closed mid-drain may never report the drain: closing discarded what it
+            // held, so nothing is left to hear and the ending completes now.
+            if case .draining(_, let ending) = state { return completeEnding(ending, heard: lastHeard) }
+            return closeIfOpen()
+        }
         switch state {
         case .playing, .draining:
             revertOnFailure = .paused(ending: ending, endRendered: false)

@@ -162,6 +162,17 @@ import Testing
         #expect(try l.setOffline(false) == [.activateSink])
     }
 
+    @Test func switchingOfflineDuringADrainCompletesTheStop() throws {
+        var l = L()
+        _ = try l.start(deferred: false)
+        _ = l.playbackObserved()
+        _ = try l.stop(immediately: false, heard: 0)
+        _ = l.endRendered(heard: 0)
+        #expect(try l.setOffline(true, heard: 77) == [.pauseSink, .closeSink, .restartTimeline, .reportRunning(false)])
+        #expect(l.state == .idle(ending: nil, lastRunEnd: 77))
+        #expect(l.drainCompleted(token: 1, heard: 0) == [])      // the abandoned drain changes nothing
+    }
+
     @Test func sinkFailureWhileDrainingResumesTheDrainOnStart() throws {
         var l = L()
         _ = try l.start(deferred: false)
