@@ -222,6 +222,20 @@ public final class AudioFilePlayer: @unchecked Sendable {
         eventHandler?(event)
     }
 
+    /// What a source reports through. A source does not know its place in the list: events it
+    /// reports about itself (titles, properties) get the index of the item it plays here.
+    private func reporter(forItem index: Int) -> @Sendable (AudioPlayerEvent) -> Void {
+        { [weak self] event in
+            guard let self else { return }
+            switch event {
+            case .state(let s): self.setState(s)
+            case .streamTitle(let title, _): self.emit(.streamTitle(title, index: index))
+            case .property(let name, let value, _): self.emit(.property(name: name, value: value, index: index))
+            case .itemStarted: self.emit(event)
+            }
+        }
+    }
+
     private func setState(_ new: AudioPlayerState) {
         let changed = state.withLock { s -> Bool in
             if s.playerState == new || s.playerState == .finished { return false }   // finished and failed are final
@@ -304,17 +318,13 @@ public final class AudioFilePlayer: @unchecked Sendable {
             setState(final)
             eventSink.finish()
         }
-        let report: @Sendable (AudioPlayerEvent) -> Void = { [weak self] event in
-            guard let self else { return }
-            if case .state(let s) = event { self.setState(s) } else { self.emit(event) }
-        }
         do {
             var begin = startSeconds
             for _ in 0..<loops {
                 var index = 0
                 while index < items.count {
                     if stopped.load(ordering: .acquiring) { return total }
-                    let source = try items[index].open(begin, report)
+                    let source = try items[index].open(begin, reporter(forItem: index))
                     let offsetFrames = Int64((begin * source.outputFormat.sampleRate).rounded())
                     begin = 0
                     state.withLock { $0.source = source }

@@ -234,7 +234,11 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         // Not one metadata byte reached the parser: the audio is the file's, exactly.
         #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)
         #expect(capture.titles.prefix(2) == ["First Song", "Second Song"])
-        #expect(capture.events.contains { if case .property("icy-name", "Loopback Radio", _) = $0 { return true } else { return false } })
+        #expect(capture.events.contains { if case .property("icy-name", "Loopback Radio", 0) = $0 { return true } else { return false } })
+        // Titles belong to the item that carries them (index 0 here, not the stream layer's -1), so
+        // the player's status shows them.
+        let indexes = capture.events.compactMap { if case .streamTitle(_, let index) = $0 { return index } else { return nil } }
+        #expect(!indexes.isEmpty && indexes.allSatisfy { $0 == 0 })
     }
 
     @Test func rawICYStatusLineIsTolerated() async throws {
