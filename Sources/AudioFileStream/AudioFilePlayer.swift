@@ -379,6 +379,7 @@ public final class AudioFilePlayer: @unchecked Sendable {
                 case .error(let e) where e.code == .sinkError:
                     self.state.withLock { $0.failure = e }
                     made.cancel()   // no buffer may come back: do not wait for one
+                    newQueue.wakeLifecycleWaiters()
                 case .underrun:
                     self.underrun(newQueue)
                 case .runningChanged(true):
@@ -485,13 +486,10 @@ public final class AudioFilePlayer: @unchecked Sendable {
         if !stopped.load(ordering: .acquiring) {
             if !queue.isRunning && !state.withLock({ $0.userPaused }) { try? queue.start() }
             try? queue.stop(immediately: false)
-            // Wait for the stop to complete: the queue reports not running once drained.
-            var waited = 0
-            while waited < 60_000 && !stopped.load(ordering: .acquiring) {
-                if !queue.isStopping { break }
-                usleep(20_000)
-                waited += 20
-                if state.withLock({ $0.failure }) != nil { break }
+            // Wait for the stop to complete (the queue has played everything out), for stop(),
+            // or for a sink failure; each wakes this wait. A minute bounds a sink that never drains.
+            _ = queue.waitWhileStopping(until: .now() + 60) {
+                stopped.load(ordering: .acquiring) || state.withLock { $0.failure } != nil
             }
         }
         queue.dispose(immediately: true)

@@ -55,6 +55,15 @@ final class ByteChannel: @unchecked Sendable {
         var bytes = 0
         var generation = 0
         var closed = false
+        /// Pushes waiting for room; resumed when a pop frees bytes, or on restart or close.
+        var spaceWaiters: [CheckedContinuation<Void, Never>] = []
+
+        func isFull(adding count: Int, capacity: Int) -> Bool { bytes + count > capacity && bytes > 0 }
+
+        mutating func takeWaiters() -> [CheckedContinuation<Void, Never>] {
+            defer { spaceWaiters.removeAll() }
+            return spaceWaiters
+        }
     }
     private let state = Lock(State())
     private let signal = DispatchSemaphore(value: 0)
@@ -62,21 +71,33 @@ final class ByteChannel: @unchecked Sendable {
 
     init(capacity: Int) { self.capacity = capacity }
 
-    /// Adds an item unless `generation` is stale; waits (asynchronously) while the channel is full.
+    /// Adds an item unless `generation` is stale; while the channel is full it waits (without
+    /// blocking a thread) until a pop frees room, or the channel restarts or closes.
     func push(_ item: FetchItem, generation: Int) async -> Bool {
+        let count: Int
+        if case .bytes(let b) = item { count = b.count } else { count = 0 }
+        let capacity = self.capacity
         while true {
             let outcome = state.withLock { s -> Bool? in
                 guard s.generation == generation, !s.closed else { return false }
-                if case .bytes(let b) = item, s.bytes + b.count > capacity, s.bytes > 0 { return nil }
+                if s.isFull(adding: count, capacity: capacity) { return nil }
                 s.items.append(item)
-                if case .bytes(let b) = item { s.bytes += b.count }
+                s.bytes += count
                 return true
             }
             if let outcome {
                 if outcome { signal.signal() }
                 return outcome
             }
-            try? await Task.sleep(for: .milliseconds(5))
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // Checked again under the lock that pops take: no wake-up can be missed.
+                let now = state.withLock { s -> Bool in
+                    if s.generation != generation || s.closed || !s.isFull(adding: count, capacity: capacity) { return true }
+                    s.spaceWaiters.append(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
         }
     }
 
@@ -84,13 +105,14 @@ final class ByteChannel: @unchecked Sendable {
     func pop(timeout: DispatchTimeInterval) -> FetchItem? {
         let deadline = DispatchTime.now() + timeout
         while true {
-            let item = state.withLock { s -> FetchItem?? in
-                if s.closed { return .some(nil) }
-                guard !s.items.isEmpty else { return nil }
+            let (item, waiters) = state.withLock { s -> (FetchItem??, [CheckedContinuation<Void, Never>]) in
+                if s.closed { return (.some(nil), []) }
+                guard !s.items.isEmpty else { return (nil, []) }
                 let first = s.items.removeFirst()
                 if case .bytes(let b) = first { s.bytes -= b.count }
-                return .some(first)
+                return (.some(first), s.takeWaiters())
             }
+            for waiter in waiters { waiter.resume() }
             if let item { return item }
             if signal.wait(timeout: deadline) == .timedOut { return nil }
         }
@@ -98,16 +120,24 @@ final class ByteChannel: @unchecked Sendable {
 
     /// Drops everything queued and starts a new generation (a new request); returns it.
     func restart() -> Int {
-        state.withLock { s in
+        let (generation, waiters) = state.withLock { s in
             s.items.removeAll()
             s.bytes = 0
             s.generation += 1
-            return s.generation
+            return (s.generation, s.takeWaiters())
         }
+        for waiter in waiters { waiter.resume() }
+        return generation
     }
 
     func close() {
-        state.withLock { $0.closed = true; $0.items.removeAll(); $0.bytes = 0 }
+        let waiters = state.withLock { s in
+            s.closed = true
+            s.items.removeAll()
+            s.bytes = 0
+            return s.takeWaiters()
+        }
+        for waiter in waiters { waiter.resume() }
         signal.signal()
     }
 }

@@ -132,6 +132,7 @@ extension AudioQueue {
     /// play-out) instead of dropping it (`dispose(immediately: true)`: nothing after it returns).
     func lifecycleEvent(startAt time: DispatchTime? = nil, deliverFirst: Bool = false,
                         _ event: (inout QueueLifecycle) throws -> [QueueLifecycle.Action]) throws {
+        defer { wakeLifecycleWaiters() }
         let release = try serial.withLock { handle -> Bool in
             let actions = try control.withLock { try event(&$0.lifecycle) }
             return try perform(actions, on: &handle, startAt: time)
@@ -140,6 +141,29 @@ extension AudioQueue {
             if deliverFirst { delivery.waitUntilDelivered() }
             releaseNow()
         }
+    }
+
+    /// Blocks the calling thread until no asynchronous stop or disposal is pending, `interrupted`
+    /// returns true, or `deadline` passes; returns whether the stop is over. Woken by every
+    /// lifecycle change and by ``wakeLifecycleWaiters()`` (for conditions of the caller's own).
+    /// For threads of their own: never call it on Swift's cooperative pool or inside a callback.
+    package func waitWhileStopping(until deadline: DispatchTime, unless interrupted: () -> Bool) -> Bool {
+        let id = nextLifecycleWaiter.add(1, ordering: .relaxed).newValue
+        let semaphore = DispatchSemaphore(value: 0)
+        lifecycleWaiters.withLock { $0[id] = semaphore }
+        defer { _ = lifecycleWaiters.withLock { $0.removeValue(forKey: id) } }
+        while true {
+            // Registered before checking: a change after the check signals the semaphore.
+            if !isStopping { return true }
+            if interrupted() { return false }
+            if semaphore.wait(timeout: deadline) == .timedOut { return !isStopping }
+        }
+    }
+
+    /// Wakes the threads in ``waitWhileStopping(until:unless:)`` to look at their conditions again.
+    package func wakeLifecycleWaiters() {
+        let waiting = lifecycleWaiters.withLock { Array($0.values) }
+        for semaphore in waiting { semaphore.signal() }
     }
 
     /// Performs actions in order; `serial` is held. Returns whether the queue must be released

@@ -108,6 +108,9 @@ public final class AudioQueue: Sendable {
     let workQueue: DispatchQueue
     let wake: WakeSignal
     private let nextBufferID = Atomic<Int>(0)
+    /// Threads blocked in ``waitWhileStopping(until:unless:)``, woken by every lifecycle change.
+    let lifecycleWaiters = Lock<[Int: DispatchSemaphore]>([:])
+    let nextLifecycleWaiter = Atomic<Int>(0)
     /// Render signals already handled by the worker (underruns, ends of stream).
     let seenUnderruns = Atomic<Int>(0)
     let seenEndsOfStream = Atomic<Int>(0)

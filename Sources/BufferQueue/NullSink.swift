@@ -78,11 +78,9 @@ public final class NullSink: AudioSink, @unchecked Sendable {
     /// sink's own pulls wake the waiter; nothing polls.
     public func waitForFrames(_ frames: Int, timeout: Duration = .seconds(10)) async -> Bool {
         let id = nextWaiter.add(1, ordering: .relaxed).newValue
-        let deadline = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            self?.resumeWaiter(id, with: false)
-        }
-        defer { deadline.cancel() }
+        // The deadline is a dispatch timer: if the frames come first, it finds no waiter.
+        let nanoseconds = Int(min(max(timeout.seconds, 0), 86_400) * 1e9)
+        queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.resumeWaiter(id, with: false) }
         return await withCheckedContinuation { continuation in
             let ready = waiters.withLock { list -> Bool in
                 if pulledTotal.load(ordering: .acquiring) >= frames { return true }

@@ -161,15 +161,15 @@ struct IcecastTests {
         // Bounded: at most 8 reconnects without progress (about 50 s), then the source fails.
         let configuration = HTTPStreamConfiguration(stallTimeout: .seconds(3), maximumReconnects: 8, initialBackoff: .milliseconds(200))
         let url = icecast.streamURL
-        let source = try await onThread { try HTTPAudioSource(url: url, configuration: configuration, report: { events.add($0) }) }
+        let source = try await onOwnThread { try HTTPAudioSource(url: url, configuration: configuration, report: { events.add($0) }) }
         // A watchdog: reading must not outlast the test (cancel makes render return 0).
         DispatchQueue.global().asyncAfter(deadline: .now() + 60) { source.cancel() }
         #expect(source.info?.icyMetaInterval != nil)
         #expect(source.info?.isRadio == true)
         #expect(source.info?.isFinite == false)
         let reader = StreamReader(source)
-        // Reading blocks until bytes arrive: on a thread of its own (see `onThread`).
-        func take(seconds: Double) async throws { try await onThread { try reader.take(seconds: seconds) } }
+        // Reading blocks until bytes arrive: on a thread of its own (see `onOwnThread`).
+        func take(seconds: Double) async throws { try await onOwnThread { try reader.take(seconds: seconds) } }
         try await take(seconds: 1.5)
         try icecast.setTitle("Second Title")
         // The server sends a title at its next metadata point: read until it comes (at most 8 s).

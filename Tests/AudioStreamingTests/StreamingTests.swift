@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import AudioFileStream
-import AudioStreaming
+@testable import AudioStreaming
 import BufferQueue
 import FAADDecoder
 import MPG123Decoder
@@ -68,12 +68,6 @@ func playStreamToTheEnd(_ items: [AudioPlayerItem], seek: Double = 0, loops: Int
 
 /// Runs blocking work on a thread of its own. An `HTTPAudioSource` waits for bytes that a Swift
 /// task fetches: blocking the cooperative pool's (two) threads with such waits would deadlock.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
-
 func bytes(_ name: String) throws -> [UInt8] { Array(try Data(contentsOf: URL(fileURLWithPath: TestPaths.fixture(name)))) }
 
 final class Locked<Value>: @unchecked Sendable {
@@ -347,9 +341,9 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         let mp3 = try LoopbackServer(body: try bytes("lame-vbr-v2-44k-stereo.mp3"))
         let adts = try LoopbackServer(body: try bytes("ffmpeg-aac-48k.aac"))
         defer { mp3.shutdown(); adts.shutdown() }
-        let exact = try await onThread { try HTTPAudioSource(url: mp3.url("a.mp3"), configuration: quick) }
+        let exact = try await onOwnThread { try HTTPAudioSource(url: mp3.url("a.mp3"), configuration: quick) }
         #expect(exact.duration?.frames == 48510 && exact.duration?.isEstimated == false)   // Xing + LAME numbers
-        let estimated = try await onThread { try HTTPAudioSource(url: adts.url("a.aac"), configuration: quick) }
+        let estimated = try await onOwnThread { try HTTPAudioSource(url: adts.url("a.aac"), configuration: quick) }
         let guess = try #require(estimated.duration)
         #expect(guess.isEstimated)   // ADTS counts nothing: bit rate and Content-Length
         #expect(abs(Double(guess.frames) - 43200) < 43200 * 0.15, "estimated \(guess.frames) frames of 43200")
@@ -384,5 +378,40 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
             #expect(out == audio, "chunk \(chunk)")
             #expect(titles.prefix(2) == ["A 'quoted'; title", "B"], "chunk \(chunk)")
         }
+    }
+}
+
+/// Back-pressure between the fetch task and the reader: a push into a full channel waits (no
+/// polling) until a pop frees room, and a restart or close releases it.
+@Suite struct ByteChannelTests {
+    @Test(.timeLimit(.minutes(1))) func aFullChannelWaitsForAPopAndRestartReleasesAWaitingPush() async throws {
+        let channel = ByteChannel(capacity: 10)
+        let generation = channel.restart()
+        #expect(await channel.push(.bytes(Array(repeating: 1, count: 8)), generation: generation))
+        let pushed = Watched(false)
+        let second = Task {
+            let ok = await channel.push(.bytes(Array(repeating: 2, count: 8)), generation: generation)
+            pushed.update { $0 = true }
+            return ok
+        }
+        // Full: the second push must still be waiting a while later.
+        #expect(await !pushed.wait(timeout: .milliseconds(100)) { $0 })
+        guard case .bytes(let first)? = channel.pop(timeout: .seconds(1)) else { Issue.record("no first item"); return }
+        #expect(first == Array(repeating: 1, count: 8))
+        #expect(await second.value)
+        guard case .bytes(let next)? = channel.pop(timeout: .seconds(1)) else { Issue.record("no second item"); return }
+        #expect(next == Array(repeating: 2, count: 8))
+
+        // A push into a full channel when it restarts (a new request) gives up, whether it had
+        // parked yet or not: its generation is stale.
+        #expect(await channel.push(.bytes(Array(repeating: 3, count: 8)), generation: generation))
+        let stale = Task { await channel.push(.bytes(Array(repeating: 4, count: 8)), generation: generation) }
+        _ = channel.restart()
+        #expect(await stale.value == false)
+        let waiting = Task { await channel.push(.bytes(Array(repeating: 5, count: 8)), generation: generation + 1) }
+        #expect(await waiting.value)
+        let blocked = Task { await channel.push(.bytes(Array(repeating: 6, count: 8)), generation: generation + 1) }
+        channel.close()
+        #expect(await blocked.value == false)
     }
 }

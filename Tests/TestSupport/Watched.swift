@@ -6,7 +6,6 @@ public final class Watched<Value: Sendable>: @unchecked Sendable {
     private struct Waiter {
         let condition: @Sendable (Value) -> Bool
         let continuation: CheckedContinuation<Bool, Never>
-        var deadline: Task<Void, Never>?
     }
 
     private let lock = NSLock()
@@ -30,10 +29,7 @@ public final class Watched<Value: Sendable>: @unchecked Sendable {
             }
             return result
         }
-        for waiter in woken {
-            waiter.deadline?.cancel()
-            waiter.continuation.resume(returning: true)
-        }
+        for waiter in woken { waiter.continuation.resume(returning: true) }
         return result
     }
 
@@ -50,16 +46,10 @@ public final class Watched<Value: Sendable>: @unchecked Sendable {
                 continuation.resume(returning: true)
                 return
             }
-            let deadline = Task { [weak self] in
-                try? await Task.sleep(for: timeout)
-                self?.expire(id)
-            }
-            let resumed = lock.withLock { () -> Bool in
-                guard waiters[id] != nil else { return true }
-                waiters[id]?.deadline = deadline
-                return false
-            }
-            if resumed { deadline.cancel() }
+            // The deadline is a dispatch timer; if the condition came first it finds no waiter.
+            let parts = timeout.components
+            let nanoseconds = Int(parts.seconds) * 1_000_000_000 + Int(parts.attoseconds / 1_000_000_000)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.expire(id) }
         }
     }
 
@@ -73,7 +63,13 @@ public final class Watched<Value: Sendable>: @unchecked Sendable {
 /// when it returns.
 public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in
-        let thread = Thread { continuation.resume(returning: body()) }
-        thread.start()
+        Thread { continuation.resume(returning: body()) }.start()
+    }
+}
+
+/// The same for a call that throws.
+public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
