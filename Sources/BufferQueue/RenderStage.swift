@@ -59,6 +59,8 @@ final class RenderStage: @unchecked Sendable {
     let pendingRate = Atomic<UInt64>(0)
     /// The current reader (a ``Reader`` raw value).
     let reader = Atomic<Int>(Reader.none.rawValue)
+    /// ``channels`` as other threads may read it (a sink filling silence while it is not the reader).
+    let publishedChannels: Atomic<Int>
     let meterChannels = Atomic<Int>(0)
     let meterPeak = AtomicFloats(count: RenderStage.maxChannels)
     let meterAverage = AtomicFloats(count: RenderStage.maxChannels)
@@ -90,6 +92,7 @@ final class RenderStage: @unchecked Sendable {
         markers = MarkerRing(capacity: 4096)
         self.channels = channels
         self.sampleRate = sampleRate
+        publishedChannels = Atomic(channels)
         meterScratch = .allocate(capacity: 2 * RenderStage.maxChannels)
         meterScratch.initialize(repeating: 0, count: 2 * RenderStage.maxChannels)
     }
@@ -100,6 +103,7 @@ final class RenderStage: @unchecked Sendable {
     func acceptFormatChange() {
         if let marker = markers.peek(), marker.kind == .formatChange, marker.epoch == epochSeen {
             channels = marker.channels
+            publishedChannels.store(channels, ordering: .releasing)
             sampleRate = marker.sampleRate
             markers.pop()
         }
@@ -114,6 +118,7 @@ final class RenderStage: @unchecked Sendable {
         while let marker = markers.peek(), marker.kind == .formatChange, marker.epoch == epochSeen,
               marker.position <= ring.readPosition {
             channels = marker.channels
+            publishedChannels.store(channels, ordering: .releasing)
             sampleRate = marker.sampleRate
             markers.pop()
         }
@@ -159,7 +164,7 @@ final class RenderStage: @unchecked Sendable {
     func render(into out: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
         guard reader.compareExchange(expected: Reader.none.rawValue, desired: Reader.sink.rawValue,
                                      ordering: .acquiringAndReleasing).exchanged else {
-            if fillSilence { out.update(repeating: 0, count: frames * channels) }
+            if fillSilence { out.update(repeating: 0, count: frames * publishedChannels.load(ordering: .acquiring)) }
             return 0
         }
         defer { reader.store(Reader.none.rawValue, ordering: .releasing) }
