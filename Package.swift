@@ -105,7 +105,7 @@ let package = Package(
         .executableTarget(
             name: "aqrender",
             dependencies: [
-                "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder",
+                "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
@@ -149,7 +149,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CodecTests",
-            dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "TestSupport"],
+            dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter", "TestSupport"],
             path: "Tests/CodecTests"
         ),
         .testTarget(

@@ -5,6 +5,7 @@ import BufferQueue
 import FAADDecoder
 import Foundation
 import MPG123Decoder
+import SoxrConverter
 
 @main
 struct AQRender: ParsableCommand {
@@ -22,19 +23,26 @@ struct AQRender: ParsableCommand {
     var format: SampleFormat = .f32
     @Option(help: "Play the file this many times, joined without a gap.")
     var loops: Int = 1
+    @Option(name: .customLong("sample-rate"), help: "Render at this rate in Hz (libsoxr, very high quality); frames = round(valid × loops × HZ / source rate).")
+    var sampleRate: Int?
+    @Option(help: "Render this many channels (mono ↔ stereo: see the Converting guide for the matrix).")
+    var channels: Int?
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
+        if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
+        if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
     }
 
     func run() throws {
         MPG123Decoder.register()
         FAADDecoder.register()
+        SoxrConverter.register()
         let file: AudioFile
         let renderer: AudioFileRenderer
         do {
             file = try AudioFile(path: input)
-            renderer = try AudioFileRenderer(file: file, loops: loops)
+            renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels)
         } catch {
             fail("\(input): \(error)")
         }

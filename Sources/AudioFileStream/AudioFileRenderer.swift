@@ -28,7 +28,14 @@ public final class AudioFileRenderer {
     ///     earlier (pre-roll) and the frames before the target are trimmed, so it is frame-exact.
     ///     Applies to the first loop.
     ///   - packetsPerBuffer: packets in each enqueued buffer (PCM: frames are grouped by 4096).
-    public init(file: AudioFile, loops: Int = 1, startFrame: Int64 = 0, packetsPerBuffer: Int = 32, registry: AudioDecoderRegistry = .shared) throws {
+    ///   - sampleRate: the rate to render at (nil: the decoded rate). Another rate is converted by
+    ///     the queue with a resampler from `resamplers` (register `SoxrConverter`), with exact
+    ///     lengths: ``expectedFrames`` becomes `round(validFrames × loops × sampleRate / decoded rate)`.
+    ///   - channels: the channel count to render (nil: the decoded one); see ``AudioConverter``
+    ///     for the matrix.
+    public init(file: AudioFile, loops: Int = 1, startFrame: Int64 = 0, packetsPerBuffer: Int = 32,
+                sampleRate: Double? = nil, channels: Int? = nil,
+                registry: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
         guard loops >= 1 else { throw AudioQueueError(.invalidParameter, "loops must be at least 1 (got \(loops))") }
         guard startFrame >= 0 else { throw AudioQueueError(.invalidParameter, "cannot start at frame \(startFrame)") }
         self.file = file
@@ -37,7 +44,8 @@ public final class AudioFileRenderer {
         guard registry.factory(for: format.formatID) != nil else {
             throw AudioQueueError(.codecNotFound, "\(format.formatID) is not supported: no decoder is registered for it")
         }
-        queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 65536, decoderRegistry: registry))
+        queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 65536, decoderRegistry: registry,
+                                                                    resamplerRegistry: resamplers))
         if let cookie = file.magicCookie { try queue.setMagicCookie(cookie) }
 
         // Split the file into buffers and put the trims where they fall.
@@ -100,16 +108,27 @@ public final class AudioFileRenderer {
         for _ in 0..<4 { buffers.append(try queue.allocateBuffer(capacity: capacity, packetDescriptionCapacity: perBuffer)) }
         try refill()
         try queue.prime()
-        outputFormat = queue.outputFormat
+        decodedRate = queue.outputFormat.sampleRate
+        outputFormat = .float32(sampleRate: sampleRate ?? queue.outputFormat.sampleRate,
+                                channels: channels ?? queue.outputFormat.channelsPerFrame)
         try queue.setOfflineRenderFormat(outputFormat)
     }
+
+    /// The rate the decoder gives (before any conversion).
+    private var decodedRate: Double = 0
 
     private static func frames(_ file: AudioFile, _ chunk: Chunk) -> Int {
         (0..<chunk.count).reduce(0) { $0 + file.frames(ofPacket: chunk.first + Int64($1)) }
     }
 
     /// Frames the whole render will produce when the file has gapless numbers (nil otherwise).
-    public var expectedFrames: Int64? { file.packetTableInfo.map { $0.validFrames * Int64(loops) - skipped } }
+    public var expectedFrames: Int64? {
+        file.packetTableInfo.map { table in
+            let frames = table.validFrames * Int64(loops) - skipped
+            guard decodedRate > 0, outputFormat.sampleRate != decodedRate else { return frames }
+            return Int64((Double(frames) * outputFormat.sampleRate / decodedRate).rounded())
+        }
+    }
     /// Frames rendered so far.
     public var framesRendered: Int64 { rendered }
 
@@ -131,8 +150,11 @@ public final class AudioFileRenderer {
 
     /// Renders up to `frames` frames into `destination` (interleaved float32 in ``outputFormat``).
     /// Returns 0 at the end.
-    /// - Throws: ``AudioQueueError`` with ``AudioQueueError/Code/formatChanged`` when the stream
-    ///   changes rate or channels mid-way (the frames before it have been returned).
+    /// A stream whose decoded rate or channel count changes mid-way is converted to
+    /// ``outputFormat``.
+    /// - Throws: ``AudioQueueError`` with ``AudioQueueError/Code/codecNotFound`` when the stream
+    ///   changes to another rate and no resampler is registered (the frames before it have been
+    ///   returned).
     public func render(into destination: UnsafeMutableBufferPointer<Float>, frames: Int) throws -> Int {
         let channels = outputFormat.channelsPerFrame
         let wanted = min(frames, destination.count / channels)

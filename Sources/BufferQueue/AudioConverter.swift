@@ -15,21 +15,25 @@ public enum AudioConverterQuality: Sendable, Hashable, CaseIterable {
 }
 
 /// Changes the sample rate of interleaved float32 frames: the primitive a resampling library
-/// provides (the `SoxrConverter` module registers one on libsoxr). ``AudioConverter`` wraps it
-/// with channel mixing and exact lengths.
+/// provides (the `SoxrConverter` module registers one on libsoxr). ``AudioConverter`` and the
+/// queue's render path wrap it with channel mixing and exact lengths.
 ///
-/// One instance serves one stream from one thread at a time.
+/// The queue calls ``process(_:frames:into:capacity:)`` and ``drain(into:capacity:)`` on its
+/// render path, so they must not lock or block, and should not allocate. One instance serves one
+/// stream from one thread at a time.
 public protocol AudioResampler: AnyObject {
     /// Output frames that come out before the first input frame's (a filter delay the resampler
-    /// does not compensate itself); ``AudioConverter`` drops them. 0 for a resampler that aligns
-    /// its output with its input.
+    /// does not compensate itself); they are dropped. 0 for a resampler that aligns its output
+    /// with its input.
     var leadingFrames: Int { get }
 
-    /// Resamples `frames` interleaved frames and appends what is ready to `output`.
-    func process(_ input: UnsafePointer<Float>, frames: Int, into output: DecodedAudio) throws
+    /// Takes up to `frames` interleaved input frames and writes up to `capacity` output frames.
+    /// Returns how many of each; input it did not take is offered again.
+    func process(_ input: UnsafePointer<Float>, frames: Int, into output: UnsafeMutablePointer<Float>,
+                 capacity: Int) throws -> (consumed: Int, produced: Int)
 
-    /// The input has ended: appends everything still held.
-    func drain(into output: DecodedAudio) throws
+    /// The input has ended: writes up to `capacity` frames of what is still held; 0 once empty.
+    func drain(into output: UnsafeMutablePointer<Float>, capacity: Int) throws -> Int
 
     /// Forgets the stream, ready for a new one with the same rates.
     func reset()
@@ -89,7 +93,7 @@ public final class AudioResamplerRegistry: Sendable {
 /// lengths: the frames that come out for N frames put in (from creation or the last ``reset()``
 /// to ``finish(into:)``) are exactly `round(N × outputRate / inputRate)`, beginning with the
 /// first input frame's (no leading delay) and ending with the last one's (nothing lost). So gapless
-/// stays gapless across a rate change.
+/// stays gapless across a rate change. The queue's render path uses the same machinery.
 ///
 /// Channels are mixed with a fixed, documented matrix (Apple's converter does the same for these
 /// cases):
@@ -105,17 +109,7 @@ public final class AudioConverter {
     public let inputFormat: AudioStreamDescription
     /// What comes out: interleaved float32.
     public let outputFormat: AudioStreamDescription
-    private let resampler: (any AudioResampler)?
-    private let inChannels: Int
-    private let outChannels: Int
-    /// Channels the resampler works on (mixing happens on the side with fewer channels).
-    private let resampleChannels: Int
-    private let mixFirst: Bool
-    private let mixed: DecodedAudio
-    private let resampled: DecodedAudio
-    private var framesIn = 0
-    private var framesOut = 0
-    private var leadingToDrop: Int
+    private let node: ConversionNode
 
     /// - Parameters:
     ///   - from: the input's rate and channel count (any linear PCM description; frames are float32).
@@ -127,134 +121,59 @@ public final class AudioConverter {
     ///   registered.
     public init(from: AudioStreamDescription, to: AudioStreamDescription, quality: AudioConverterQuality = .veryHigh,
                 registry: AudioResamplerRegistry = .shared) throws {
-        for (name, format) in [("input", from), ("output", to)] {
-            guard format.sampleRate > 0, format.sampleRate.isFinite, format.sampleRate <= 1_536_000,
-                  (1...RenderStage.maxChannels).contains(format.channelsPerFrame) else {
-                throw AudioQueueError(.invalidPropertyValue,
-                    "converter \(name) of \(format.channelsPerFrame) ch at \(format.sampleRate) Hz is out of range (1...\(RenderStage.maxChannels) ch, 0 < rate <= 1536000)")
-            }
-        }
+        node = try ConversionNode(from: (from.sampleRate, from.channelsPerFrame), to: (to.sampleRate, to.channelsPerFrame),
+                                  quality: quality, registry: registry)
         inputFormat = .float32(sampleRate: from.sampleRate, channels: from.channelsPerFrame)
         outputFormat = .float32(sampleRate: to.sampleRate, channels: to.channelsPerFrame)
-        inChannels = from.channelsPerFrame
-        outChannels = to.channelsPerFrame
-        mixFirst = outChannels <= inChannels
-        resampleChannels = min(inChannels, outChannels)
-        if from.sampleRate != to.sampleRate {
-            resampler = try registry.makeResampler(from: from.sampleRate, to: to.sampleRate, channels: resampleChannels, quality: quality)
-        } else {
-            resampler = nil
-        }
-        leadingToDrop = resampler?.leadingFrames ?? 0
-        mixed = DecodedAudio(format: .float32(sampleRate: mixFirst ? from.sampleRate : to.sampleRate, channels: mixFirst ? outChannels : inChannels))
-        resampled = DecodedAudio(format: .float32(sampleRate: to.sampleRate, channels: resampleChannels))
     }
 
     /// Output frames for `frames` input frames once finished: `round(frames × out / in)`.
-    public func outputFrames(forInputFrames frames: Int) -> Int {
-        Int((Double(frames) * outputFormat.sampleRate / inputFormat.sampleRate).rounded())
-    }
+    public func outputFrames(forInputFrames frames: Int) -> Int { node.outputFrames(forInputFrames: frames) }
 
     /// Converts `input` (interleaved, the input's channel count) and appends what is ready to
     /// `output` (which takes the ``outputFormat``).
     public func convert(_ input: UnsafeBufferPointer<Float>, into output: DecodedAudio) throws {
-        output.changeFormat(outputFormat)
-        let frames = input.count / inChannels
+        let channels = node.inputChannels
+        let frames = input.count / channels
         guard frames > 0, let base = input.baseAddress else { return }
-        framesIn += frames
-        guard let resampler else {
-            if inChannels == outChannels {
-                output.append(UnsafeBufferPointer(start: base, count: frames * inChannels))
-            } else {
-                mix(base, frames: frames, into: output)
-            }
-            framesOut += frames
-            return
+        var offset = 0
+        try run(into: output) { destination, want in
+            let take = min(want, frames - offset)
+            destination.update(from: base + offset * channels, count: take * channels)
+            offset += take
+            return (take, take < want ? .starved : .filled)
         }
-        resampled.removeAll()
-        if mixFirst && inChannels != outChannels {
-            mixed.removeAll()
-            mix(base, frames: frames, into: mixed)
-            try resampler.process(mixed.samples, frames: frames, into: resampled)
-        } else {
-            try resampler.process(base, frames: frames, into: resampled)
-        }
-        emit(resampled, into: output, limit: nil)
     }
 
     /// Ends the stream: appends the rest so that exactly `round(N × out / in)` frames came out
     /// for the N frames put in, then readies the converter for a new stream.
     public func finish(into output: DecodedAudio) throws {
         defer { reset() }
-        output.changeFormat(outputFormat)
-        guard let resampler else { return }
-        resampled.removeAll()
-        try resampler.drain(into: resampled)
-        let target = outputFrames(forInputFrames: framesIn)
-        emit(resampled, into: output, limit: target)
-        if framesOut < target {
-            // A resampler that gave too little: the length stays exact, and the shortfall is said.
-            let missing = target - framesOut
-            output.appendSilence(frames: missing)
-            output.reportError(AudioQueueError(.decoderError,
-                "the resampler gave \(missing) frames fewer than \(framesIn) input frames make at \(outputFormat.sampleRate) Hz; silence stands in for them"))
-            framesOut = target
-        }
+        try run(into: output) { _, _ in (0, .boundary) }
     }
 
     /// Forgets the stream (a seek or a new item): the next frames start a new one.
-    public func reset() {
-        resampler?.reset()
-        framesIn = 0
-        framesOut = 0
-        leadingToDrop = resampler?.leadingFrames ?? 0
-    }
+    public func reset() { node.reset() }
 
-    /// Appends resampled frames (mixing them up when mixing comes second), without the leading
-    /// delay and never past `limit` frames in all.
-    private func emit(_ source: DecodedAudio, into output: DecodedAudio, limit: Int?) {
-        var frames = source.frameCount
-        var start = 0
-        if leadingToDrop > 0 {
-            let drop = min(leadingToDrop, frames)
-            leadingToDrop -= drop
-            start = drop
-            frames -= drop
-        }
-        if let limit { frames = max(min(frames, limit - framesOut), 0) }
-        guard frames > 0 else { return }
-        let first = source.samples + start * resampleChannels
-        if mixFirst || inChannels == outChannels {
-            output.append(UnsafeBufferPointer(start: first, count: frames * resampleChannels))
-        } else {
-            mix(first, frames: frames, into: output)
-        }
-        framesOut += frames
-    }
-
-    /// Mixes `frames` frames of `inChannels` into `outChannels` with the documented matrix.
-    private func mix(_ input: UnsafePointer<Float>, frames: Int, into output: DecodedAudio) {
-        let out = output.reserve(frames: frames)
-        guard let o = out.baseAddress else { return }
-        let inCh = inChannels, outCh = outChannels
-        if inCh == 1 {
-            for f in 0..<frames {
-                let v = input[f]
-                let frame = o + f * outCh
-                frame.update(repeating: 0, count: outCh)
-                frame[0] = v
-                if outCh > 1 { frame[1] = v }
+    /// Renders until the source runs dry or a segment ends.
+    private func run(into output: DecodedAudio, from source: PullSource) throws {
+        output.changeFormat(outputFormat)
+        while true {
+            let room = ConversionNode.blockFrames * 4
+            let space = output.reserve(frames: room)
+            guard let base = space.baseAddress else { return }
+            let (made, end) = node.render(into: base, frames: room, from: source)
+            output.commit(frames: made)
+            if let failure = node.failure {
+                throw failure as? AudioQueueError ?? AudioQueueError(.decoderError, "the resampler failed: \(failure)")
             }
-        } else if outCh == 1 {
-            for f in 0..<frames { o[f] = (input[f * inCh] + input[f * inCh + 1]) * 0.5 }
-        } else {
-            let shared = min(inCh, outCh)
-            for f in 0..<frames {
-                let frame = o + f * outCh
-                frame.update(repeating: 0, count: outCh)
-                for c in 0..<shared { frame[c] = input[f * inCh + c] }
+            let missing = node.takeShortfall()
+            if missing > 0 {
+                output.reportError(AudioQueueError(.decoderError,
+                    "the resampler gave \(missing) frames fewer than the input makes at \(outputFormat.sampleRate) Hz; silence stands in for them"))
             }
+            if end == .boundary { node.passBoundary(); return }
+            if end == .starved { return }
         }
-        output.commit(frames: frames)
     }
 }

@@ -230,7 +230,7 @@ extension AudioQueue {
                     producer.pump(next: takeEntry)
                     flushOutbox(producer)
                     stage.withExclusiveAccess { stage.adoptLeadingFormatChange() }
-                    return .float32(sampleRate: stage.sampleRate, channels: stage.channels)
+                    return .float32(sampleRate: stage.outputRate, channels: stage.outputChannels)
                 }
                 do {
                     try sink.open(format: format, channelLayout: layout(for: format), source: renderSource)
@@ -264,7 +264,7 @@ extension AudioQueue {
         sink.pause()
         let format = pipeline.withLock { _ -> AudioStreamDescription in
             stage.withExclusiveAccess { stage.acceptFormatChange() }
-            return .float32(sampleRate: stage.sampleRate, channels: stage.channels)
+            return .float32(sampleRate: stage.outputRate, channels: stage.outputChannels)
         }
         sink.close()
         handle.isOpen = false

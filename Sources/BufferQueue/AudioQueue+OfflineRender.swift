@@ -5,11 +5,19 @@ extension AudioQueue {
     /// sink; removing it reopens the sink if the queue is playing.
     ///
     /// - Parameter format: interleaved linear PCM (8-bit unsigned, 16/24/32-bit integer or 32/64-bit
-    ///   float) with the decoded rate and channel count; the queue converts samples, never rates or
-    ///   channel counts.
+    ///   float) at any sample rate and channel count. When they differ from the decoded audio the
+    ///   queue converts (see ``AudioConverter`` for the channel matrix; rate conversion needs a
+    ///   registered resampler, `SoxrConverter`), with exact lengths: N decoded frames render as
+    ///   `round(N × rate / decoded rate)` frames, rounded once over each run up to a stop or reset.
+    ///   A segment ends at every ``flush()``: the resampler drains there, so what was enqueued
+    ///   before it renders completely. A decoded format that changes mid-stream is converted too.
+    /// - Throws: ``AudioQueueError/Code/codecNotFound`` when the rates differ and no resampler is
+    ///   registered; ``AudioQueueError/Code/invalidPropertyValue`` for a format out of range.
     public func setOfflineRenderFormat(_ format: AudioStreamDescription?) throws {
         let layout = try format.map { try PCMSampleLayout($0) }
         guard let format else {
+            // Offline mode keeps the sink closed, so this thread may read the stage.
+            pipeline.withLock { _ in stage.withExclusiveAccess { try? stage.setOutputTarget(nil) } }
             control.withLock { c in
                 c.offlineFormat = nil
                 c.offlineLayout = nil
@@ -20,17 +28,23 @@ extension AudioQueue {
         // The sink is closed first: then this thread may read the stage as its only reader.
         let heard = currentTime().sampleTime
         try lifecycleEvent { try $0.setOffline(true, heard: heard) }
-        let next = pipeline.withLock { _ -> (channels: Int, sampleRate: Double) in
-            stage.withExclusiveAccess {
-                stage.adoptLeadingFormatChange()
-                return stage.pendingFormat() ?? (stage.channels, stage.sampleRate)
+        do {
+            try pipeline.withLock { _ in
+                try stage.withExclusiveAccess {
+                    stage.adoptLeadingFormatChange()
+                    try stage.setOutputTarget((format.sampleRate, format.channelsPerFrame))
+                }
             }
-        }
-        guard format.channelsPerFrame == next.channels, format.sampleRate == next.sampleRate else {
+        } catch {
             let keep = control.withLock { $0.offlineFormat != nil }
+            pipeline.withLock { _ in
+                stage.withExclusiveAccess {
+                    let previous = control.withLock { $0.offlineFormat }
+                    try? stage.setOutputTarget(previous.map { ($0.sampleRate, $0.channelsPerFrame) })
+                }
+            }
             if !keep { try lifecycleEvent { try $0.setOffline(false) } }
-            throw AudioQueueError(.invalidPropertyValue,
-                "offline render format \(format.channelsPerFrame) ch \(format.sampleRate) Hz does not match the decoded \(next.channels) ch \(next.sampleRate) Hz; the queue does not resample or remix")
+            throw error
         }
         control.withLock { c in
             c.offlineFormat = format
@@ -38,8 +52,9 @@ extension AudioQueue {
         }
     }
 
-    /// The frame the next ``offlineRender(at:into:frames:)`` must start at: frames rendered so far.
-    public var offlineRenderPosition: Int64 { Int64(stage.timelineFrames.load(ordering: .acquiring)) }
+    /// The frame the next ``offlineRender(at:into:frames:)`` must start at: frames rendered so far
+    /// (in the offline render format's rate).
+    public var offlineRenderPosition: Int64 { Int64(stage.outputFrames.load(ordering: .acquiring)) }
 
     /// Renders up to `frames` frames into `buffer` in the offline render format (Core Audio's
     /// `AudioQueueOfflineRender`). Returns the frames rendered and sets the buffer's ``AudioQueueBuffer/byteSize``.
@@ -69,8 +84,9 @@ extension AudioQueue {
     /// Offline render is the render stage's only reader while it runs: a reset, stop or disposal
     /// on another thread waits for it, and the next call sees their effect.
     /// - Throws: ``AudioQueueError/Code/invalidOfflineMode`` without an offline render format or at
-    ///   the wrong position, ``AudioQueueError/Code/formatChanged`` when the decoded format no longer
-    ///   matches, ``AudioQueueError/Code/disposalPending``.
+    ///   the wrong position, ``AudioQueueError/Code/codecNotFound`` when the decoded format changed
+    ///   to a rate no registered resampler converts (the frames before the change were rendered by
+    ///   earlier calls), ``AudioQueueError/Code/disposalPending``.
     public func offlineRender(at sampleTime: Int64, into destination: UnsafeMutableRawBufferPointer, frames: Int) throws -> Int {
         let (format, layout): (AudioStreamDescription, PCMSampleLayout) = try control.withLock { c in
             if c.lifecycle.isDisposed {
@@ -90,7 +106,7 @@ extension AudioQueue {
         let endsBefore = stage.endOfStreamCount.load(ordering: .acquiring)
         let rendered: Int = try pipeline.withLock { producer in
             defer { flushOutbox(producer) }
-            let position = stage.timelineFrames.load(ordering: .acquiring)
+            let position = stage.outputFrames.load(ordering: .acquiring)
             guard sampleTime == Int64(position) else {
                 throw AudioQueueError(.invalidOfflineMode,
                     "offline render asked to start at frame \(sampleTime) but \(position) frames have been rendered; pass offlineRenderPosition")
@@ -123,17 +139,16 @@ extension AudioQueue {
         try producer.offlineScratch.withUnsafeMutableBufferPointer { scratch in
             guard let scratchBase = direct ? base.assumingMemoryBound(to: Float.self) : scratch.baseAddress else { return }
             while done < frames {
-                if stage.channels != channels || stage.sampleRate != sampleRate {
+                if let failure = stage.converterFailure {
                     if done > 0 { return }
-                    throw AudioQueueError(.formatChanged,
-                        "the decoded audio is now \(stage.channels) ch \(stage.sampleRate) Hz; set an offline render format with that rate and channel count")
+                    throw failure
                 }
                 let produced = producer.pump(next: takeEntry)
                 let n = stage.renderAsReader(into: scratchBase + done * channels, frames: frames - done, fillSilence: false)
                 done += n
                 if n == 0 {
                     if stage.pendingFormat() != nil {
-                        // Take the change; the check at the top reports it if it does not match.
+                        // A new decoded format: the stage converts it to the offline format.
                         stage.acceptFormatChange()
                         continue
                     }

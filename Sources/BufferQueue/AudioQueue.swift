@@ -35,13 +35,21 @@ public final class AudioQueue: Sendable {
         public var callbackQueue: DispatchQueue?
         /// Where decoders are found.
         public var decoderRegistry: AudioDecoderRegistry
+        /// Where resamplers are found, for an offline render format with another sample rate
+        /// (import `SoxrConverter` and call its `register()`).
+        public var resamplerRegistry: AudioResamplerRegistry
+        /// How hard the resampler works (Core Audio's `kAudioQueueProperty_…SRCQuality`).
+        public var converterQuality: AudioConverterQuality
 
         public init(sink: (any AudioSink)? = nil, decodeBufferFrames: Int = 16384,
-                    callbackQueue: DispatchQueue? = nil, decoderRegistry: AudioDecoderRegistry = .shared) {
+                    callbackQueue: DispatchQueue? = nil, decoderRegistry: AudioDecoderRegistry = .shared,
+                    resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh) {
             self.sink = sink
             self.decodeBufferFrames = decodeBufferFrames
             self.callbackQueue = callbackQueue
             self.decoderRegistry = decoderRegistry
+            self.resamplerRegistry = resamplerRegistry
+            self.converterQuality = converterQuality
         }
     }
 
@@ -145,7 +153,8 @@ public final class AudioQueue: Sendable {
         decodeBufferFrames = configuration.decodeBufferFrames
         sink = configuration.sink ?? NullSink()
         let stage = RenderStage(capacityFrames: configuration.decodeBufferFrames, channels: format.channelsPerFrame,
-                                sampleRate: format.sampleRate)
+                                sampleRate: format.sampleRate, resamplers: configuration.resamplerRegistry,
+                                converterQuality: configuration.converterQuality)
         self.stage = stage
         control = Lock(Control(channelLayout: .default(channels: format.channelsPerFrame)))
         pipeline = Lock(Producer(format: format, registry: configuration.decoderRegistry, stage: stage))

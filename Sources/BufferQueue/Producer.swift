@@ -143,6 +143,13 @@ final class Producer {
                 runEndPending = false
                 dropCarriedTrim()
             }
+            if flushMarkerPending && !runEndPending {
+                // After the run's last frame: a converter on the render path drains there.
+                if stage.markers.isFull { return progressed }
+                pushMarker(RenderMarker(position: 0, epoch: epoch, kind: .flush))
+                flushMarkerPending = false
+                progressed = true
+            }
             if current != nil {
                 step()
                 progressed = true
@@ -160,7 +167,9 @@ final class Producer {
             progressed = true
             switch entry {
             case .buffer(let pending): begin(pending)
-            case .flush: finishRun()
+            case .flush:
+                finishRun()
+                flushMarkerPending = true
             case .endOfStream:
                 finishRun()
                 endPending = true
@@ -394,6 +403,8 @@ final class Producer {
 
     /// Set by a flush: once the staged frames are written, unfilled accounts are closed.
     private var runEndPending = false
+    /// Set by a flush: a flush marker follows the run's last frame.
+    private var flushMarkerPending = false
 
     private func report(_ error: AudioQueueError) {
         lastConverterError = error
@@ -409,6 +420,7 @@ final class Producer {
         accounts.removeAll()
         carriedTrim = 0
         runEndPending = false
+        flushMarkerPending = false
         ended = false
         endPending = false
         staging.removeAll()

@@ -65,9 +65,27 @@ final class RenderStage: @unchecked Sendable {
     let meterPeak = AtomicFloats(count: RenderStage.maxChannels)
     let meterAverage = AtomicFloats(count: RenderStage.maxChannels)
 
+    /// Output frames rendered since the timeline began (``timelineFrames`` counts source frames;
+    /// the two differ while a converter changes the rate).
+    let outputFrames = Atomic<Int>(0)
+    /// Output frames a resampler failed to give (silence stood in), for the worker to report.
+    let converterShortfall = Atomic<Int>(0)
+
     // MARK: consumer-local
+    /// The decoded format of the frames in the ring.
     private(set) var channels: Int
     private(set) var sampleRate: Double
+    /// The format frames leave in: the decoded one, or the ``outputTarget``'s after conversion.
+    private(set) var outputChannels: Int
+    private(set) var outputRate: Double
+    /// What the output must be (nil: the decoded format); set while no sink pulls.
+    private(set) var outputTarget: (rate: Double, channels: Int)?
+    /// Converts the decoded frames to the target (nil when they already match).
+    private(set) var converter: ConversionNode?
+    /// Why the converter for the current decoded format could not be made.
+    private(set) var converterFailure: AudioQueueError?
+    let resamplers: AudioResamplerRegistry
+    let converterQuality: AudioConverterQuality
     private var epochSeen = 0
     private var startSeen = 0
     private var volumeSeen = 0
@@ -87,11 +105,16 @@ final class RenderStage: @unchecked Sendable {
     private var holdAfterEnd = false
     private let meterScratch: UnsafeMutablePointer<Float>
 
-    init(capacityFrames: Int, channels: Int, sampleRate: Double) {
+    init(capacityFrames: Int, channels: Int, sampleRate: Double, resamplers: AudioResamplerRegistry = .shared,
+         converterQuality: AudioConverterQuality = .veryHigh) {
         ring = SampleRing(minimumCapacity: max(capacityFrames, 256) * max(channels, 2))
         markers = MarkerRing(capacity: 4096)
         self.channels = channels
         self.sampleRate = sampleRate
+        outputChannels = channels
+        outputRate = sampleRate
+        self.resamplers = resamplers
+        self.converterQuality = converterQuality
         publishedChannels = Atomic(channels)
         meterScratch = .allocate(capacity: 2 * RenderStage.maxChannels)
         meterScratch.initialize(repeating: 0, count: 2 * RenderStage.maxChannels)
@@ -103,11 +126,39 @@ final class RenderStage: @unchecked Sendable {
     func acceptFormatChange() {
         if let marker = markers.peek(), marker.kind == .formatChange, marker.epoch == epochSeen {
             channels = marker.channels
-            publishedChannels.store(channels, ordering: .releasing)
             sampleRate = marker.sampleRate
             markers.pop()
+            rebuildConverter()
         }
         waitingForFormat.store(false, ordering: .releasing)
+    }
+
+    /// Sets the format frames must leave in (nil: as decoded) and makes the converter; only while
+    /// no sink pulls.
+    /// - Throws: when a converter is needed and cannot be made (no resampler registered).
+    func setOutputTarget(_ target: (rate: Double, channels: Int)?) throws {
+        outputTarget = target
+        rebuildConverter()
+        if let converterFailure { throw converterFailure }
+    }
+
+    /// Makes the converter from the decoded format to the target (after either changed).
+    private func rebuildConverter() {
+        converterFailure = nil
+        let target = outputTarget ?? (sampleRate, channels)
+        outputRate = target.rate
+        outputChannels = target.channels
+        publishedChannels.store(outputChannels, ordering: .releasing)
+        if target.rate == sampleRate && target.channels == channels {
+            converter = nil
+            return
+        }
+        do {
+            converter = try ConversionNode(from: (sampleRate, channels), to: target, quality: converterQuality, registry: resamplers)
+        } catch {
+            converter = nil
+            converterFailure = error as? AudioQueueError ?? AudioQueueError(.codecNotFound, "cannot convert: \(error)")
+        }
     }
 
     /// Takes a format change waiting at the very front (before any frame), so that a sink opens
@@ -118,9 +169,9 @@ final class RenderStage: @unchecked Sendable {
         while let marker = markers.peek(), marker.kind == .formatChange, marker.epoch == epochSeen,
               marker.position <= ring.readPosition {
             channels = marker.channels
-            publishedChannels.store(channels, ordering: .releasing)
             sampleRate = marker.sampleRate
             markers.pop()
+            rebuildConverter()
         }
         waitingForFormat.store(false, ordering: .releasing)
     }
@@ -154,6 +205,8 @@ final class RenderStage: @unchecked Sendable {
     func resetTimeline() {
         timelineRestarts.add(1, ordering: .releasing)
         timelineFrames.store(0, ordering: .relaxed)
+        outputFrames.store(0, ordering: .relaxed)
+        converter?.reset()
         silenceFramesSinceAudio.store(0, ordering: .relaxed)
         holdAfterEnd = false
         hadAudio = false
@@ -184,56 +237,41 @@ final class RenderStage: @unchecked Sendable {
         if applyDiscardIfNeeded() { signal = true }  // freed ring space: the producer may go on
         pickUpParameterChanges()
 
-        let ch = channels
+        let ch = outputChannels
         var done = 0
+        var consumed = 0
         var blocked = holdAfterEnd || waitingForFormat.load(ordering: .relaxed)
-        while done < frames && !blocked {
-            if let marker = markers.peek() {
-                if marker.epoch < epochSeen { markers.pop(); signal = true; continue }
-                if marker.epoch > epochSeen { break }  // a reset is being published; take it next call
-                if marker.position <= ring.readPosition {
-                    switch marker.kind {
-                    case .bufferStart:
-                        if !marker.volume.isNaN { setVolumeGoal(marker.volume) }
-                        if !marker.pan.isNaN { setPanGoal(marker.pan) }
-                        markers.pop()
-                        signal = true
-                    case .endOfStream:
-                        markers.pop()
-                        holdAfterEnd = true
-                        blocked = true
-                        endOfStreamCount.add(1, ordering: .releasing)
-                        signal = true
-                    case .formatChange:
-                        if marker.channels == channels && marker.sampleRate == sampleRate {
-                            markers.pop()
-                            signal = true
-                        } else {
-                            pendingChannels.store(marker.channels, ordering: .relaxed)
-                            pendingRate.store(marker.sampleRate.bitPattern, ordering: .relaxed)
-                            waitingForFormat.store(true, ordering: .releasing)
-                            blocked = true
-                            signal = true
-                        }
+        if !blocked {
+            if let converter {
+                // In blocks: a volume or pan a buffer sets applies from the block its first frame reaches.
+                while done < frames && !blocked {
+                    let (n, end) = converter.render(into: out + done * ch, frames: min(frames - done, ConversionNode.blockFrames)) { destination, wanted in
+                        let pulled = pullSource(into: destination, frames: wanted, stopAtBoundaries: true, gain: false, signal: &signal)
+                        consumed += pulled.0
+                        return pulled
                     }
-                    continue
+                    if n > 0 { applyGain(out + done * ch, frames: n, channels: ch) }
+                    done += n
+                    if end == .boundary {
+                        converter.passBoundary()
+                        blocked = passBoundary(signal: &signal)
+                    } else if end == .starved {
+                        break
+                    }
                 }
+                let short = converter.takeShortfall()
+                if short > 0 { converterShortfall.add(short, ordering: .releasing); signal = true }
+            } else {
+                let (n, end) = pullSource(into: out, frames: frames, stopAtBoundaries: false, gain: true, signal: &signal)
+                done = n
+                consumed = n
+                blocked = end == .boundary
             }
-            var available = ring.readable
-            if let marker = markers.peek(), marker.epoch == epochSeen {
-                available = min(available, marker.position - ring.readPosition)
-            }
-            let count = min(frames - done, available / ch)
-            if count <= 0 { break }
-            let destination = out + done * ch
-            ring.consume(count: count * ch) { source, offset, n in (destination + offset).update(from: source, count: n) }
-            applyGain(destination, frames: count, channels: ch)
-            done += count
         }
-
-        if done > 0 {
+        if done > 0 || consumed > 0 {
             afterConsumeHook?()
-            timelineFrames.add(done, ordering: .releasing)
+            timelineFrames.add(consumed, ordering: .releasing)
+            outputFrames.add(done, ordering: .releasing)
             hadAudio = true
             renderedSinceDiscard = true
             // Wake the producer once a quarter of the ring is free, not at every render call:
@@ -262,6 +300,85 @@ final class RenderStage: @unchecked Sendable {
         return done
     }
 
+    /// Copies up to `frames` decoded frames from the ring, acting on the markers on the way.
+    /// With `stopAtBoundaries` it stops in front of a flush, an end or a real format change
+    /// (returning ``PullEnd/boundary``; the caller drains what it holds, then calls
+    /// ``passBoundary(signal:)``); without, it acts on them at once.
+    /// With `gain`, volume and pan apply as the frames are copied (exact to the frame).
+    private func pullSource(into out: UnsafeMutablePointer<Float>, frames: Int, stopAtBoundaries: Bool, gain: Bool,
+                            signal: inout Bool) -> (Int, PullEnd) {
+        let ch = channels
+        var done = 0
+        while done < frames {
+            if let marker = markers.peek() {
+                if marker.epoch < epochSeen { markers.pop(); signal = true; continue }
+                if marker.epoch > epochSeen { return (done, .starved) }  // a reset is being published; take it next call
+                if marker.position <= ring.readPosition {
+                    switch marker.kind {
+                    case .bufferStart:
+                        if !marker.volume.isNaN { setVolumeGoal(marker.volume) }
+                        if !marker.pan.isNaN { setPanGoal(marker.pan) }
+                        markers.pop()
+                        signal = true
+                        continue
+                    case .formatChange where marker.channels == channels && marker.sampleRate == sampleRate:
+                        markers.pop()
+                        signal = true
+                        continue
+                    case .flush where !stopAtBoundaries:
+                        markers.pop()
+                        continue
+                    case .endOfStream, .formatChange, .flush:
+                        if stopAtBoundaries { return (done, .boundary) }
+                        if passBoundary(signal: &signal) { return (done, .boundary) }
+                        continue
+                    }
+                }
+            }
+            var available = ring.readable
+            if let marker = markers.peek(), marker.epoch == epochSeen {
+                available = min(available, marker.position - ring.readPosition)
+            }
+            let count = min(frames - done, available / ch)
+            if count <= 0 { return (done, .starved) }
+            let destination = out + done * ch
+            ring.consume(count: count * ch) { source, offset, n in (destination + offset).update(from: source, count: n) }
+            if gain { applyGain(destination, frames: count, channels: ch) }
+            done += count
+        }
+        return (done, .filled)
+    }
+
+    /// Acts on the boundary marker at the front: an end holds the output, a format change waits
+    /// for the control path, a flush is passed. Returns whether rendering must stop.
+    private func passBoundary(signal: inout Bool) -> Bool {
+        guard let marker = markers.peek(), marker.epoch == epochSeen, marker.position <= ring.readPosition else { return false }
+        switch marker.kind {
+        case .endOfStream:
+            markers.pop()
+            holdAfterEnd = true
+            endOfStreamCount.add(1, ordering: .releasing)
+            signal = true
+            return true
+        case .formatChange:
+            if marker.channels == channels && marker.sampleRate == sampleRate {
+                markers.pop()
+                signal = true
+                return false
+            }
+            pendingChannels.store(marker.channels, ordering: .relaxed)
+            pendingRate.store(marker.sampleRate.bitPattern, ordering: .relaxed)
+            waitingForFormat.store(true, ordering: .releasing)
+            signal = true
+            return true
+        case .flush:
+            markers.pop()
+            return false
+        case .bufferStart:
+            return false
+        }
+    }
+
     /// Takes a discard published by a reset or stop: skips the discarded samples and clears ramps and
     /// meters. Called at the start of every render and by the control path while no sink pulls.
     @discardableResult
@@ -270,6 +387,7 @@ final class RenderStage: @unchecked Sendable {
         guard epoch != epochSeen else { return false }
         epochSeen = epoch
         ring.skip(to: discardPosition.load(ordering: .acquiring))
+        converter?.reset()
         timelineFrames.store(discardTimeline.load(ordering: .acquiring), ordering: .releasing)
         silenceFramesSinceAudio.store(0, ordering: .relaxed)
         while let marker = markers.peek(), marker.epoch < epoch { markers.pop() }
@@ -292,7 +410,7 @@ final class RenderStage: @unchecked Sendable {
 
     private var rampFrames: Int {
         let seconds = Float(bitPattern: rampSeconds.load(ordering: .relaxed))
-        return seconds > 0 ? Int((Double(seconds) * sampleRate).rounded()) : 0
+        return seconds > 0 ? Int((Double(seconds) * outputRate).rounded()) : 0
     }
 
     private func setVolumeGoal(_ goal: Float) {

@@ -84,6 +84,8 @@ struct RenderMarker {
         case endOfStream
         /// Frames from here on have another channel count or rate.
         case formatChange
+        /// The end of a run of buffers (a flush): a converter drains here.
+        case flush
     }
     var position: Int
     var epoch: Int

@@ -26,7 +26,6 @@ public enum SoxrConverter {
 public final class SoxrResampler: AudioResampler {
     private let handle: soxr_t
     private let channels: Int
-    private let ratio: Double
 
     /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidPropertyValue`` when libsoxr refuses the rates.
     public init(inputRate: Double, outputRate: Double, channels: Int, quality: AudioConverterQuality = .veryHigh) throws {
@@ -47,39 +46,27 @@ public final class SoxrResampler: AudioResampler {
         }
         handle = made
         self.channels = channels
-        ratio = outputRate / inputRate
     }
 
     deinit { soxr_delete(handle) }
 
     public var leadingFrames: Int { 0 }
 
-    public func process(_ input: UnsafePointer<Float>, frames: Int, into output: DecodedAudio) throws {
-        var offset = 0
-        while offset < frames {
-            // Room for what this input can make, plus the filter's backlog.
-            let room = Int((Double(frames - offset) * ratio).rounded(.up)) + 256
-            let space = output.reserve(frames: room)
-            var used = 0, made = 0
-            let error = soxr_process(handle, input + offset * channels, frames - offset, &used,
-                                     space.baseAddress, room, &made)
-            output.commit(frames: made)
-            if let error { throw AudioQueueError(.decoderError, "libsoxr failed: \(String(cString: error))") }
-            if used == 0 && made == 0 { break }
-            offset += used
+    public func process(_ input: UnsafePointer<Float>, frames: Int, into output: UnsafeMutablePointer<Float>,
+                        capacity: Int) throws -> (consumed: Int, produced: Int) {
+        var used = 0, made = 0
+        if let error = soxr_process(handle, input, frames, &used, output, capacity, &made) {
+            throw AudioQueueError(.decoderError, "libsoxr failed: \(String(cString: error))")
         }
+        return (used, made)
     }
 
-    public func drain(into output: DecodedAudio) throws {
-        while true {
-            let room = 4096
-            let space = output.reserve(frames: room)
-            var made = 0
-            let error = soxr_process(handle, nil, 0, nil, space.baseAddress, room, &made)
-            output.commit(frames: made)
-            if let error { throw AudioQueueError(.decoderError, "libsoxr failed while draining: \(String(cString: error))") }
-            if made == 0 { return }
+    public func drain(into output: UnsafeMutablePointer<Float>, capacity: Int) throws -> Int {
+        var made = 0
+        if let error = soxr_process(handle, nil, 0, nil, output, capacity, &made) {
+            throw AudioQueueError(.decoderError, "libsoxr failed while draining: \(String(cString: error))")
         }
+        return made
     }
 
     public func reset() { _ = soxr_clear(handle) }

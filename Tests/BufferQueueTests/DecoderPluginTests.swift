@@ -144,8 +144,10 @@ final class LaggyToyDecoder: AudioDecoder {
         #expect(log.errors.count == 1)
     }
 
+    /// Without a resampler, a change to another rate cannot be converted to the offline format:
+    /// the render stops at it with an error, and a matching format renders on.
     @Test func formatChangeIsAnnouncedAndOfflineRenderStopsAtIt() async throws {
-        let queue = try AudioQueue(format: format, configuration: .init(decoderRegistry: registry))
+        let queue = try AudioQueue(format: format, configuration: .init(decoderRegistry: registry, resamplerRegistry: AudioResamplerRegistry()))
         let log = EventLog(queue)
         try enqueuePackets(queue, [10, 0xFE, 20])
         try queue.setOfflineRenderFormat(.float32(sampleRate: 1000, channels: 1))
@@ -153,7 +155,7 @@ final class LaggyToyDecoder: AudioDecoder {
         let first = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: 0, into: $0, frames: 500) }
         #expect(first == 100)
         #expect(scratch[0..<100].allSatisfy { $0 == 0.1 })
-        expectError(.formatChanged) {
+        expectError(.codecNotFound) {
             _ = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: 100, into: $0, frames: 500) }
         }
         #expect(queue.outputFormat == .float32(sampleRate: 2000, channels: 2))
@@ -203,5 +205,36 @@ final class LaggyToyDecoder: AudioDecoder {
         try live.start()
         #expect(await sink.waitForFrames(rendered.count / 2))
         #expect(difference(sink.capturedSamples(), rendered) == nil)
+    }
+}
+
+@Suite struct DecodedFormatChangeConversionTests {
+    /// A stream that changes from 1000 Hz mono to 2000 Hz stereo renders on in the offline
+    /// format: the first part converted, the second as it is.
+    @Test func aMidStreamFormatChangeIsConvertedToTheOfflineFormat() throws {
+        let registry = AudioDecoderRegistry()
+        registry.register(AudioDecoderFactory(name: "toy", formats: [.toy]) { format, _ in ToyDecoder(format: format) })
+        let format = AudioStreamDescription(sampleRate: 1000, formatID: .toy, bytesPerPacket: 0, framesPerPacket: 100,
+                                            bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
+        let queue = try AudioQueue(format: format, configuration: .init(decoderRegistry: registry,
+                                                                        resamplerRegistry: doublingRegistry(hold: 2)))
+        let bytes: [UInt8] = [10, 0xFE, 20]
+        let buffer = try queue.allocateBuffer(capacity: 3, packetDescriptionCapacity: 3)
+        try buffer.setData(bytes)
+        try queue.enqueue(buffer, packetDescriptions: bytes.indices.map { AudioPacketDescription(startOffset: $0, dataByteSize: 1) })
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 2))
+        try queue.flush()
+        var output: [Float] = []
+        var scratch = [Float](repeating: 0, count: 2000)
+        while true {
+            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 1000) }
+            if n == 0 { break }
+            output += scratch[0..<(n * 2)]
+        }
+        // 100 mono frames at 1000 Hz → 200 stereo frames at 2000 Hz (the held two drained at the
+        // change), then the 100 stereo frames decoded at 2000 Hz.
+        #expect(output.count == 300 * 2)
+        #expect(output[0..<400].allSatisfy { $0 == 0.1 })
+        #expect(output[400...].allSatisfy { $0 == 0.2 })
     }
 }

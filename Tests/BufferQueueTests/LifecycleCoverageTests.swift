@@ -61,7 +61,8 @@ import Testing
         let sink = NullSink(pacing: .realTime, capturing: true)
         let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 4096))
         let log = EventLog(queue)
-        let input = ramp(frames: 24000, channels: 2, offset: 1)
+        // Two seconds: the pause must land before the play-out ends, even on a loaded machine.
+        let input = ramp(frames: 96000, channels: 2, offset: 1)
         try queue.enqueue(try queue.makeBuffer(input))
         try queue.start()
         try queue.stop(immediately: false)

@@ -135,11 +135,13 @@ import Testing
     }
 
     @Test func offlineRenderMisuseIsAnError() throws {
-        let queue = try AudioQueue(format: .float32(sampleRate: 44100, channels: 2))
+        // No resampler registered: another rate cannot be rendered, and says why.
+        let queue = try AudioQueue(format: .float32(sampleRate: 44100, channels: 2),
+                                   configuration: .init(resamplerRegistry: AudioResamplerRegistry()))
         let out = try queue.allocateBuffer(capacity: 800)
         expectError(.invalidOfflineMode) { try queue.offlineRender(at: 0, into: out, frames: 100) }
-        expectError(.invalidPropertyValue) { try queue.setOfflineRenderFormat(.float32(sampleRate: 48000, channels: 2)) }
-        expectError(.invalidPropertyValue) { try queue.setOfflineRenderFormat(.float32(sampleRate: 44100, channels: 1)) }
+        expectError(.codecNotFound) { try queue.setOfflineRenderFormat(.float32(sampleRate: 48000, channels: 2)) }
+        expectError(.invalidPropertyValue) { try queue.setOfflineRenderFormat(.float32(sampleRate: 44100, channels: 65)) }
         try queue.setOfflineRenderFormat(.float32(sampleRate: 44100, channels: 2))
         expectError(.invalidBuffer) { try queue.offlineRender(at: 0, into: out, frames: 101) }
         #expect(try queue.offlineRender(at: 0, into: out, frames: 100) == 0)  // nothing enqueued: nothing invented

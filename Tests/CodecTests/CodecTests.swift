@@ -4,6 +4,7 @@ import AudioFileStream
 import BufferQueue
 import FAADDecoder
 import MPG123Decoder
+import SoxrConverter
 import TestSupport
 
 enum Where {
@@ -15,11 +16,13 @@ enum Where {
     }
 }
 
-/// Renders a file through the queue with both decoders registered.
-func render(_ path: String, loops: Int = 1) throws -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
+/// Renders a file through the queue with both decoders (and libsoxr) registered.
+func render(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil) throws
+    -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
     MPG123Decoder.register()
     FAADDecoder.register()
-    let renderer = try AudioFileRenderer(file: try AudioFile(path: path), loops: loops)
+    SoxrConverter.register()
+    let renderer = try AudioFileRenderer(file: try AudioFile(path: path), loops: loops, sampleRate: sampleRate, channels: channels)
     var all: [Float] = []
     var scratch = [Float](repeating: 0, count: 4096 * renderer.outputFormat.channelsPerFrame)
     while true {
@@ -35,24 +38,23 @@ func render(_ path: String, loops: Int = 1) throws -> (samples: [Float], format:
 let decodingWork = DispatchQueue(label: "CodecTests.decoding")
 
 /// ``render(_:loops:)`` on ``decodingWork``.
-func rendered(_ path: String, loops: Int = 1) async throws -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
+func rendered(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil) async throws
+    -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
     try await withCheckedThrowingContinuation { continuation in
-        decodingWork.async { continuation.resume(with: Result { try render(path, loops: loops) }) }
+        decodingWork.async {
+            continuation.resume(with: Result { try render(path, loops: loops, sampleRate: sampleRate, channels: channels) })
+        }
     }
 }
 
-/// Runs a reference tool and returns its standard output.
-func run(_ tool: String, _ arguments: [String]) throws -> Data {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return data
+/// Runs a reference tool and returns its standard output (see `runTool`: nothing blocks the
+/// cooperative pool).
+func run(_ tool: String, _ arguments: [String]) async throws -> Data {
+    let result = try await runTool(tool, arguments)
+    guard result.status == 0 else {
+        throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(tool) \(arguments.joined(separator: " ")) exited with \(result.status)"])
+    }
+    return result.output
 }
 
 func floats(wav data: Data) -> [Float] {
@@ -83,7 +85,7 @@ struct MP3DecodingTests {
         // mpg123's own gapless float decode of the same file.
         let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("ref-\(UUID()).wav").path
         defer { try? FileManager.default.removeItem(atPath: temporary) }
-        _ = try run(try #require(Where.tool("mpg123")), ["-q", "-e", "f32", "-w", temporary, Where.fixture(name)])
+        _ = try await run(try #require(Where.tool("mpg123")), ["-q", "-e", "f32", "-w", temporary, Where.fixture(name)])
         let reference = floats(wav: try Data(contentsOf: URL(fileURLWithPath: temporary)))
         #expect(reference.count == ours.count)
         let worst = zip(ours, reference).map { abs($0 - $1) }.max() ?? 1
@@ -100,14 +102,14 @@ struct AACDecodingTests {
         #expect(ours.count == 48510 * 2)   // ffmpeg's own decode keeps ~640 frames of padding; we do not
         // ffmpeg applies the edit list's start: same alignment. Its decoder and libfaad2 differ on the
         // final (short-window) packet, so that packet is left out of this comparison.
-        let ffmpeg = try run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", Where.fixture(name), "-f", "f32le", "-acodec", "pcm_f32le", "-"])
+        let ffmpeg = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", Where.fixture(name), "-f", "f32le", "-acodec", "pcm_f32le", "-"])
         let reference = ffmpeg.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
         let body = 48 * 1024 - 1024
         #expect(snr(ours[0..<(body * 2)], reference[0..<(body * 2)]) >= 40)
         // faad's command-line tool uses the same library: the whole file agrees to 16-bit precision.
         let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("faad-\(UUID()).wav").path
         defer { try? FileManager.default.removeItem(atPath: temporary) }
-        _ = try run(try #require(Where.tool("faad")), ["-q", "-o", temporary, Where.fixture(name)])
+        _ = try await run(try #require(Where.tool("faad")), ["-q", "-o", temporary, Where.fixture(name)])
         let data = try Data(contentsOf: URL(fileURLWithPath: temporary))
         let range = try #require(data.range(of: Data("data".utf8)))
         let pcm = data[(range.upperBound + 4)...].withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }.map { Float($0) / 32768 }

@@ -165,7 +165,7 @@ func thdPlusN(_ samples: [Float], frequency: Double, rate: Double, range: Range<
     /// `sox … rate -v` in the same run: no more than 3 dB worse (seen: about 4 dB better, as sox
     /// passes samples through 32-bit integers and this path stays in float).
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sox"), "sox is missing (make deps installs it): comparison skipped"))
-    func qualityMatchesSoxVeryHigh() throws {
+    func qualityMatchesSoxVeryHigh() async throws {
         let input = sine(frequency: 1000, rate: 44100, frames: 88200)
         let ours = try convert(try AudioConverter(from: mono(44100), to: mono(48000), registry: registry), input)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("aq-sox-\(UUID().uuidString.prefix(8))")
@@ -173,13 +173,9 @@ func thdPlusN(_ samples: [Float], frequency: Double, rate: Double, range: Range<
         defer { try? FileManager.default.removeItem(at: folder) }
         let inPath = folder.appendingPathComponent("in.f32").path, outPath = folder.appendingPathComponent("out.f32").path
         try input.withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: inPath)) }
-        let sox = Process()
-        sox.executableURL = URL(fileURLWithPath: "/usr/bin/sox")
-        sox.arguments = ["-t", "raw", "-e", "floating-point", "-b", "32", "-r", "44100", "-c", "1", inPath,
-                         "-t", "raw", "-e", "floating-point", "-b", "32", outPath, "rate", "-v", "48000"]
-        try sox.run()
-        sox.waitUntilExit()
-        #expect(sox.terminationStatus == 0)
+        let sox = try await runTool("/usr/bin/sox", ["-t", "raw", "-e", "floating-point", "-b", "32", "-r", "44100", "-c", "1", inPath,
+                                                     "-t", "raw", "-e", "floating-point", "-b", "32", outPath, "rate", "-v", "48000"])
+        #expect(sox.status == 0)
         let data = try Data(contentsOf: URL(fileURLWithPath: outPath))
         let theirs: [Float] = data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
         #expect(ours.count == 96000)

@@ -73,3 +73,31 @@ public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
         Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
+
+/// What a tool run by ``runTool(_:_:timeout:)`` left.
+public struct ToolResult: Sendable {
+    public let output: Data
+    public let status: Int32
+}
+
+/// Runs a command-line tool and returns its standard output and exit status. Its output is read
+/// on a thread of its own and its exit comes from Foundation's termination handler, so no thread
+/// of Swift's cooperative pool blocks (`Process.waitUntilExit` would spin one).
+/// - Throws: when the tool cannot start, or has not exited `timeout` after closing its output.
+public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .seconds(120)) async throws -> ToolResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.nullDevice
+    let exit = Watched<Int32?>(nil)
+    process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
+    try process.run()
+    let output = await onOwnThread { pipe.fileHandleForReading.readDataToEndOfFile() }
+    guard await exit.wait(timeout: timeout, until: { $0 != nil }), let status = exit.current else {
+        kill(process.processIdentifier, SIGKILL)
+        throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(tool) did not exit within \(timeout)"])
+    }
+    return ToolResult(output: output, status: status)
+}

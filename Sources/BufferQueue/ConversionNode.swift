@@ -1,0 +1,224 @@
+/// How a pull ended.
+enum PullEnd {
+    /// It gave every frame asked for.
+    case filled
+    /// Nothing more is there yet (an underrun, or a queue with nothing enqueued).
+    case starved
+    /// A segment of the stream ended here (a flush, an asynchronous stop's end or a format
+    /// change): whatever a stage holds must come out before anything that follows.
+    case boundary
+}
+
+/// Pulls up to `frames` interleaved frames into the pointer; returns how many and why it stopped.
+typealias PullSource = (_ into: UnsafeMutablePointer<Float>, _ frames: Int) -> (Int, PullEnd)
+
+/// Rate and channel conversion in pull style, for the render path and ``AudioConverter``.
+///
+/// It asks its source for input as it needs it and writes output frames in the output's channel
+/// count. Lengths are exact: when a segment ends (the source reports ``PullEnd/boundary``) it
+/// drains the resampler and stops at exactly `round(N × out / in)` frames for the N input frames
+/// since it was made or last ``reset()`` — counted over the whole run, not per segment, so loops
+/// and playlists joined by flushes round once. Channels are mixed first (the documented matrix of
+/// ``AudioConverter``), then resampled.
+///
+/// Nothing here allocates after `init`, except a resampler's own `reset()` at a boundary
+/// (libsoxr's re-creates its state).
+final class ConversionNode {
+    static let blockFrames = 1024
+
+    let inputChannels: Int
+    let outputChannels: Int
+    let inputRate: Double
+    let outputRate: Double
+    private let resampler: (any AudioResampler)?
+    /// Pulled input (input channels), used when mixing.
+    private let pulled: UnsafeMutablePointer<Float>
+    /// Mixed input waiting for the resampler (output channels); also where a drain past the exact
+    /// length is thrown away.
+    private let mixed: UnsafeMutablePointer<Float>
+    private var pendingOffset = 0
+    private var pendingFrames = 0
+    private var totalIn = 0
+    private var totalOut = 0
+    private var leadingLeft: Int
+    private var draining = false
+    /// Output frames the resampler failed to give and silence stood in for, since the last read.
+    private(set) var shortfall = 0
+    /// The first error a resampler threw (the rest of the segment is silence).
+    private(set) var failure: (any Error)?
+
+    init(from input: (rate: Double, channels: Int), to output: (rate: Double, channels: Int),
+         quality: AudioConverterQuality, registry: AudioResamplerRegistry) throws {
+        for (name, format) in [("input", input), ("output", output)] {
+            guard format.rate > 0, format.rate.isFinite, format.rate <= 1_536_000,
+                  (1...RenderStage.maxChannels).contains(format.channels) else {
+                throw AudioQueueError(.invalidPropertyValue,
+                    "converter \(name) of \(format.channels) ch at \(format.rate) Hz is out of range (1...\(RenderStage.maxChannels) ch, 0 < rate <= 1536000)")
+            }
+        }
+        inputChannels = input.channels
+        outputChannels = output.channels
+        inputRate = input.rate
+        outputRate = output.rate
+        resampler = input.rate == output.rate ? nil
+            : try registry.makeResampler(from: input.rate, to: output.rate, channels: output.channels, quality: quality)
+        leadingLeft = resampler?.leadingFrames ?? 0
+        pulled = .allocate(capacity: Self.blockFrames * input.channels)
+        mixed = .allocate(capacity: Self.blockFrames * output.channels)
+    }
+
+    deinit {
+        pulled.deallocate()
+        mixed.deallocate()
+    }
+
+    /// Whether it only copies (same rate, same channels).
+    var isIdentity: Bool { resampler == nil && inputChannels == outputChannels }
+
+    /// Output frames `frames` input frames make: `round(frames × out / in)`.
+    func outputFrames(forInputFrames frames: Int) -> Int {
+        resampler == nil ? frames : Int((Double(frames) * outputRate / inputRate).rounded())
+    }
+
+    /// Writes up to `frames` output frames, pulling input from `source`. Returns
+    /// ``PullEnd/boundary`` once a segment's last frame is out (call ``passBoundary()`` before
+    /// pulling on), ``PullEnd/starved`` when the source ran dry first.
+    func render(into out: UnsafeMutablePointer<Float>, frames: Int, from source: PullSource) -> (Int, PullEnd) {
+        guard let resampler else { return mixOnly(into: out, frames: frames, from: source) }
+        var done = 0
+        while done < frames {
+            if draining {
+                let target = outputFrames(forInputFrames: totalIn)
+                let room = min(frames - done, target - totalOut)
+                if room <= 0 {
+                    discardRest(resampler)
+                    return (done, .boundary)
+                }
+                var made = 0
+                if failure == nil {
+                    do { made = try resampler.drain(into: out + done * outputChannels, capacity: room) } catch { fail(error) }
+                }
+                if made == 0 {
+                    // Too little came out: silence stands in, and the length stays exact.
+                    (out + done * outputChannels).update(repeating: 0, count: room * outputChannels)
+                    shortfall += room
+                    made = room
+                }
+                done += made
+                totalOut += made
+                continue
+            }
+            if pendingFrames == 0 {
+                let want = min(Self.blockFrames, max(Int((Double(frames - done) * inputRate / outputRate).rounded(.up)), 1))
+                let (got, end) = pullMixed(want, from: source)
+                if got == 0 {
+                    if end == .boundary { draining = true; continue }
+                    return (done, .starved)
+                }
+                pendingOffset = 0
+                pendingFrames = got
+                totalIn += got
+            }
+            var consumed = 0, produced = 0
+            if failure == nil {
+                do {
+                    (consumed, produced) = try resampler.process(mixed + pendingOffset * outputChannels, frames: pendingFrames,
+                                                                 into: out + done * outputChannels, capacity: frames - done)
+                } catch { fail(error) }
+            }
+            if failure != nil { consumed = pendingFrames; produced = 0 }
+            pendingOffset += consumed
+            pendingFrames -= consumed
+            if leadingLeft > 0 && produced > 0 {
+                let drop = min(leadingLeft, produced)
+                leadingLeft -= drop
+                let start = out + done * outputChannels
+                start.update(from: start + drop * outputChannels, count: (produced - drop) * outputChannels)
+                produced -= drop
+            }
+            done += produced
+            totalOut += produced
+            if consumed == 0 && produced == 0 && pendingFrames > 0 { break }   // a resampler that takes nothing
+        }
+        return (done, .filled)
+    }
+
+    /// After ``render(into:frames:from:)`` returned ``PullEnd/boundary``: the next frames begin a
+    /// new segment (the run's totals stay, so the next boundary rounds over the whole run).
+    func passBoundary() {
+        draining = false
+        pendingFrames = 0
+        pendingOffset = 0
+        resampler?.reset()
+        leadingLeft = resampler?.leadingFrames ?? 0
+    }
+
+    /// Forgets everything (a discard, a new run).
+    func reset() {
+        passBoundary()
+        totalIn = 0
+        totalOut = 0
+        failure = nil
+    }
+
+    /// Reads and clears ``shortfall``.
+    func takeShortfall() -> Int {
+        defer { shortfall = 0 }
+        return shortfall
+    }
+
+    private func fail(_ error: any Error) {
+        if failure == nil { failure = error }
+    }
+
+    /// Empties a resampler after the exact length was reached (what it still holds is past the end).
+    private func discardRest(_ resampler: any AudioResampler) {
+        guard failure == nil else { return }
+        do {
+            while try resampler.drain(into: mixed, capacity: Self.blockFrames) > 0 {}
+        } catch { fail(error) }
+    }
+
+    /// Pulls up to `frames` input frames and mixes them into ``mixed``.
+    private func pullMixed(_ frames: Int, from source: PullSource) -> (Int, PullEnd) {
+        if inputChannels == outputChannels { return source(mixed, frames) }
+        let (got, end) = source(pulled, frames)
+        mix(pulled, frames: got, into: mixed)
+        return (got, end)
+    }
+
+    private func mixOnly(into out: UnsafeMutablePointer<Float>, frames: Int, from source: PullSource) -> (Int, PullEnd) {
+        if inputChannels == outputChannels { return source(out, frames) }
+        var done = 0
+        while done < frames {
+            let (got, end) = source(pulled, min(frames - done, Self.blockFrames))
+            mix(pulled, frames: got, into: out + done * outputChannels)
+            done += got
+            if end != .filled { return (done, end) }
+        }
+        return (done, .filled)
+    }
+
+    /// Mixes `frames` frames of ``inputChannels`` into ``outputChannels`` (the documented matrix).
+    private func mix(_ input: UnsafePointer<Float>, frames: Int, into o: UnsafeMutablePointer<Float>) {
+        let inCh = inputChannels, outCh = outputChannels
+        if inCh == 1 {
+            for f in 0..<frames {
+                let v = input[f]
+                let frame = o + f * outCh
+                frame.update(repeating: 0, count: outCh)
+                frame[0] = v
+                if outCh > 1 { frame[1] = v }
+            }
+        } else if outCh == 1 {
+            for f in 0..<frames { o[f] = (input[f * inCh] + input[f * inCh + 1]) * 0.5 }
+        } else {
+            let shared = min(inCh, outCh)
+            for f in 0..<frames {
+                let frame = o + f * outCh
+                frame.update(repeating: 0, count: outCh)
+                for c in 0..<shared { frame[c] = input[f * inCh + c] }
+            }
+        }
+    }
+}

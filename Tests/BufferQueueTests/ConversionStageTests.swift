@@ -1,0 +1,151 @@
+import Testing
+@testable import BufferQueue
+
+/// A stand-in resampler for these unit tests: doubles the rate by repeating each frame, and like
+/// a real filter holds the last `hold` input frames back until it is drained.
+final class HoldingDoubler: AudioResampler {
+    let channels: Int
+    let hold: Int
+    private var held: [Float] = []
+    private var ready: [Float] = []
+    private(set) var resets = 0
+
+    init(channels: Int, hold: Int) {
+        self.channels = channels
+        self.hold = hold
+    }
+
+    var leadingFrames: Int { 0 }
+
+    func process(_ input: UnsafePointer<Float>, frames: Int, into output: UnsafeMutablePointer<Float>,
+                 capacity: Int) throws -> (consumed: Int, produced: Int) {
+        held += UnsafeBufferPointer(start: input, count: frames * channels)
+        let release = max(held.count / channels - hold, 0)
+        double(release)
+        return (frames, emit(into: output, capacity: capacity))
+    }
+
+    func drain(into output: UnsafeMutablePointer<Float>, capacity: Int) throws -> Int {
+        double(held.count / channels)
+        return emit(into: output, capacity: capacity)
+    }
+
+    func reset() {
+        held = []
+        ready = []
+        resets += 1
+    }
+
+    private func double(_ frames: Int) {
+        for f in 0..<frames {
+            let frame = held[(f * channels)..<((f + 1) * channels)]
+            ready += frame
+            ready += frame
+        }
+        held.removeFirst(frames * channels)
+    }
+
+    private func emit(into output: UnsafeMutablePointer<Float>, capacity: Int) -> Int {
+        let frames = min(capacity, ready.count / channels)
+        for i in 0..<(frames * channels) { output[i] = ready[i] }
+        ready.removeFirst(frames * channels)
+        return frames
+    }
+}
+
+func doublingRegistry(hold: Int) -> AudioResamplerRegistry {
+    let registry = AudioResamplerRegistry()
+    registry.register(AudioResamplerFactory(name: "doubler") { input, output, channels, _ in
+        guard output == input * 2 else { throw AudioQueueError(.invalidPropertyValue, "the doubler only doubles") }
+        return HoldingDoubler(channels: channels, hold: hold)
+    })
+    return registry
+}
+
+/// The queue's converter on the render path, driven by offline render.
+@Suite struct ConversionStageTests {
+    func render(_ queue: AudioQueue, channels: Int) throws -> [Float] {
+        var result: [Float] = []
+        var scratch = [Float](repeating: 0, count: 333 * channels)
+        while true {
+            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 333) }
+            if n == 0 { return result }
+            result += scratch[0..<(n * channels)]
+        }
+    }
+
+    func doubled(_ samples: [Float]) -> [Float] { samples.flatMap { [$0, $0] } }
+
+    /// What a resampler holds comes out at a flush and not before; the run rounds once, the
+    /// timeline counts source frames and the render position output frames.
+    @Test func aFlushDrainsTheConverter() throws {
+        let queue = try AudioQueue(format: .float32(sampleRate: 1000, channels: 1),
+                                   configuration: .init(resamplerRegistry: doublingRegistry(hold: 3)))
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 1))
+        let first = ramp(frames: 100, channels: 1, offset: 1)
+        try queue.enqueue(try queue.makeBuffer(first))
+        let early = try render(queue, channels: 1)
+        #expect(early == doubled(Array(first[0..<97])))         // three frames still in the filter
+        try queue.flush()
+        let rest = try render(queue, channels: 1)
+        #expect(early + rest == doubled(first))
+        let second = ramp(frames: 50, channels: 1, offset: 500)
+        try queue.enqueue(try queue.makeBuffer(second))
+        try queue.flush()
+        #expect(try render(queue, channels: 1) == doubled(second))
+        #expect(queue.offlineRenderPosition == 300)
+        #expect(queue.currentTime().sampleTime == 150)
+    }
+
+    /// A stop (asynchronous) ends the stream the same way: everything enqueued renders.
+    @Test func anAsynchronousStopDrainsTheConverter() throws {
+        let queue = try AudioQueue(format: .float32(sampleRate: 1000, channels: 2),
+                                   configuration: .init(resamplerRegistry: doublingRegistry(hold: 5)))
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 1))
+        let input = ramp(frames: 64, channels: 2, offset: 3)
+        try queue.enqueue(try queue.makeBuffer(input))
+        try queue.start()
+        try queue.stop(immediately: false)
+        let mono: [Float] = (0..<64).map { (i: Int) -> Float in
+            let left: Float = input[2 * i], right: Float = input[2 * i + 1]
+            return (left + right) * 0.5
+        }
+        #expect(try render(queue, channels: 1) == doubled(mono))
+    }
+
+    /// A reset throws away what the converter holds: the next frames start clean.
+    @Test func aResetEmptiesTheConverter() throws {
+        let queue = try AudioQueue(format: .float32(sampleRate: 1000, channels: 1),
+                                   configuration: .init(resamplerRegistry: doublingRegistry(hold: 4)))
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 1))
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 40, channels: 1, offset: 1)))
+        #expect(try render(queue, channels: 1).count == 72)
+        try queue.reset()
+        let next = ramp(frames: 30, channels: 1, offset: 900)
+        try queue.enqueue(try queue.makeBuffer(next))
+        try queue.flush()
+        #expect(try render(queue, channels: 1) == doubled(next))
+    }
+
+    /// Channel conversion alone needs no resampler and is exact: mono to the first two channels.
+    @Test func monoToFourChannelsWithoutAResampler() throws {
+        let queue = try AudioQueue(format: .float32(sampleRate: 8000, channels: 1),
+                                   configuration: .init(resamplerRegistry: AudioResamplerRegistry()))
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 8000, channels: 4))
+        let input = ramp(frames: 2000, channels: 1, offset: 7)
+        try queue.enqueue(try queue.makeBuffer(input))
+        #expect(try render(queue, channels: 4) == input.flatMap { (v: Float) -> [Float] in [v, v, 0, 0] })
+    }
+
+    /// Per-buffer volume applies after conversion, at the block its buffer's first frame reaches.
+    @Test func perBufferVolumeAppliesToConvertedFrames() throws {
+        let queue = try AudioQueue(format: .float32(sampleRate: 1000, channels: 1),
+                                   configuration: .init(resamplerRegistry: doublingRegistry(hold: 0)))
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 1))
+        try queue.enqueue(try queue.makeBuffer([Float](repeating: 0.5, count: 2048)), parameters: .init(volume: 0.5))
+        try queue.flush()
+        let output = try render(queue, channels: 1)
+        #expect(output.count == 4096)
+        #expect(output.allSatisfy { $0 == 0.25 })
+    }
+}
