@@ -16,8 +16,11 @@ extension AudioQueue {
     public func setOfflineRenderFormat(_ format: AudioStreamDescription?) throws {
         let layout = try format.map { try PCMSampleLayout($0) }
         guard let format else {
-            // Offline mode keeps the sink closed, so this thread may read the stage.
-            pipeline.withLock { _ in stage.withExclusiveAccess { try? stage.setOutputTarget(nil) } }
+            // Offline mode keeps the sink closed, so this thread may read the stage (and if a
+            // concurrent call already left offline mode, the target is nil already).
+            if control.withLock({ $0.offlineFormat != nil }) {
+                _ = pipeline.withLock { _ in stage.tryExclusiveAccess { try? stage.setOutputTarget(nil) } }
+            }
             control.withLock { c in
                 c.offlineFormat = nil
                 c.offlineLayout = nil
@@ -29,16 +32,20 @@ extension AudioQueue {
         let heard = currentTime().sampleTime
         try lifecycleEvent { try $0.setOffline(true, heard: heard) }
         do {
-            try pipeline.withLock { _ in
-                try stage.withExclusiveAccess {
+            let claimed: Void? = try pipeline.withLock { _ in
+                try stage.tryExclusiveAccess {
                     stage.adoptLeadingFormatChange()
                     try stage.setOutputTarget((format.sampleRate, format.channelsPerFrame))
                 }
             }
+            if claimed == nil {
+                // Another thread left offline mode in between and the sink is rendering again.
+                throw AudioQueueError(.invalidOfflineMode, "offline mode was switched off by another call while this one switched it on")
+            }
         } catch {
             let keep = control.withLock { $0.offlineFormat != nil }
-            pipeline.withLock { _ in
-                stage.withExclusiveAccess {
+            _ = pipeline.withLock { _ in
+                stage.tryExclusiveAccess {
                     let previous = control.withLock { $0.offlineFormat }
                     try? stage.setOutputTarget(previous.map { ($0.sampleRate, $0.channelsPerFrame) })
                 }

@@ -68,6 +68,51 @@ extension AudioQueue {
             stage.panTarget.store(pan.bitPattern, ordering: .relaxed)
             stage.panGeneration.add(1, ordering: .releasing)
         }
+        if let rate = valid.playRate {
+            stage.rateTarget.store(rate.bitPattern, ordering: .relaxed)
+            stage.rateGeneration.add(1, ordering: .releasing)
+        }
+    }
+
+    /// The play rate last set with ``setParameters(_:)``.
+    public var playRate: Float { Float(bitPattern: stage.rateTarget.load(ordering: .relaxed)) }
+
+    // MARK: time-pitch
+
+    /// The time-pitch algorithm in use, nil while time-pitch is off (Core Audio's
+    /// `kAudioQueueProperty_EnableTimePitch` and `kAudioQueueProperty_TimePitchAlgorithm`).
+    public var timePitchAlgorithm: TimePitchAlgorithm? { control.withLock { $0.timePitch } }
+
+    /// Turns time-pitch on with `algorithm`, or off with nil. With it on, the ``AudioQueueParameters/playRate``
+    /// parameter (set now with ``setParameters(_:)`` or per buffer with `enqueue(…parameters:)`)
+    /// changes the speed; changes take effect within one hop of the algorithm (15 ms) and join
+    /// without a click. ``currentTime(in:)`` then counts frames of the source heard so far, and
+    /// ``offlineRenderPosition`` frames of output.
+    ///
+    /// Like Apple's, set it while the queue is not running (before the first start, or while
+    /// paused or stopped).
+    /// - Throws: ``AudioQueueError/Code/invalidRunState`` while the sink is rendering.
+    public func setTimePitch(_ algorithm: TimePitchAlgorithm?) throws {
+        try checkNotDisposed()
+        let active = control.withLock { $0.lifecycle.sink == .active }
+        let done: Bool? = active ? nil : pipeline.withLock { _ in
+            stage.tryExclusiveAccess { () -> Bool in
+                stage.setTimePitchEnabled(algorithm != nil)
+                return true
+            }
+        }
+        guard done != nil else {
+            throw AudioQueueError(.invalidRunState, "time-pitch can be turned on or off only while the queue is not running (pause or stop it first)")
+        }
+        control.withLock { $0.timePitch = algorithm }
+    }
+
+    /// Whether time-pitch passes audio through untouched whatever the play rate (Core Audio's
+    /// `kAudioQueueProperty_TimePitchBypass`); it can change at any time. Bypassed, or at rate 1,
+    /// the output is bit for bit the input.
+    public var isTimePitchBypassed: Bool {
+        get { stage.timePitchBypass.load(ordering: .relaxed) }
+        set { stage.timePitchBypass.store(newValue, ordering: .relaxed) }
     }
 
     /// The volume last set with ``setParameters(_:)`` (per-buffer values are not reflected).

@@ -59,6 +59,7 @@ public final class AudioQueue: Sendable {
         var offlineFormat: AudioStreamDescription?
         var offlineLayout: PCMSampleLayout?
         var channelLayout: AudioChannelLayout
+        var timePitch: TimePitchAlgorithm?
     }
 
     /// What the serial lock guards: the sink as it really is (only lifecycle actions touch it).
@@ -212,7 +213,8 @@ public final class AudioQueue: Sendable {
     ///     sizes (`bytesPerPacket == 0`), optional otherwise.
     ///   - trimFramesAtStart: decoded output frames of this buffer to drop at its start (priming).
     ///   - trimFramesAtEnd: decoded output frames of this buffer to drop at its end (remainder).
-    ///   - parameters: volume and pan that take effect when this buffer starts to play and stay.
+    ///   - parameters: volume, pan and play rate that take effect when this buffer starts to play
+    ///     and stay (a play rate needs time-pitch on: ``setTimePitch(_:)``).
     ///   - startTime: the timeline frame at which the first untrimmed frame plays; a gap before it
     ///     plays silence. `nil`: right after the previous buffer.
     /// - Returns: the timeline frame at which the buffer's first untrimmed frame will play. For
@@ -260,7 +262,7 @@ public final class AudioQueue: Sendable {
             }
             input.entries.append(.buffer(PendingBuffer(
                 buffer: buffer, byteSize: byteSize, packets: packetDescriptions, trimStart: trimFramesAtStart, trimEnd: trimFramesAtEnd,
-                volume: params.volume, pan: params.pan, startTime: startTime == nil ? nil : start)))
+                volume: params.volume, pan: params.pan, playRate: params.playRate, startTime: startTime == nil ? nil : start)))
             if let frames { input.scheduledEnd = start + max(frames - trimFramesAtStart - trimFramesAtEnd, 0) }
             return start
         }

@@ -55,15 +55,32 @@ public struct AudioLevelMeter: Hashable, Sendable {
 }
 
 /// Parameters a queue applies to its output, now or from a given buffer on.
+/// How a queue changes play rate (Core Audio's `kAudioQueueProperty_TimePitchAlgorithm`).
+public enum TimePitchAlgorithm: Sendable, Hashable {
+    /// WSOLA in the time domain, written in Swift: the pitch stays; suits speech and music.
+    /// Apple's `kAudioQueueTimePitchAlgorithm_TimeDomain`.
+    case timeDomain
+}
+
 public struct AudioQueueParameters: Hashable, Sendable {
     /// Linear gain, 0...1.
     public var volume: Float?
     /// Balance, -1 (left only) ... 1 (right only); no effect on mono.
     public var pan: Float?
+    /// Playback speed, 0.25...4 (Core Audio's `kAudioQueueParam_PlayRate`); 1 plays as recorded.
+    /// Takes effect only with time-pitch on (``AudioQueue/setTimePitch(_:)``): with
+    /// ``TimePitchAlgorithm/timeDomain`` the pitch stays, with ``TimePitchAlgorithm/varispeed``
+    /// it follows the rate.
+    public var playRate: Float?
+    /// Pitch shift in cents, -2400...2400 (Core Audio's `kAudioQueueParam_Pitch`); only the
+    /// ``TimePitchAlgorithm/spectral`` algorithm applies it.
+    public var pitch: Float?
 
-    public init(volume: Float? = nil, pan: Float? = nil) {
+    public init(volume: Float? = nil, pan: Float? = nil, playRate: Float? = nil, pitch: Float? = nil) {
         self.volume = volume
         self.pan = pan
+        self.playRate = playRate
+        self.pitch = pitch
     }
 
     func validated() throws -> AudioQueueParameters {
@@ -72,6 +89,12 @@ public struct AudioQueueParameters: Hashable, Sendable {
         }
         if let pan, !(-1...1).contains(pan) {
             throw AudioQueueError(.invalidParameter, "pan \(pan) is outside -1...1")
+        }
+        if let playRate, !(0.25...4).contains(playRate) {
+            throw AudioQueueError(.invalidParameter, "play rate \(playRate) is outside 0.25...4")
+        }
+        if let pitch, !(-2400...2400).contains(pitch) {
+            throw AudioQueueError(.invalidParameter, "pitch \(pitch) cents is outside -2400...2400")
         }
         return self
     }

@@ -9,6 +9,7 @@ struct PendingBuffer {
     let trimEnd: Int
     let volume: Float?
     let pan: Float?
+    let playRate: Float?
     /// Timeline frame of the first untrimmed frame; nil = right after the previous buffer.
     let startTime: Int?
 }
@@ -55,6 +56,7 @@ final class Producer {
         let startTime: Int?
         let volume: Float?
         let pan: Float?
+        let playRate: Float?
         /// Output frames of this account seen so far.
         var consumed = 0
         /// Its gap and parameters have been written.
@@ -189,7 +191,8 @@ final class Producer {
         let trimStart = pending.trimStart + carriedTrim
         carriedTrim = 0
         accounts.append(Account(bufferID: pending.buffer.id, declared: declaredFrames(pending), trimStart: trimStart,
-                                trimEnd: pending.trimEnd, startTime: pending.startTime, volume: pending.volume, pan: pending.pan))
+                                trimEnd: pending.trimEnd, startTime: pending.startTime, volume: pending.volume, pan: pending.pan,
+                                playRate: pending.playRate))
     }
 
     /// Frames a buffer declares in the stream's units, nil when a packet does not say.
@@ -329,9 +332,10 @@ final class Producer {
                     wrote = true
                     continue
                 }
-                if account.volume != nil || account.pan != nil {
+                if account.volume != nil || account.pan != nil || account.playRate != nil {
                     if stage.markers.isFull { return (wrote, true) }
-                    pushMarker(RenderMarker(position: 0, epoch: epoch, kind: .bufferStart, volume: account.volume ?? .nan, pan: account.pan ?? .nan))
+                    pushMarker(RenderMarker(position: 0, epoch: epoch, kind: .bufferStart, volume: account.volume ?? .nan, pan: account.pan ?? .nan,
+                                            rate: account.playRate ?? .nan))
                 }
                 account.started = true
                 accounts[0].started = true

@@ -31,6 +31,10 @@ final class RenderStage: @unchecked Sendable {
     let panTarget = Atomic<UInt32>(Float(0).bitPattern)
     let panGeneration = Atomic<Int>(0)
     let rampSeconds = Atomic<UInt32>(Float(0).bitPattern)
+    let rateTarget = Atomic<UInt32>(Float(1).bitPattern)
+    let rateGeneration = Atomic<Int>(0)
+    /// Time-pitch bypass: the stretch passes frames through whatever the rate.
+    let timePitchBypass = Atomic<Bool>(false)
     let meteringEnabled = Atomic<Bool>(false)
     let discardEpoch = Atomic<Int>(0)
     let discardPosition = Atomic<Int>(0)
@@ -86,6 +90,16 @@ final class RenderStage: @unchecked Sendable {
     private(set) var converterFailure: AudioQueueError?
     let resamplers: AudioResamplerRegistry
     let converterQuality: AudioConverterQuality
+    /// Play rate with pitch kept (nil while time-pitch is off).
+    private(set) var timeStretch: TimeStretchNode?
+    private(set) var timePitchEnabled = false
+    private var rateSeen = 0
+    /// The play rate now (per-buffer rates included).
+    private var playRate: Double = 1
+    /// The stretch's lookahead already taken off the timeline.
+    private var reportedLag = 0
+    /// The stretch's input position of the pull in progress (where per-buffer rates apply).
+    private var stretchPullBase = 0
     private var epochSeen = 0
     private var startSeen = 0
     private var volumeSeen = 0
@@ -133,6 +147,17 @@ final class RenderStage: @unchecked Sendable {
         waitingForFormat.store(false, ordering: .releasing)
     }
 
+    private var stretchRate = 0.0
+
+    /// Turns play rate with pitch kept on or off; only while no sink pulls.
+    func setTimePitchEnabled(_ enabled: Bool) {
+        timePitchEnabled = enabled
+        timeStretch = enabled ? TimeStretchNode(channels: channels, sampleRate: sampleRate) : nil
+        timeStretch?.setRate(playRate)
+        stretchRate = sampleRate
+        reportedLag = 0
+    }
+
     /// Sets the format frames must leave in (nil: as decoded) and makes the converter; only while
     /// no sink pulls.
     /// - Throws: when a converter is needed and cannot be made (no resampler registered).
@@ -145,6 +170,11 @@ final class RenderStage: @unchecked Sendable {
     /// Makes the converter from the decoded format to the target (after either changed).
     private func rebuildConverter() {
         converterFailure = nil
+        if timePitchEnabled && (timeStretch?.channels != channels || stretchRate != sampleRate) {
+            timeStretch = TimeStretchNode(channels: channels, sampleRate: sampleRate)
+            timeStretch?.setRate(playRate)
+            stretchRate = sampleRate
+        }
         let target = outputTarget ?? (sampleRate, channels)
         outputRate = target.rate
         outputChannels = target.channels
@@ -207,6 +237,8 @@ final class RenderStage: @unchecked Sendable {
         timelineFrames.store(0, ordering: .relaxed)
         outputFrames.store(0, ordering: .relaxed)
         converter?.reset()
+        timeStretch?.reset()
+        reportedLag = 0
         silenceFramesSinceAudio.store(0, ordering: .relaxed)
         holdAfterEnd = false
         hadAudio = false
@@ -242,25 +274,31 @@ final class RenderStage: @unchecked Sendable {
         var consumed = 0
         var blocked = holdAfterEnd || waitingForFormat.load(ordering: .relaxed)
         if !blocked {
-            if let converter {
+            if converter != nil || timeStretch != nil {
                 // In blocks: a volume or pan a buffer sets applies from the block its first frame reaches.
                 while done < frames && !blocked {
-                    let (n, end) = converter.render(into: out + done * ch, frames: min(frames - done, ConversionNode.blockFrames)) { destination, wanted in
-                        let pulled = pullSource(into: destination, frames: wanted, stopAtBoundaries: true, gain: false, signal: &signal)
-                        consumed += pulled.0
-                        return pulled
-                    }
+                    let (n, end) = renderChain(into: out + done * ch, frames: min(frames - done, ConversionNode.blockFrames),
+                                               consumed: &consumed, signal: &signal)
                     if n > 0 { applyGain(out + done * ch, frames: n, channels: ch) }
                     done += n
                     if end == .boundary {
-                        converter.passBoundary()
+                        converter?.passBoundary()
+                        timeStretch?.passBoundary()
                         blocked = passBoundary(signal: &signal)
                     } else if end == .starved {
                         break
                     }
                 }
-                let short = converter.takeShortfall()
-                if short > 0 { converterShortfall.add(short, ordering: .releasing); signal = true }
+                if let converter {
+                    let short = converter.takeShortfall()
+                    if short > 0 { converterShortfall.add(short, ordering: .releasing); signal = true }
+                }
+                if let timeStretch {
+                    // The timeline follows what is heard: pulled input less the stretch's lookahead.
+                    let lag = Int(timeStretch.lookahead.rounded())
+                    consumed -= lag - reportedLag
+                    reportedLag = lag
+                }
             } else {
                 let (n, end) = pullSource(into: out, frames: frames, stopAtBoundaries: false, gain: true, signal: &signal)
                 done = n
@@ -300,6 +338,24 @@ final class RenderStage: @unchecked Sendable {
         return done
     }
 
+    /// Pulls through the time stretch and the converter (whichever are present).
+    private func renderChain(into out: UnsafeMutablePointer<Float>, frames: Int, consumed: inout Int,
+                             signal: inout Bool) -> (Int, PullEnd) {
+        func source(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+            stretchPullBase = timeStretch?.pullPosition ?? 0
+            let pulled = pullSource(into: destination, frames: wanted, stopAtBoundaries: true, gain: false, signal: &signal)
+            consumed += pulled.0
+            return pulled
+        }
+        func stretched(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+            guard let timeStretch else { return source(destination, wanted) }
+            timeStretch.bypassed = timePitchBypass.load(ordering: .relaxed)
+            return timeStretch.render(into: destination, frames: wanted, from: source)
+        }
+        if let converter { return converter.render(into: out, frames: frames, from: stretched) }
+        return stretched(out, frames)
+    }
+
     /// Copies up to `frames` decoded frames from the ring, acting on the markers on the way.
     /// With `stopAtBoundaries` it stops in front of a flush, an end or a real format change
     /// (returning ``PullEnd/boundary``; the caller drains what it holds, then calls
@@ -315,9 +371,23 @@ final class RenderStage: @unchecked Sendable {
                 if marker.epoch > epochSeen { return (done, .starved) }  // a reset is being published; take it next call
                 if marker.position <= ring.readPosition {
                     switch marker.kind {
+                    case .bufferStart where !marker.rate.isNaN && stopAtBoundaries && timeStretch != nil && done > 0:
+                        // A buffer with its own rate: the stretch takes its frames from the next pull
+                        // on, so that the rate applies exactly at its first frame.
+                        return (done, .filled)
                     case .bufferStart:
                         if !marker.volume.isNaN { setVolumeGoal(marker.volume) }
                         if !marker.pan.isNaN { setPanGoal(marker.pan) }
+                        if !marker.rate.isNaN {
+                            playRate = Double(marker.rate)
+                            // The stretch applies it at this frame's input position.
+                            if stopAtBoundaries, let timeStretch {
+                                timeStretch.scheduleRate(playRate, at: stretchPullBase + done)
+                                markers.pop()
+                                signal = true
+                                return (0, .filled)
+                            }
+                        }
                         markers.pop()
                         signal = true
                         continue
@@ -388,6 +458,8 @@ final class RenderStage: @unchecked Sendable {
         epochSeen = epoch
         ring.skip(to: discardPosition.load(ordering: .acquiring))
         converter?.reset()
+        timeStretch?.reset()
+        reportedLag = 0
         timelineFrames.store(discardTimeline.load(ordering: .acquiring), ordering: .releasing)
         silenceFramesSinceAudio.store(0, ordering: .relaxed)
         while let marker = markers.peek(), marker.epoch < epoch { markers.pop() }
@@ -406,6 +478,12 @@ final class RenderStage: @unchecked Sendable {
         if vg != volumeSeen { volumeSeen = vg; setVolumeGoal(Float(bitPattern: volumeTarget.load(ordering: .relaxed))) }
         let pg = panGeneration.load(ordering: .acquiring)
         if pg != panSeen { panSeen = pg; setPanGoal(Float(bitPattern: panTarget.load(ordering: .relaxed))) }
+        let rg = rateGeneration.load(ordering: .acquiring)
+        if rg != rateSeen {
+            rateSeen = rg
+            playRate = Double(Float(bitPattern: rateTarget.load(ordering: .relaxed)))
+            timeStretch?.setRate(playRate)
+        }
     }
 
     private var rampFrames: Int {

@@ -94,6 +94,8 @@ struct RenderMarker {
     var volume: Float = .nan
     /// NaN when the buffer sets no pan.
     var pan: Float = .nan
+    /// NaN when the buffer sets no play rate.
+    var rate: Float = .nan
     var sampleRate: Double = 0
     var channels: Int = 0
 }
