@@ -171,7 +171,13 @@ func makeFile(_ name: String, seconds: Int, in folder: String) throws -> String 
     if FileManager.default.fileExists(atPath: path) { return path }
     let source = "aevalsrc=0.3*sin(2*PI*(220+50*sin(0.3*t))*t)+0.1*sin(2*PI*3520*t)*sin(0.7*t)|0.3*sin(2*PI*(330+40*sin(0.2*t))*t)+0.1*sin(2*PI*5000*t):s=44100:d=\(seconds)"
     var arguments = ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", source]
-    arguments += name.hasSuffix(".mp3") ? ["-c:a", "libmp3lame", "-q:a", "2"] : ["-c:a", "aac", "-b:a", "128k"]
+    if name.hasSuffix(".mp3") {
+        arguments += ["-c:a", "libmp3lame", "-q:a", "2"]
+    } else if name.hasSuffix(".wav") {
+        arguments += ["-c:a", "pcm_s16le"]
+    } else {
+        arguments += ["-c:a", "aac", "-b:a", "128k"]
+    }
     try runTool("/usr/bin/ffmpeg", arguments + [path])
     return path
 }
@@ -241,6 +247,47 @@ func codecBenchmarks() throws -> [String] {
         try? FileManager.default.removeItem(atPath: output)
     } else {
         lines.append("peak RSS: \(aqrender) not built (make bench builds it)")
+    }
+    return lines
+}
+
+// MARK: 3b. transforming: play rate and rate conversion against sox, whole commands on one core
+
+func transformBenchmarks() throws -> [String] {
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let aqrender = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqrender").path
+    guard FileManager.default.isExecutableFile(atPath: aqrender) else { return ["transform: \(aqrender) not built (make bench builds it)"] }
+    let output = folder + "/transform-out.wav"
+    defer { try? FileManager.default.removeItem(atPath: output) }
+    var lines: [String] = []
+    // Everything pinned to one core (taskset -c 0), best of 3 wall times.
+    func oneCore(_ path: String, _ arguments: [String]) throws -> Double {
+        seconds(try bestOf(3) { try runTool("/usr/bin/taskset", ["-c", "0", path] + arguments) })
+    }
+    var perSecond: [Int: Double] = [:], plainPerSecond: [Int: Double] = [:]
+    for minutes in [1, 10] {
+        let wav = try makeFile("\(minutes)-minutes.wav", seconds: 60 * minutes, in: folder)
+        let audio = Double(60 * minutes)
+        let plain = try oneCore(aqrender, [wav, output])
+        let ours = try oneCore(aqrender, [wav, output, "--rate", "1.5"])
+        let tempo = try oneCore("/usr/bin/sox", [wav, "-e", "floating-point", "-b", "32", output, "tempo", "1.5"])
+        let converted = try oneCore(aqrender, [wav, output, "--sample-rate", "48000"])
+        let rate = try oneCore("/usr/bin/sox", [wav, "-e", "floating-point", "-b", "32", output, "rate", "-v", "48000"])
+        perSecond[minutes] = ours / audio
+        plainPerSecond[minutes] = plain / audio
+        lines.append("\(minutes)-minute WAV (16-bit stereo 44.1 kHz), whole commands on one core, writing float WAV")
+        lines.append(String(format: "  aqrender IN OUT                        : %7.0f ms", plain * 1000))
+        lines.append(String(format: "  aqrender IN OUT --rate 1.5             : %7.0f ms  (%4.0fx real time)", ours * 1000, audio / ours))
+        lines.append(String(format: "  sox IN OUT tempo 1.5                   : %7.0f ms  ratio aqrender / sox %5.2f", tempo * 1000, ours / tempo))
+        lines.append(String(format: "  aqrender IN OUT --sample-rate 48000    : %7.0f ms  (%4.0fx real time)", converted * 1000, audio / converted))
+        lines.append(String(format: "  sox IN OUT rate -v 48000               : %7.0f ms  ratio aqrender / sox %5.2f", rate * 1000, converted / rate))
+    }
+    if let short = plainPerSecond[1], let long = plainPerSecond[10] {
+        lines.append(String(format: "  aqrender cost per audio second, 10-minute / 1-minute file: %.2f (1.00 = linear)", long / short))
+    }
+    if let short = perSecond[1], let long = perSecond[10] {
+        lines.append(String(format: "  --rate 1.5 cost per audio second, 10-minute / 1-minute file: %.2f (1.00 = linear)", long / short))
     }
     return lines
 }
@@ -332,7 +379,7 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
-/// `aqbench [codecs] [playback] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
+/// `aqbench [codecs] [transform] [playback] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
 /// figures always print; `longrun` runs only when named).
 let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
@@ -347,6 +394,10 @@ print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips
 if sections.isEmpty || sections.contains("codecs") {
     print("")
     for line in try codecBenchmarks() { print(line) }
+}
+if sections.isEmpty || sections.contains("transform") {
+    print("")
+    for line in try transformBenchmarks() { print(line) }
 }
 if sections.isEmpty || sections.contains("playback") {
     print("")

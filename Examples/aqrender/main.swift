@@ -27,11 +27,14 @@ struct AQRender: ParsableCommand {
     var sampleRate: Int?
     @Option(help: "Render this many channels (mono ↔ stereo: see the Converting guide for the matrix).")
     var channels: Int?
+    @Option(help: "Play rate, 0.25...4, with the pitch kept (WSOLA, time-pitch TimeDomain).")
+    var rate: Double?
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
         if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
+        if let rate, !(0.25...4).contains(rate) { throw ValidationError("--rate must be 0.25...4") }
     }
 
     func run() throws {
@@ -42,7 +45,8 @@ struct AQRender: ParsableCommand {
         let renderer: AudioFileRenderer
         do {
             file = try AudioFile(path: input)
-            renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels)
+            renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
+                                             playRate: rate)
         } catch {
             fail("\(input): \(error)")
         }

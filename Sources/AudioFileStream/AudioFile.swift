@@ -63,7 +63,16 @@ public final class AudioFile {
                 switch event {
                 case .packets(let packets):
                     if packets.descriptions.isEmpty {
-                        runs.append((packets.firstPacketIndex, packets.fileOffsets.first ?? 0, Int64(packets.packetCount)))
+                        let offset = packets.fileOffsets.first ?? 0
+                        let count = Int64(packets.packetCount)
+                        // The stream hands packets over chunk by chunk: contiguous chunks make one run,
+                        // so a plain data chunk is one run however large the file.
+                        if let last = runs.last, last.0 + last.2 == packets.firstPacketIndex,
+                           last.1 + last.2 * Int64(stream.dataFormat?.bytesPerPacket ?? -1) == offset {
+                            runs[runs.count - 1].2 += count
+                        } else {
+                            runs.append((packets.firstPacketIndex, offset, count))
+                        }
                     } else {
                         let perPacket = stream.dataFormat?.framesPerPacket ?? 0
                         for (description, offset) in zip(packets.descriptions, packets.fileOffsets) {
@@ -140,10 +149,19 @@ public final class AudioFile {
     public func byteOffset(ofPacket index: Int64) -> Int64? {
         guard index >= 0, index < packetCount else { return nil }
         if !offsets.isEmpty { return offsets[Int(index)] }
-        for run in runs where index >= run.first && index < run.first + run.count {
-            return run.offset + (index - run.first) * Int64(dataFormat.bytesPerPacket)
+        return run(containing: index)?.offset
+    }
+
+    /// Constant-size packets: the byte offset of packet `index` and the packet after its run.
+    private func run(containing index: Int64) -> (offset: Int64, end: Int64)? {
+        // Runs are in packet order: binary search.
+        var low = 0, high = runs.count
+        while low < high {
+            let middle = (low + high) / 2
+            if runs[middle].first + runs[middle].count <= index { low = middle + 1 } else { high = middle }
         }
-        return nil
+        guard low < runs.count, index >= runs[low].first else { return nil }
+        return (runs[low].offset + (index - runs[low].first) * Int64(dataFormat.bytesPerPacket), runs[low].first + runs[low].count)
     }
 
     /// Reads `count` packets from `first` (fewer at the end of the file).
@@ -158,9 +176,8 @@ public final class AudioFile {
             let bytesPerPacket = Int64(dataFormat.bytesPerPacket)
             var index = first
             while index < end {
-                guard let offset = byteOffset(ofPacket: index) else { break }
-                var run = index
-                while run + 1 < end, byteOffset(ofPacket: run + 1) == offset + (run + 1 - index) * bytesPerPacket { run += 1 }
+                guard let (offset, runEnd) = run(containing: index) else { break }
+                let run = min(end, runEnd) - 1
                 try read(at: offset, count: Int((run - index + 1) * bytesPerPacket), into: &packets.data)
                 if packets.fileOffsets.isEmpty { packets.fileOffsets.append(offset) }
                 index = run + 1

@@ -33,8 +33,11 @@ public final class AudioFileRenderer {
     ///     lengths: ``expectedFrames`` becomes `round(validFrames × loops × sampleRate / decoded rate)`.
     ///   - channels: the channel count to render (nil: the decoded one); see ``AudioConverter``
     ///     for the matrix.
+    ///   - playRate: play faster or slower with the pitch kept (0.25...4, time-pitch
+    ///     ``TimePitchAlgorithm/timeDomain``); ``expectedFrames`` is then divided by it (within one
+    ///     15 ms hop).
     public init(file: AudioFile, loops: Int = 1, startFrame: Int64 = 0, packetsPerBuffer: Int = 32,
-                sampleRate: Double? = nil, channels: Int? = nil,
+                sampleRate: Double? = nil, channels: Int? = nil, playRate: Double? = nil,
                 registry: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
         guard loops >= 1 else { throw AudioQueueError(.invalidParameter, "loops must be at least 1 (got \(loops))") }
         guard startFrame >= 0 else { throw AudioQueueError(.invalidParameter, "cannot start at frame \(startFrame)") }
@@ -47,6 +50,11 @@ public final class AudioFileRenderer {
         queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 65536, decoderRegistry: registry,
                                                                     resamplerRegistry: resamplers))
         if let cookie = file.magicCookie { try queue.setMagicCookie(cookie) }
+        if let playRate, playRate != 1 {
+            try queue.setTimePitch(.timeDomain)
+            try queue.setParameters(.init(playRate: Float(playRate)))
+        }
+        self.playRate = playRate ?? 1
 
         // Split the file into buffers and put the trims where they fall.
         let perBuffer = format.bytesPerPacket > 0 ? max(4096 / max(format.framesPerPacket, 1), 1) : max(packetsPerBuffer, 1)
@@ -116,6 +124,8 @@ public final class AudioFileRenderer {
 
     /// The rate the decoder gives (before any conversion).
     private var decodedRate: Double = 0
+    /// The play rate (1: as recorded).
+    public let playRate: Double
 
     private static func frames(_ file: AudioFile, _ chunk: Chunk) -> Int {
         (0..<chunk.count).reduce(0) { $0 + file.frames(ofPacket: chunk.first + Int64($1)) }
@@ -125,8 +135,8 @@ public final class AudioFileRenderer {
     public var expectedFrames: Int64? {
         file.packetTableInfo.map { table in
             let frames = table.validFrames * Int64(loops) - skipped
-            guard decodedRate > 0, outputFormat.sampleRate != decodedRate else { return frames }
-            return Int64((Double(frames) * outputFormat.sampleRate / decodedRate).rounded())
+            guard decodedRate > 0, outputFormat.sampleRate != decodedRate || playRate != 1 else { return frames }
+            return Int64((Double(frames) * outputFormat.sampleRate / decodedRate / playRate).rounded())
         }
     }
     /// Frames rendered so far.
