@@ -98,6 +98,8 @@ final class RenderStage: @unchecked Sendable {
     private var playRate: Double = 1
     /// The stretch's lookahead already taken off the timeline.
     private var reportedLag = 0
+    /// The processing tap, if one is installed.
+    private(set) var tap: AudioQueueProcessingTap?
     /// The stretch's input position of the pull in progress (where per-buffer rates apply).
     private var stretchPullBase = 0
     private var epochSeen = 0
@@ -148,6 +150,9 @@ final class RenderStage: @unchecked Sendable {
     }
 
     private var stretchRate = 0.0
+
+    /// Installs or removes the processing tap; only while no sink pulls.
+    func setTap(_ newTap: AudioQueueProcessingTap?) { tap = newTap }
 
     /// Turns play rate with pitch kept on or off; only while no sink pulls.
     func setTimePitchEnabled(_ enabled: Bool) {
@@ -238,6 +243,7 @@ final class RenderStage: @unchecked Sendable {
         outputFrames.store(0, ordering: .relaxed)
         converter?.reset()
         timeStretch?.reset()
+        tap?.reset()
         reportedLag = 0
         silenceFramesSinceAudio.store(0, ordering: .relaxed)
         holdAfterEnd = false
@@ -274,16 +280,16 @@ final class RenderStage: @unchecked Sendable {
         var consumed = 0
         var blocked = holdAfterEnd || waitingForFormat.load(ordering: .relaxed)
         if !blocked {
-            if converter != nil || timeStretch != nil {
+            if converter != nil || timeStretch != nil || (tap != nil && tap?.position != .siphon) {
                 // In blocks: a volume or pan a buffer sets applies from the block its first frame reaches.
                 while done < frames && !blocked {
                     let (n, end) = renderChain(into: out + done * ch, frames: min(frames - done, ConversionNode.blockFrames),
                                                consumed: &consumed, signal: &signal)
-                    if n > 0 { applyGain(out + done * ch, frames: n, channels: ch) }
                     done += n
                     if end == .boundary {
                         converter?.passBoundary()
                         timeStretch?.passBoundary()
+                        if tap?.position != .siphon { tap?.reset() }
                         blocked = passBoundary(signal: &signal)
                     } else if end == .starved {
                         break
@@ -306,6 +312,7 @@ final class RenderStage: @unchecked Sendable {
                 blocked = end == .boundary
             }
         }
+        if done > 0, let tap, tap.position == .siphon { tap.siphon(out, frames: done) }
         if done > 0 || consumed > 0 {
             afterConsumeHook?()
             timelineFrames.add(consumed, ordering: .releasing)
@@ -338,7 +345,8 @@ final class RenderStage: @unchecked Sendable {
         return done
     }
 
-    /// Pulls through the time stretch and the converter (whichever are present).
+    /// Pulls through the pre-effects tap, the time stretch, the converter, volume/pan and the
+    /// post-effects tap (whichever are present).
     private func renderChain(into out: UnsafeMutablePointer<Float>, frames: Int, consumed: inout Int,
                              signal: inout Bool) -> (Int, PullEnd) {
         func source(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
@@ -347,13 +355,26 @@ final class RenderStage: @unchecked Sendable {
             consumed += pulled.0
             return pulled
         }
-        func stretched(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
-            guard let timeStretch else { return source(destination, wanted) }
-            timeStretch.bypassed = timePitchBypass.load(ordering: .relaxed)
-            return timeStretch.render(into: destination, frames: wanted, from: source)
+        func tapped(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+            guard let tap, tap.position == .preEffects else { return source(destination, wanted) }
+            return tap.render(into: destination, frames: wanted, from: source)
         }
-        if let converter { return converter.render(into: out, frames: frames, from: stretched) }
-        return stretched(out, frames)
+        func stretched(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+            guard let timeStretch else { return tapped(destination, wanted) }
+            timeStretch.bypassed = timePitchBypass.load(ordering: .relaxed)
+            return timeStretch.render(into: destination, frames: wanted, from: tapped)
+        }
+        func converted(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+            guard let converter else { return stretched(destination, wanted) }
+            return converter.render(into: destination, frames: wanted, from: stretched)
+        }
+        func withGain(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+            let (n, end) = converted(destination, wanted)
+            if n > 0 { applyGain(destination, frames: n, channels: outputChannels) }
+            return (n, end)
+        }
+        if let tap, tap.position == .postEffects { return tap.render(into: out, frames: frames, from: withGain) }
+        return withGain(out, frames)
     }
 
     /// Copies up to `frames` decoded frames from the ring, acting on the markers on the way.
@@ -459,6 +480,7 @@ final class RenderStage: @unchecked Sendable {
         ring.skip(to: discardPosition.load(ordering: .acquiring))
         converter?.reset()
         timeStretch?.reset()
+        tap?.reset()
         reportedLag = 0
         timelineFrames.store(discardTimeline.load(ordering: .acquiring), ordering: .releasing)
         silenceFramesSinceAudio.store(0, ordering: .relaxed)

@@ -1,0 +1,131 @@
+/// Where a processing tap sits on the render path (Core Audio's `kAudioQueueProcessingTap_…` flags).
+public enum AudioQueueProcessingTapPosition: Sendable, Hashable {
+    /// Before time-pitch, conversion and volume/pan: it sees and changes the decoded audio.
+    case preEffects
+    /// After them: it sees and changes what goes out.
+    case postEffects
+    /// A read-only copy of what goes out (a visualiser, a level meter, a recorder of the output):
+    /// every output frame once, in order.
+    case siphon
+}
+
+/// Flags a tap's callback and ``AudioQueueProcessingTap/getSourceAudio(frames:into:)`` report.
+public struct AudioQueueProcessingTapFlags: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    /// The first call of a stream (after installation, a reset, a stop, or the end of a segment at
+    /// a flush): filters should start from a clean state. It comes once, even when that call
+    /// finds no audio yet.
+    public static let startOfStream = AudioQueueProcessingTapFlags(rawValue: 1 << 8)
+    /// The source has ended (a flush or the end of an asynchronous stop): what the tap still holds
+    /// (a filter's tail) should come out now.
+    public static let endOfStream = AudioQueueProcessingTapFlags(rawValue: 1 << 9)
+}
+
+/// A tap's callback: asked for up to `frames` frames into `output` (interleaved float32 in the
+/// tap's ``AudioQueueProcessingTap/processingFormat``), it pulls source audio itself with
+/// ``AudioQueueProcessingTap/getSourceAudio(frames:into:)`` — as many frames as it likes, in as
+/// many calls as it likes — and returns how many frames it wrote. `flags` carries
+/// ``AudioQueueProcessingTapFlags/startOfStream`` in.
+///
+/// A siphon's callback gets the output frames in `output` (read them; changes are ignored) and its
+/// return value is ignored.
+///
+/// It runs on the render path (the sink's real-time thread, or the caller of an offline render):
+/// do not allocate, lock, block or call the queue in it. Apple's `AudioQueueProcessingTapCallback`.
+public typealias AudioQueueProcessingTapCallback = @Sendable (
+    _ tap: AudioQueueProcessingTap, _ frames: Int, _ output: UnsafeMutablePointer<Float>, _ flags: AudioQueueProcessingTapFlags
+) -> Int
+
+/// A processing tap installed on a queue (Apple's `AudioQueueProcessingTapRef`).
+public final class AudioQueueProcessingTap: @unchecked Sendable {
+    /// Where it sits.
+    public let position: AudioQueueProcessingTapPosition
+    /// The most frames a callback is asked for (and may pull per ``getSourceAudio(frames:into:)``).
+    public let maximumFrames: Int
+    /// Interleaved float32 at the rate and channel count of its place on the path, when installed
+    /// (a later change of the decoded format changes it; ``AudioQueueEvent/formatChanged(_:)`` says so).
+    public let processingFormat: AudioStreamDescription
+
+    let callback: AudioQueueProcessingTapCallback
+    let queueID: ObjectIdentifier
+    /// A siphon's copy of the output (allocated at installation, not on the render path).
+    private let siphonCopy: UnsafeMutablePointer<Float>?
+
+    // Render-path state (only the stage's reader touches it).
+    private var source: PullSource?
+    private var sourceEnded = false
+    private var startPending = true
+    private var pulled: Int64 = 0
+
+    init(position: AudioQueueProcessingTapPosition, maximumFrames: Int, processingFormat: AudioStreamDescription,
+         queueID: ObjectIdentifier, callback: @escaping AudioQueueProcessingTapCallback) {
+        self.position = position
+        self.maximumFrames = maximumFrames
+        self.processingFormat = processingFormat
+        self.queueID = queueID
+        self.callback = callback
+        siphonCopy = position == .siphon ? .allocate(capacity: maximumFrames * processingFormat.channelsPerFrame) : nil
+    }
+
+    /// Pulls up to `frames` frames of source audio (at most ``maximumFrames``) into `destination`.
+    /// Only from inside the callback. Returns the frames given (fewer when the source has no more
+    /// yet, or has ended: then `flags` holds ``AudioQueueProcessingTapFlags/endOfStream``), and
+    /// the sample time of the first one (frames this tap pulled since the stream began).
+    public func getSourceAudio(frames: Int, into destination: UnsafeMutablePointer<Float>)
+        -> (frames: Int, flags: AudioQueueProcessingTapFlags, sampleTime: Int64) {
+        let time = pulled
+        guard let source, !sourceEnded else { return (0, sourceEnded ? .endOfStream : [], time) }
+        var done = 0
+        let wanted = max(min(frames, maximumFrames), 0)
+        let channels = processingFormat.channelsPerFrame
+        while done < wanted {
+            let (n, end) = source(destination + done * channels, wanted - done)
+            done += n
+            if end == .boundary { sourceEnded = true; break }
+            if end == .starved { break }
+        }
+        pulled += Int64(done)
+        return (done, sourceEnded ? .endOfStream : [], time)
+    }
+
+    /// Runs the callback for up to `frames` frames with `source` behind it.
+    func render(into out: UnsafeMutablePointer<Float>, frames: Int, from source: PullSource) -> (Int, PullEnd) {
+        let flags: AudioQueueProcessingTapFlags = startPending ? .startOfStream : []
+        startPending = false
+        let produced = withoutActuallyEscaping(source) { escapable -> Int in
+            self.source = escapable
+            defer { self.source = nil }
+            return max(min(callback(self, min(frames, maximumFrames), out, flags), frames), 0)
+        }
+        // After the end, the callback may still give a tail; once it gives nothing, the segment is over.
+        if produced > 0 { return (produced, produced == frames || sourceEnded ? .filled : .starved) }
+        return (0, sourceEnded ? .boundary : .starved)
+    }
+
+    /// A segment ended (or a discard): the next audio starts a new stream.
+    func reset() {
+        sourceEnded = false
+        startPending = true
+        pulled = 0
+    }
+
+    /// A siphon: shows the callback `frames` output frames — a copy, in blocks of at most
+    /// ``maximumFrames``, so that what it writes never reaches the output.
+    func siphon(_ out: UnsafePointer<Float>, frames: Int) {
+        guard let siphonCopy else { return }
+        let channels = processingFormat.channelsPerFrame
+        var offset = 0
+        while offset < frames {
+            let n = min(frames - offset, maximumFrames)
+            siphonCopy.update(from: out + offset * channels, count: n * channels)
+            let flags: AudioQueueProcessingTapFlags = startPending ? .startOfStream : []
+            startPending = false
+            _ = callback(self, n, siphonCopy, flags)
+            pulled += Int64(n)
+            offset += n
+        }
+    }
+
+    deinit { siphonCopy?.deallocate() }
+}
