@@ -27,8 +27,11 @@ struct AQRender: ParsableCommand {
     var sampleRate: Int?
     @Option(help: "Render this many channels (mono ↔ stereo: see the Converting guide for the matrix).")
     var channels: Int?
-    @Option(help: "Play rate, 0.25...4, with the pitch kept (WSOLA, time-pitch TimeDomain).")
+    @Option(help: "Play rate, 0.25...4.")
     var rate: Double?
+    enum TimePitch: String, ExpressibleByArgument, CaseIterable { case timedomain, varispeed }
+    @Option(name: .customLong("time-pitch"), help: "How --rate plays: timedomain keeps the pitch (WSOLA), varispeed lets it follow the rate.")
+    var timePitch: TimePitch = .timedomain
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
@@ -46,7 +49,7 @@ struct AQRender: ParsableCommand {
         do {
             file = try AudioFile(path: input)
             renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
-                                             playRate: rate)
+                                             playRate: rate, timePitch: timePitch == .varispeed ? .varispeed : .timeDomain)
         } catch {
             fail("\(input): \(error)")
         }

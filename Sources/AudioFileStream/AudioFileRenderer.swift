@@ -33,11 +33,12 @@ public final class AudioFileRenderer {
     ///     lengths: ``expectedFrames`` becomes `round(validFrames × loops × sampleRate / decoded rate)`.
     ///   - channels: the channel count to render (nil: the decoded one); see ``AudioConverter``
     ///     for the matrix.
-    ///   - playRate: play faster or slower with the pitch kept (0.25...4, time-pitch
-    ///     ``TimePitchAlgorithm/timeDomain``); ``expectedFrames`` is then divided by it (within one
-    ///     15 ms hop).
+    ///   - playRate: play faster or slower (0.25...4); ``expectedFrames`` is then divided by it.
+    ///   - timePitch: how: ``TimePitchAlgorithm/timeDomain`` keeps the pitch (length within one
+    ///     15 ms hop), ``TimePitchAlgorithm/varispeed`` lets it follow the rate (length exact).
     public init(file: AudioFile, loops: Int = 1, startFrame: Int64 = 0, packetsPerBuffer: Int = 32,
                 sampleRate: Double? = nil, channels: Int? = nil, playRate: Double? = nil,
+                timePitch: TimePitchAlgorithm = .timeDomain,
                 registry: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
         guard loops >= 1 else { throw AudioQueueError(.invalidParameter, "loops must be at least 1 (got \(loops))") }
         guard startFrame >= 0 else { throw AudioQueueError(.invalidParameter, "cannot start at frame \(startFrame)") }
@@ -51,7 +52,7 @@ public final class AudioFileRenderer {
                                                                     resamplerRegistry: resamplers))
         if let cookie = file.magicCookie { try queue.setMagicCookie(cookie) }
         if let playRate, playRate != 1 {
-            try queue.setTimePitch(.timeDomain)
+            try queue.setTimePitch(timePitch)
             try queue.setParameters(.init(playRate: Float(playRate)))
         }
         self.playRate = playRate ?? 1

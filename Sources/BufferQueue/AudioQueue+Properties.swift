@@ -85,8 +85,9 @@ extension AudioQueue {
 
     /// Turns time-pitch on with `algorithm`, or off with nil. With it on, the ``AudioQueueParameters/playRate``
     /// parameter (set now with ``setParameters(_:)`` or per buffer with `enqueue(…parameters:)`)
-    /// changes the speed; changes take effect within one hop of the algorithm (15 ms) and join
-    /// without a click. ``currentTime(in:)`` then counts frames of the source heard so far, and
+    /// changes the speed: with ``TimePitchAlgorithm/timeDomain`` the pitch stays (changes take
+    /// effect within one 15 ms hop and join without a click), with
+    /// ``TimePitchAlgorithm/varispeed`` it follows the rate (changes take effect at the next frame). ``currentTime(in:)`` then counts frames of the source heard so far, and
     /// ``offlineRenderPosition`` frames of output.
     ///
     /// Like Apple's, set it while the queue is not running (before the first start, or while
@@ -97,7 +98,7 @@ extension AudioQueue {
         let active = control.withLock { $0.lifecycle.sink == .active }
         let done: Bool? = active ? nil : pipeline.withLock { _ in
             stage.tryExclusiveAccess { () -> Bool in
-                stage.setTimePitchEnabled(algorithm != nil)
+                stage.setTimePitch(algorithm)
                 return true
             }
         }

@@ -60,6 +60,9 @@ public enum TimePitchAlgorithm: Sendable, Hashable {
     /// WSOLA in the time domain, written in Swift: the pitch stays; suits speech and music.
     /// Apple's `kAudioQueueTimePitchAlgorithm_TimeDomain`.
     case timeDomain
+    /// Band-limited resampling: the pitch follows the rate, like a tape played faster.
+    /// Apple's `kAudioQueueTimePitchAlgorithm_Varispeed`.
+    case varispeed
 }
 
 public struct AudioQueueParameters: Hashable, Sendable {

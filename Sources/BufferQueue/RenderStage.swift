@@ -91,8 +91,9 @@ final class RenderStage: @unchecked Sendable {
     let resamplers: AudioResamplerRegistry
     let converterQuality: AudioConverterQuality
     /// Play rate with pitch kept (nil while time-pitch is off).
-    private(set) var timeStretch: TimeStretchNode?
-    private(set) var timePitchEnabled = false
+    private(set) var timeStretch: (any PlayRateNode)?
+    /// The time-pitch algorithm in use (nil: off).
+    private(set) var timePitchAlgorithm: TimePitchAlgorithm?
     private var rateSeen = 0
     /// The play rate now (per-buffer rates included).
     private var playRate: Double = 1
@@ -154,13 +155,23 @@ final class RenderStage: @unchecked Sendable {
     /// Installs or removes the processing tap; only while no sink pulls.
     func setTap(_ newTap: AudioQueueProcessingTap?) { tap = newTap }
 
-    /// Turns play rate with pitch kept on or off; only while no sink pulls.
-    func setTimePitchEnabled(_ enabled: Bool) {
-        timePitchEnabled = enabled
-        timeStretch = enabled ? TimeStretchNode(channels: channels, sampleRate: sampleRate) : nil
-        timeStretch?.setRate(playRate)
+    /// Turns time-pitch on with an algorithm, or off; only while no sink pulls.
+    func setTimePitch(_ algorithm: TimePitchAlgorithm?) {
+        timePitchAlgorithm = algorithm
+        timeStretch = makeRateNode()
         stretchRate = sampleRate
         reportedLag = 0
+    }
+
+    private func makeRateNode() -> (any PlayRateNode)? {
+        let node: (any PlayRateNode)?
+        switch timePitchAlgorithm {
+        case .timeDomain: node = TimeStretchNode(channels: channels, sampleRate: sampleRate)
+        case .varispeed: node = VarispeedNode(channels: channels)
+        case nil: node = nil
+        }
+        node?.setRate(playRate)
+        return node
     }
 
     /// Sets the format frames must leave in (nil: as decoded) and makes the converter; only while
@@ -175,9 +186,8 @@ final class RenderStage: @unchecked Sendable {
     /// Makes the converter from the decoded format to the target (after either changed).
     private func rebuildConverter() {
         converterFailure = nil
-        if timePitchEnabled && (timeStretch?.channels != channels || stretchRate != sampleRate) {
-            timeStretch = TimeStretchNode(channels: channels, sampleRate: sampleRate)
-            timeStretch?.setRate(playRate)
+        if timePitchAlgorithm != nil && (timeStretch?.channels != channels || stretchRate != sampleRate) {
+            timeStretch = makeRateNode()
             stretchRate = sampleRate
         }
         let target = outputTarget ?? (sampleRate, channels)

@@ -46,9 +46,9 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
 /// Heavy work runs on threads of its own, one test at a time, not on Swift's cooperative pool, so that the suites
 /// that wait on events meanwhile keep getting a thread.
 @Suite(.serialized) struct TimePitchTests {
-    func queue(rate: Double = 44100, channels: Int = 2) throws -> AudioQueue {
+    func queue(rate: Double = 44100, channels: Int = 2, algorithm: TimePitchAlgorithm = .timeDomain) throws -> AudioQueue {
         let queue = try AudioQueue(format: .float32(sampleRate: rate, channels: channels))
-        try queue.setTimePitch(.timeDomain)
+        try queue.setTimePitch(algorithm)
         try queue.setOfflineRenderFormat(.float32(sampleRate: rate, channels: channels))
         return queue
     }
@@ -200,5 +200,49 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
         try q.stop(immediately: true)
         q.dispose(immediately: true)
         expectError(.invalidParameter) { try q.setParameters(.init(playRate: 5)) }
+    }
+
+    /// Varispeed: the pitch follows the rate, N frames make round(N / r), rate 1 is bit-exact,
+    /// and per-buffer rates add up with no drift.
+    @Test(arguments: [0.5, 1.5, 2.0])
+    func varispeedShiftsThePitchByTheRate(rate: Double) async throws {
+        try await onOwnThread { [self] in
+            let q = try queue(channels: 1, algorithm: .varispeed)
+            try q.setParameters(.init(playRate: Float(rate)))
+            let frames = 44100 + 7
+            let input = sineWave(440, rate: 44100, frames: frames, channels: 1)
+            try q.enqueue(try q.makeBuffer(input))
+            try q.flush()
+            let output = try renderAll(q, channels: 1)
+            #expect(output.count == Int((Double(frames) / rate).rounded()), "\(output.count) frames")
+            let middle = output[(output.count / 4)..<(output.count * 3 / 4)]
+            let f = sineFrequency(middle, channels: 1, rate: 44100)
+            #expect(abs(f - 440 * rate) <= 440 * rate * 0.005, "frequency \(f) Hz at rate \(rate)")
+            // Away from the ends, where the cut-off sine rings through the band-limited kernel.
+            #expect(largestStep(Array(output[100..<(output.count - 100)]), channels: 1) <= largestStep(input, channels: 1) * Float(rate) * 1.05)
+            #expect(q.currentTime().sampleTime == Int64(frames))
+        }
+    }
+
+    @Test func varispeedAtRateOneIsBitExactAndRatesAddUp() async throws {
+        try await onOwnThread { [self] in
+            let plain = try queue(algorithm: .varispeed)
+            let input = sineWave(440, rate: 44100, frames: 20000, channels: 2)
+            try plain.enqueue(try plain.makeBuffer(input))
+            try plain.flush()
+            #expect(try renderAll(plain, channels: 2) == input)
+            let q = try queue(rate: 8000, channels: 1, algorithm: .varispeed)
+            let second = sineWave(300, rate: 8000, frames: 8000, channels: 1)
+            let rates: [Float] = [1.5, 0.8, 1, 2, 0.6, 1.1]
+            var expected = 0.0
+            for k in 0..<60 {
+                let rate = rates[k % rates.count]
+                try q.enqueue(try q.makeBuffer(second), parameters: .init(playRate: rate))
+                expected += 8000 / Double(rate)
+            }
+            try q.flush()
+            let output = try renderAll(q, channels: 1, chunk: 999)
+            #expect(abs(Double(output.count) - expected) <= 1, "\(output.count) frames for \(expected)")
+        }
     }
 }
