@@ -40,22 +40,11 @@ final class TimeStretchNode {
     var bypassed = false
     private var effectiveRate: Double { bypassed ? 1 : rate }
 
-    /// Rate changes waiting for the input position where they apply (per-buffer rates).
-    private static let scheduleCapacity = 32
-    private let scheduledPositions: UnsafeMutablePointer<Int>
-    private let scheduledRates: UnsafeMutablePointer<Double>
-    private var scheduledCount = 0
+    /// Per-buffer rates waiting for their input positions.
+    private let schedule = RateSchedule()
 
     private let window: UnsafeMutablePointer<Float>
-    private let fifoCapacity: Int
-    private let fifo: UnsafeMutablePointer<Float>
-    /// Input position (frames since the segment began) of `fifo[0]`.
-    private var fifoStart = 0
-    private var fifoCount = 0
-    private var fifoEnd: Int { fifoStart + fifoCount }
-    /// The source reported the end of the segment at ``fifoEnd`` (zeros past it are padding).
-    private var inputEnded = false
-    private var inputEnd = 0
+    private let fifo: InputFIFO
 
     /// Overlap-add accumulator: `[0, hop)` final once a frame is added, `[hop, 2·hop)` pending.
     private let accumulator: UnsafeMutablePointer<Float>
@@ -91,55 +80,34 @@ final class TimeStretchNode {
             let phase: Double = 2 * Double.pi * Double(i) / Double(frameLength)
             window[i] = Float(0.5 - 0.5 * cos(phase))
         }
-        fifoCapacity = 4 * frameLength + 2 * searchRadius + 4 * hop * 4 + 2048
-        fifo = .allocate(capacity: fifoCapacity * channels)
+        fifo = InputFIFO(channels: channels, capacity: 4 * frameLength + 2 * searchRadius + 4 * hop * 4 + 2048)
         accumulator = .allocate(capacity: frameLength * channels)
         accumulator.initialize(repeating: 0, count: frameLength * channels)
         monoCandidates = .allocate(capacity: 2 * searchRadius + 2 * frameLength)
         monoTarget = .allocate(capacity: frameLength)
-        scheduledPositions = .allocate(capacity: Self.scheduleCapacity)
-        scheduledRates = .allocate(capacity: Self.scheduleCapacity)
     }
 
     deinit {
         window.deallocate()
-        fifo.deallocate()
         accumulator.deallocate()
         monoCandidates.deallocate()
         monoTarget.deallocate()
-        scheduledPositions.deallocate()
-        scheduledRates.deallocate()
     }
 
     /// The input position the next frames pulled from the source will have.
-    var pullPosition: Int { fifoEnd }
+    var pullPosition: Int { fifo.end }
 
     /// Makes `rate` apply from input `position` on (a buffer's own rate, found when its first
     /// frame was pulled): exactly there while stretching, at the next frame in bypass.
     func scheduleRate(_ newRate: Double, at position: Int) {
-        if scheduledCount == Self.scheduleCapacity {
-            // Full: the oldest applies now.
-            rate = scheduledRates[0]
-            dropScheduled()
-        }
-        scheduledPositions[scheduledCount] = position
-        scheduledRates[scheduledCount] = newRate
-        scheduledCount += 1
-    }
-
-    private func dropScheduled() {
-        scheduledCount -= 1
-        if scheduledCount > 0 {
-            scheduledPositions.update(from: scheduledPositions + 1, count: scheduledCount)
-            scheduledRates.update(from: scheduledRates + 1, count: scheduledCount)
-        }
+        if let now = schedule.add(newRate, at: position) { rate = now }
     }
 
     /// Input frames taken from the source whose output has not come out yet, as a source
     /// position: what the listener hears is this far behind what was pulled.
     var lookahead: Double {
-        if !stretching { return Double(fifoEnd - readPosition) }
-        return Double(fifoEnd) - (mark - Double(ready) * effectiveRate)
+        if !stretching { return Double(fifo.end - readPosition) }
+        return Double(fifo.end) - (mark - Double(ready) * effectiveRate)
     }
 
     /// Writes up to `frames` frames, pulling input from `source`; ``PullEnd/boundary`` once the
@@ -166,9 +134,9 @@ final class TimeStretchNode {
             if done >= frames { break }
             if ready > 0 { continue }
             if !stretching {
-                while scheduledCount > 0 && scheduledPositions[0] <= readPosition {
-                    rate = scheduledRates[0]
-                    dropScheduled()
+                while !schedule.isEmpty && schedule.nextPosition <= readPosition {
+                    rate = schedule.nextRate
+                    schedule.removeFirst()
                 }
             }
             let wantStretch = effectiveRate != 1
@@ -187,28 +155,27 @@ final class TimeStretchNode {
             }
             if !stretching {
                 // Bypass: what the FIFO holds, then straight from the source (bit for bit).
-                let held = fifoEnd - readPosition
+                let held = fifo.end - readPosition
                 if held > 0 {
                     var n = min(held, frames - done)
-                    if scheduledCount > 0 { n = min(n, max(scheduledPositions[0] - readPosition, 1)) }
-                    (out + done * channels).update(from: fifo + (readPosition - fifoStart) * channels, count: n * channels)
+                    if !schedule.isEmpty { n = min(n, max(schedule.nextPosition - readPosition, 1)) }
+                    (out + done * channels).update(from: fifo.frame(at: readPosition), count: n * channels)
                     readPosition += n
                     done += n
-                    dropInput(before: readPosition)
+                    fifo.drop(before: readPosition)
                     continue
                 }
-                if inputEnded {
+                if fifo.ended {
                     segmentEnded = true
                     return (done, .boundary)
                 }
                 // Not past a scheduled rate change: it applies exactly where it is.
                 var wanted = frames - done
-                if scheduledCount > 0 { wanted = min(wanted, max(scheduledPositions[0] - readPosition, 1)) }
+                if !schedule.isEmpty { wanted = min(wanted, max(schedule.nextPosition - readPosition, 1)) }
                 let (got, end) = source(out + done * channels, wanted)
                 done += got
                 readPosition += got
-                fifoStart = readPosition
-                fifoCount = 0
+                fifo.restart(at: readPosition)
                 if end == .boundary {
                     segmentEnded = true
                     return (done, .boundary)
@@ -230,10 +197,7 @@ final class TimeStretchNode {
 
     /// Forgets everything (a discard, a boundary).
     func reset() {
-        fifoStart = 0
-        fifoCount = 0
-        inputEnded = false
-        inputEnd = 0
+        fifo.reset()
         ready = 0
         readyOffset = 0
         stretching = false
@@ -241,44 +205,20 @@ final class TimeStretchNode {
         remaining = nil
         segmentEnded = false
         virtualPrevious = false
-        scheduledCount = 0
+        schedule.removeAll()
         accumulator.update(repeating: 0, count: frameLength * channels)
     }
 
-    /// Pulls input until the FIFO reaches `position` (padding with zeros past the segment's end).
-    /// Returns false when the source ran dry first.
+    /// Pulls input until the FIFO reaches `position` (zeros past the segment's end); when the
+    /// end shows up, fixes how much output the segment still makes. False when the source ran dry.
     private func fill(upTo position: Int, from source: PullSource) -> Bool {
-        while fifoEnd < position {
-            // The FIFO always starts at storage index 0 (``dropInput(before:)`` moves it there).
-            let room = min(fifoCapacity - fifoCount, position - fifoEnd + 1024)
-            guard room > 0 else { return true }
-            if inputEnded {
-                (fifo + fifoCount * channels).update(repeating: 0, count: (position - fifoEnd) * channels)
-                fifoCount += position - fifoEnd
-                return true
-            }
-            let (got, end) = source(fifo + fifoCount * channels, room)
-            fifoCount += got
-            if end == .boundary {
-                inputEnded = true
-                inputEnd = fifoEnd
-                // The segment's output ends where its last input frame is heard.
-                let tail = stretching ? (Double(inputEnd) - mark) / effectiveRate : 0
-                remaining = ready + max(Int(tail.rounded()), 0)
-                continue
-            }
-            if end == .starved && fifoEnd < position { return false }
+        let filled = fifo.fill(upTo: position, from: source)
+        if fifo.ended && remaining == nil && stretching {
+            // The segment's output ends where its last input frame is heard.
+            let tail = (Double(fifo.endPosition) - mark) / effectiveRate
+            remaining = ready + max(Int(tail.rounded()), 0)
         }
-        return true
-    }
-
-    /// Drops input before `position` (nothing needs it any more).
-    private func dropInput(before position: Int) {
-        let drop = min(max(position - fifoStart, 0), fifoCount)
-        guard drop > 0 else { return }
-        fifoCount -= drop
-        if fifoCount > 0 { fifo.update(from: fifo + drop * channels, count: fifoCount * channels) }
-        fifoStart += drop
+        return filled
     }
 
     private func enterStretch() {
@@ -289,7 +229,7 @@ final class TimeStretchNode {
         advanceNominal()
         mark = Double(readPosition)
         accumulator.update(repeating: 0, count: frameLength * channels)
-        if inputEnded { remaining = max(Int(((Double(inputEnd) - mark) / effectiveRate).rounded()), 0) }
+        if fifo.ended { remaining = max(Int(((Double(fifo.endPosition) - mark) / effectiveRate).rounded()), 0) }
     }
 
     private func leaveStretch() {
@@ -304,21 +244,8 @@ final class TimeStretchNode {
     /// Advances the nominal position by one output hop at the rates in effect: a scheduled change
     /// inside the hop splits it, so output time maps onto input time exactly.
     private func advanceNominal() {
-        var outputLeft = Double(hop)
-        var position = nominal + Double(hop)   // the input position at the hop's start, in output terms
-        while scheduledCount > 0 {
-            let change = Double(scheduledPositions[0])
-            let reach = position + outputLeft * effectiveRate
-            if change > reach { break }
-            if change > position {
-                outputLeft -= (change - position) / effectiveRate
-                position = change
-            }
-            rate = scheduledRates[0]
-            dropScheduled()
-        }
-        position += outputLeft * effectiveRate
-        nominal = position - Double(hop)
+        // The hop's output starts at input `nominal + hop` (its frame's middle).
+        nominal = schedule.advance(nominal + Double(hop), by: Double(hop), rate: &rate, bypassed: bypassed) - Double(hop)
     }
 
     /// Adds the next frame: the start within ±searchRadius of the nominal position that best
@@ -332,7 +259,7 @@ final class TimeStretchNode {
         let continuation = lastStart + hop
         if virtualPrevious {
             // The virtual previous frame is the input itself: its falling half is the input.
-            let x = fifo + (continuation - fifoStart) * ch
+            let x = fifo.frame(at: continuation)
             for i in 0..<hop {
                 let w = window[hop + i]
                 for c in 0..<ch { accumulator[i * ch + c] = x[i * ch + c] * w }
@@ -340,11 +267,11 @@ final class TimeStretchNode {
             virtualPrevious = false
         }
         let center = Int(nominal.rounded())
-        let lowest = max(center - searchRadius, fifoStart)
-        let highest = max(min(center + searchRadius, fifoEnd - frameLength), lowest)
+        let lowest = max(center - searchRadius, fifo.start)
+        let highest = max(min(center + searchRadius, fifo.end - frameLength), lowest)
         let start = searching ? bestStart(in: lowest...highest, continuation: continuation, center: center)
-            : min(max(Int(nominal.rounded()), fifoStart), max(fifoEnd - frameLength, fifoStart))
-        let x = fifo + (start - fifoStart) * ch
+            : min(max(Int(nominal.rounded()), fifo.start), max(fifo.end - frameLength, fifo.start))
+        let x = fifo.frame(at: start)
         for i in 0..<frameLength {
             let w = window[i]
             for c in 0..<ch { accumulator[i * ch + c] += x[i * ch + c] * w }
@@ -354,7 +281,7 @@ final class TimeStretchNode {
         advanceNominal()
         ready = hop
         readyOffset = 0
-        dropInput(before: min(lastStart + hop, Int(nominal.rounded(.down)) - searchRadius))
+        fifo.drop(before: min(lastStart + hop, Int(nominal.rounded(.down)) - searchRadius))
     }
 
     /// The start in `range` whose first half is most like the input at `continuation`: coarse
@@ -364,8 +291,8 @@ final class TimeStretchNode {
         let ch = channels
         let span = range.upperBound - range.lowerBound + hop
         // Mono views (the first two channels' average) of the candidates and the target.
-        let candidates = fifo + (range.lowerBound - fifoStart) * ch
-        let target = fifo + (continuation - fifoStart) * ch
+        let candidates = fifo.frame(at: range.lowerBound)
+        let target = fifo.frame(at: continuation)
         for i in 0..<span { monoCandidates[i] = ch == 1 ? candidates[i] : (candidates[i * ch] + candidates[i * ch + 1]) * 0.5 }
         for i in 0..<hop { monoTarget[i] = ch == 1 ? target[i] : (target[i * ch] + target[i * ch + 1]) * 0.5 }
         func score(_ offset: Int, step: Int) -> Float {

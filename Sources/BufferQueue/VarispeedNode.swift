@@ -19,6 +19,147 @@ protocol PlayRateNode: AnyObject {
 
 extension TimeStretchNode: PlayRateNode {}
 
+/// Rate changes waiting for the input position where they apply (a buffer's own rate, found when
+/// its first frame was pulled), oldest first. Fixed capacity: nothing allocates after `init`.
+final class RateSchedule {
+    static let capacity = 32
+    private let positions = UnsafeMutablePointer<Int>.allocate(capacity: RateSchedule.capacity)
+    private let rates = UnsafeMutablePointer<Double>.allocate(capacity: RateSchedule.capacity)
+    private var count = 0
+
+    deinit {
+        positions.deallocate()
+        rates.deallocate()
+    }
+
+    var isEmpty: Bool { count == 0 }
+    var nextPosition: Int { positions[0] }
+    var nextRate: Double { rates[0] }
+
+    /// Adds a change; when full, takes out the oldest and returns its rate, which applies now.
+    func add(_ rate: Double, at position: Int) -> Double? {
+        var now: Double?
+        if count == Self.capacity {
+            now = rates[0]
+            removeFirst()
+        }
+        positions[count] = position
+        rates[count] = rate
+        count += 1
+        return now
+    }
+
+    func removeFirst() {
+        count -= 1
+        if count > 0 {
+            positions.update(from: positions + 1, count: count)
+            rates.update(from: rates + 1, count: count)
+        }
+    }
+
+    func removeAll() { count = 0 }
+
+    /// The input position `outputFrames` output frames after `position`, moving at `rate` until
+    /// each scheduled change it reaches (which then becomes `rate`): a change inside the step
+    /// splits it, so output time maps onto input time exactly. Bypassed, every rate counts as 1.
+    func advance(_ position: Double, by outputFrames: Double, rate: inout Double, bypassed: Bool) -> Double {
+        var position = position, left = outputFrames
+        while count > 0 {
+            let effective = bypassed ? 1 : rate
+            let change = Double(positions[0])
+            if change > position + left * effective { break }
+            if change > position {
+                left -= (change - position) / effective
+                position = change
+            }
+            rate = rates[0]
+            removeFirst()
+        }
+        return position + left * (bypassed ? 1 : rate)
+    }
+}
+
+/// Input frames a play-rate node holds, addressed by input position (frames since the segment
+/// began). Once the source reports the segment's end, reads past it are zeros. Fixed capacity.
+final class InputFIFO {
+    let channels: Int
+    let capacity: Int
+    private let storage: UnsafeMutablePointer<Float>
+    /// Input position of the first frame held.
+    private(set) var start = 0
+    private(set) var count = 0
+    var end: Int { start + count }
+    /// The source reported the segment's end, at ``endPosition``.
+    private(set) var ended = false
+    private(set) var endPosition = 0
+
+    init(channels: Int, capacity: Int) {
+        self.channels = channels
+        self.capacity = capacity
+        storage = .allocate(capacity: capacity * channels)
+    }
+
+    deinit { storage.deallocate() }
+
+    /// The frame at input `position` (held).
+    func frame(at position: Int) -> UnsafeMutablePointer<Float> { storage + (position - start) * channels }
+
+    /// Empties it for a new segment.
+    func reset() {
+        start = 0
+        count = 0
+        ended = false
+        endPosition = 0
+    }
+
+    /// Empties it within the segment: the next frame pulled has input position `position`.
+    func restart(at position: Int) {
+        start = position
+        count = 0
+    }
+
+    /// Pulls from `source` until frames up to `target` are held (zeros past the segment's end).
+    /// Returns false when the source ran dry first.
+    func fill(upTo target: Int, from source: PullSource) -> Bool {
+        while end < target {
+            let room = min(capacity - count, target - end + 1024)
+            guard room > 0 else { return true }
+            if ended {
+                let n = min(target - end, capacity - count)
+                (storage + count * channels).update(repeating: 0, count: n * channels)
+                count += n
+                continue
+            }
+            let (got, why) = source(storage + count * channels, room)
+            count += got
+            if why == .boundary {
+                ended = true
+                endPosition = end
+                continue
+            }
+            if why == .starved && end < target { return false }
+        }
+        return true
+    }
+
+    /// Pulls once, up to `frames` frames; returns why it stopped.
+    func pull(_ frames: Int, from source: PullSource) -> (Int, PullEnd) {
+        let (got, why) = source(storage + count * channels, min(frames, capacity - count))
+        count += got
+        if why == .boundary { ended = true; endPosition = end }
+        return (got, why)
+    }
+
+    /// Drops the frames before input `position` (nothing needs them any more).
+    func drop(before position: Int) {
+        let n = min(max(position - start, 0), count)
+        guard n > 0 else { return }
+        count -= n
+        if count > 0 { storage.update(from: storage + n * channels, count: count * channels) }
+        start += n
+    }
+}
+
 /// Play rate that changes the pitch with it, like a tape or turntable (Apple's `Varispeed`
 /// time-pitch algorithm): band-limited interpolation of the input at a read position that moves
 /// `rate` input frames per output frame.
@@ -43,21 +184,13 @@ final class VarispeedNode: PlayRateNode {
     private let tableCount: Int
     private let maximumHalfWidth: Int
 
-    private let fifoCapacity: Int
-    private let fifo: UnsafeMutablePointer<Float>
-    private var fifoStart = 0
-    private var fifoCount = 0
-    private var fifoEnd: Int { fifoStart + fifoCount }
-    private var inputEnded = false
-    private var inputEnd = 0
+    private let fifo: InputFIFO
     private var segmentEnded = false
     /// The input position of the next output frame.
     private var position = 0.0
 
-    private static let scheduleCapacity = 32
-    private let scheduledPositions: UnsafeMutablePointer<Int>
-    private let scheduledRates: UnsafeMutablePointer<Double>
-    private var scheduledCount = 0
+    /// Per-buffer rates waiting for their input positions.
+    private let schedule = RateSchedule()
 
     init(channels: Int) {
         self.channels = channels
@@ -79,52 +212,29 @@ final class VarispeedNode: PlayRateNode {
             table[i] = Float(sinc * window)
         }
         maximumHalfWidth = Int((Double(z) * Self.maximumRate / 0.97).rounded(.up)) + 1
-        fifoCapacity = 8 * maximumHalfWidth + 8192
-        fifo = .allocate(capacity: fifoCapacity * channels)
-        scheduledPositions = .allocate(capacity: Self.scheduleCapacity)
-        scheduledRates = .allocate(capacity: Self.scheduleCapacity)
+        fifo = InputFIFO(channels: channels, capacity: 8 * maximumHalfWidth + 8192)
     }
 
     deinit {
         table.deallocate()
-        fifo.deallocate()
-        scheduledPositions.deallocate()
-        scheduledRates.deallocate()
     }
 
-    var pullPosition: Int { fifoEnd }
-    var lookahead: Double { Double(fifoEnd) - position }
+    var pullPosition: Int { fifo.end }
+    var lookahead: Double { Double(fifo.end) - position }
 
     func setRate(_ newRate: Double) { rate = newRate }
 
     func scheduleRate(_ newRate: Double, at position: Int) {
-        if scheduledCount == Self.scheduleCapacity {
-            rate = scheduledRates[0]
-            dropScheduled()
-        }
-        scheduledPositions[scheduledCount] = position
-        scheduledRates[scheduledCount] = newRate
-        scheduledCount += 1
-    }
-
-    private func dropScheduled() {
-        scheduledCount -= 1
-        if scheduledCount > 0 {
-            scheduledPositions.update(from: scheduledPositions + 1, count: scheduledCount)
-            scheduledRates.update(from: scheduledRates + 1, count: scheduledCount)
-        }
+        if let now = schedule.add(newRate, at: position) { rate = now }
     }
 
     func passBoundary() { reset() }
 
     func reset() {
-        fifoStart = 0
-        fifoCount = 0
-        inputEnded = false
-        inputEnd = 0
+        fifo.reset()
         segmentEnded = false
         position = 0
-        scheduledCount = 0
+        schedule.removeAll()
     }
 
     func render(into out: UnsafeMutablePointer<Float>, frames: Int, from source: PullSource) -> (Int, PullEnd) {
@@ -132,12 +242,12 @@ final class VarispeedNode: PlayRateNode {
         let ch = channels
         var done = 0
         while done < frames {
-            while scheduledCount > 0 && Double(scheduledPositions[0]) <= position {
-                rate = scheduledRates[0]
-                dropScheduled()
+            while !schedule.isEmpty && Double(schedule.nextPosition) <= position {
+                rate = schedule.nextRate
+                schedule.removeFirst()
             }
             let r = effectiveRate
-            if inputEnded && position > Double(inputEnd) - 0.5 * r {
+            if fifo.ended && position > Double(fifo.endPosition) - 0.5 * r {
                 // Past the segment's last frame: exactly round(N / r) frames came out.
                 segmentEnded = true
                 return (done, .boundary)
@@ -146,59 +256,40 @@ final class VarispeedNode: PlayRateNode {
                 // As recorded, on a whole frame: copy. (A position left between frames by a rate
                 // change keeps being interpolated, so that the timeline stays exact.)
                 let index = Int(position)
-                if index >= fifoEnd {
-                    if inputEnded { segmentEnded = true; return (done, .boundary) }
+                if index >= fifo.end {
+                    if fifo.ended { segmentEnded = true; return (done, .boundary) }
                     // Through the FIFO, so that a later rate change has the history its kernel reads.
-                    drop(before: index - maximumHalfWidth)
-                    let wanted = min(frames - done, fifoCapacity - fifoCount)
-                    let (got, end) = source(fifo + fifoCount * ch, wanted)
-                    fifoCount += got
-                    if end == .boundary {
-                        inputEnded = true
-                        inputEnd = fifoEnd
-                        continue
-                    }
+                    fifo.drop(before: index - maximumHalfWidth)
+                    let (got, end) = fifo.pull(frames - done, from: source)
+                    if end == .boundary { continue }
                     if got == 0 { return (done, .starved) }
                     continue
                 }
-                var n = min(fifoEnd - index, frames - done)
-                if scheduledCount > 0 { n = min(n, max(scheduledPositions[0] - index, 1)) }
-                (out + done * ch).update(from: fifo + (index - fifoStart) * ch, count: n * ch)
+                var n = min(fifo.end - index, frames - done)
+                if !schedule.isEmpty { n = min(n, max(schedule.nextPosition - index, 1)) }
+                (out + done * ch).update(from: fifo.frame(at: index), count: n * ch)
                 done += n
                 position += Double(n)
-                drop(before: Int(position) - maximumHalfWidth)
+                fifo.drop(before: Int(position) - maximumHalfWidth)
                 continue
             }
             // Interpolate: the kernel reaches `halfWidth` frames either side.
             let cutoff = min(1, 0.97 / r)
             let halfWidth = Int((Double(Self.zeroCrossings) / cutoff).rounded(.up)) + 1
             let needed = Int(position.rounded(.down)) + halfWidth + 1
-            if !fill(upTo: needed, from: source) { return (done, .starved) }
+            if !fifo.fill(upTo: needed, from: source) { return (done, .starved) }
             interpolate(into: out + done * ch, cutoff: cutoff, halfWidth: halfWidth)
             done += 1
             advance()
-            if done % 64 == 0 { drop(before: Int(position) - halfWidth - 1) }
+            if done % 64 == 0 { fifo.drop(before: Int(position) - halfWidth - 1) }
         }
-        drop(before: Int(position) - maximumHalfWidth - 1)
+        fifo.drop(before: Int(position) - maximumHalfWidth - 1)
         return (done, .filled)
     }
 
-    /// Moves the read position on by one output frame at the rates in effect: a scheduled change
-    /// inside the step splits it, so output time maps onto input time exactly.
+    /// Moves the read position on by one output frame at the rates in effect.
     private func advance() {
-        var step = 1.0   // output frames left to move
-        while scheduledCount > 0 {
-            let change = Double(scheduledPositions[0])
-            let reach = position + step * effectiveRate
-            if change > reach { break }
-            if change > position {
-                step -= (change - position) / effectiveRate
-                position = change
-            }
-            rate = scheduledRates[0]
-            dropScheduled()
-        }
-        position += step * effectiveRate
+        position = schedule.advance(position, by: 1, rate: &rate, bypassed: bypassed)
     }
 
     /// One output frame at ``position``.
@@ -217,42 +308,11 @@ final class VarispeedNode: PlayRateNode {
             let w = table[i] + (table[i + 1] - table[i]) * t
             gain += w
             // Before the segment's start (or not held any more): silence.
-            guard k >= fifoStart, k < fifoEnd else { continue }
-            let x = fifo + (k - fifoStart) * ch
+            guard k >= fifo.start, k < fifo.end else { continue }
+            let x = fifo.frame(at: k)
             for c in 0..<ch { frame[c] += w * x[c] }
         }
         // Normalise the kernel's DC gain (the table sum is exactly 1/cutoff only in the limit).
         if gain != 0 { for c in 0..<ch { frame[c] /= gain } }
-    }
-
-    /// Pulls input until the FIFO reaches `target` (zeros past the segment's end).
-    private func fill(upTo target: Int, from source: PullSource) -> Bool {
-        while fifoEnd < target {
-            let room = min(fifoCapacity - fifoCount, target - fifoEnd + 1024)
-            guard room > 0 else { return true }
-            if inputEnded {
-                let n = min(target - fifoEnd, fifoCapacity - fifoCount)
-                (fifo + fifoCount * channels).update(repeating: 0, count: n * channels)
-                fifoCount += n
-                continue
-            }
-            let (got, end) = source(fifo + fifoCount * channels, room)
-            fifoCount += got
-            if end == .boundary {
-                inputEnded = true
-                inputEnd = fifoEnd
-                continue
-            }
-            if end == .starved && fifoEnd < target { return false }
-        }
-        return true
-    }
-
-    private func drop(before frame: Int) {
-        let count = min(max(frame - fifoStart, 0), fifoCount)
-        guard count > 0 else { return }
-        fifoCount -= count
-        if fifoCount > 0 { fifo.update(from: fifo + count * channels, count: fifoCount * channels) }
-        fifoStart += count
     }
 }
