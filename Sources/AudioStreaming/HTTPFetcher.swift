@@ -247,6 +247,8 @@ final class HTTPFetcher: @unchecked Sendable {
                     return
                 }
                 report(.state(.reconnecting))
+                // Reconnect back-off (doubling, at most 4 s): a pause before retrying a server,
+                // not a wait for an event; closing the source cancels the task and ends it at once.
                 let backoff = min(configuration.initialBackoff * Int(1 << min(failures - 1, 10)), .seconds(4))
                 try? await Task.sleep(for: backoff)
                 if let known = info.withLock({ $0 }), !known.isFinite, offset > start {

@@ -351,6 +351,7 @@ extension AudioQueue {
     /// format change the sink must follow, and playback really beginning. Runs on the worker, and
     /// on an offline-rendering thread after a render that reached the end.
     func handleRenderSignals() {
+        reportConverterShortfall()
         let underruns = stage.underrunCount.load(ordering: .acquiring)
         if seenUnderruns.exchange(underruns, ordering: .acquiringAndReleasing) != underruns {
             delivery.deliver(.underrun)
@@ -371,6 +372,17 @@ extension AudioQueue {
             if endReached { actions += lifecycle.endRendered(heard: heard) }
             return actions
         }
+    }
+
+    /// Frames the render path's resampler failed to give (silence stood in, so lengths stay exact)
+    /// become an error event and the last converter error: never silent.
+    func reportConverterShortfall() {
+        let missing = stage.converterShortfall.exchange(0, ordering: .acquiringAndReleasing)
+        guard missing > 0 else { return }
+        let error = AudioQueueError(.decoderError,
+            "the resampler gave \(missing) frames fewer than the decoded audio makes; silence stands in for them")
+        pipeline.withLock { $0.recordConverterError(error) }
+        delivery.deliver(.error(error))
     }
 
     /// Runs on the worker queue whenever something woke it: render signals first, then decoding.

@@ -124,8 +124,7 @@ extension AudioQueue {
                 producer.offlineScratch = [Float](repeating: 0, count: frames * channels)
             }
             let done: Int? = try stage.tryExclusiveAccess {
-                try renderOffline(producer, into: base, direct: direct, frames: frames, channels: channels,
-                                  sampleRate: format.sampleRate)
+                try renderOffline(producer, into: base, direct: direct, frames: frames, channels: channels)
             }
             guard let done else {
                 throw AudioQueueError(.invalidOfflineMode, "the sink is rendering; offline render needs the queue switched to offline first")
@@ -134,13 +133,13 @@ extension AudioQueue {
             return done
         }
         // The end of an asynchronous stop completes with the call that rendered it.
-        if stage.endOfStreamCount.load(ordering: .acquiring) != endsBefore { handleRenderSignals() }
+        if stage.endOfStreamCount.load(ordering: .acquiring) != endsBefore { handleRenderSignals() } else { reportConverterShortfall() }
         return rendered
     }
 
     /// The render loop of an offline render; the caller holds the pipeline lock and the stage.
     private func renderOffline(_ producer: Producer, into base: UnsafeMutableRawPointer, direct: Bool, frames: Int,
-                               channels: Int, sampleRate: Double) throws -> Int {
+                               channels: Int) throws -> Int {
         stage.adoptLeadingFormatChange()
         var done = 0
         try producer.offlineScratch.withUnsafeMutableBufferPointer { scratch in

@@ -30,7 +30,7 @@ extension AudioQueue {
                     ? .float32(sampleRate: stage.sampleRate, channels: stage.channels)
                     : .float32(sampleRate: stage.outputRate, channels: stage.outputChannels)
                 let tap = AudioQueueProcessingTap(position: position, maximumFrames: ConversionNode.blockFrames,
-                                                  processingFormat: format, queueID: ObjectIdentifier(self), callback: callback)
+                                                  processingFormat: format, callback: callback)
                 stage.setTap(tap)
                 return .success(tap)
             }

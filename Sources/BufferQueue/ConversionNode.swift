@@ -72,9 +72,6 @@ final class ConversionNode {
         mixed.deallocate()
     }
 
-    /// Whether it only copies (same rate, same channels).
-    var isIdentity: Bool { resampler == nil && inputChannels == outputChannels }
-
     /// Output frames `frames` input frames make: `round(frames × out / in)`.
     func outputFrames(forInputFrames frames: Int) -> Int {
         resampler == nil ? frames : Int((Double(frames) * outputRate / inputRate).rounded())

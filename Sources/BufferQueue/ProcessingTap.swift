@@ -48,7 +48,6 @@ public final class AudioQueueProcessingTap: @unchecked Sendable {
     public let processingFormat: AudioStreamDescription
 
     let callback: AudioQueueProcessingTapCallback
-    let queueID: ObjectIdentifier
     /// A siphon's copy of the output (allocated at installation, not on the render path).
     private let siphonCopy: UnsafeMutablePointer<Float>?
 
@@ -59,11 +58,10 @@ public final class AudioQueueProcessingTap: @unchecked Sendable {
     private var pulled: Int64 = 0
 
     init(position: AudioQueueProcessingTapPosition, maximumFrames: Int, processingFormat: AudioStreamDescription,
-         queueID: ObjectIdentifier, callback: @escaping AudioQueueProcessingTapCallback) {
+         callback: @escaping AudioQueueProcessingTapCallback) {
         self.position = position
         self.maximumFrames = maximumFrames
         self.processingFormat = processingFormat
-        self.queueID = queueID
         self.callback = callback
         siphonCopy = position == .siphon ? .allocate(capacity: maximumFrames * processingFormat.channelsPerFrame) : nil
     }

@@ -410,6 +410,10 @@ final class Producer {
     /// Set by a flush: a flush marker follows the run's last frame.
     private var flushMarkerPending = false
 
+    /// Keeps a problem found outside decoding (the render path's resampler) as the last converter
+    /// error; the caller delivers the event.
+    func recordConverterError(_ error: AudioQueueError) { lastConverterError = error }
+
     private func report(_ error: AudioQueueError) {
         lastConverterError = error
         outbox.append(.event(.error(error)))

@@ -72,7 +72,8 @@ final class RenderStage: @unchecked Sendable {
     /// Output frames rendered since the timeline began (``timelineFrames`` counts source frames;
     /// the two differ while a converter changes the rate).
     let outputFrames = Atomic<Int>(0)
-    /// Output frames a resampler failed to give (silence stood in), for the worker to report.
+    /// Output frames a resampler failed to give (silence stood in), for the worker to report
+    /// (``AudioQueue`` takes and reports them after each render signal).
     let converterShortfall = Atomic<Int>(0)
 
     // MARK: consumer-local
@@ -145,12 +146,10 @@ final class RenderStage: @unchecked Sendable {
             channels = marker.channels
             sampleRate = marker.sampleRate
             markers.pop()
-            rebuildConverter()
+            formatChanged()
         }
         waitingForFormat.store(false, ordering: .releasing)
     }
-
-    private var stretchRate = 0.0
 
     /// Installs or removes the processing tap; only while no sink pulls.
     func setTap(_ newTap: AudioQueueProcessingTap?) { tap = newTap }
@@ -159,8 +158,14 @@ final class RenderStage: @unchecked Sendable {
     func setTimePitch(_ algorithm: TimePitchAlgorithm?) {
         timePitchAlgorithm = algorithm
         timeStretch = makeRateNode()
-        stretchRate = sampleRate
         reportedLag = 0
+    }
+
+    /// The decoded format changed (the nodes before it drained at the boundary): the play-rate
+    /// node is made for the new format, the converter from it to the target.
+    private func formatChanged() {
+        if timePitchAlgorithm != nil { timeStretch = makeRateNode() }
+        rebuildConverter()
     }
 
     private func makeRateNode() -> (any PlayRateNode)? {
@@ -186,10 +191,6 @@ final class RenderStage: @unchecked Sendable {
     /// Makes the converter from the decoded format to the target (after either changed).
     private func rebuildConverter() {
         converterFailure = nil
-        if timePitchAlgorithm != nil && (timeStretch?.channels != channels || stretchRate != sampleRate) {
-            timeStretch = makeRateNode()
-            stretchRate = sampleRate
-        }
         let target = outputTarget ?? (sampleRate, channels)
         outputRate = target.rate
         outputChannels = target.channels
@@ -216,7 +217,7 @@ final class RenderStage: @unchecked Sendable {
             channels = marker.channels
             sampleRate = marker.sampleRate
             markers.pop()
-            rebuildConverter()
+            formatChanged()
         }
         waitingForFormat.store(false, ordering: .releasing)
     }

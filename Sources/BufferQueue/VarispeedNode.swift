@@ -6,7 +6,6 @@ import Darwin
 
 /// What the render stage needs of a play-rate stage (``TimeStretchNode``, ``VarispeedNode``).
 protocol PlayRateNode: AnyObject {
-    var channels: Int { get }
     var bypassed: Bool { get set }
     var pullPosition: Int { get }
     var lookahead: Double { get }

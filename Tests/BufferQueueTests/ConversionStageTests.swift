@@ -6,13 +6,16 @@ import Testing
 final class HoldingDoubler: AudioResampler {
     let channels: Int
     let hold: Int
+    /// A broken resampler: the held frames are lost instead of drained.
+    let losesTail: Bool
     private var held: [Float] = []
     private var ready: [Float] = []
     private(set) var resets = 0
 
-    init(channels: Int, hold: Int) {
+    init(channels: Int, hold: Int, losesTail: Bool = false) {
         self.channels = channels
         self.hold = hold
+        self.losesTail = losesTail
     }
 
     var leadingFrames: Int { 0 }
@@ -26,6 +29,7 @@ final class HoldingDoubler: AudioResampler {
     }
 
     func drain(into output: UnsafeMutablePointer<Float>, capacity: Int) throws -> Int {
+        if losesTail { held = [] }
         double(held.count / channels)
         return emit(into: output, capacity: capacity)
     }
@@ -53,11 +57,11 @@ final class HoldingDoubler: AudioResampler {
     }
 }
 
-func doublingRegistry(hold: Int) -> AudioResamplerRegistry {
+func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegistry {
     let registry = AudioResamplerRegistry()
     registry.register(AudioResamplerFactory(name: "doubler") { input, output, channels, _ in
         guard output == input * 2 else { throw AudioQueueError(.invalidPropertyValue, "the doubler only doubles") }
-        return HoldingDoubler(channels: channels, hold: hold)
+        return HoldingDoubler(channels: channels, hold: hold, losesTail: losesTail)
     })
     return registry
 }
@@ -147,5 +151,24 @@ func doublingRegistry(hold: Int) -> AudioResamplerRegistry {
         let output = try render(queue, channels: 1)
         #expect(output.count == 4096)
         #expect(output.allSatisfy { $0 == 0.25 })
+    }
+
+    /// A resampler that loses frames: the length stays exact (silence stands in) and the queue
+    /// says so — as the last converter error and as an error event — never silently.
+    @Test func aResamplerShortfallIsReported() async throws {
+        let queue = try AudioQueue(format: .float32(sampleRate: 1000, channels: 1),
+                                   configuration: .init(resamplerRegistry: doublingRegistry(hold: 5, losesTail: true)))
+        let log = EventLog(queue)
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 1))
+        let input = ramp(frames: 100, channels: 1, offset: 1)
+        try queue.enqueue(try queue.makeBuffer(input))
+        try queue.flush()
+        let output = try render(queue, channels: 1)
+        #expect(output.count == 200)
+        #expect(difference(Array(output[0..<190]), doubled(Array(input[0..<95]))) == nil)
+        #expect(output[190...].allSatisfy { $0 == 0 })
+        #expect(queue.lastConverterError?.code == .decoderError)
+        #expect(queue.lastConverterError?.message.contains("10 frames fewer") == true)
+        #expect(await log.wait { $0.contains { if case .error(let e) = $0 { return e.code == .decoderError } else { return false } } })
     }
 }

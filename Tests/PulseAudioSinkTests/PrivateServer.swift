@@ -52,6 +52,9 @@ final class PrivateServer: @unchecked Sendable {
 
     struct ServerError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
 
+    /// The daemon's last log lines (to tell why a connection ended).
+    let logTail = Watched<[String]>([])
+
     /// Starts the daemon in the runtime directory (again after ``kill()``: same address) and
     /// returns once it has said that it is ready.
     func startDaemon() async throws {
@@ -67,7 +70,12 @@ final class PrivateServer: @unchecked Sendable {
         process.standardError = log
         let state = Watched(DaemonState.starting)
         daemonState = state
+        let tail = logTail
         let reader = LineReader(log.fileHandleForReading, onEnd: { state.update { $0 = .gone } }) { line in
+            tail.update { lines in
+                lines.append(line)
+                if lines.count > 40 { lines.removeFirst(lines.count - 40) }
+            }
             if line.contains("Daemon startup complete") { state.update { $0 = .ready } }
         }
         try process.run()

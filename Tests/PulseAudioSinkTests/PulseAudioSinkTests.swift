@@ -23,6 +23,9 @@ final class Events: Sendable {
     static func hasSinkError(_ events: [AudioQueueEvent]) -> Bool {
         events.contains { if case .error(let e) = $0 { return e.code == .sinkError } else { return false } }
     }
+    /// The errors reported so far (a sink failure also stops the queue: a test waiting for a stop
+    /// must tell that apart from a play-out that ended).
+    var errors: [AudioQueueError] { all.compactMap { if case .error(let e) = $0 { return e } else { return nil } } }
     func waitForRunning(_ changes: [Bool]) async -> Bool { await wait { Self.runningChanges($0) == changes } }
     /// Waits for the first `runningChanged(false)`.
     func waitUntilStopped() async -> Bool { await wait { Self.runningChanges($0).contains(false) } }
@@ -73,6 +76,7 @@ struct PulseAudioSinkTests {
         try queue.start()
         try queue.stop(immediately: false)
         #expect(await events.waitUntilStopped())
+        #expect(events.errors.isEmpty, "the queue stopped with errors: \(events.errors); the server's last log lines:\n\(server.logTail.current.joined(separator: "\n"))")
         queue.dispose(immediately: true)
         return trimSilence(await server.stopRecording(soundFrames: soundFrames), channels: 2)
     }

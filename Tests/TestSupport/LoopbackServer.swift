@@ -38,13 +38,16 @@ public final class LoopbackServer: @unchecked Sendable {
 
     public let body: [UInt8]
     public let faults: Faults
-    private let listener: Int32
     public let port: Int
     private let lock = NSLock()
     private var requests: [String] = []
     private var responses = 0
     private var closed = false
+    /// Open client sockets (a serving thread removes its own before closing it, under the lock, so
+    /// that `shutdown()` never touches a descriptor number the process has reused).
     private var connections: [Int32] = []
+    /// Written by `shutdown()` to wake the accept loop, which owns and closes the listener.
+    private let wake: (read: Int32, write: Int32)
 
     public init(body: [UInt8], faults: Faults = Faults()) throws {
         self.body = body
@@ -62,7 +65,9 @@ public final class LoopbackServer: @unchecked Sendable {
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
         port = Int(UInt16(bigEndian: address.sin_port))
-        listener = fd
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { close(fd); throw POSIXError(.EMFILE) }
+        wake = (ends[0], ends[1])
         let thread = Thread { [weak self] in self?.acceptLoop(fd) }
         thread.start()
     }
@@ -74,22 +79,29 @@ public final class LoopbackServer: @unchecked Sendable {
 
     public func shutdown() {
         lock.lock()
+        guard !closed else { lock.unlock(); return }
         closed = true
-        let open = connections
+        for fd in connections { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         lock.unlock()
-        Glibc.shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
-        for fd in open { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        var byte: UInt8 = 1
+        _ = write(wake.write, &byte, 1)
     }
 
+    /// Accepts until `shutdown()` wakes it (no timeout: it sleeps in `poll` until a client or the
+    /// wake-up arrives), then closes the listener and the wake pipe.
     private func acceptLoop(_ fd: Int32) {
+        defer {
+            close(fd)
+            close(wake.read)
+            close(wake.write)
+        }
         while true {
-            // Poll so that shutdown() ends the loop (a blocked accept() is not always woken).
-            var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&waiting, 1, 100)
+            var waiting = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&waiting, 2, -1)
             lock.lock(); let isClosed = closed; lock.unlock()
-            if isClosed { return }
-            if ready <= 0 { continue }
+            if isClosed || waiting[1].revents != 0 { return }
+            if ready <= 0 { continue }   // interrupted by a signal
             let client = accept(fd, nil, nil)
             if client < 0 { return }
             lock.lock()
@@ -100,9 +112,16 @@ public final class LoopbackServer: @unchecked Sendable {
             setsockopt(client, SOL_SOCKET, SO_KEEPALIVE, &noSigpipe, socklen_t(MemoryLayout<Int32>.size))
             Thread { [weak self] in
                 self?.serve(client)
+                self?.forget(client)
                 close(client)
             }.start()
         }
+    }
+
+    private func forget(_ client: Int32) {
+        lock.lock()
+        connections.removeAll { $0 == client }
+        lock.unlock()
     }
 
     private func serve(_ fd: Int32) {
