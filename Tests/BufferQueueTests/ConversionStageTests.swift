@@ -68,16 +68,6 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
 
 /// The queue's converter on the render path, driven by offline render.
 @Suite struct ConversionStageTests {
-    func render(_ queue: AudioQueue, channels: Int) throws -> [Float] {
-        var result: [Float] = []
-        var scratch = [Float](repeating: 0, count: 333 * channels)
-        while true {
-            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 333) }
-            if n == 0 { return result }
-            result += scratch[0..<(n * channels)]
-        }
-    }
-
     func doubled(_ samples: [Float]) -> [Float] { samples.flatMap { [$0, $0] } }
 
     /// What a resampler holds comes out at a flush and not before; the run rounds once, the
@@ -88,15 +78,15 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
         try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 1))
         let first = ramp(frames: 100, channels: 1, offset: 1)
         try queue.enqueue(try queue.makeBuffer(first))
-        let early = try render(queue, channels: 1)
+        let early = try queue.renderRest(channels: 1, chunk: 333)
         #expect(early == doubled(Array(first[0..<97])))         // three frames still in the filter
         try queue.flush()
-        let rest = try render(queue, channels: 1)
+        let rest = try queue.renderRest(channels: 1, chunk: 333)
         #expect(early + rest == doubled(first))
         let second = ramp(frames: 50, channels: 1, offset: 500)
         try queue.enqueue(try queue.makeBuffer(second))
         try queue.flush()
-        #expect(try render(queue, channels: 1) == doubled(second))
+        #expect(try queue.renderRest(channels: 1, chunk: 333) == doubled(second))
         #expect(queue.offlineRenderPosition == 300)
         #expect(queue.currentTime().sampleTime == 150)
     }
@@ -114,7 +104,7 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
             let left: Float = input[2 * i], right: Float = input[2 * i + 1]
             return (left + right) * 0.5
         }
-        #expect(try render(queue, channels: 1) == doubled(mono))
+        #expect(try queue.renderRest(channels: 1, chunk: 333) == doubled(mono))
     }
 
     /// A reset throws away what the converter holds: the next frames start clean.
@@ -123,12 +113,12 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
                                    configuration: .init(resamplerRegistry: doublingRegistry(hold: 4)))
         try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 1))
         try queue.enqueue(try queue.makeBuffer(ramp(frames: 40, channels: 1, offset: 1)))
-        #expect(try render(queue, channels: 1).count == 72)
+        #expect(try queue.renderRest(channels: 1, chunk: 333).count == 72)
         try queue.reset()
         let next = ramp(frames: 30, channels: 1, offset: 900)
         try queue.enqueue(try queue.makeBuffer(next))
         try queue.flush()
-        #expect(try render(queue, channels: 1) == doubled(next))
+        #expect(try queue.renderRest(channels: 1, chunk: 333) == doubled(next))
     }
 
     /// Channel conversion alone needs no resampler and is exact: mono to the first two channels.
@@ -138,7 +128,7 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
         try queue.setOfflineRenderFormat(.float32(sampleRate: 8000, channels: 4))
         let input = ramp(frames: 2000, channels: 1, offset: 7)
         try queue.enqueue(try queue.makeBuffer(input))
-        #expect(try render(queue, channels: 4) == input.flatMap { (v: Float) -> [Float] in [v, v, 0, 0] })
+        #expect(try queue.renderRest(channels: 4, chunk: 333) == input.flatMap { (v: Float) -> [Float] in [v, v, 0, 0] })
     }
 
     /// Per-buffer volume applies after conversion, at the block its buffer's first frame reaches.
@@ -148,7 +138,7 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
         try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 1))
         try queue.enqueue(try queue.makeBuffer([Float](repeating: 0.5, count: 2048)), parameters: .init(volume: 0.5))
         try queue.flush()
-        let output = try render(queue, channels: 1)
+        let output = try queue.renderRest(channels: 1, chunk: 333)
         #expect(output.count == 4096)
         #expect(output.allSatisfy { $0 == 0.25 })
     }
@@ -163,7 +153,7 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
         let input = ramp(frames: 100, channels: 1, offset: 1)
         try queue.enqueue(try queue.makeBuffer(input))
         try queue.flush()
-        let output = try render(queue, channels: 1)
+        let output = try queue.renderRest(channels: 1, chunk: 333)
         #expect(output.count == 200)
         #expect(difference(Array(output[0..<190]), doubled(Array(input[0..<95]))) == nil)
         #expect(output[190...].allSatisfy { $0 == 0 })

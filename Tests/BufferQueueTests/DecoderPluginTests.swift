@@ -224,13 +224,7 @@ final class LaggyToyDecoder: AudioDecoder {
         try queue.enqueue(buffer, packetDescriptions: bytes.indices.map { AudioPacketDescription(startOffset: $0, dataByteSize: 1) })
         try queue.setOfflineRenderFormat(.float32(sampleRate: 2000, channels: 2))
         try queue.flush()
-        var output: [Float] = []
-        var scratch = [Float](repeating: 0, count: 2000)
-        while true {
-            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 1000) }
-            if n == 0 { break }
-            output += scratch[0..<(n * 2)]
-        }
+        let output = try queue.renderRest(channels: 2)
         // 100 mono frames at 1000 Hz → 200 stereo frames at 2000 Hz (the held two drained at the
         // change), then the 100 stereo frames decoded at 2000 Hz.
         #expect(output.count == 300 * 2)

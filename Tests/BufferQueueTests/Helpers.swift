@@ -26,16 +26,21 @@ extension AudioQueue {
 
     /// Renders offline in float32 until nothing more comes (or `limit` frames).
     func renderAllOffline(chunk: Int = 1000, limit: Int = 10_000_000) throws -> [Float] {
-        let format = AudioStreamDescription.float32(sampleRate: outputFormat.sampleRate, channels: outputFormat.channelsPerFrame)
-        try setOfflineRenderFormat(format)
+        try setOfflineRenderFormat(.float32(sampleRate: outputFormat.sampleRate, channels: outputFormat.channelsPerFrame))
+        return try renderRest(channels: outputFormat.channelsPerFrame, chunk: chunk, limit: limit)
+    }
+
+    /// Renders offline, in the float32 offline format already set, until nothing more comes (or
+    /// `limit` frames), `chunk` frames per call.
+    func renderRest(channels: Int, chunk: Int = 1000, limit: Int = 10_000_000) throws -> [Float] {
         var result: [Float] = []
-        var scratch = [Float](repeating: 0, count: chunk * format.channelsPerFrame)
-        while result.count / format.channelsPerFrame < limit {
+        var scratch = [Float](repeating: 0, count: chunk * channels)
+        while result.count / channels < limit {
             let n = try scratch.withUnsafeMutableBytes { bytes in
                 try offlineRender(at: offlineRenderPosition, into: bytes, frames: chunk)
             }
             if n == 0 { break }
-            result += scratch[0..<(n * format.channelsPerFrame)]
+            result += scratch[0..<(n * channels)]
         }
         return result
     }

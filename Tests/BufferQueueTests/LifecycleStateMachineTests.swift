@@ -5,6 +5,16 @@ import Testing
 @Suite struct LifecycleStateMachineTests {
     typealias L = QueueLifecycle
 
+    /// A queue that played, was stopped asynchronously and whose end was rendered: draining.
+    func drainingAfterPlaying() throws -> L {
+        var l = L()
+        _ = try l.start(deferred: false)
+        _ = l.playbackObserved()
+        _ = try l.stop(immediately: false, heard: 0)
+        _ = l.endRendered(heard: 0)
+        return l
+    }
+
     @Test func startPlayStopAsynchronously() throws {
         var l = L()
         #expect(try l.start(deferred: false) == [.activateSink])
@@ -82,11 +92,7 @@ import Testing
     }
 
     @Test func pauseWhileDrainingResumesTheDrain() throws {
-        var l = L()
-        _ = try l.start(deferred: false)
-        _ = l.playbackObserved()
-        _ = try l.stop(immediately: false, heard: 0)
-        _ = l.endRendered(heard: 0)
+        var l = try drainingAfterPlaying()
         #expect(try l.pause() == [.pauseSink, .reportRunning(false)])
         #expect(l.state == .paused(ending: .stop, endRendered: true))
         #expect(l.isStopping)
@@ -163,22 +169,14 @@ import Testing
     }
 
     @Test func switchingOfflineDuringADrainCompletesTheStop() throws {
-        var l = L()
-        _ = try l.start(deferred: false)
-        _ = l.playbackObserved()
-        _ = try l.stop(immediately: false, heard: 0)
-        _ = l.endRendered(heard: 0)
+        var l = try drainingAfterPlaying()
         #expect(try l.setOffline(true, heard: 77) == [.pauseSink, .closeSink, .restartTimeline, .reportRunning(false)])
         #expect(l.state == .idle(ending: nil, lastRunEnd: 77))
         #expect(l.drainCompleted(token: 1, heard: 0) == [])      // the abandoned drain changes nothing
     }
 
     @Test func sinkFailureWhileDrainingResumesTheDrainOnStart() throws {
-        var l = L()
-        _ = try l.start(deferred: false)
-        _ = l.playbackObserved()
-        _ = try l.stop(immediately: false, heard: 0)
-        _ = l.endRendered(heard: 0)
+        var l = try drainingAfterPlaying()
         #expect(l.sinkFailed() == [.pauseSink, .closeSink, .reportRunning(false)])
         #expect(try l.start(deferred: false) == [.activateSink, .drainSink(token: 2)])
     }

@@ -35,13 +35,7 @@ final class Biquad: @unchecked Sendable {
 
     func render(_ queue: AudioQueue, channels: Int) throws -> [Float] {
         try queue.setOfflineRenderFormat(.float32(sampleRate: 44100, channels: channels))
-        var result: [Float] = []
-        var scratch = [Float](repeating: 0, count: 700 * channels)
-        while true {
-            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 700) }
-            if n == 0 { return result }
-            result += scratch[0..<(n * channels)]
-        }
+        return try queue.renderRest(channels: channels, chunk: 700)
     }
 
     /// A tap that pulls two frames for each frame it returns (their average) halves the output.

@@ -53,29 +53,19 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
         return queue
     }
 
-    func renderAll(_ queue: AudioQueue, channels: Int, chunk: Int = 4096) throws -> [Float] {
-        var result: [Float] = []
-        var scratch = [Float](repeating: 0, count: chunk * channels)
-        while true {
-            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: chunk) }
-            if n == 0 { return result }
-            result += scratch[0..<(n * channels)]
-        }
-    }
-
     @Test func rateOneAndBypassAreBitExact() async throws {
         try await onOwnThread { [self] in
             let input = sineWave(440, rate: 44100, frames: 30000, channels: 2)
             let plain = try queue()
             try plain.enqueue(try plain.makeBuffer(input))
             try plain.flush()
-            #expect(try renderAll(plain, channels: 2) == input)
+            #expect(try plain.renderRest(channels: 2, chunk: 4096) == input)
             let bypassed = try queue()
             try bypassed.setParameters(.init(playRate: 2))
             bypassed.isTimePitchBypassed = true
             try bypassed.enqueue(try bypassed.makeBuffer(input))
             try bypassed.flush()
-            #expect(try renderAll(bypassed, channels: 2) == input)
+            #expect(try bypassed.renderRest(channels: 2, chunk: 4096) == input)
         }
     }
 
@@ -89,7 +79,7 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
             try q.setParameters(.init(playRate: Float(rate)))
             try q.enqueue(try q.makeBuffer(sineWave(440, rate: 44100, frames: frames, channels: 2)))
             try q.flush()
-            let output = try renderAll(q, channels: 2)
+            let output = try q.renderRest(channels: 2, chunk: 4096)
             let expected = Int((Double(frames) / rate).rounded())
             #expect(abs(output.count / 2 - expected) <= 1, "\(output.count / 2) frames for \(expected)")
             #expect(q.offlineRenderPosition == Int64(output.count / 2))
@@ -107,7 +97,7 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
             let input = sineWave(440, rate: 44100, frames: 2 * 44100, channels: 1)
             try q.enqueue(try q.makeBuffer(input))
             try q.flush()
-            let output = try renderAll(q, channels: 1)
+            let output = try q.renderRest(channels: 1, chunk: 4096)
             let middle = output[(output.count / 4)..<(output.count / 4 + 22050)]
             let f = sineFrequency(middle, channels: 1, rate: 44100)
             #expect(abs(f - 440) <= 440 * 0.005, "dominant frequency \(f) Hz at rate \(rate)")
@@ -129,7 +119,7 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
                 expected += 4410 / Double(rate)
             }
             try q.flush()
-            let output = try renderAll(q, channels: 2, chunk: 777)
+            let output = try q.renderRest(channels: 2, chunk: 777)
             let hop = 662
             #expect(abs(Double(output.count / 2) - expected) <= Double(hop), "\(output.count / 2) frames for \(expected)")
             #expect(largestStep(output, channels: 2) <= largestStep(input, channels: 2) * 1.05)
@@ -181,7 +171,7 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
             let heard = Int(q.currentTime().sampleTime)
             #expect(abs(Double(heard) - 20000 * 1.5) <= 662 * 1.5)
             try q.setParameters(.init(playRate: 0.75))
-            let rest = try renderAll(q, channels: 2).count / 2
+            let rest = try q.renderRest(channels: 2, chunk: 4096).count / 2
             let expected = Double(frames - heard) / 0.75
             #expect(abs(Double(rest) - expected) <= 662, "\(rest) frames after the change for \(expected)")
         }
@@ -213,7 +203,7 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
             let input = sineWave(440, rate: 44100, frames: frames, channels: 1)
             try q.enqueue(try q.makeBuffer(input))
             try q.flush()
-            let output = try renderAll(q, channels: 1)
+            let output = try q.renderRest(channels: 1, chunk: 4096)
             #expect(output.count == Int((Double(frames) / rate).rounded()), "\(output.count) frames")
             let middle = output[(output.count / 4)..<(output.count * 3 / 4)]
             let f = sineFrequency(middle, channels: 1, rate: 44100)
@@ -230,7 +220,7 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
             let input = sineWave(440, rate: 44100, frames: 20000, channels: 2)
             try plain.enqueue(try plain.makeBuffer(input))
             try plain.flush()
-            #expect(try renderAll(plain, channels: 2) == input)
+            #expect(try plain.renderRest(channels: 2, chunk: 4096) == input)
             let q = try queue(rate: 8000, channels: 1, algorithm: .varispeed)
             let second = sineWave(300, rate: 8000, frames: 8000, channels: 1)
             let rates: [Float] = [1.5, 0.8, 1, 2, 0.6, 1.1]
@@ -241,7 +231,7 @@ func largestStep(_ samples: [Float], channels: Int, channel: Int = 0) -> Float {
                 expected += 8000 / Double(rate)
             }
             try q.flush()
-            let output = try renderAll(q, channels: 1, chunk: 999)
+            let output = try q.renderRest(channels: 1, chunk: 999)
             #expect(abs(Double(output.count) - expected) <= 1, "\(output.count) frames for \(expected)")
         }
     }
