@@ -4,14 +4,16 @@
 SWIFT ?= swift
 # Libraries the modules link, the PulseAudio server the tests start, and the reference tools
 # (encoders and decoders) the tests compare against, and the Icecast server the streaming tests start.
-APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev pulseaudio pulseaudio-utils \
+APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev librubberband-dev pulseaudio pulseaudio-utils \
                 lame ffmpeg sox mpg123 faad time icecast2
+# What the benchmarks compare against besides: Rubber Band's own command, and a speech synthesiser.
+BENCH_PACKAGES := rubberband-cli espeak-ng
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps demo test test-tsan bench fuzz fixtures clean
 
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -31,7 +33,8 @@ test: deps
 test-tsan: deps
 	$(SWIFT) test --no-parallel --sanitize=thread --scratch-path .build-tsan
 
-bench: deps
+bench:
+	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(BENCH_PACKAGES)"
 	$(SWIFT) build -c release --product aqrender
 	$(SWIFT) build -c release --product aqplay
 	$(SWIFT) run -c release aqbench

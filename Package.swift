@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
         .library(name: "SoxrConverter", targets: ["SoxrConverter"]),
+        // GPL-2.0-or-later (links the Rubber Band Library).
+        .library(name: "RubberBandTimePitch", targets: ["RubberBandTimePitch"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
         .executable(name: "aqrender", targets: ["aqrender"]),
@@ -60,6 +62,18 @@ let package = Package(
             dependencies: ["BufferQueue", "CSoxr"],
             path: "Sources/SoxrConverter"
         ),
+        .systemLibrary(
+            name: "CRubberBand",
+            path: "Sources/CRubberBand",
+            pkgConfig: "rubberband",
+            providers: [.apt(["librubberband-dev"])]
+        ),
+        // GPL-2.0-or-later: links the Rubber Band Library.
+        .target(
+            name: "RubberBandTimePitch",
+            dependencies: ["BufferQueue", "CRubberBand"],
+            path: "Sources/RubberBandTimePitch"
+        ),
         .target(
             name: "PulseAudioSink",
             dependencies: ["BufferQueue", "CPulseAudio"],
@@ -105,7 +119,7 @@ let package = Package(
         .executableTarget(
             name: "aqrender",
             dependencies: [
-                "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter",
+                "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter", "RubberBandTimePitch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
@@ -114,6 +128,7 @@ let package = Package(
             name: "aqplay",
             dependencies: [
                 "AudioFileStream", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "PulseAudioSink",
+                "SoxrConverter", "RubberBandTimePitch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqplay"
@@ -160,7 +175,7 @@ let package = Package(
         .testTarget(
             name: "BufferQueueTests",
             dependencies: [
-                "BufferQueue", "TestSupport",
+                "BufferQueue", "RubberBandTimePitch", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             path: "Tests/BufferQueueTests"

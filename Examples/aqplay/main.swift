@@ -8,6 +8,7 @@ import FAADDecoder
 import Foundation
 import MPG123Decoder
 import PulseAudioSink
+import RubberBandTimePitch
 
 @main
 struct AQPlay: ParsableCommand {
@@ -34,16 +35,42 @@ struct AQPlay: ParsableCommand {
     var record: String?
     @Flag(help: "Use the null sink, unpaced: as fast as decoding goes.")
     var fast = false
+    @Option(help: "Play rate, 0.25...4.")
+    var rate: Float?
+    @Option(parsing: .unconditional, help: "Pitch shift in cents, -2400...2400 (spectral only).")
+    var pitch: Float?
+    enum TimePitch: String, ExpressibleByArgument, CaseIterable {
+        case timedomain, spectral, varispeed
+        var algorithm: TimePitchAlgorithm {
+            switch self {
+            case .timedomain: .timeDomain
+            case .spectral: .spectral
+            case .varispeed: .varispeed
+            }
+        }
+    }
+    @Option(name: .customLong("time-pitch"),
+            help: "How --rate plays: timedomain keeps the pitch (WSOLA), spectral keeps it or shifts it by --pitch (Rubber Band), varispeed lets it follow the rate. Default: spectral with --pitch, else timedomain.")
+    var timePitch: TimePitch?
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         guard (0...1).contains(volume) else { throw ValidationError("--volume must be in 0...1") }
         guard seek >= 0 else { throw ValidationError("--seek must not be negative") }
+        if let rate, !(0.25...4).contains(rate) { throw ValidationError("--rate must be 0.25...4") }
+        if let pitch {
+            guard (-2400...2400).contains(pitch) else { throw ValidationError("--pitch must be -2400...2400 cents") }
+            if let timePitch, timePitch != .spectral { throw ValidationError("--pitch needs --time-pitch spectral") }
+        }
+        if record != nil && (rate != nil || pitch != nil) {
+            throw ValidationError("--record writes the frames before the play rate applies; render with aqrender --rate instead")
+        }
     }
 
     func run() throws {
         MPG123Decoder.register()
         FAADDecoder.register()
+        RubberBandTimePitch.register()
         var paths = inputs
         if paths.isEmpty {
             let demo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -71,6 +98,7 @@ struct AQPlay: ParsableCommand {
             let lower = path.lowercased()
             return lower.hasPrefix("http://") || lower.hasPrefix("https://") ? .url(path) : .file(path)
         }
+        let algorithm = rate != nil || pitch != nil || timePitch != nil ? (timePitch ?? (pitch == nil ? .timedomain : .spectral)).algorithm : nil
         let player = AudioFilePlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,
                                      onEvent: { event in
             // Stream events on their own line (the status line is redrawn after them).
@@ -80,7 +108,7 @@ struct AQPlay: ParsableCommand {
             case .state(.reconnecting): FileHandle.standardError.write(Data("\naqplay: connection lost, reconnecting\n".utf8))
             default: break
             }
-        })
+        }, timePitch: algorithm, playRate: rate ?? 1, pitch: pitch ?? 0)
 
         // Ctrl-C: stop at once, exit 130.
         signal(SIGINT, SIG_IGN)

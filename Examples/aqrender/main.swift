@@ -5,6 +5,7 @@ import BufferQueue
 import FAADDecoder
 import Foundation
 import MPG123Decoder
+import RubberBandTimePitch
 import SoxrConverter
 
 @main
@@ -29,27 +30,45 @@ struct AQRender: ParsableCommand {
     var channels: Int?
     @Option(help: "Play rate, 0.25...4.")
     var rate: Double?
-    enum TimePitch: String, ExpressibleByArgument, CaseIterable { case timedomain, varispeed }
-    @Option(name: .customLong("time-pitch"), help: "How --rate plays: timedomain keeps the pitch (WSOLA), varispeed lets it follow the rate.")
-    var timePitch: TimePitch = .timedomain
+    @Option(parsing: .unconditional, help: "Pitch shift in cents, -2400...2400 (spectral only).")
+    var pitch: Double?
+    enum TimePitch: String, ExpressibleByArgument, CaseIterable {
+        case timedomain, spectral, varispeed
+        var algorithm: TimePitchAlgorithm {
+            switch self {
+            case .timedomain: .timeDomain
+            case .spectral: .spectral
+            case .varispeed: .varispeed
+            }
+        }
+    }
+    @Option(name: .customLong("time-pitch"),
+            help: "How --rate plays: timedomain keeps the pitch (WSOLA), spectral keeps it or shifts it by --pitch (Rubber Band), varispeed lets it follow the rate. Default: spectral with --pitch, else timedomain.")
+    var timePitch: TimePitch?
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
         if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
         if let rate, !(0.25...4).contains(rate) { throw ValidationError("--rate must be 0.25...4") }
+        if let pitch {
+            guard (-2400...2400).contains(pitch) else { throw ValidationError("--pitch must be -2400...2400 cents") }
+            if let timePitch, timePitch != .spectral { throw ValidationError("--pitch needs --time-pitch spectral") }
+        }
     }
 
     func run() throws {
         MPG123Decoder.register()
         FAADDecoder.register()
         SoxrConverter.register()
+        RubberBandTimePitch.register()
         let file: AudioFile
         let renderer: AudioFileRenderer
         do {
             file = try AudioFile(path: input)
             renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
-                                             playRate: rate, timePitch: timePitch == .varispeed ? .varispeed : .timeDomain)
+                                             playRate: rate, timePitch: (timePitch ?? (pitch == nil ? .timedomain : .spectral)).algorithm,
+                                             pitch: pitch)
         } catch {
             fail("\(input): \(error)")
         }

@@ -149,6 +149,9 @@ public final class AudioFilePlayer: @unchecked Sendable {
     public let startSeconds: Double
     /// How much is decoded ahead.
     public let buffering: Buffering
+    /// How play rate and pitch apply (nil: time-pitch off, the rate cannot change).
+    public let timePitch: TimePitchAlgorithm?
+    private let timePitchEngines: TimePitchEngineRegistry
     private let makeSink: @Sendable () -> any AudioSink
     private let record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
     private let stopped = Atomic<Bool>(false)
@@ -182,6 +185,8 @@ public final class AudioFilePlayer: @unchecked Sendable {
         var userPaused = false
         var playerState: AudioPlayerState = .buffering
         var streamTitles: [Int: String] = [:]
+        var playRate: Float = 1
+        var pitch: Float = 0
     }
 
     /// - Parameters:
@@ -189,11 +194,21 @@ public final class AudioFilePlayer: @unchecked Sendable {
     ///   - makeSink: a new sink for each playback queue.
     ///   - record: receives exactly the frames handed to the sink, in order.
     ///   - onEvent: called with every ``AudioPlayerEvent`` (also available from ``events``).
+    ///   - timePitch: turns play rate (and, for ``TimePitchAlgorithm/spectral``, pitch) on:
+    ///     see ``setPlayRate(_:pitch:)``. `record` then receives the frames before the rate applies.
+    ///   - playRate: the play rate to start with (0.25...4).
+    ///   - pitch: the pitch shift in cents to start with (-2400...2400, spectral only).
+    ///   - timePitchEngines: where the spectral algorithm finds its engine (register `RubberBandTimePitch`).
     public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
                 buffering: Buffering = Buffering(),
                 makeSink: @escaping @Sendable () -> any AudioSink,
                 record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil,
-                onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil) {
+                onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil,
+                timePitch: TimePitchAlgorithm? = nil, playRate: Float = 1, pitch: Float = 0,
+                timePitchEngines: TimePitchEngineRegistry = .shared) {
+        self.timePitch = timePitch
+        self.timePitchEngines = timePitchEngines
+        state.withLock { $0.playRate = playRate; $0.pitch = pitch }
         self.items = items
         self.loops = max(loops, 1)
         self.volume = volume
@@ -250,6 +265,27 @@ public final class AudioFilePlayer: @unchecked Sendable {
     public var playerState: AudioPlayerState { state.withLock { $0.playerState } }
 
     /// Stops now (from any thread); ``run()`` returns soon after.
+    /// Changes the play rate (0.25...4) and, optionally, the pitch shift in cents (-2400...2400;
+    /// spectral only) of what plays now and later, within about 20 ms. Needs `timePitch` at init.
+    /// ``Status/position`` stays the position in the item (source time).
+    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` for values out of range, or
+    ///   without time-pitch.
+    public func setPlayRate(_ rate: Float, pitch: Float? = nil) throws {
+        guard timePitch != nil else {
+            throw AudioQueueError(.invalidParameter, "the player was made without time-pitch: pass timePitch: to init")
+        }
+        if let pitch, pitch != 0, timePitch != .spectral {
+            throw AudioQueueError(.invalidParameter, "a pitch shift needs the spectral time-pitch algorithm")
+        }
+        let parameters = try AudioQueueParameters(playRate: rate, pitch: pitch).checked()
+        let queue = state.withLock { s -> AudioQueue? in
+            s.playRate = rate
+            if let pitch { s.pitch = pitch }
+            return s.queue
+        }
+        try queue?.setParameters(parameters)
+    }
+
     public func stop() {
         stopped.store(true, ordering: .releasing)
         let (queue, pool, source) = state.withLock { ($0.queue, $0.pool, $0.source) }
@@ -365,8 +401,14 @@ public final class AudioFilePlayer: @unchecked Sendable {
 
     private func makeQueue(_ out: AudioStreamDescription, startingAt total: Int64) throws -> (AudioQueue, BufferPool) {
         let made = BufferPool()
-        let newQueue = try AudioQueue(format: out, configuration: .init(sink: makeSink(), decodeBufferFrames: 32768)) { _, buffer in
+        let newQueue = try AudioQueue(format: out, configuration: .init(sink: makeSink(), decodeBufferFrames: 32768,
+                                                                        timePitchRegistry: timePitchEngines)) { _, buffer in
             made.returned(buffer)
+        }
+        if let timePitch {
+            try newQueue.setTimePitch(timePitch)
+            let (rate, pitch) = state.withLock { ($0.playRate, $0.pitch) }
+            try newQueue.setParameters(.init(playRate: rate, pitch: pitch))
         }
         let secondsPerBuffer = Double(Self.bufferFrames) / out.sampleRate
         let count = max(3, Int((buffering.maximumSeconds / secondsPerBuffer).rounded(.up)))

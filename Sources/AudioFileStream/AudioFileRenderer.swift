@@ -35,11 +35,15 @@ public final class AudioFileRenderer {
     ///     for the matrix.
     ///   - playRate: play faster or slower (0.25...4); ``expectedFrames`` is then divided by it.
     ///   - timePitch: how: ``TimePitchAlgorithm/timeDomain`` keeps the pitch (length within one
-    ///     15 ms hop), ``TimePitchAlgorithm/varispeed`` lets it follow the rate (length exact).
+    ///     15 ms hop), ``TimePitchAlgorithm/varispeed`` lets it follow the rate (length exact),
+    ///     ``TimePitchAlgorithm/spectral`` keeps it or shifts it by `pitch` (length exact; needs an
+    ///     engine in `timePitchEngines`: register `RubberBandTimePitch`).
+    ///   - pitch: pitch shift in cents, -2400...2400 (spectral only).
     public init(file: AudioFile, loops: Int = 1, startFrame: Int64 = 0, packetsPerBuffer: Int = 32,
                 sampleRate: Double? = nil, channels: Int? = nil, playRate: Double? = nil,
-                timePitch: TimePitchAlgorithm = .timeDomain,
-                registry: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
+                timePitch: TimePitchAlgorithm = .timeDomain, pitch: Double? = nil,
+                registry: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
+                timePitchEngines: TimePitchEngineRegistry = .shared) throws {
         guard loops >= 1 else { throw AudioQueueError(.invalidParameter, "loops must be at least 1 (got \(loops))") }
         guard startFrame >= 0 else { throw AudioQueueError(.invalidParameter, "cannot start at frame \(startFrame)") }
         self.file = file
@@ -49,11 +53,15 @@ public final class AudioFileRenderer {
             throw AudioQueueError(.codecNotFound, "\(format.formatID) is not supported: no decoder is registered for it")
         }
         queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 65536, decoderRegistry: registry,
-                                                                    resamplerRegistry: resamplers))
+                                                                    resamplerRegistry: resamplers,
+                                                                    timePitchRegistry: timePitchEngines))
         if let cookie = file.magicCookie { try queue.setMagicCookie(cookie) }
-        if let playRate, playRate != 1 {
+        if let pitch, pitch != 0, timePitch != .spectral {
+            throw AudioQueueError(.invalidParameter, "a pitch shift needs the spectral time-pitch algorithm")
+        }
+        if (playRate ?? 1) != 1 || (pitch ?? 0) != 0 {
             try queue.setTimePitch(timePitch)
-            try queue.setParameters(.init(playRate: Float(playRate)))
+            try queue.setParameters(.init(playRate: Float(playRate ?? 1), pitch: pitch.map(Float.init)))
         }
         self.playRate = playRate ?? 1
 

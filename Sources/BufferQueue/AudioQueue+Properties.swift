@@ -72,10 +72,17 @@ extension AudioQueue {
             stage.rateTarget.store(rate.bitPattern, ordering: .relaxed)
             stage.rateGeneration.add(1, ordering: .releasing)
         }
+        if let pitch = valid.pitch {
+            stage.pitchTarget.store(pitch.bitPattern, ordering: .relaxed)
+            stage.pitchGeneration.add(1, ordering: .releasing)
+        }
     }
 
     /// The play rate last set with ``setParameters(_:)``.
     public var playRate: Float { Float(bitPattern: stage.rateTarget.load(ordering: .relaxed)) }
+
+    /// The pitch shift in cents last set with ``setParameters(_:)``.
+    public var pitch: Float { Float(bitPattern: stage.pitchTarget.load(ordering: .relaxed)) }
 
     // MARK: time-pitch
 
@@ -87,24 +94,28 @@ extension AudioQueue {
     /// parameter (set now with ``setParameters(_:)`` or per buffer with `enqueue(…parameters:)`)
     /// changes the speed: with ``TimePitchAlgorithm/timeDomain`` the pitch stays (changes take
     /// effect within one 15 ms hop and join without a click), with
-    /// ``TimePitchAlgorithm/varispeed`` it follows the rate (changes take effect at the next frame). ``currentTime(in:)`` then counts frames of the source heard so far, and
+    /// ``TimePitchAlgorithm/varispeed`` it follows the rate (changes take effect at the next
+    /// frame), with ``TimePitchAlgorithm/spectral`` rate and ``AudioQueueParameters/pitch`` are
+    /// independent (changes take effect from the next block of at most 1024 frames).
+    /// ``currentTime(in:)`` then counts frames of the source heard so far, and
     /// ``offlineRenderPosition`` frames of output.
     ///
     /// Like Apple's, set it while the queue is not running (before the first start, or while
     /// paused or stopped).
-    /// - Throws: ``AudioQueueError/Code/invalidRunState`` while the sink is rendering.
+    /// - Throws: ``AudioQueueError/Code/invalidRunState`` while the sink is rendering;
+    ///   ``AudioQueueError/Code/codecNotFound`` for ``TimePitchAlgorithm/spectral`` with no engine registered.
     public func setTimePitch(_ algorithm: TimePitchAlgorithm?) throws {
         try checkNotDisposed()
         let active = control.withLock { $0.lifecycle.sink == .active }
-        let done: Bool? = active ? nil : pipeline.withLock { _ in
-            stage.tryExclusiveAccess { () -> Bool in
-                stage.setTimePitch(algorithm)
-                return true
+        let done: Result<Void, any Error>? = active ? nil : pipeline.withLock { _ in
+            stage.tryExclusiveAccess { () -> Result<Void, any Error> in
+                Result { try stage.setTimePitch(algorithm) }
             }
         }
         guard done != nil else {
             throw AudioQueueError(.invalidRunState, "time-pitch can be turned on or off only while the queue is not running (pause or stop it first)")
         }
+        try done?.get()
         control.withLock { $0.timePitch = algorithm }
     }
 

@@ -40,10 +40,15 @@ public final class AudioQueue: Sendable {
         public var resamplerRegistry: AudioResamplerRegistry
         /// How hard the resampler works (Core Audio's `kAudioQueueProperty_…SRCQuality`).
         public var converterQuality: AudioConverterQuality
+        /// Where the ``TimePitchAlgorithm/spectral`` algorithm finds its engine (import
+        /// `RubberBandTimePitch` and call its `register()`).
+        public var timePitchRegistry: TimePitchEngineRegistry
 
         public init(sink: (any AudioSink)? = nil, decodeBufferFrames: Int = 16384,
                     callbackQueue: DispatchQueue? = nil, decoderRegistry: AudioDecoderRegistry = .shared,
-                    resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh) {
+                    resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh,
+                    timePitchRegistry: TimePitchEngineRegistry = .shared) {
+            self.timePitchRegistry = timePitchRegistry
             self.sink = sink
             self.decodeBufferFrames = decodeBufferFrames
             self.callbackQueue = callbackQueue
@@ -155,7 +160,8 @@ public final class AudioQueue: Sendable {
         sink = configuration.sink ?? NullSink()
         let stage = RenderStage(capacityFrames: configuration.decodeBufferFrames, channels: format.channelsPerFrame,
                                 sampleRate: format.sampleRate, resamplers: configuration.resamplerRegistry,
-                                converterQuality: configuration.converterQuality)
+                                converterQuality: configuration.converterQuality,
+                                timePitchEngines: configuration.timePitchRegistry)
         self.stage = stage
         control = Lock(Control(channelLayout: .default(channels: format.channelsPerFrame)))
         pipeline = Lock(Producer(format: format, registry: configuration.decoderRegistry, stage: stage))
@@ -262,7 +268,7 @@ public final class AudioQueue: Sendable {
             }
             input.entries.append(.buffer(PendingBuffer(
                 buffer: buffer, byteSize: byteSize, packets: packetDescriptions, trimStart: trimFramesAtStart, trimEnd: trimFramesAtEnd,
-                volume: params.volume, pan: params.pan, playRate: params.playRate, startTime: startTime == nil ? nil : start)))
+                volume: params.volume, pan: params.pan, playRate: params.playRate, pitch: params.pitch, startTime: startTime == nil ? nil : start)))
             if let frames { input.scheduledEnd = start + max(frames - trimFramesAtStart - trimFramesAtEnd, 0) }
             return start
         }

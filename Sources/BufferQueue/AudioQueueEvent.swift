@@ -63,6 +63,11 @@ public enum TimePitchAlgorithm: Sendable, Hashable {
     /// Band-limited resampling: the pitch follows the rate, like a tape played faster.
     /// Apple's `kAudioQueueTimePitchAlgorithm_Varispeed`.
     case varispeed
+    /// A phase vocoder (Rubber Band's R3 engine): rate and pitch independent, the best quality for
+    /// music at rates far from 1, at a higher cost and latency. Needs an engine registered:
+    /// import `RubberBandTimePitch` (GPL-2+) and call `RubberBandTimePitch.register()`.
+    /// Apple's `kAudioQueueTimePitchAlgorithm_Spectral`.
+    case spectral
 }
 
 public struct AudioQueueParameters: Hashable, Sendable {
@@ -75,8 +80,9 @@ public struct AudioQueueParameters: Hashable, Sendable {
     /// ``TimePitchAlgorithm/timeDomain`` the pitch stays, with ``TimePitchAlgorithm/varispeed``
     /// it follows the rate.
     public var playRate: Float?
-    /// Pitch shift in cents, -2400...2400 (Core Audio's `kAudioQueueParam_Pitch`); only the
-    /// ``TimePitchAlgorithm/spectral`` algorithm applies it.
+    /// Pitch shift in cents, -2400...2400 (Core Audio's `kAudioQueueParam_Pitch`); as with
+    /// Apple's, only the ``TimePitchAlgorithm/spectral`` algorithm applies it (from the next
+    /// block of at most 1024 frames).
     public var pitch: Float?
 
     public init(volume: Float? = nil, pan: Float? = nil, playRate: Float? = nil, pitch: Float? = nil) {
@@ -85,6 +91,9 @@ public struct AudioQueueParameters: Hashable, Sendable {
         self.playRate = playRate
         self.pitch = pitch
     }
+
+    /// These parameters, or an ``AudioQueueError/Code/invalidParameter`` naming the one out of range.
+    public func checked() throws -> AudioQueueParameters { try validated() }
 
     func validated() throws -> AudioQueueParameters {
         if let volume, !(0...1).contains(volume) {

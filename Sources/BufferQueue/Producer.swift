@@ -10,6 +10,7 @@ struct PendingBuffer {
     let volume: Float?
     let pan: Float?
     let playRate: Float?
+    let pitch: Float?
     /// Timeline frame of the first untrimmed frame; nil = right after the previous buffer.
     let startTime: Int?
 }
@@ -57,6 +58,7 @@ final class Producer {
         let volume: Float?
         let pan: Float?
         let playRate: Float?
+        let pitch: Float?
         /// Output frames of this account seen so far.
         var consumed = 0
         /// Its gap and parameters have been written.
@@ -192,7 +194,7 @@ final class Producer {
         carriedTrim = 0
         accounts.append(Account(bufferID: pending.buffer.id, declared: declaredFrames(pending), trimStart: trimStart,
                                 trimEnd: pending.trimEnd, startTime: pending.startTime, volume: pending.volume, pan: pending.pan,
-                                playRate: pending.playRate))
+                                playRate: pending.playRate, pitch: pending.pitch))
     }
 
     /// Frames a buffer declares in the stream's units, nil when a packet does not say.
@@ -332,10 +334,10 @@ final class Producer {
                     wrote = true
                     continue
                 }
-                if account.volume != nil || account.pan != nil || account.playRate != nil {
+                if account.volume != nil || account.pan != nil || account.playRate != nil || account.pitch != nil {
                     if stage.markers.isFull { return (wrote, true) }
                     pushMarker(RenderMarker(position: 0, epoch: epoch, kind: .bufferStart, volume: account.volume ?? .nan, pan: account.pan ?? .nan,
-                                            rate: account.playRate ?? .nan))
+                                            rate: account.playRate ?? .nan, pitch: account.pitch ?? .nan))
                 }
                 account.started = true
                 accounts[0].started = true

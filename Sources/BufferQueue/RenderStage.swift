@@ -33,6 +33,8 @@ final class RenderStage: @unchecked Sendable {
     let rampSeconds = Atomic<UInt32>(Float(0).bitPattern)
     let rateTarget = Atomic<UInt32>(Float(1).bitPattern)
     let rateGeneration = Atomic<Int>(0)
+    let pitchTarget = Atomic<UInt32>(Float(0).bitPattern)
+    let pitchGeneration = Atomic<Int>(0)
     /// Time-pitch bypass: the stretch passes frames through whatever the rate.
     let timePitchBypass = Atomic<Bool>(false)
     let meteringEnabled = Atomic<Bool>(false)
@@ -90,6 +92,7 @@ final class RenderStage: @unchecked Sendable {
     /// Why the converter for the current decoded format could not be made.
     private(set) var converterFailure: AudioQueueError?
     let resamplers: AudioResamplerRegistry
+    let timePitchEngines: TimePitchEngineRegistry
     let converterQuality: AudioConverterQuality
     /// Play rate with pitch kept (nil while time-pitch is off).
     private(set) var timeStretch: (any PlayRateNode)?
@@ -98,6 +101,9 @@ final class RenderStage: @unchecked Sendable {
     private var rateSeen = 0
     /// The play rate now (per-buffer rates included).
     private var playRate: Double = 1
+    private var pitchSeen = 0
+    /// The pitch shift in cents now (per-buffer shifts included); only the spectral node applies it.
+    private var pitch: Double = 0
     /// The stretch's lookahead already taken off the timeline.
     private var reportedLag = 0
     /// The processing tap, if one is installed.
@@ -124,7 +130,8 @@ final class RenderStage: @unchecked Sendable {
     private let meterScratch: UnsafeMutablePointer<Float>
 
     init(capacityFrames: Int, channels: Int, sampleRate: Double, resamplers: AudioResamplerRegistry = .shared,
-         converterQuality: AudioConverterQuality = .veryHigh) {
+         converterQuality: AudioConverterQuality = .veryHigh, timePitchEngines: TimePitchEngineRegistry = .shared) {
+        self.timePitchEngines = timePitchEngines
         ring = SampleRing(minimumCapacity: max(capacityFrames, 256) * max(channels, 2))
         markers = MarkerRing(capacity: 4096)
         self.channels = channels
@@ -155,7 +162,9 @@ final class RenderStage: @unchecked Sendable {
     func setTap(_ newTap: AudioQueueProcessingTap?) { tap = newTap }
 
     /// Turns time-pitch on with an algorithm, or off; only while no sink pulls.
-    func setTimePitch(_ algorithm: TimePitchAlgorithm?) {
+    /// - Throws: when the spectral algorithm has no engine for the format.
+    func setTimePitch(_ algorithm: TimePitchAlgorithm?) throws {
+        if algorithm == .spectral { _ = try timePitchEngines.makeEngine(sampleRate: sampleRate, channels: channels) }
         timePitchAlgorithm = algorithm
         timeStretch = makeRateNode()
         reportedLag = 0
@@ -173,9 +182,15 @@ final class RenderStage: @unchecked Sendable {
         switch timePitchAlgorithm {
         case .timeDomain: node = TimeStretchNode(channels: channels, sampleRate: sampleRate)
         case .varispeed: node = VarispeedNode(channels: channels)
+        case .spectral:
+            // The factory was checked when time-pitch was turned on; a format it cannot take
+            // leaves the stage without a node (the rate then has no effect) and is reported.
+            node = (try? timePitchEngines.makeEngine(sampleRate: sampleRate, channels: channels))
+                .map { SpectralNode(engine: $0, channels: channels) }
         case nil: node = nil
         }
         node?.setRate(playRate)
+        node?.setPitch(pitch)
         return node
     }
 
@@ -403,13 +418,18 @@ final class RenderStage: @unchecked Sendable {
                 if marker.epoch > epochSeen { return (done, .starved) }  // a reset is being published; take it next call
                 if marker.position <= ring.readPosition {
                     switch marker.kind {
-                    case .bufferStart where !marker.rate.isNaN && stopAtBoundaries && timeStretch != nil && done > 0:
-                        // A buffer with its own rate: the stretch takes its frames from the next pull
-                        // on, so that the rate applies exactly at its first frame.
+                    case .bufferStart where (!marker.rate.isNaN || !marker.pitch.isNaN) && stopAtBoundaries
+                                            && timeStretch != nil && done > 0:
+                        // A buffer with its own rate or pitch: the stretch takes its frames from the
+                        // next pull on, so that the change applies at its first frame.
                         return (done, .filled)
                     case .bufferStart:
                         if !marker.volume.isNaN { setVolumeGoal(marker.volume) }
                         if !marker.pan.isNaN { setPanGoal(marker.pan) }
+                        if !marker.pitch.isNaN {
+                            pitch = Double(marker.pitch)
+                            timeStretch?.setPitch(pitch)
+                        }
                         if !marker.rate.isNaN {
                             playRate = Double(marker.rate)
                             // The stretch applies it at this frame's input position.
@@ -516,6 +536,12 @@ final class RenderStage: @unchecked Sendable {
             rateSeen = rg
             playRate = Double(Float(bitPattern: rateTarget.load(ordering: .relaxed)))
             timeStretch?.setRate(playRate)
+        }
+        let pitchSet = pitchGeneration.load(ordering: .acquiring)
+        if pitchSet != pitchSeen {
+            pitchSeen = pitchSet
+            pitch = Double(Float(bitPattern: pitchTarget.load(ordering: .relaxed)))
+            timeStretch?.setPitch(pitch)
         }
     }
 

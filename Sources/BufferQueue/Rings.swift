@@ -96,6 +96,8 @@ struct RenderMarker {
     var pan: Float = .nan
     /// NaN when the buffer sets no play rate.
     var rate: Float = .nan
+    /// NaN when the buffer sets no pitch (cents).
+    var pitch: Float = .nan
     var sampleRate: Double = 0
     var channels: Int = 0
 }

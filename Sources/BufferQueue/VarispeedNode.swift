@@ -10,6 +10,8 @@ protocol PlayRateNode: AnyObject {
     var pullPosition: Int { get }
     var lookahead: Double { get }
     func setRate(_ rate: Double)
+    /// Pitch shift in cents from the next block on (only the spectral node applies it).
+    func setPitch(_ cents: Double)
     func scheduleRate(_ rate: Double, at position: Int)
     func render(into out: UnsafeMutablePointer<Float>, frames: Int, from source: PullSource) -> (Int, PullEnd)
     func passBoundary()
@@ -17,6 +19,10 @@ protocol PlayRateNode: AnyObject {
 }
 
 extension TimeStretchNode: PlayRateNode {}
+
+extension PlayRateNode {
+    func setPitch(_ cents: Double) {}
+}
 
 /// Rate changes waiting for the input position where they apply (a buffer's own rate, found when
 /// its first frame was pulled), oldest first. Fixed capacity: nothing allocates after `init`.

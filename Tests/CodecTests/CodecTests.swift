@@ -17,12 +17,14 @@ enum Where {
 }
 
 /// Renders a file through the queue with both decoders (and libsoxr) registered.
-func render(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil) throws
+func render(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil,
+            playRate: Double? = nil, timePitch: TimePitchAlgorithm = .timeDomain) throws
     -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
     MPG123Decoder.register()
     FAADDecoder.register()
     SoxrConverter.register()
-    let renderer = try AudioFileRenderer(file: try AudioFile(path: path), loops: loops, sampleRate: sampleRate, channels: channels)
+    let renderer = try AudioFileRenderer(file: try AudioFile(path: path), loops: loops, sampleRate: sampleRate, channels: channels,
+                                         playRate: playRate, timePitch: timePitch)
     var all: [Float] = []
     var scratch = [Float](repeating: 0, count: 4096 * renderer.outputFormat.channelsPerFrame)
     while true {
@@ -38,11 +40,14 @@ func render(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels:
 let decodingWork = DispatchQueue(label: "CodecTests.decoding")
 
 /// ``render(_:loops:)`` on ``decodingWork``.
-func rendered(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil) async throws
+func rendered(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil,
+              playRate: Double? = nil, timePitch: TimePitchAlgorithm = .timeDomain) async throws
     -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
     try await withCheckedThrowingContinuation { continuation in
         decodingWork.async {
-            continuation.resume(with: Result { try render(path, loops: loops, sampleRate: sampleRate, channels: channels) })
+            continuation.resume(with: Result {
+                try render(path, loops: loops, sampleRate: sampleRate, channels: channels, playRate: playRate, timePitch: timePitch)
+            })
         }
     }
 }

@@ -20,12 +20,14 @@ final class SinkCollector: @unchecked Sendable {
     var recording: [Float] { lock.lock(); defer { lock.unlock() }; return recorded }
 }
 
-func play(_ paths: [String], loops: Int = 1, seek: Double = 0) async throws -> (SinkCollector, Int64) {
+func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePitchAlgorithm? = nil,
+          rate: Float = 1) async throws -> (SinkCollector, Int64) {
     MPG123Decoder.register()
     FAADDecoder.register()
     let collector = SinkCollector()
-    let player = AudioFilePlayer(paths: paths, loops: loops, startSeconds: seek, makeSink: { collector.make() },
-                                 record: { samples, _ in collector.record(samples) })
+    let player = AudioFilePlayer(items: paths.map { AudioPlayerItem.file($0) }, loops: loops, startSeconds: seek,
+                                 makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) },
+                                 timePitch: timePitch, playRate: rate)
     let frames = try await withCheckedThrowingContinuation { continuation in
         // A thread of its own: run() blocks, and a blocked Dispatch worker would starve the
         // queues' own Dispatch work.
@@ -62,6 +64,20 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0) async throws -> (
         } else {
             #expect(got == expected)   // MP3 (10 packets of pre-roll) and PCM: bit for bit
         }
+    }
+
+    /// A play rate reaches the sink: what it receives is the offline render at that rate, bit
+    /// for bit, and the player counts source frames.
+    @Test(arguments: [TimePitchAlgorithm.timeDomain, .varispeed])
+    func playRateReachesTheSink(_ algorithm: TimePitchAlgorithm) async throws {
+        let mp3 = Where.fixture("lame-vbr-v2-44k-stereo.mp3")
+        let expected = try await rendered(mp3, playRate: 1.5, timePitch: algorithm).samples
+        let (collector, frames) = try await play([mp3], timePitch: algorithm, rate: 1.5)
+        #expect(frames == 48510)
+        let got = try #require(collector.captured.first)
+        #expect(got.count == expected.count)
+        #expect(got == expected)
+        if algorithm == .varispeed { #expect(got.count / 2 == Int((48510 / 1.5).rounded())) }
     }
 
     @Test func aRateChangeReopensTheQueue() async throws {
