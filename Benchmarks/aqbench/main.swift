@@ -379,7 +379,7 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
-/// `aqbench [codecs] [transform] [playback] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
+/// `aqbench [codecs] [transform] [timepitch] [playback] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
 /// figures always print; `longrun` runs only when named).
 let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
@@ -398,6 +398,10 @@ if sections.isEmpty || sections.contains("codecs") {
 if sections.isEmpty || sections.contains("transform") {
     print("")
     for line in try transformBenchmarks() { print(line) }
+}
+if sections.isEmpty || sections.contains("timepitch") {
+    print("")
+    for line in try timePitchBenchmarks() { print(line) }
 }
 if sections.isEmpty || sections.contains("playback") {
     print("")

@@ -58,7 +58,8 @@ final class TimeStretchNode {
     private var readPosition = 0
     /// Stretching: nominal input position of the next frame, and the previous frame's start.
     private var nominal = 0.0
-    private var lastStart = 0
+    /// (Fractional: frames are placed to a fraction of a sample, so tones join in phase.)
+    private var lastStart = 0.0
     /// The previous frame is virtual (the input itself from `lastStart + hop`).
     private var virtualPrevious = false
     /// The last frame sat exactly at its nominal position (ready to leave the stretch).
@@ -147,7 +148,7 @@ final class TimeStretchNode {
                 } else {
                     // One frame exactly at its nominal position first: leaving then resumes the
                     // input exactly where the output maps to, so the timeline does not jump.
-                    let needed = max(Int(nominal.rounded(.down)) + frameLength + 1, lastStart + hop + frameLength)
+                    let needed = max(Int(nominal.rounded(.down)) + frameLength + 1, Int(lastStart.rounded(.up)) + hop + frameLength + 3)
                     if !fill(upTo: needed, from: source) { return (done, .starved) }
                     makeFrame(searching: false)
                     continue
@@ -184,7 +185,7 @@ final class TimeStretchNode {
                 continue
             }
             // Stretching: make the next frame once its input is here.
-            let needed = max(Int(nominal.rounded(.down)) + searchRadius + frameLength + 1, lastStart + hop + frameLength)
+            let needed = max(Int(nominal.rounded(.down)) + searchRadius + frameLength + 4, Int(lastStart.rounded(.up)) + hop + frameLength + 3)
             if !fill(upTo: needed, from: source) { return (done, .starved) }
             makeFrame(searching: true)
         }
@@ -224,8 +225,8 @@ final class TimeStretchNode {
     private func enterStretch() {
         stretching = true
         virtualPrevious = true
-        lastStart = readPosition - hop
-        nominal = Double(lastStart)
+        lastStart = Double(readPosition - hop)
+        nominal = lastStart
         advanceNominal()
         mark = Double(readPosition)
         accumulator.update(repeating: 0, count: frameLength * channels)
@@ -235,7 +236,7 @@ final class TimeStretchNode {
     private func leaveStretch() {
         stretching = false
         alignedForLeaving = false
-        readPosition = lastStart + hop
+        readPosition = Int(lastStart) + hop   // the last frame sat on a whole frame
         ready = 0
         readyOffset = 0
         accumulator.update(repeating: 0, count: frameLength * channels)
@@ -256,10 +257,10 @@ final class TimeStretchNode {
         // The previous frame's second half moves to the front.
         accumulator.update(from: accumulator + hop * ch, count: hop * ch)
         (accumulator + hop * ch).update(repeating: 0, count: hop * ch)
-        let continuation = lastStart + hop
+        let continuation = lastStart + Double(hop)
         if virtualPrevious {
             // The virtual previous frame is the input itself: its falling half is the input.
-            let x = fifo.frame(at: continuation)
+            let x = fifo.frame(at: Int(continuation))
             for i in 0..<hop {
                 let w = window[hop + i]
                 for c in 0..<ch { accumulator[i * ch + c] = x[i * ch + c] * w }
@@ -267,34 +268,71 @@ final class TimeStretchNode {
             virtualPrevious = false
         }
         let center = Int(nominal.rounded())
-        let lowest = max(center - searchRadius, fifo.start)
-        let highest = max(min(center + searchRadius, fifo.end - frameLength), lowest)
-        let start = searching ? bestStart(in: lowest...highest, continuation: continuation, center: center)
-            : min(max(Int(nominal.rounded()), fifo.start), max(fifo.end - frameLength, fifo.start))
-        let x = fifo.frame(at: start)
-        for i in 0..<frameLength {
-            let w = window[i]
-            for c in 0..<ch { accumulator[i * ch + c] += x[i * ch + c] * w }
-        }
+        // Room either side for the interpolator's taps.
+        let lowest = max(center - searchRadius, fifo.start + 1)
+        let highest = max(min(center + searchRadius, fifo.end - frameLength - 3), lowest)
+        var start = searching ? bestStart(in: lowest...highest, continuation: continuation, center: center)
+            : Double(min(max(Int(nominal.rounded()), fifo.start), max(fifo.end - frameLength, fifo.start)))
+        // Across the segment's end (input, then silence) an interpolator would ring: whole frames there.
+        if fifo.ended && Int(start) + frameLength + 3 > fifo.endPosition { start = start.rounded() }
+        addFrame(at: start)
         lastStart = start
         mark = nominal + Double(hop)
         advanceNominal()
         ready = hop
         readyOffset = 0
-        fifo.drop(before: min(lastStart + hop, Int(nominal.rounded(.down)) - searchRadius))
+        fifo.drop(before: min(Int(lastStart) + hop - 1, Int(nominal.rounded(.down)) - searchRadius - 1))
+    }
+
+    /// Catmull-Rom weights of the four samples around a point `t` (0..<1) past the second.
+    private static func weights(_ t: Float) -> (Float, Float, Float, Float) {
+        let t2 = t * t, t3 = t2 * t
+        return ((-t3 + 2 * t2 - t) / 2, (3 * t3 - 5 * t2 + 2) / 2, (-3 * t3 + 4 * t2 + t) / 2, (t3 - t2) / 2)
+    }
+
+    /// Windows the input from `start` (a fraction of a sample allowed: cubic interpolation) and
+    /// adds it onto the accumulator.
+    private func addFrame(at start: Double) {
+        let ch = channels
+        let base = Int(start.rounded(.down))
+        let t = Float(start - Double(base))
+        if t == 0 {
+            let x = fifo.frame(at: base)
+            for i in 0..<frameLength {
+                let w = window[i]
+                for c in 0..<ch { accumulator[i * ch + c] += x[i * ch + c] * w }
+            }
+            return
+        }
+        let (a0, a1, a2, a3) = Self.weights(t)
+        let x = fifo.frame(at: base - 1)
+        for i in 0..<frameLength {
+            let w = window[i]
+            let p = x + i * ch
+            for c in 0..<ch {
+                let v = a0 * p[c] + a1 * p[ch + c] + a2 * p[2 * ch + c] + a3 * p[3 * ch + c]
+                accumulator[i * ch + c] += v * w
+            }
+        }
     }
 
     /// The start in `range` whose first half is most like the input at `continuation`: coarse
     /// steps over the range on every fourth sample, then every start near the best one.
-    private func bestStart(in range: ClosedRange<Int>, continuation: Int, center: Int) -> Int {
-        if range.lowerBound == range.upperBound { return range.lowerBound }
+    private func bestStart(in range: ClosedRange<Int>, continuation: Double, center: Int) -> Double {
+        if range.lowerBound == range.upperBound { return Double(range.lowerBound) }
         let ch = channels
         let span = range.upperBound - range.lowerBound + hop
         // Mono views (the first two channels' average) of the candidates and the target.
         let candidates = fifo.frame(at: range.lowerBound)
-        let target = fifo.frame(at: continuation)
         for i in 0..<span { monoCandidates[i] = ch == 1 ? candidates[i] : (candidates[i * ch] + candidates[i * ch + 1]) * 0.5 }
-        for i in 0..<hop { monoTarget[i] = ch == 1 ? target[i] : (target[i * ch] + target[i * ch + 1]) * 0.5 }
+        let base = Int(continuation.rounded(.down))
+        let t = Float(continuation - Double(base))
+        let (a0, a1, a2, a3) = Self.weights(t)
+        let target = fifo.frame(at: t == 0 ? base : base - 1)
+        for i in 0..<hop {
+            func mono(_ k: Int) -> Float { ch == 1 ? target[k] : (target[k * ch] + target[k * ch + 1]) * 0.5 }
+            monoTarget[i] = t == 0 ? mono(i) : a0 * mono(i) + a1 * mono(i + 1) + a2 * mono(i + 2) + a3 * mono(i + 3)
+        }
         func score(_ offset: Int, step: Int) -> Float {
             var dot: Float = 0, energy: Float = 1e-9
             var i = 0
@@ -308,7 +346,7 @@ final class TimeStretchNode {
             // Among near-equal matches (a periodic signal has one per period) prefer the nominal
             // position: a gentle parabolic tilt.
             let distance = Float(range.lowerBound + offset - center) / Float(searchRadius)
-            return similarity - 0.25 * abs(similarity) * distance * distance
+            return similarity - 0.05 * abs(similarity) * distance * distance
         }
         let width = range.upperBound - range.lowerBound
         var best = 0
@@ -325,6 +363,12 @@ final class TimeStretchNode {
             let s = score(offset, step: 1)
             if s > bestScore { bestScore = s; best = offset }
         }
-        return range.lowerBound + best
+        // To a fraction of a sample: the vertex of the parabola through the best and its neighbours.
+        guard best > 0, best < width else { return Double(range.lowerBound + best) }
+        let before = score(best - 1, step: 1), after = score(best + 1, step: 1)
+        let curvature = before - 2 * bestScore + after
+        guard curvature < 0 else { return Double(range.lowerBound + best) }
+        let fraction = min(max(0.5 * (before - after) / curvature, -0.5), 0.5)
+        return Double(range.lowerBound + best) + Double(fraction)
     }
 }
