@@ -1,6 +1,7 @@
 // The `timepitch` section: quality (THD+N of sines, log-spectral distance of speech) and CPU of
 // the play-rate algorithms, as whole commands, against `sox tempo` and the `rubberband` command.
 import Foundation
+import TestSupport
 
 /// A mono or multichannel WAV's first channel as floats (16-bit integer or 32-bit float data).
 func readWAVChannel0(_ path: String) throws -> (samples: [Float], rate: Double) {
@@ -52,38 +53,9 @@ func windowedTHDPlusN(_ samples: [Float], frequency: Double, rate: Double, windo
     var residual = 0.0, fundamental = 0.0
     var start = skip
     while start + window <= samples.count - skip {
-        var s = [[Double]](repeating: [0, 0, 0], count: 3), b = [0.0, 0.0, 0.0]
-        for i in start..<(start + window) {
-            let w = 2 * Double.pi * frequency * Double(i) / rate
-            let basis = [sin(w), cos(w), 1.0]
-            for r in 0..<3 {
-                b[r] += basis[r] * Double(samples[i])
-                for c in 0..<3 { s[r][c] += basis[r] * basis[c] }
-            }
-        }
-        // Gaussian elimination on the 3×3 normal equations.
-        for col in 0..<3 {
-            let pivot = s[col][col]
-            guard abs(pivot) > 1e-12 else { continue }
-            for row in (col + 1)..<3 {
-                let f = s[row][col] / pivot
-                for c in col..<3 { s[row][c] -= f * s[col][c] }
-                b[row] -= f * b[col]
-            }
-        }
-        var x = [0.0, 0.0, 0.0]
-        for row in stride(from: 2, through: 0, by: -1) {
-            var v = b[row]
-            for c in (row + 1)..<3 { v -= s[row][c] * x[c] }
-            x[row] = abs(s[row][row]) > 1e-12 ? v / s[row][row] : 0
-        }
-        for i in start..<(start + window) {
-            let w = 2 * Double.pi * frequency * Double(i) / rate
-            let sine = x[0] * sin(w) + x[1] * cos(w)
-            let e = Double(samples[i]) - sine - x[2]
-            residual += e * e
-            fundamental += sine * sine
-        }
+        let fit = sineFit(samples, frequency: frequency, rate: rate, range: start..<(start + window))
+        residual += fit.residual
+        fundamental += fit.fundamental
         start += window
     }
     guard fundamental > 0 else { return 0 }

@@ -25,40 +25,10 @@ func sine(frequency: Double, rate: Double, frames: Int, amplitude: Double = 0.5)
     (0..<frames).map { Float(amplitude * sin(2 * Double.pi * frequency * Double($0) / rate)) }
 }
 
-/// THD+N of a sine of `frequency` in dB: the residual after a least-squares fit of a sine, a
-/// cosine and a constant over `samples[range]`, relative to the fitted sine.
+/// THD+N of a sine of `frequency` in dB over `samples[range]` (one least-squares fit).
 func thdPlusN(_ samples: [Float], frequency: Double, rate: Double, range: Range<Int>) -> Double {
-    var s = [[Double]](repeating: [0, 0, 0], count: 3), b = [0.0, 0.0, 0.0]
-    for i in range {
-        let w = 2 * Double.pi * frequency * Double(i) / rate
-        let basis = [sin(w), cos(w), 1.0]
-        for r in 0..<3 {
-            b[r] += basis[r] * Double(samples[i])
-            for c in 0..<3 { s[r][c] += basis[r] * basis[c] }
-        }
-    }
-    // Solve the 3×3 normal equations (Gaussian elimination).
-    for p in 0..<3 {
-        for r in (p + 1)..<3 {
-            let f = s[r][p] / s[p][p]
-            for c in p..<3 { s[r][c] -= f * s[p][c] }
-            b[r] -= f * b[p]
-        }
-    }
-    var x = [0.0, 0.0, 0.0]
-    for r in stride(from: 2, through: 0, by: -1) {
-        var v = b[r]
-        for c in (r + 1)..<3 { v -= s[r][c] * x[c] }
-        x[r] = v / s[r][r]
-    }
-    var residual = 0.0
-    for i in range {
-        let w = 2 * Double.pi * frequency * Double(i) / rate
-        let e = Double(samples[i]) - (x[0] * sin(w) + x[1] * cos(w) + x[2])
-        residual += e * e
-    }
-    let signal = (x[0] * x[0] + x[1] * x[1]) / 2 * Double(range.count)
-    return 10 * log10(residual / signal)
+    let fit = sineFit(samples, frequency: frequency, rate: rate, range: range)
+    return 10 * log10(fit.residual / fit.fundamental)
 }
 
 @Suite struct ConverterTests {
