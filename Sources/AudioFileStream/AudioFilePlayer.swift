@@ -277,7 +277,7 @@ public final class AudioFilePlayer: @unchecked Sendable {
         if let pitch, pitch != 0, timePitch != .spectral {
             throw AudioQueueError(.invalidParameter, "a pitch shift needs the spectral time-pitch algorithm")
         }
-        let parameters = try AudioQueueParameters(playRate: rate, pitch: pitch).checked()
+        let parameters = try AudioQueueParameters(playRate: rate, pitch: pitch).validated()
         let queue = state.withLock { s -> AudioQueue? in
             s.playRate = rate
             if let pitch { s.pitch = pitch }

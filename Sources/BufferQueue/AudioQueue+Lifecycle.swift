@@ -262,10 +262,11 @@ extension AudioQueue {
     /// The decoded format changed while the sink pulls: reopen it with the new format.
     private func reopenSink(_ handle: inout SinkHandle) {
         sink.pause()
-        let format = pipeline.withLock { _ -> AudioStreamDescription in
+        let (format, failure) = pipeline.withLock { _ -> (AudioStreamDescription, AudioQueueError?) in
             stage.withExclusiveAccess { stage.acceptFormatChange() }
-            return .float32(sampleRate: stage.outputRate, channels: stage.outputChannels)
+            return (.float32(sampleRate: stage.outputRate, channels: stage.outputChannels), stage.nodeFailure)
         }
+        if let failure { delivery.deliver(.error(failure)) }
         sink.close()
         handle.isOpen = false
         do {

@@ -145,7 +145,7 @@ extension AudioQueue {
         try producer.offlineScratch.withUnsafeMutableBufferPointer { scratch in
             guard let scratchBase = direct ? base.assumingMemoryBound(to: Float.self) : scratch.baseAddress else { return }
             while done < frames {
-                if let failure = stage.converterFailure {
+                if let failure = stage.nodeFailure {
                     if done > 0 { return }
                     throw failure
                 }

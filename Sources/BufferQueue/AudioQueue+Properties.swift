@@ -55,27 +55,21 @@ extension AudioQueue {
 
     // MARK: parameters
 
-    /// Sets volume and/or pan now. Changes glide over ``volumeRampTime`` once audio has been
-    /// rendered; before the first frame (or after a reset or stop) they apply at once, so a
-    /// fade-in from silence starts silent.
+    /// Sets volume, pan, play rate and/or pitch now. Volume and pan glide over
+    /// ``volumeRampTime`` once audio has been rendered; before the first frame (or after a reset
+    /// or stop) they apply at once, so a fade-in from silence starts silent.
     public func setParameters(_ parameters: AudioQueueParameters) throws {
         let valid = try parameters.validated()
-        if let volume = valid.volume {
-            stage.volumeTarget.store(volume.bitPattern, ordering: .relaxed)
-            stage.volumeGeneration.add(1, ordering: .releasing)
+        // Each value, then its generation: the render path picks up the value of a new generation.
+        func publish(_ value: Float?, _ target: borrowing Atomic<UInt32>, _ generation: borrowing Atomic<Int>) {
+            guard let value else { return }
+            target.store(value.bitPattern, ordering: .relaxed)
+            generation.add(1, ordering: .releasing)
         }
-        if let pan = valid.pan {
-            stage.panTarget.store(pan.bitPattern, ordering: .relaxed)
-            stage.panGeneration.add(1, ordering: .releasing)
-        }
-        if let rate = valid.playRate {
-            stage.rateTarget.store(rate.bitPattern, ordering: .relaxed)
-            stage.rateGeneration.add(1, ordering: .releasing)
-        }
-        if let pitch = valid.pitch {
-            stage.pitchTarget.store(pitch.bitPattern, ordering: .relaxed)
-            stage.pitchGeneration.add(1, ordering: .releasing)
-        }
+        publish(valid.volume, stage.volumeTarget, stage.volumeGeneration)
+        publish(valid.pan, stage.panTarget, stage.panGeneration)
+        publish(valid.playRate, stage.rateTarget, stage.rateGeneration)
+        publish(valid.pitch, stage.pitchTarget, stage.pitchGeneration)
     }
 
     /// The play rate last set with ``setParameters(_:)``.

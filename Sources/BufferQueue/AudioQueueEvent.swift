@@ -93,9 +93,7 @@ public struct AudioQueueParameters: Hashable, Sendable {
     }
 
     /// These parameters, or an ``AudioQueueError/Code/invalidParameter`` naming the one out of range.
-    public func checked() throws -> AudioQueueParameters { try validated() }
-
-    func validated() throws -> AudioQueueParameters {
+    public func validated() throws -> AudioQueueParameters {
         if let volume, !(0...1).contains(volume) {
             throw AudioQueueError(.invalidParameter, "volume \(volume) is outside 0...1")
         }

@@ -89,8 +89,9 @@ final class RenderStage: @unchecked Sendable {
     private(set) var outputTarget: (rate: Double, channels: Int)?
     /// Converts the decoded frames to the target (nil when they already match).
     private(set) var converter: ConversionNode?
-    /// Why the converter for the current decoded format could not be made.
-    private(set) var converterFailure: AudioQueueError?
+    /// Why the converter or the spectral play-rate node for the current decoded format could not
+    /// be made (offline render throws it; a sink that reopens for the format reports it).
+    private(set) var nodeFailure: AudioQueueError?
     let resamplers: AudioResamplerRegistry
     let timePitchEngines: TimePitchEngineRegistry
     let converterQuality: AudioConverterQuality
@@ -164,29 +165,34 @@ final class RenderStage: @unchecked Sendable {
     /// Turns time-pitch on with an algorithm, or off; only while no sink pulls.
     /// - Throws: when the spectral algorithm has no engine for the format.
     func setTimePitch(_ algorithm: TimePitchAlgorithm?) throws {
-        if algorithm == .spectral { _ = try timePitchEngines.makeEngine(sampleRate: sampleRate, channels: channels) }
+        timeStretch = try makeRateNode(algorithm)
         timePitchAlgorithm = algorithm
-        timeStretch = makeRateNode()
         reportedLag = 0
     }
 
     /// The decoded format changed (the nodes before it drained at the boundary): the play-rate
     /// node is made for the new format, the converter from it to the target.
     private func formatChanged() {
-        if timePitchAlgorithm != nil { timeStretch = makeRateNode() }
+        nodeFailure = nil
+        do {
+            timeStretch = try makeRateNode(timePitchAlgorithm)
+        } catch {
+            // An engine that cannot take the new format: the rate has no effect from here on.
+            timeStretch = nil
+            nodeFailure = error as? AudioQueueError ?? AudioQueueError(.codecNotFound, "no time-pitch engine: \(error)")
+        }
         rebuildConverter()
     }
 
-    private func makeRateNode() -> (any PlayRateNode)? {
+    /// A play-rate node for `algorithm` and the decoded format (nil: time-pitch off).
+    /// - Throws: when the spectral algorithm has no engine for the format.
+    private func makeRateNode(_ algorithm: TimePitchAlgorithm?) throws -> (any PlayRateNode)? {
         let node: (any PlayRateNode)?
-        switch timePitchAlgorithm {
+        switch algorithm {
         case .timeDomain: node = TimeStretchNode(channels: channels, sampleRate: sampleRate)
         case .varispeed: node = VarispeedNode(channels: channels)
         case .spectral:
-            // The factory was checked when time-pitch was turned on; a format it cannot take
-            // leaves the stage without a node (the rate then has no effect) and is reported.
-            node = (try? timePitchEngines.makeEngine(sampleRate: sampleRate, channels: channels))
-                .map { SpectralNode(engine: $0, channels: channels) }
+            node = SpectralNode(engine: try timePitchEngines.makeEngine(sampleRate: sampleRate, channels: channels), channels: channels)
         case nil: node = nil
         }
         node?.setRate(playRate)
@@ -199,13 +205,13 @@ final class RenderStage: @unchecked Sendable {
     /// - Throws: when a converter is needed and cannot be made (no resampler registered).
     func setOutputTarget(_ target: (rate: Double, channels: Int)?) throws {
         outputTarget = target
+        nodeFailure = nil
         rebuildConverter()
-        if let converterFailure { throw converterFailure }
+        if let nodeFailure { throw nodeFailure }
     }
 
     /// Makes the converter from the decoded format to the target (after either changed).
     private func rebuildConverter() {
-        converterFailure = nil
         let target = outputTarget ?? (sampleRate, channels)
         outputRate = target.rate
         outputChannels = target.channels
@@ -218,7 +224,7 @@ final class RenderStage: @unchecked Sendable {
             converter = try ConversionNode(from: (sampleRate, channels), to: target, quality: converterQuality, registry: resamplers)
         } catch {
             converter = nil
-            converterFailure = error as? AudioQueueError ?? AudioQueueError(.codecNotFound, "cannot convert: \(error)")
+            nodeFailure = nodeFailure ?? error as? AudioQueueError ?? AudioQueueError(.codecNotFound, "cannot convert: \(error)")
         }
     }
 

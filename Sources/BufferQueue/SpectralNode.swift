@@ -9,8 +9,9 @@ import Darwin
 /// (streaming) mode. The core has none: import `RubberBandTimePitch` (GPL) and call its
 /// `register()`.
 ///
-/// The queue calls it from the render path, one thread at a time: after setup, no method may
-/// allocate, lock or block for long.
+/// The queue calls it from the render path, one thread at a time: after setup, no method should
+/// lock or block for long, or allocate (``reset()`` runs on the render path only when the engine is
+/// entered again after use).
 public protocol TimePitchEngine: AnyObject {
     /// Output duration over input duration from the next frames processed on (1 / play rate).
     func setTimeRatio(_ ratio: Double)
@@ -94,7 +95,11 @@ public final class TimePitchEngineRegistry: Sendable {
 ///   from the next block fed (≤ 1024 frames).
 /// - Turning bypass on while the engine is in use resumes copying at the input the listener is
 ///   hearing (the engine's latency is accounted for); the join is not smoothed.
-/// - No allocation after `init` (the engine's own `reset` included, for the engines shipped).
+/// - The node allocates nothing after `init`. The engine may: Rubber Band's `reset` allocates
+///   (two small blocks in 3.x, as another project measured), so entering the engine a second time
+///   in a node's life (after a flush, a reset or a bypass) allocates on the render thread once.
+///   `RubberBandEngine` runs itself once at creation so that the memory Rubber Band allocates on
+///   first use is allocated there (its effect was not measured here).
 final class SpectralNode: PlayRateNode {
     let channels: Int
     let engine: any TimePitchEngine
@@ -115,6 +120,8 @@ final class SpectralNode: PlayRateNode {
 
     /// The engine is in use.
     private var active = false
+    /// The engine took input since it was made or last reset.
+    private var engineUsed = false
     /// Copying: the next input frame to output.
     private var readPosition = 0
     /// Engine: the next input frame to feed.
@@ -159,7 +166,6 @@ final class SpectralNode: PlayRateNode {
     func reset() {
         fifo.reset()
         schedule.removeAll()
-        engine.reset()
         active = false
         readPosition = 0
         fed = 0
@@ -258,7 +264,10 @@ final class SpectralNode: PlayRateNode {
 
     /// Starts the engine at ``readPosition``, primed with the input before it.
     private func enter() {
-        engine.reset()
+        // The engine's state matters only while it is in use: it is reset here, once, and only
+        // if it took input since it was made or last reset.
+        if engineUsed { engine.reset() }
+        engineUsed = true
         engineRatio = 0
         enginePitch = .nan
         updateEngine()
@@ -289,7 +298,6 @@ final class SpectralNode: PlayRateNode {
     private func leave() {
         let heard = Double(fed) - max(owed - Double(emitted), 0) * rate
         readPosition = min(max(Int(heard.rounded()), fifo.start), fed)
-        engine.reset()
         active = false
     }
 

@@ -55,6 +55,30 @@ public final class RubberBandEngine: TimePitchEngine {
         planar.initialize(repeating: 0, count: maximumProcessFrames * channels)
         pointers = .allocate(capacity: channels)
         for c in 0..<channels { pointers[c] = planar + c * maximumProcessFrames }
+        warmUp()
+    }
+
+    /// Rubber Band allocates much of its working memory on the first real `process` and
+    /// `retrieve`, not in `rubberband_new`: run it once here, on silence at a rate and pitch other
+    /// than 1, so that this happens where the engine is made (off the render thread), then reset
+    /// (at rate and pitch 1: resetting at another pitch left a step at the next start). Another
+    /// project measured the lazy allocation in Rubber Band 3.3; it was not measured here.
+    private func warmUp() {
+        rubberband_set_time_ratio(state, 0.8)
+        rubberband_set_pitch_scale(state, 1.1)
+        let frames = 4 * maximumProcessFrames
+        let silence = UnsafeMutablePointer<Float>.allocate(capacity: frames * channels)
+        defer { silence.deallocate() }
+        silence.initialize(repeating: 0, count: frames * channels)
+        var fed = 0
+        while fed < 4 * frames {
+            process(silence, frames: frames)
+            fed += frames
+            while availableFrames > 0 { _ = retrieve(into: silence, frames: min(availableFrames, frames)) }
+        }
+        rubberband_set_time_ratio(state, 1)
+        rubberband_set_pitch_scale(state, 1)
+        rubberband_reset(state)
     }
 
     deinit {
