@@ -23,36 +23,23 @@ public enum FuzzSupport {
     /// Parses the bytes after the first in chunks; returns the stream and its packets.
     @discardableResult
     public static func parse(_ data: UnsafeRawBufferPointer, hint: AudioFileType?) -> (AudioFileStream, [AudioFilePackets]) {
-        let stream = AudioFileStream(fileTypeHint: hint, sourceIsSeekable: true)
+        // An MP4 index elsewhere is followed, boundedly.
+        let driver = AudioFileStreamDriver(fileTypeHint: hint, maximumSeeks: 8)
+        let stream = driver.stream
         var packets: [AudioFilePackets] = []
         guard data.count > 1 else { return (stream, packets) }
         let body = UnsafeRawBufferPointer(rebasing: data[1...])
         let chunk = chunkSize(data)
-        var offset = 0
-        var seeks = 0
-        func take(_ events: [AudioFileStreamEvent]) -> Int? {
-            var jump: Int?
-            for event in events {
-                switch event {
-                case .packets(let p): packets.append(p)
-                case .seekRequired(let to): jump = Int(clamping: to)
-                case .property: break
-                }
-            }
-            return jump
+        func take(_ event: AudioFileStreamEvent) {
+            if case .packets(let p) = event { packets.append(p) }
         }
         do {
-            while offset < body.count {
-                let end = min(offset + min(chunk, body.count - offset), body.count)
-                let jump = take(try stream.parse(UnsafeRawBufferPointer(rebasing: body[offset..<end])))
-                offset = end
-                if let jump, seeks < 8 {   // an MP4 index elsewhere: follow it (boundedly)
-                    seeks += 1
-                    offset = min(max(jump, 0), body.count)
-                    stream.resume(atByteOffset: Int64(offset))
-                }
+            while driver.position >= 0 && driver.position < Int64(body.count) {
+                let offset = Int(driver.position)
+                let end = offset + min(chunk, body.count - offset)
+                try driver.feed(UnsafeRawBufferPointer(rebasing: body[offset..<end]), take)
             }
-            _ = take(try stream.finish())
+            try driver.finish(take)
         } catch {
             // Errors are the expected outcome for most inputs; crashes, hangs and leaks are not.
         }

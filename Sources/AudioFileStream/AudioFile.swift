@@ -51,63 +51,50 @@ public final class AudioFile {
         fstat(fd, &info)
         fileSize = Int64(info.st_size)
 
-        let stream = AudioFileStream(fileTypeHint: fileTypeHint, sourceIsSeekable: true)
+        let driver = AudioFileStreamDriver(fileTypeHint: fileTypeHint)
+        let stream = driver.stream
         var offsets: [Int64] = [], sizes: [Int32] = [], frames: [Int32] = []
         var runs: [(Int64, Int64, Int64)] = []
         var damage: AudioFileStreamError?
-        var position: Int64 = 0
-        let chunk = 1 << 16
-        var buffer = [UInt8](repeating: 0, count: chunk)
-        func handle(_ events: [AudioFileStreamEvent]) {
-            for event in events {
-                switch event {
-                case .packets(let packets):
-                    if packets.descriptions.isEmpty {
-                        let offset = packets.fileOffsets.first ?? 0
-                        let count = Int64(packets.packetCount)
-                        // The stream hands packets over chunk by chunk: contiguous chunks make one run,
-                        // so a plain data chunk is one run however large the file.
-                        if let last = runs.last, last.0 + last.2 == packets.firstPacketIndex,
-                           last.1 + last.2 * Int64(stream.dataFormat?.bytesPerPacket ?? -1) == offset {
-                            runs[runs.count - 1].2 += count
-                        } else {
-                            runs.append((packets.firstPacketIndex, offset, count))
-                        }
-                    } else {
-                        let perPacket = stream.dataFormat?.framesPerPacket ?? 0
-                        for (description, offset) in zip(packets.descriptions, packets.fileOffsets) {
-                            offsets.append(offset)
-                            sizes.append(Int32(description.dataByteSize))
-                            frames.append(Int32(description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket))
-                        }
-                    }
-                case .seekRequired(let offset):
-                    position = offset
-                case .property:
-                    break
+        func handle(_ event: AudioFileStreamEvent) {
+            guard case .packets(let packets) = event else { return }
+            if packets.descriptions.isEmpty {
+                let offset = packets.fileOffsets.first ?? 0
+                let count = Int64(packets.packetCount)
+                // The stream hands packets over chunk by chunk: contiguous chunks make one run,
+                // so a plain data chunk is one run however large the file.
+                if let last = runs.last, last.0 + last.2 == packets.firstPacketIndex,
+                   last.1 + last.2 * Int64(stream.dataFormat?.bytesPerPacket ?? -1) == offset {
+                    runs[runs.count - 1].2 += count
+                } else {
+                    runs.append((packets.firstPacketIndex, offset, count))
+                }
+            } else {
+                let perPacket = stream.dataFormat?.framesPerPacket ?? 0
+                for (description, offset) in zip(packets.descriptions, packets.fileOffsets) {
+                    offsets.append(offset)
+                    sizes.append(Int32(description.dataByteSize))
+                    frames.append(Int32(description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket))
                 }
             }
         }
         do {
-            while true {
-                let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, chunk, off_t(position)) }
+            try driver.run(read: { offset, into in
+                let count = pread(fd, into.baseAddress, into.count, off_t(offset))
                 if count < 0 {
-                    throw AudioFileStreamError(.invalidOperation, stream.fileType, position, "reading \(path) failed: \(String(cString: strerror(errno)))")
+                    throw AudioFileStreamError(.invalidOperation, stream.fileType, offset, "reading \(path) failed: \(String(cString: strerror(errno)))")
                 }
-                if count == 0 { break }
-                let read = Int(count)
-                position += Int64(read)
-                let before = position
-                handle(try buffer.withUnsafeBytes { try stream.parse(UnsafeRawBufferPointer(rebasing: $0[..<read])) })
-                if position != before { stream.resume(atByteOffset: position) }
-            }
-            handle(try stream.finish())
+                return count
+            }, handle)
         } catch let error as AudioFileStreamError {
             guard stream.isReadyToProducePackets, !(offsets.isEmpty && runs.isEmpty) else {
                 close(fd)
                 throw error
             }
             damage = error
+        } catch {
+            close(fd)
+            throw error
         }
         guard let format = stream.dataFormat, let type = stream.fileType else {
             close(fd)

@@ -226,10 +226,15 @@ extension AudioQueue {
     private func activateSink(_ handle: inout SinkHandle) throws {
         do {
             if !handle.isOpen {
+                let offline = control.withLock { $0.offlineFormat != nil }
                 let format = pipeline.withLock { producer -> AudioStreamDescription in
                     producer.pump(next: takeEntry)
                     flushOutbox(producer)
                     stage.withExclusiveAccess { stage.adoptLeadingFormatChange() }
+                    if sinkFormat == .keepFirst && stage.sinkTarget == nil && !offline {
+                        // The sink keeps the format of the first frames from now on.
+                        stage.withExclusiveAccess { try? stage.setSinkTarget((stage.sampleRate, stage.channels)) }
+                    }
                     return .float32(sampleRate: stage.outputRate, channels: stage.outputChannels)
                 }
                 do {
@@ -298,7 +303,9 @@ extension AudioQueue {
             let pending = input.withLock { input -> [AudioQueueBuffer] in
                 input.scheduledEnd = timeline
                 input.refusal = returnBuffers ? nil : AudioQueueError(.disposalPending, "the queue has been disposed of")
-                return input.removeAllBuffers()
+                let removed = input.removeAllBuffers()
+                if let (format, cookie) = removed.stream { producer.adoptStream(format, magicCookie: cookie) }
+                return removed.buffers
             }
             if let interrupted { items.append(.buffer(interrupted)) }
             items += pending.map { .buffer($0) }

@@ -43,11 +43,15 @@ public final class AudioQueue: Sendable {
         /// Where the ``TimePitchAlgorithm/spectral`` algorithm finds its engine (import
         /// `RubberBandTimePitch` and call its `register()`).
         public var timePitchRegistry: TimePitchEngineRegistry
+        /// What the sink plays when the decoded format changes mid-stream or at a
+        /// ``AudioQueue/beginStream(format:magicCookie:)``.
+        public var sinkFormat: SinkFormat
 
         public init(sink: (any AudioSink)? = nil, decodeBufferFrames: Int = 16384,
                     callbackQueue: DispatchQueue? = nil, decoderRegistry: AudioDecoderRegistry = .shared,
                     resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh,
-                    timePitchRegistry: TimePitchEngineRegistry = .shared) {
+                    timePitchRegistry: TimePitchEngineRegistry = .shared, sinkFormat: SinkFormat = .followDecoded) {
+            self.sinkFormat = sinkFormat
             self.timePitchRegistry = timePitchRegistry
             self.sink = sink
             self.decodeBufferFrames = decodeBufferFrames
@@ -56,6 +60,19 @@ public final class AudioQueue: Sendable {
             self.resamplerRegistry = resamplerRegistry
             self.converterQuality = converterQuality
         }
+    }
+
+    /// The format the sink plays, when the decoded format changes.
+    public enum SinkFormat: Sendable, Equatable {
+        /// The sink follows the decoded format: it is closed and reopened at each change
+        /// (bit-perfect; there is a short gap in what is heard where the format changes).
+        case followDecoded
+        /// The sink keeps the format of the first frames it plays; later formats are converted to
+        /// it on the render path without a gap (rate conversion needs a registered resampler,
+        /// `SoxrConverter`; the converters are made ahead on the queue's worker).
+        case keepFirst
+        /// The sink plays this rate and channel count; every decoded format is converted to it.
+        case fixed(sampleRate: Double, channels: Int)
     }
 
     /// What the state lock guards: the lifecycle state machine and the settings it needs.
@@ -78,6 +95,8 @@ public final class AudioQueue: Sendable {
         var head = 0
         var scheduledEnd = 0
         var refusal: AudioQueueError?
+        /// The format of what is enqueued now (the last ``AudioQueue/beginStream(format:magicCookie:)``'s).
+        var format: AudioStreamDescription
 
         var hasPendingBuffers: Bool {
             entries[head...].contains { if case .buffer = $0 { return true } else { return false } }
@@ -94,12 +113,21 @@ public final class AudioQueue: Sendable {
             return entry
         }
 
-        mutating func removeAllBuffers() -> [AudioQueueBuffer] {
+        /// Removes every entry; returns the buffers and the last stream switch among them (which
+        /// still applies to what is enqueued next).
+        mutating func removeAllBuffers() -> (buffers: [AudioQueueBuffer], stream: (AudioStreamDescription, [UInt8]?)?) {
             var buffers: [AudioQueueBuffer] = []
-            for entry in entries[head...] { if case .buffer(let pending) = entry { buffers.append(pending.buffer) } }
+            var stream: (AudioStreamDescription, [UInt8]?)?
+            for entry in entries[head...] {
+                switch entry {
+                case .buffer(let pending): buffers.append(pending.buffer)
+                case .newStream(let format, let cookie): stream = (format, cookie)
+                case .flush, .endOfStream: break
+                }
+            }
             entries.removeAll()
             head = 0
-            return buffers
+            return (buffers, stream)
         }
     }
 
@@ -107,6 +135,8 @@ public final class AudioQueue: Sendable {
     public let streamDescription: AudioStreamDescription
     /// Frames decoded ahead of the sink.
     public let decodeBufferFrames: Int
+    let decoderRegistry: AudioDecoderRegistry
+    let sinkFormat: SinkFormat
     let sink: any AudioSink
     let stage: RenderStage
     let renderSource: AudioRenderSource
@@ -116,7 +146,7 @@ public final class AudioQueue: Sendable {
     /// non-sink reader.
     let serial = Lock(SinkHandle())
     let control: Lock<Control>
-    let input = Lock(Input())
+    let input: Lock<Input>
     let pipeline: Lock<Producer>
     let delivery: EventDelivery
     let workQueue: DispatchQueue
@@ -129,6 +159,23 @@ public final class AudioQueue: Sendable {
     let seenUnderruns = Atomic<Int>(0)
     let seenEndsOfStream = Atomic<Int>(0)
 
+    /// Checks what a stream format must satisfy to be decoded here.
+    static func validate(_ format: AudioStreamDescription, registry: AudioDecoderRegistry) throws {
+        guard format.sampleRate > 0, format.sampleRate.isFinite, format.sampleRate <= 1_536_000 else {
+            throw AudioQueueError(.invalidPropertyValue, "sample rate \(format.sampleRate) is out of range (0 < rate <= 1536000)")
+        }
+        guard (1...RenderStage.maxChannels).contains(format.channelsPerFrame) else {
+            throw AudioQueueError(.invalidPropertyValue, "\(format.channelsPerFrame) channels is out of range (1...\(RenderStage.maxChannels))")
+        }
+        guard format.bytesPerPacket >= 0, format.framesPerPacket >= 0 else {
+            throw AudioQueueError(.invalidPropertyValue, "negative bytes or frames per packet")
+        }
+        guard registry.factory(for: format.formatID) != nil else {
+            throw AudioQueueError(.codecNotFound, "no decoder is registered for \(format.formatID); register the codec module's decoder before creating the queue")
+        }
+        if format.isLinearPCM { _ = try PCMSampleLayout(format) }
+    }
+
     /// Creates a queue for `format`.
     ///
     /// - Parameters:
@@ -139,24 +186,15 @@ public final class AudioQueue: Sendable {
     ///   ``AudioQueueError/Code/invalidPropertyValue`` for an impossible format.
     public init(format: AudioStreamDescription, configuration: Configuration = Configuration(),
                 outputCallback: (@Sendable (AudioQueue, AudioQueueBuffer) -> Void)? = nil) throws {
-        guard format.sampleRate > 0, format.sampleRate.isFinite, format.sampleRate <= 1_536_000 else {
-            throw AudioQueueError(.invalidPropertyValue, "sample rate \(format.sampleRate) is out of range (0 < rate <= 1536000)")
-        }
-        guard (1...RenderStage.maxChannels).contains(format.channelsPerFrame) else {
-            throw AudioQueueError(.invalidPropertyValue, "\(format.channelsPerFrame) channels is out of range (1...\(RenderStage.maxChannels))")
-        }
-        guard format.bytesPerPacket >= 0, format.framesPerPacket >= 0 else {
-            throw AudioQueueError(.invalidPropertyValue, "negative bytes or frames per packet")
-        }
-        guard configuration.decoderRegistry.factory(for: format.formatID) != nil else {
-            throw AudioQueueError(.codecNotFound, "no decoder is registered for \(format.formatID); register the codec module's decoder before creating the queue")
-        }
-        if format.isLinearPCM { _ = try PCMSampleLayout(format) }
+        try Self.validate(format, registry: configuration.decoderRegistry)
         guard (256...(1 << 22)).contains(configuration.decodeBufferFrames) else {
             throw AudioQueueError(.invalidPropertyValue, "decode buffer of \(configuration.decodeBufferFrames) frames is out of range (256...4194304)")
         }
         streamDescription = format
+        input = Lock(Input(format: format))
         decodeBufferFrames = configuration.decodeBufferFrames
+        decoderRegistry = configuration.decoderRegistry
+        sinkFormat = configuration.sinkFormat
         sink = configuration.sink ?? NullSink()
         let stage = RenderStage(capacityFrames: configuration.decodeBufferFrames, channels: format.channelsPerFrame,
                                 sampleRate: format.sampleRate, resamplers: configuration.resamplerRegistry,
@@ -180,6 +218,12 @@ public final class AudioQueue: Sendable {
             workQueue.async { weakBox.queue?.sinkFailed(error) }
         }
         weakBox.queue = self
+        if case .fixed(let rate, let channels) = configuration.sinkFormat {
+            guard rate > 0, rate.isFinite, rate <= 1_536_000, (1...RenderStage.maxChannels).contains(channels) else {
+                throw AudioQueueError(.invalidPropertyValue, "sink format of \(channels) channels at \(rate) Hz is out of range")
+            }
+            try stage.withExclusiveAccess { try stage.setSinkTarget((rate, channels)) }
+        }
         let wake = self.wake
         stage.notify = { wake.signal() }
         wake.setHandler { weakBox.queue?.serviceWorker() }
@@ -248,8 +292,9 @@ public final class AudioQueue: Sendable {
         guard trimFramesAtStart >= 0, trimFramesAtEnd >= 0 else {
             throw AudioQueueError(.invalidTrim, "trims must not be negative (got \(trimFramesAtStart) and \(trimFramesAtEnd))")
         }
-        let frames = try framesIn(buffer, size: byteSize, packetDescriptions: packetDescriptions)
-        if streamDescription.isLinearPCM, let frames, trimFramesAtStart + trimFramesAtEnd > frames {
+        let format = input.withLock { $0.format }
+        let frames = try framesIn(buffer, format: format, size: byteSize, packetDescriptions: packetDescriptions)
+        if format.isLinearPCM, let frames, trimFramesAtStart + trimFramesAtEnd > frames {
             throw AudioQueueError(.invalidTrim,
                 "buffer \(buffer.id) holds \(frames) frames but the trims remove \(trimFramesAtStart) + \(trimFramesAtEnd); split the trim across buffers")
         }
@@ -276,9 +321,35 @@ public final class AudioQueue: Sendable {
         return Int64(start)
     }
 
+    /// Starts another stream in the same queue: the buffers enqueued after this call hold packets
+    /// of `format` (with `magicCookie`), for instance the next item of a playlist in another codec
+    /// or at another rate. Not in Apple's API, which needs a queue per format.
+    ///
+    /// In order with the buffers: the ones enqueued before are decoded completely (the decoder is
+    /// drained, its last frames play), then a new decoder takes the ones after. Nothing is flushed
+    /// on the render path: the frames of the two streams follow each other without a gap, and
+    /// play-rate, taps and volume carry on. When the decoded format changes, the sink follows
+    /// ``Configuration/sinkFormat``. A ``reset()`` keeps the switch for what is enqueued next.
+    /// - Throws: what creating a queue for `format` throws (``AudioQueueError/Code/codecNotFound``,
+    ///   ``AudioQueueError/Code/invalidPropertyValue``); ``AudioQueueError/Code/enqueueDuringReset``
+    ///   or ``AudioQueueError/Code/disposalPending`` while enqueues are refused.
+    public func beginStream(format: AudioStreamDescription, magicCookie: [UInt8]? = nil) throws {
+        try Self.validate(format, registry: decoderRegistry)
+        try input.withLock { input in
+            if let refusal = input.refusal { throw refusal }
+            input.entries.append(.newStream(format, magicCookie: magicCookie))
+            input.format = format
+        }
+        wake.signal()
+    }
+
+    /// The format of the buffers enqueued now: ``streamDescription``, or the last
+    /// ``beginStream(format:magicCookie:)``'s.
+    public var currentStreamDescription: AudioStreamDescription { input.withLock { $0.format } }
+
     /// Frames a buffer declares (nil when a packet's frame count is unknown); validates the layout.
-    private func framesIn(_ buffer: AudioQueueBuffer, size: Int, packetDescriptions: [AudioPacketDescription]) throws -> Int? {
-        let format = streamDescription
+    private func framesIn(_ buffer: AudioQueueBuffer, format: AudioStreamDescription, size: Int,
+                          packetDescriptions: [AudioPacketDescription]) throws -> Int? {
         if packetDescriptions.isEmpty {
             guard format.bytesPerPacket > 0 else {
                 throw AudioQueueError(.invalidPacketDescription,

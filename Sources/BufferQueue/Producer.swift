@@ -21,6 +21,9 @@ enum PendingEntry {
     case flush
     /// Like flush, then mark the end for an asynchronous stop.
     case endOfStream
+    /// The buffers after it are another stream: drain the decoder (without a render-side flush)
+    /// and decode what follows with a new decoder for this format and cookie.
+    case newStream(AudioStreamDescription, magicCookie: [UInt8]?)
 }
 
 /// What the producer hands back for delivery on the caller's executor.
@@ -38,7 +41,8 @@ enum Outgoing {
 /// When the decoder's output rate is a multiple of the stream's (SBR found in-band), declared
 /// counts are scaled by it.
 final class Producer {
-    let format: AudioStreamDescription
+    /// The format of the buffers being decoded (changes at a ``PendingEntry/newStream(_:magicCookie:)``).
+    private(set) var format: AudioStreamDescription
     let registry: AudioDecoderRegistry
     var magicCookie: [UInt8]?
     private(set) var decoder: (any AudioDecoder)?
@@ -147,6 +151,15 @@ final class Producer {
                 runEndPending = false
                 dropCarriedTrim()
             }
+            if let next = pendingStream, !runEndPending {
+                // The previous stream is drained and written: decode what follows with a new decoder.
+                format = next.format
+                magicCookie = next.cookie
+                decoder = nil
+                decoderFailure = nil
+                pendingStream = nil
+                progressed = true
+            }
             if flushMarkerPending && !runEndPending {
                 // After the run's last frame: a converter on the render path drains there.
                 if stage.markers.isFull { return progressed }
@@ -154,6 +167,7 @@ final class Producer {
                 flushMarkerPending = false
                 progressed = true
             }
+            if pendingStream != nil { continue }
             if current != nil {
                 step()
                 progressed = true
@@ -177,6 +191,9 @@ final class Producer {
             case .endOfStream:
                 finishRun()
                 endPending = true
+            case .newStream(let newFormat, let cookie):
+                finishRun()
+                pendingStream = (newFormat, cookie)
             }
         }
     }
@@ -275,6 +292,8 @@ final class Producer {
                 if stage.markers.isFull { return (wrote, true) }
                 if change.format != ringFormat {
                     ringFormat = change.format
+                    // A sink that keeps its format gets the converter for this one made now, here.
+                    stage.prepareNodes(sampleRate: change.format.sampleRate, channels: change.format.channelsPerFrame, epoch: epoch)
                     pushMarker(RenderMarker(position: 0, epoch: epoch, kind: .formatChange,
                                             sampleRate: change.format.sampleRate, channels: change.format.channelsPerFrame))
                     outbox.append(.event(.formatChanged(change.format)))
@@ -407,6 +426,8 @@ final class Producer {
         runEndPending = true
     }
 
+    /// A new stream waits for the previous one to be drained and written.
+    private var pendingStream: (format: AudioStreamDescription, cookie: [UInt8]?)?
     /// Set by a flush: once the staged frames are written, unfilled accounts are closed.
     private var runEndPending = false
     /// Set by a flush: a flush marker follows the run's last frame.
@@ -433,6 +454,13 @@ final class Producer {
         flushMarkerPending = false
         ended = false
         endPending = false
+        if let next = pendingStream {
+            // The stream switch was taken already: what comes next is of the new format.
+            format = next.format
+            magicCookie = next.cookie
+            decoder = nil
+            pendingStream = nil
+        }
         staging.removeAll()
         stagingRead = 0
         decoder?.reset()
@@ -448,6 +476,16 @@ final class Producer {
     func restartAfterEnd() {
         ended = false
         writeTimeline = 0
+    }
+
+    /// A stream switch that a reset removed from the input before it was taken: it still applies
+    /// to what is enqueued next.
+    func adoptStream(_ newFormat: AudioStreamDescription, magicCookie cookie: [UInt8]?) {
+        format = newFormat
+        magicCookie = cookie
+        decoder = nil
+        decoderFailure = nil
+        pendingStream = nil
     }
 
     /// Replaces the magic cookie; the next buffer gets a decoder made with it.

@@ -71,6 +71,30 @@ final class RenderStage: @unchecked Sendable {
     let meterPeak = AtomicFloats(count: RenderStage.maxChannels)
     let meterAverage = AtomicFloats(count: RenderStage.maxChannels)
 
+    /// The sink keeps its format (``AudioQueue/SinkFormat/keepFirst`` or ``AudioQueue/SinkFormat/fixed(sampleRate:channels:)``)
+    /// and no offline format is set: a decoded format change is converted with nodes the worker
+    /// made ahead (``prepareNodes(sampleRate:channels:epoch:)``), swapped in without a gap.
+    let convertsFormatChanges = Atomic<Bool>(false)
+    /// The output target as the worker may read it (rate bits, channels; 0 channels: none).
+    let targetRateBits = Atomic<UInt64>(0)
+    let targetChannels = Atomic<Int>(0)
+    /// The time-pitch algorithm as the worker may read it (see ``algorithmCode(_:)``).
+    let publishedAlgorithm = Atomic<Int>(-1)
+    /// Nodes made ahead for the format changes on their way; installed ones hold the nodes they
+    /// replaced until the worker frees them (nothing is freed on the render thread).
+    let prepared = Lock<[PreparedNodes]>([])
+
+    /// Converter and play-rate node for one decoded format, made on the worker.
+    struct PreparedNodes {
+        let epoch: Int
+        let sampleRate: Double
+        let channels: Int
+        var converter: ConversionNode?
+        var rateNode: (any PlayRateNode)?
+        let failure: AudioQueueError?
+        var installed = false
+    }
+
     /// Output frames rendered since the timeline began (``timelineFrames`` counts source frames;
     /// the two differ while a converter changes the rate).
     let outputFrames = Atomic<Int>(0)
@@ -87,6 +111,8 @@ final class RenderStage: @unchecked Sendable {
     private(set) var outputRate: Double
     /// What the output must be (nil: the decoded format); set while no sink pulls.
     private(set) var outputTarget: (rate: Double, channels: Int)?
+    /// What the sink plays when it keeps its format (nil: it follows the decoded format).
+    private(set) var sinkTarget: (rate: Double, channels: Int)?
     /// Converts the decoded frames to the target (nil when they already match).
     private(set) var converter: ConversionNode?
     /// Why the converter or the spectral play-rate node for the current decoded format could not
@@ -128,6 +154,8 @@ final class RenderStage: @unchecked Sendable {
     /// from then on; before it they apply at once (a fade-in from silence starts silent).
     private var renderedSinceDiscard = false
     private var holdAfterEnd = false
+    /// Set when a format change swapped in prepared nodes during this render.
+    private var nodesChanged = false
     private let meterScratch: UnsafeMutablePointer<Float>
 
     init(capacityFrames: Int, channels: Int, sampleRate: Double, resamplers: AudioResamplerRegistry = .shared,
@@ -167,6 +195,14 @@ final class RenderStage: @unchecked Sendable {
     func setTimePitch(_ algorithm: TimePitchAlgorithm?) throws {
         timeStretch = try makeRateNode(algorithm)
         timePitchAlgorithm = algorithm
+        publishedAlgorithm.store(Self.algorithmCode(algorithm), ordering: .releasing)
+        let engines = timePitchEngines
+        prepared.withLock { list in
+            for index in list.indices where !list[index].installed {
+                list[index].rateNode = try? Self.makeRateNode(algorithm, channels: list[index].channels,
+                                                              sampleRate: list[index].sampleRate, engines: engines)
+            }
+        }
         reportedLag = 0
     }
 
@@ -187,27 +223,119 @@ final class RenderStage: @unchecked Sendable {
     /// A play-rate node for `algorithm` and the decoded format (nil: time-pitch off).
     /// - Throws: when the spectral algorithm has no engine for the format.
     private func makeRateNode(_ algorithm: TimePitchAlgorithm?) throws -> (any PlayRateNode)? {
-        let node: (any PlayRateNode)?
-        switch algorithm {
-        case .timeDomain: node = TimeStretchNode(channels: channels, sampleRate: sampleRate)
-        case .varispeed: node = VarispeedNode(channels: channels)
-        case .spectral:
-            node = SpectralNode(engine: try timePitchEngines.makeEngine(sampleRate: sampleRate, channels: channels), channels: channels)
-        case nil: node = nil
-        }
+        let node = try Self.makeRateNode(algorithm, channels: channels, sampleRate: sampleRate, engines: timePitchEngines)
         node?.setRate(playRate)
         node?.setPitch(pitch)
         return node
+    }
+
+    private static func makeRateNode(_ algorithm: TimePitchAlgorithm?, channels: Int, sampleRate: Double,
+                                     engines: TimePitchEngineRegistry) throws -> (any PlayRateNode)? {
+        switch algorithm {
+        case .timeDomain: return TimeStretchNode(channels: channels, sampleRate: sampleRate)
+        case .varispeed: return VarispeedNode(channels: channels)
+        case .spectral:
+            return SpectralNode(engine: try engines.makeEngine(sampleRate: sampleRate, channels: channels), channels: channels)
+        case nil: return nil
+        }
+    }
+
+    static func algorithmCode(_ algorithm: TimePitchAlgorithm?) -> Int {
+        switch algorithm {
+        case .timeDomain: return 0
+        case .varispeed: return 1
+        case .spectral: return 2
+        case nil: return -1
+        }
+    }
+
+    static func algorithm(code: Int) -> TimePitchAlgorithm? {
+        switch code {
+        case 0: return .timeDomain
+        case 1: return .varispeed
+        case 2: return .spectral
+        default: return nil
+        }
+    }
+
+    /// Makes, on the worker, the nodes a decoded format of `sampleRate` and `channels` needs to
+    /// reach the sink's format, before the producer publishes the change (so the render thread
+    /// finds them when it reaches it). Only while ``convertsFormatChanges``.
+    func prepareNodes(sampleRate: Double, channels: Int, epoch: Int) {
+        guard convertsFormatChanges.load(ordering: .acquiring) else { return }
+        let target = (rate: Double(bitPattern: targetRateBits.load(ordering: .acquiring)), channels: targetChannels.load(ordering: .acquiring))
+        var converter: ConversionNode?
+        var rateNode: (any PlayRateNode)?
+        var failure: AudioQueueError?
+        do {
+            if target.rate != sampleRate || target.channels != channels {
+                converter = try ConversionNode(from: (sampleRate, channels), to: target, quality: converterQuality, registry: resamplers)
+            }
+            rateNode = try Self.makeRateNode(Self.algorithm(code: publishedAlgorithm.load(ordering: .acquiring)),
+                                             channels: channels, sampleRate: sampleRate, engines: timePitchEngines)
+        } catch {
+            failure = error as? AudioQueueError ?? AudioQueueError(.codecNotFound, "cannot convert \(sampleRate) Hz: \(error)")
+        }
+        let entry = PreparedNodes(epoch: epoch, sampleRate: sampleRate, channels: channels, converter: converter,
+                                  rateNode: rateNode, failure: failure)
+        prepared.withLock { list in
+            list.removeAll { $0.installed || $0.epoch < epoch }
+            list.append(entry)
+        }
+    }
+
+    /// Swaps in the nodes made for the format change at the front; false when there are none
+    /// (the control path then reopens the sink). Allocates and frees nothing.
+    private func installPreparedNodes(for marker: RenderMarker) -> Bool {
+        let installed: Bool? = prepared.withLockIfAvailable { list -> Bool in
+            guard let index = list.firstIndex(where: { !$0.installed && $0.epoch == marker.epoch && $0.sampleRate == marker.sampleRate
+                                                           && $0.channels == marker.channels }),
+                  list[index].failure == nil else { return false }
+            if let converter {
+                let short = converter.takeShortfall()
+                if short > 0 { converterShortfall.add(short, ordering: .releasing) }
+            }
+            swap(&list[index].converter, &converter)
+            swap(&list[index].rateNode, &timeStretch)
+            list[index].installed = true
+            return true
+        }
+        guard installed == true else { return false }
+        channels = marker.channels
+        sampleRate = marker.sampleRate
+        timeStretch?.setRate(playRate)
+        timeStretch?.setPitch(pitch)
+        return true
     }
 
     /// Sets the format frames must leave in (nil: as decoded) and makes the converter; only while
     /// no sink pulls.
     /// - Throws: when a converter is needed and cannot be made (no resampler registered).
     func setOutputTarget(_ target: (rate: Double, channels: Int)?) throws {
-        outputTarget = target
+        outputTarget = target ?? sinkTarget
+        convertsFormatChanges.store(target == nil && sinkTarget != nil, ordering: .releasing)
+        publishTarget()
         nodeFailure = nil
         rebuildConverter()
         if let nodeFailure { throw nodeFailure }
+    }
+
+    /// Sets the format the sink keeps (nil: it follows the decoded format); only while no sink
+    /// pulls and no offline format is set.
+    /// - Throws: when a converter is needed and cannot be made (no resampler registered).
+    func setSinkTarget(_ target: (rate: Double, channels: Int)?) throws {
+        sinkTarget = target
+        try setOutputTarget(nil)
+        // Format changes decoded before the target was known get their nodes now.
+        markers.forEachPending { marker in
+            guard marker.kind == .formatChange, marker.epoch == epochSeen else { return }
+            prepareNodes(sampleRate: marker.sampleRate, channels: marker.channels, epoch: marker.epoch)
+        }
+    }
+
+    private func publishTarget() {
+        targetRateBits.store((outputTarget?.rate ?? 0).bitPattern, ordering: .releasing)
+        targetChannels.store(outputTarget?.channels ?? 0, ordering: .releasing)
     }
 
     /// Makes the converter from the decoded format to the target (after either changed).
@@ -224,6 +352,10 @@ final class RenderStage: @unchecked Sendable {
             converter = try ConversionNode(from: (sampleRate, channels), to: target, quality: converterQuality, registry: resamplers)
         } catch {
             converter = nil
+            // Without a converter the frames leave as decoded (a sink reopens for them).
+            outputRate = sampleRate
+            outputChannels = channels
+            publishedChannels.store(outputChannels, ordering: .releasing)
             nodeFailure = nodeFailure ?? error as? AudioQueueError ?? AudioQueueError(.codecNotFound, "cannot convert: \(error)")
         }
     }
@@ -311,7 +443,9 @@ final class RenderStage: @unchecked Sendable {
         var done = 0
         var consumed = 0
         var blocked = holdAfterEnd || waitingForFormat.load(ordering: .relaxed)
-        if !blocked {
+        // Once more after new nodes were swapped in at a format change.
+        while !blocked && done < frames {
+            nodesChanged = false
             if converter != nil || timeStretch != nil || (tap != nil && tap?.position != .siphon) {
                 // In blocks: a volume or pan a buffer sets applies from the block its first frame reaches.
                 while done < frames && !blocked {
@@ -327,22 +461,24 @@ final class RenderStage: @unchecked Sendable {
                         break
                     }
                 }
-                if let converter {
-                    let short = converter.takeShortfall()
-                    if short > 0 { converterShortfall.add(short, ordering: .releasing); signal = true }
-                }
-                if let timeStretch {
-                    // The timeline follows what is heard: pulled input less the stretch's lookahead.
-                    let lag = Int(timeStretch.lookahead.rounded())
-                    consumed -= lag - reportedLag
-                    reportedLag = lag
-                }
             } else {
-                let (n, end) = pullSource(into: out, frames: frames, stopAtBoundaries: false, gain: true, signal: &signal)
-                done = n
-                consumed = n
+                let (n, end) = pullSource(into: out + done * ch, frames: frames - done, stopAtBoundaries: false, gain: true, signal: &signal)
+                done += n
+                consumed += n
                 blocked = end == .boundary
             }
+            guard nodesChanged else { break }
+            blocked = false
+        }
+        if let converter {
+            let short = converter.takeShortfall()
+            if short > 0 { converterShortfall.add(short, ordering: .releasing); signal = true }
+        }
+        if let timeStretch {
+            // The timeline follows what is heard: pulled input less the stretch's lookahead.
+            let lag = Int(timeStretch.lookahead.rounded())
+            consumed -= lag - reportedLag
+            reportedLag = lag
         }
         if done > 0, let tap, tap.position == .siphon { tap.siphon(out, frames: done) }
         if done > 0 || consumed > 0 {
@@ -493,6 +629,14 @@ final class RenderStage: @unchecked Sendable {
                 markers.pop()
                 signal = true
                 return false
+            }
+            if convertsFormatChanges.load(ordering: .relaxed) && reader.load(ordering: .relaxed) == Reader.sink.rawValue
+                && installPreparedNodes(for: marker) {
+                // Converted to the sink's format without a gap: render on with the new nodes.
+                markers.pop()
+                signal = true
+                nodesChanged = true
+                return true
             }
             pendingChannels.store(marker.channels, ordering: .relaxed)
             pendingRate.store(marker.sampleRate.bitPattern, ordering: .relaxed)

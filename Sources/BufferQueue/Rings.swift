@@ -139,6 +139,16 @@ final class MarkerRing: @unchecked Sendable {
     func pop() {
         readIndex.store(readIndex.load(ordering: .relaxed) + 1, ordering: .releasing)
     }
+
+    /// Calls `body` with every marker not yet popped, oldest first (the reader's view).
+    func forEachPending(_ body: (RenderMarker) -> Void) {
+        let end = writeIndex.load(ordering: .acquiring)
+        var index = readIndex.load(ordering: .relaxed)
+        while index < end {
+            body(storage[index & (capacity - 1)])
+            index += 1
+        }
+    }
 }
 
 /// A fixed array of floats shared between the render path and readers, each element atomic.

@@ -76,50 +76,39 @@ func describe(_ stream: AudioFileStream, _ property: AudioFileStreamProperty) ->
 /// Feeds `bytes` to a stream in chunks of the given sizes (cycled), following seek requests like a
 /// seekable source would, and records everything.
 func trace(_ bytes: [UInt8], chunks: [Int], seekable: Bool = true, hint: AudioFileType? = nil) -> Trace {
-    let stream = AudioFileStream(fileTypeHint: hint, sourceIsSeekable: seekable)
+    let driver = AudioFileStreamDriver(stream: AudioFileStream(fileTypeHint: hint, sourceIsSeekable: seekable))
+    let stream = driver.stream
     var result = Trace()
-    var position = 0
     var chunkIndex = 0
-    func record(_ events: [AudioFileStreamEvent]) -> Int? {
-        var seekTo: Int?
-        for event in events {
-            switch event {
-            case .property(let property): result.items.append(.property(describe(stream, property)))
-            case .seekRequired(let offset):
-                result.items.append(.seek(offset))
-                seekTo = Int(offset)
-            case .packets(let packets):
-                let bytesPerPacket = stream.dataFormat?.bytesPerPacket ?? 0
-                if packets.descriptions.isEmpty {
-                    // Constant-size packets: one record per packet.
-                    for i in 0..<packets.packetCount {
-                        let start = i * bytesPerPacket
-                        result.items.append(.packet(index: packets.firstPacketIndex + Int64(i), offset: (packets.fileOffsets.first ?? 0) + Int64(start),
-                                                    frames: stream.dataFormat?.framesPerPacket ?? 0, bytes: Array(packets.data[start..<(start + bytesPerPacket)])))
-                    }
-                } else {
-                    for (i, d) in packets.descriptions.enumerated() {
-                        result.items.append(.packet(index: packets.firstPacketIndex + Int64(i), offset: packets.fileOffsets[i],
-                                                    frames: d.variableFramesInPacket, bytes: Array(packets.data[d.startOffset..<(d.startOffset + d.dataByteSize)])))
-                    }
+    func record(_ event: AudioFileStreamEvent) {
+        switch event {
+        case .property(let property): result.items.append(.property(describe(stream, property)))
+        case .seekRequired(let offset): result.items.append(.seek(offset))
+        case .packets(let packets):
+            let bytesPerPacket = stream.dataFormat?.bytesPerPacket ?? 0
+            if packets.descriptions.isEmpty {
+                // Constant-size packets: one record per packet.
+                for i in 0..<packets.packetCount {
+                    let start = i * bytesPerPacket
+                    result.items.append(.packet(index: packets.firstPacketIndex + Int64(i), offset: (packets.fileOffsets.first ?? 0) + Int64(start),
+                                                frames: stream.dataFormat?.framesPerPacket ?? 0, bytes: Array(packets.data[start..<(start + bytesPerPacket)])))
+                }
+            } else {
+                for (i, d) in packets.descriptions.enumerated() {
+                    result.items.append(.packet(index: packets.firstPacketIndex + Int64(i), offset: packets.fileOffsets[i],
+                                                frames: d.variableFramesInPacket, bytes: Array(packets.data[d.startOffset..<(d.startOffset + d.dataByteSize)])))
                 }
             }
         }
-        return seekTo
     }
     do {
-        while position < bytes.count {
+        while driver.position >= 0 && driver.position < Int64(bytes.count) {
             let size = max(1, chunks[chunkIndex % chunks.count])
             chunkIndex += 1
-            let end = min(position + size, bytes.count)
-            let events = try bytes[position..<end].withUnsafeBytes { try stream.parse($0) }
-            position = end
-            if let target = record(events) {
-                position = target
-                stream.resume(atByteOffset: Int64(target))
-            }
+            let start = Int(driver.position), end = min(start + size, bytes.count)
+            try bytes[start..<end].withUnsafeBytes { _ = try driver.feed($0, record) }
         }
-        _ = record(try stream.finish())
+        _ = try driver.finish(record)
     } catch {
         result.error = "\(error)"
     }

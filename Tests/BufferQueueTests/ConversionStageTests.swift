@@ -161,4 +161,85 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
         #expect(queue.lastConverterError?.message.contains("10 frames fewer") == true)
         #expect(await log.wait { $0.contains { if case .error(let e) = $0 { return e.code == .decoderError } else { return false } } })
     }
+
+    // MARK: several streams through one queue
+
+    /// Streams of another codec and channel count follow each other in one queue: each decoder
+    /// is drained, nothing is flushed on the render path, and a sink that keeps its format gets
+    /// the mono stream converted, in one pull, without being reopened.
+    @Test func streamsOfOtherFormatsJoinWithoutAGap() throws {
+        let sink = ScriptedSink()
+        let queue = try AudioQueue(format: .linearPCM(sampleRate: 1000, channels: 2, bitsPerChannel: 16),
+                                   configuration: .init(sink: sink, resamplerRegistry: AudioResamplerRegistry(), sinkFormat: .keepFirst))
+        let first: [Int16] = (0..<300).map { Int16($0 * 50) }   // 150 stereo frames
+        let buffer = try queue.allocateBuffer(capacity: 600)
+        try first.withUnsafeBytes { try buffer.setData($0) }
+        try queue.enqueue(buffer)
+        try queue.beginStream(format: .float32(sampleRate: 1000, channels: 1))
+        #expect(queue.currentStreamDescription == .float32(sampleRate: 1000, channels: 1))
+        let second = ramp(frames: 70, channels: 1, offset: 11)
+        try queue.enqueue(try queue.makeBuffer(second))
+        try queue.prime()
+        try queue.start()
+        let heard = sink.pullSamples(frames: 220)
+        let expected = first.map { Float($0) / 32768 } + second.flatMap { (v: Float) -> [Float] in [v, v] }
+        #expect(difference(heard, expected) == nil)
+        #expect(sink.calls.current.opens == 1)
+        #expect(sink.calls.current.formats == [.float32(sampleRate: 1000, channels: 2)])
+        try queue.stop(immediately: true)
+    }
+
+    /// The rate changes from one stream to the next: the converter made ahead on the worker
+    /// takes over at the first frame of the new stream (the doubler: each frame twice), exactly.
+    @Test func aStreamAtAnotherRateIsConvertedToTheSinkFormat() throws {
+        let sink = ScriptedSink()
+        let queue = try AudioQueue(format: .float32(sampleRate: 2000, channels: 1),
+                                   configuration: .init(sink: sink, resamplerRegistry: doublingRegistry(hold: 3),
+                                                        sinkFormat: .fixed(sampleRate: 2000, channels: 1)))
+        let first = ramp(frames: 100, channels: 1, offset: 1)
+        try queue.enqueue(try queue.makeBuffer(first))
+        try queue.beginStream(format: .float32(sampleRate: 1000, channels: 1))
+        let second = ramp(frames: 40, channels: 1, offset: 300)
+        try queue.enqueue(try queue.makeBuffer(second))
+        try queue.beginStream(format: .float32(sampleRate: 2000, channels: 1))
+        let third = ramp(frames: 30, channels: 1, offset: 700)
+        try queue.enqueue(try queue.makeBuffer(third))
+        try queue.prime()
+        try queue.start()
+        let heard = sink.pullSamples(frames: 210)
+        #expect(difference(heard, first + doubled(second) + third) == nil)
+        #expect(sink.calls.current.opens == 1)
+        try queue.stop(immediately: true)
+    }
+
+    /// By default the sink follows the decoded format (bit-perfect): it is reopened at the change.
+    @Test func followingTheDecodedFormatReopensTheSink() async throws {
+        let sink = ScriptedSink()
+        let queue = try AudioQueue(format: .float32(sampleRate: 1000, channels: 1), configuration: .init(sink: sink))
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 50, channels: 1)))
+        try queue.beginStream(format: .float32(sampleRate: 1500, channels: 1))
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 50, channels: 1, offset: 50)))
+        try queue.prime()
+        try queue.start()
+        #expect(sink.pullSamples(frames: 60).count == 60)
+        #expect(await sink.calls.wait { (c: ScriptedSink.Calls) -> Bool in c.opens == 2 })
+        #expect(sink.calls.current.formats.last == .float32(sampleRate: 1500, channels: 1))
+        try queue.stop(immediately: true)
+    }
+
+    /// A reset drops the buffers but keeps the stream switch: what is enqueued next is decoded
+    /// as the new format.
+    @Test func aResetKeepsTheStreamSwitch() throws {
+        let queue = try AudioQueue(format: .linearPCM(sampleRate: 1000, channels: 1, bitsPerChannel: 16))
+        let buffer = try queue.allocateBuffer(capacity: 64)
+        try [Int16](repeating: 1000, count: 32).withUnsafeBytes { try buffer.setData($0) }
+        try queue.enqueue(buffer)
+        try queue.beginStream(format: .float32(sampleRate: 1000, channels: 1))
+        try queue.reset()
+        let next = ramp(frames: 25, channels: 1, offset: 4)
+        try queue.enqueue(try queue.makeBuffer(next))
+        try queue.flush()
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 1000, channels: 1))
+        #expect(try queue.renderRest(channels: 1, chunk: 10) == next)
+    }
 }

@@ -189,6 +189,16 @@ final class ScriptedSink: AudioSink, @unchecked Sendable {
         }
     }
 
+    /// Renders `frames` frames as the sink's thread would and returns them (silence filled).
+    func pullSamples(frames: Int) -> [Float] {
+        renderLock.withLock {
+            guard active, let source else { return [] }
+            var out = [Float](repeating: 0, count: frames * channels)
+            _ = out.withUnsafeMutableBufferPointer { $0.baseAddress.map { source.render(into: $0, frames: frames, fillSilence: true) } ?? 0 }
+            return out
+        }
+    }
+
     /// Reports that playback really began.
     func reportHeard() { renderLock.withLock { source }?.reportPlaybackStarted() }
 
