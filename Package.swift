@@ -8,6 +8,7 @@ let package = Package(
     products: [
         .library(name: "BufferQueue", targets: ["BufferQueue"]),
         .library(name: "AudioFileStream", targets: ["AudioFileStream"]),
+        .library(name: "AudioPlayback", targets: ["AudioPlayback"]),
         .library(name: "MPG123Decoder", targets: ["MPG123Decoder"]),
         .library(name: "FAADDecoder", targets: ["FAADDecoder"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
@@ -35,6 +36,11 @@ let package = Package(
             name: "AudioFileStream",
             dependencies: ["BufferQueue"],
             path: "Sources/AudioFileStream"
+        ),
+        .target(
+            name: "AudioPlayback",
+            dependencies: ["BufferQueue", "AudioFileStream"],
+            path: "Sources/AudioPlayback"
         ),
         .systemLibrary(
             name: "CMPG123",
@@ -82,7 +88,7 @@ let package = Package(
         .target(
             name: "AudioStreaming",
             dependencies: [
-                "AudioFileStream", "BufferQueue",
+                "AudioFileStream", "AudioPlayback", "BufferQueue",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -119,7 +125,7 @@ let package = Package(
         .executableTarget(
             name: "aqrender",
             dependencies: [
-                "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter", "RubberBandTimePitch",
+                "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter", "RubberBandTimePitch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
@@ -127,7 +133,7 @@ let package = Package(
         .executableTarget(
             name: "aqplay",
             dependencies: [
-                "AudioFileStream", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "PulseAudioSink",
+                "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "PulseAudioSink",
                 "SoxrConverter", "RubberBandTimePitch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -140,7 +146,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "aqbench",
-            dependencies: ["BufferQueue", "AudioFileStream", "AudioStreaming", "MPG123Decoder", "FAADDecoder", "PulseAudioSink", "TestSupport"],
+            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder", "PulseAudioSink", "TestSupport"],
             path: "Benchmarks/aqbench"
         ),
         .target(
@@ -159,12 +165,12 @@ let package = Package(
         ),
         .testTarget(
             name: "AudioStreamingTests",
-            dependencies: ["AudioStreaming", "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "TestSupport"],
+            dependencies: ["AudioStreaming", "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "TestSupport"],
             path: "Tests/AudioStreamingTests"
         ),
         .testTarget(
             name: "CodecTests",
-            dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter", "TestSupport"],
+            dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter", "TestSupport"],
             path: "Tests/CodecTests"
         ),
         .testTarget(
@@ -190,7 +196,7 @@ if ProcessInfo.processInfo.environment["AQ_FUZZ"] != nil {
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder"],
                                    path: "Fuzz/Support"))
     for name in ["mp3", "adts", "mp4", "caf", "riff", "decode-mp3", "decode-aac", "icy"] {
-        package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzSupport", "AudioFileStream"],
+        package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzSupport", "AudioFileStream", "AudioStreaming"],
                                                  path: "Fuzz/Targets/fuzz-\(name)"))
         package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))
     }

@@ -1,6 +1,7 @@
 // aqbench: measures the queue against the simplest thing that moves the same bytes, in the same run.
 // Run with `make bench` (release build). Nothing here is a pass/fail check.
 import AudioFileStream
+import AudioPlayback
 import AudioStreaming
 import TestSupport
 import BufferQueue
@@ -472,7 +473,7 @@ func streamingBenchmarks() throws -> [String] {
             waitFor(10) { events.first(.playing, after: begin) != nil }
             if let playing = events.first(.playing, after: begin) { firstFrame.append(seconds(playing - begin)) }
             let seekAt = ContinuousClock.now
-            player.seek(to: 20)
+            Task { await player.seek(to: 20) }
             waitFor(10) { events.first(.playing, after: seekAt) != nil }
             if let playing = events.first(.playing, after: seekAt) { seekLatency.append(seconds(playing - seekAt)) }
             player.stop()

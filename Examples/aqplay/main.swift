@@ -1,6 +1,7 @@
 // aqplay: plays files in order, gaplessly, through PulseAudio (or the null sink).
 import ArgumentParser
 import AudioFileStream
+import AudioPlayback
 import AudioStreaming
 import BufferQueue
 import Dispatch
@@ -9,6 +10,7 @@ import Foundation
 import MPG123Decoder
 import PulseAudioSink
 import RubberBandTimePitch
+import SoxrConverter
 
 @main
 struct AQPlay: ParsableCommand {
@@ -62,15 +64,13 @@ struct AQPlay: ParsableCommand {
             guard (-2400...2400).contains(pitch) else { throw ValidationError("--pitch must be -2400...2400 cents") }
             if let timePitch, timePitch != .spectral { throw ValidationError("--pitch needs --time-pitch spectral") }
         }
-        if record != nil && (rate != nil || pitch != nil) {
-            throw ValidationError("--record writes the frames before the play rate applies; render with aqrender --rate instead")
-        }
     }
 
     func run() throws {
         MPG123Decoder.register()
         FAADDecoder.register()
         RubberBandTimePitch.register()
+        SoxrConverter.register()
         var paths = inputs
         if paths.isEmpty {
             let demo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -1,6 +1,7 @@
 // aqrender: decodes a file through the queue, trimmed sample-exactly, and writes a WAV.
 import ArgumentParser
 import AudioFileStream
+import AudioPlayback
 import BufferQueue
 import FAADDecoder
 import Foundation

@@ -23,6 +23,8 @@ public final class AudioFile {
     public let maximumPacketSize: Int?
     public let channelLayout: AudioChannelLayout?
     public let packetTableInfo: AudioFilePacketTableInfo?
+    /// Packets a decoder needs before a packet, when the container says (MP4 `roll`; negative: before).
+    public let packetRollDistance: Int?
     public let metadata: AudioFileMetadata
     public let warnings: [AudioFileStreamError]
     /// The problem that ended parsing early, if any; the packets before it are readable.
@@ -109,6 +111,7 @@ public final class AudioFile {
         maximumPacketSize = stream.maximumPacketSize
         channelLayout = stream.channelLayout
         packetTableInfo = stream.packetTableInfo
+        packetRollDistance = stream.packetRollDistance
         metadata = stream.metadata
         warnings = stream.warnings
         self.damage = damage
@@ -130,6 +133,33 @@ public final class AudioFile {
     /// Frames of packet `index`.
     public func frames(ofPacket index: Int64) -> Int {
         offsets.isEmpty ? max(dataFormat.framesPerPacket, 1) : Int(frames[Int(index)])
+    }
+
+    /// Decoded frames before packet `index` (priming included), in the container's frames.
+    public func frame(forPacket index: Int64) -> Int64 {
+        let end = min(max(index, 0), packetCount)
+        if offsets.isEmpty { return end * Int64(max(dataFormat.framesPerPacket, 1)) }
+        var total: Int64 = 0
+        for packet in 0..<Int(end) { total += Int64(frames[packet]) }
+        return total
+    }
+
+    /// The packet holding decoded frame `frame` (priming included, the container's frames) and
+    /// the frame's offset in it; nil past the last packet.
+    public func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
+        guard frame >= 0 else { return nil }
+        if offsets.isEmpty {
+            let perPacket = Int64(max(dataFormat.framesPerPacket, 1))
+            let packet = frame / perPacket
+            return packet < packetCount ? (packet, Int(frame % perPacket)) : nil
+        }
+        var start: Int64 = 0
+        for packet in 0..<frames.count {
+            let next = start + Int64(frames[packet])
+            if frame < next { return (Int64(packet), Int(frame - start)) }
+            start = next
+        }
+        return nil
     }
 
     /// Byte offset of packet `index` in the file.

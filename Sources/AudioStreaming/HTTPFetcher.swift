@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import AudioFileStream
+import AudioPlayback
 import BufferQueue
 import Dispatch
 import NIOCore
@@ -68,8 +69,25 @@ final class ByteChannel: @unchecked Sendable {
     private let state = Lock(State())
     private let signal = DispatchSemaphore(value: 0)
     let capacity: Int
+    /// Called (outside the lock) after every item pushed: the reader has something to take.
+    private let onPush: @Sendable () -> Void
 
-    init(capacity: Int) { self.capacity = capacity }
+    init(capacity: Int, onPush: @escaping @Sendable () -> Void = {}) {
+        self.capacity = capacity
+        self.onPush = onPush
+    }
+
+    /// The next item if one is queued now; never waits.
+    func tryPop() -> FetchItem? {
+        let (item, waiters) = state.withLock { s -> (FetchItem?, [CheckedContinuation<Void, Never>]) in
+            guard !s.closed, !s.items.isEmpty else { return (nil, []) }
+            let first = s.items.removeFirst()
+            if case .bytes(let b) = first { s.bytes -= b.count }
+            return (first, s.takeWaiters())
+        }
+        for waiter in waiters { waiter.resume() }
+        return item
+    }
 
     /// Adds an item unless `generation` is stale; while the channel is full it waits (without
     /// blocking a thread) until a pop frees room, or the channel restarts or closes.
@@ -86,7 +104,10 @@ final class ByteChannel: @unchecked Sendable {
                 return true
             }
             if let outcome {
-                if outcome { signal.signal() }
+                if outcome {
+                    signal.signal()
+                    onPush()
+                }
                 return outcome
             }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -176,16 +197,17 @@ final class HTTPFetcher: @unchecked Sendable {
     let configuration: HTTPStreamConfiguration
     let channel: ByteChannel
     private let client: HTTPClient
-    private let report: @Sendable (AudioPlayerEvent) -> Void
+    private let report: @Sendable (AudioSourceEvent) -> Void
     private let task = Lock<Task<Void, Never>?>(nil)
     /// What the first response said (kept for later requests).
     let info = Lock<HTTPStreamInfo?>(nil)
 
-    init(url: String, configuration: HTTPStreamConfiguration, report: @escaping @Sendable (AudioPlayerEvent) -> Void) {
+    init(url: String, configuration: HTTPStreamConfiguration, report: @escaping @Sendable (AudioSourceEvent) -> Void,
+         available: @escaping @Sendable () -> Void = {}) {
         self.url = url
         self.configuration = configuration
         self.report = report
-        channel = ByteChannel(capacity: configuration.readAheadBytes)
+        channel = ByteChannel(capacity: configuration.readAheadBytes, onPush: available)
         let timeout = HTTPClient.Configuration.Timeout(connect: .init(configuration.connectTimeout), read: .init(configuration.stallTimeout))
         client = HTTPClient(eventLoopGroupProvider: .singleton,
                             configuration: .init(redirectConfiguration: .follow(max: 8, allowCycles: false), timeout: timeout))
@@ -294,8 +316,8 @@ final class HTTPFetcher: @unchecked Sendable {
             }
             info.withLock { $0 = made }
             _ = await channel.push(.info(made), generation: generation)
-            if let name = made.icyName { report(.property(name: "icy-name", value: name, index: -1)) }
-            if let genre = made.icyGenre { report(.property(name: "icy-genre", value: genre, index: -1)) }
+            if let name = made.icyName { report(.property(name: "icy-name", value: name)) }
+            if let genre = made.icyGenre { report(.property(name: "icy-genre", value: genre)) }
         } else if status == 200 && offset > 0 && finite {
             skip = offset   // no Range support: re-download up to where we were
         }
@@ -309,7 +331,7 @@ final class HTTPFetcher: @unchecked Sendable {
             chunk.withUnsafeReadableBytes { raw in
                 if icy != nil {
                     for update in icy?.process(raw, audio: &audio) ?? [] {
-                        if let title = update.streamTitle { report(.streamTitle(title, index: -1)) }
+                        if let title = update.streamTitle { report(.streamTitle(title)) }
                     }
                 } else {
                     audio.append(contentsOf: raw)

@@ -17,10 +17,14 @@ final class EventDelivery: Sendable {
     init(label: String, target: DispatchQueue?, outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?) {
         queue = DispatchQueue(label: label, target: target)
         queue.setSpecific(key: key, value: 1)
+        // Code running on the caller's callback queue itself (not in a callback) is serialized
+        // with the deliveries too: waiting for them from there would wait for itself.
+        target?.setSpecific(key: key, value: 1)
         self.outputCallback = outputCallback
     }
 
-    /// Whether the current code runs on the delivery queue (inside a callback).
+    /// Whether the current code runs on the delivery queue (inside a callback) or on the
+    /// callback queue it targets.
     var isCurrent: Bool { DispatchQueue.getSpecific(key: key) != nil }
 
     /// Delivers items in order. Buffers are handed back to their owner (no longer in the queue)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import AudioFileStream
+import AudioPlayback
 import AudioStreaming
 import BufferQueue
 import MPG123Decoder
@@ -120,23 +121,36 @@ final class IcecastServer: @unchecked Sendable {
     }
 }
 
-/// Pulls decoded frames from a source (blocking) and keeps them.
+/// Plays a stream through a player into a capturing real-time null sink, keeping its source.
 final class StreamReader: @unchecked Sendable {
-    private let source: HTTPAudioSource
+    let sink = NullSink(pacing: .realTime, capturing: true)
     private let lock = NSLock()
-    private var collected: [Float] = []
-    init(_ source: HTTPAudioSource) { self.source = source }
-    var samples: [Float] { lock.lock(); defer { lock.unlock() }; return collected }
-    func take(seconds: Double) throws {
-        var scratch = [Float](repeating: 0, count: 4096 * 2)
-        var frames = 0
-        while frames < Int(seconds * 44100) {
-            let n = try scratch.withUnsafeMutableBufferPointer { try source.render(into: $0, frames: 4096) }
-            guard n > 0 else { return }
-            lock.lock(); collected += scratch[0..<(n * 2)]; lock.unlock()
-            frames += n
+    private var held: HTTPAudioSource?
+    private(set) var player: AudioFilePlayer!
+    private var playing: Task<Int64, any Error>?
+
+    init(url: String, configuration: HTTPStreamConfiguration, events: EventBox) {
+        let item = AudioPlayerItem(name: url) { [weak self] context in
+            let source = HTTPAudioSource(url: url, configuration: configuration, context: context)
+            self?.lock.withLock { self?.held = source }
+            return source
         }
+        let sink = self.sink
+        player = AudioFilePlayer(items: [item], buffering: .init(startSeconds: 0.2, restartSeconds: 0.5, maximumSeconds: 2),
+                                 makeSink: { sink }, onEvent: { events.add($0) })
+        let player = self.player!
+        playing = Task { try await player.play() }
     }
+
+    var source: HTTPAudioSource? { lock.withLock { held } }
+    var samples: [Float] { sink.capturedSamples() }
+
+    /// Waits until `seconds` more have been heard (false at the deadline).
+    func take(seconds: Double) async -> Bool {
+        await sink.waitForFrames(sink.framesReceived + Int(seconds * 44100), timeout: .seconds(30))
+    }
+
+    func stop() { player.stop() }
 }
 
 /// Events from a stream, collected.
@@ -145,6 +159,7 @@ final class EventBox: @unchecked Sendable {
     private var list: [AudioPlayerEvent] = []
     func add(_ event: AudioPlayerEvent) { lock.lock(); list.append(event); lock.unlock() }
     var titles: [String] { lock.lock(); defer { lock.unlock() }; return list.compactMap { if case .streamTitle(let t, _) = $0 { return t } else { return nil } } }
+    var titleIndices: [Int] { lock.lock(); defer { lock.unlock() }; return list.compactMap { if case .streamTitle(_, let i) = $0 { return i } else { return nil } } }
     var reconnects: Int { lock.lock(); defer { lock.unlock() }; return list.filter { if case .state(.reconnecting) = $0 { return true } else { return false } }.count }
 }
 
@@ -161,22 +176,24 @@ struct IcecastTests {
         // Bounded: at most 8 reconnects without progress (about 50 s), then the source fails.
         let configuration = HTTPStreamConfiguration(stallTimeout: .seconds(3), maximumReconnects: 8, initialBackoff: .milliseconds(200))
         let url = icecast.streamURL
-        let source = try await onOwnThread { try HTTPAudioSource(url: url, configuration: configuration, report: { events.add($0) }) }
-        // A watchdog: reading must not outlast the test (cancel makes render return 0).
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60) { source.cancel() }
+        let reader = StreamReader(url: url, configuration: configuration, events: events)
+        defer { reader.stop() }
+        func take(seconds: Double) async throws { try #require(await reader.take(seconds: seconds)) }
+        try await take(seconds: 1.5)
+        let source = try #require(reader.source)
         #expect(source.info?.icyMetaInterval != nil)
         #expect(source.info?.isRadio == true)
         #expect(source.info?.isFinite == false)
-        let reader = StreamReader(source)
-        // Reading blocks until bytes arrive: on a thread of its own (see `onOwnThread`).
-        func take(seconds: Double) async throws { try await onOwnThread { try reader.take(seconds: seconds) } }
-        try await take(seconds: 1.5)
+        // The title reaches the player's status, under the item's index.
+        #expect(reader.player.status.fileIndex == 0)
         try icecast.setTitle("Second Title")
         // The server sends a title at its next metadata point: read until it comes (at most 8 s).
         for _ in 0..<16 where !events.titles.contains("Second Title") { try await take(seconds: 0.5) }
         var samples = reader.samples
         #expect(events.titles.contains("First Title"))
         #expect(events.titles.contains("Second Title"))
+        #expect(events.titleIndices.allSatisfy { $0 == 0 })
+        #expect(reader.player.status.title == events.titles.last)
 
         // No metadata byte reached the parser: no junk skipped, and the sine has no glitch (lavfi's
         // 1 kHz sine has amplitude 1/8, about 0.088 once made stereo, and moves at most 0.013 per
@@ -205,7 +222,6 @@ struct IcecastTests {
         #expect(events.reconnects >= 1)
         #expect(samples.count - before >= 2 * 44100 * 2 - 4096 * 2)
         #expect(samples[before...].contains { abs($0) > 0.05 })
-        source.cancel()
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import AudioFileStream
+import AudioPlayback
 import BufferQueue
 import TestSupport
 

@@ -1,4 +1,5 @@
 import AudioFileStream
+import AudioStreaming
 import FuzzSupport
 
 /// libFuzzer entry: the ICY metadata de-interleaver. The first two bytes set the interval; the

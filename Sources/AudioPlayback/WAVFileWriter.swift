@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import AudioFileStream
 
 /// Writes interleaved float frames to a RIFF/WAVE file as IEEE float32 or 16-bit PCM; the sizes
 /// in the header are filled in by ``close()``.

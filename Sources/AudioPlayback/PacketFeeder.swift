@@ -1,0 +1,220 @@
+import AudioFileStream
+import BufferQueue
+
+/// Packets of one item, in order: a file's index, an HTTP stream, later HLS segments. The
+/// ``PacketFeeder`` turns them into enqueued buffers with the item's trims.
+///
+/// Frame counts are in the frames of ``format`` (for HE-AAC declared in the container, the
+/// doubled rate), decoded frames counted from the first packet, priming included.
+public protocol PacketSource: AnyObject {
+    /// Whether ``format`` and the packet table are known (a stream: after its first bytes).
+    var isReady: Bool { get }
+    /// The format to decode: the container's best (`formatList.first`, else `dataFormat`).
+    var format: AudioStreamDescription { get }
+    /// The decoder's magic cookie.
+    var magicCookie: [UInt8]? { get }
+    /// Priming, remainder and valid frames, when the container has gapless numbers.
+    var packetTable: AudioFilePacketTableInfo? { get }
+    /// Packets the decoder needs before a packet to decode it exactly, when the container says
+    /// (an MP4 `roll` sample group: its distance, made positive).
+    var rollDistance: Int? { get }
+    /// The item's valid length in ``format``'s frames, and whether it is estimated (nil: unknown).
+    var duration: (frames: Int64, isEstimated: Bool)? { get }
+    /// A title from the item's metadata.
+    var title: String? { get }
+    /// The packet holding decoded frame `frame`; nil past the end (or unknown).
+    func packet(forFrame frame: Int64) -> Int64?
+    /// Decoded frames before packet `packet`.
+    func frame(forPacket packet: Int64) -> Int64?
+    /// Reads on from packet `packet` (a seek).
+    func seek(toPacket packet: Int64) throws
+    /// The next packets, at most `maxPackets` (ignored for constant-size packets) and `maxBytes`.
+    func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead
+}
+
+/// What a ``PacketSource`` has now.
+public enum PacketRead {
+    /// Packets (descriptions empty for constant-size ones) and the frames they decode to.
+    case packets(data: [UInt8], descriptions: [AudioPacketDescription], frames: Int)
+    /// Nothing yet: more is on its way (a stream); the source says when.
+    case waiting
+    /// The item's packets are all read.
+    case end
+    /// The next packets do not follow the previous ones (a live stream reconnected): the end
+    /// trim of the item no longer applies.
+    case discontinuity
+}
+
+/// Turns a packet source and a start position into enqueued buffers with the trims that fall on
+/// them — the item's priming and remainder, and a seek target — and the pre-roll a decoder needs
+/// to start mid-stream exactly. The one place this logic lives: ``AudioFileRenderer``, the player
+/// and the HTTP source all feed through it.
+///
+/// Trims follow from frame positions alone, so how packets are grouped into buffers changes
+/// nothing: frames `[priming + startFrame, priming + validFrames)` are kept.
+public final class PacketFeeder {
+    /// Where packets come from.
+    public let source: any PacketSource
+    /// The first valid frame to play (0: the start; from ``init(source:startSeconds:preRollPackets:)``,
+    /// known once the source is ready).
+    public private(set) var startFrame: Int64
+    private var startSeconds: Double?
+    /// The first decoded frame kept and the first not kept (nil: until the end).
+    public private(set) var keepFrom: Int64 = 0
+    public private(set) var keepUntil: Int64?
+    /// Decoded position of the next packet read.
+    public private(set) var position: Int64 = 0
+    /// Frames enqueued that will be heard.
+    public private(set) var framesKept: Int64 = 0
+    private var started = false
+    private var overridePreRoll: Int?
+    /// All packets were read.
+    public private(set) var isFinished = false
+
+    /// What ``enqueueNext(_:on:)`` did.
+    public enum Progress: Equatable {
+        /// The buffer went into the queue.
+        case enqueued
+        /// Nothing to enqueue now; the source tells when more arrives. The buffer stays the caller's.
+        case waiting
+        /// The item is done; the buffer stays the caller's.
+        case finished
+    }
+
+    /// - Parameters:
+    ///   - startFrame: the first valid frame to play, in the source format's frames.
+    ///   - preRollPackets: packets decoded before the start (nil: ``preRollPackets(for:rollDistance:)``).
+    public init(source: any PacketSource, startFrame: Int64 = 0, preRollPackets: Int? = nil) {
+        self.source = source
+        self.startFrame = max(startFrame, 0)
+        overridePreRoll = preRollPackets
+    }
+
+    /// Starts `startSeconds` into the item: the frame is `round(seconds × rate)` at the rate of
+    /// the source's format, known once it is ready.
+    public init(source: any PacketSource, startSeconds: Double, preRollPackets: Int? = nil) {
+        self.source = source
+        startFrame = 0
+        self.startSeconds = max(startSeconds, 0)
+        overridePreRoll = preRollPackets
+    }
+
+    /// Packets a decoder needs before the one holding a start position so that its output from
+    /// there is what a decode from the beginning gives: none for PCM; 10 for MP3 (its bit
+    /// reservoir reaches back up to 511 bytes, and the synthesis overlaps a frame); 2 for AAC-LC
+    /// (the MDCT overlaps one frame); 8 for HE-AAC (SBR and PS carry envelope and filter-bank
+    /// state over several frames); or the container's roll distance when larger.
+    public static func preRollPackets(for format: AudioStreamDescription, rollDistance: Int? = nil) -> Int {
+        let codec: Int
+        switch format.formatID {
+        case .mpegLayer3: codec = 10
+        case .heAAC, .heAACv2: codec = 8
+        default: codec = format.isLinearPCM ? 0 : 2
+        }
+        return max(codec, abs(rollDistance ?? 0))
+    }
+
+    /// Plans the start once the source is ready: the packet to read from and the kept range.
+    private func start() throws {
+        if let startSeconds { startFrame = Int64((startSeconds * source.format.sampleRate).rounded()) }
+        let table = source.packetTable
+        let priming = Int64(table?.primingFrames ?? 0)
+        keepFrom = priming + startFrame
+        keepUntil = table.map { priming + $0.validFrames }
+        started = true
+        guard startFrame > 0 else { return }
+        if let keepUntil, keepFrom >= keepUntil {
+            isFinished = true
+            return
+        }
+        guard let packet = source.packet(forFrame: keepFrom) else {
+            isFinished = true   // past the last packet: nothing to play
+            return
+        }
+        let preRoll = overridePreRoll ?? Self.preRollPackets(for: source.format, rollDistance: source.rollDistance)
+        let first = max(packet - Int64(preRoll), 0)
+        guard let firstFrame = source.frame(forPacket: first) else {
+            throw AudioQueueError(.invalidParameter, "cannot find where packet \(first) starts to begin at frame \(startFrame)")
+        }
+        try source.seek(toPacket: first)
+        position = firstFrame
+    }
+
+    /// Reads the next packets into `buffer` and enqueues it on `queue` with the trims that fall
+    /// on them. Wholly trimmed packets (pre-roll) are enqueued too: the decoder needs them.
+    /// - Throws: what the source or the queue throws; the buffer then stays the caller's.
+    public func enqueueNext(_ buffer: AudioQueueBuffer, on queue: AudioQueue) throws -> Progress {
+        guard source.isReady else { return .waiting }
+        if !started { try start() }
+        while !isFinished {
+            let format = source.format
+            let maxPackets = format.bytesPerPacket > 0 ? Int.max : max(buffer.packetDescriptionCapacity, 1)
+            switch try source.read(maxPackets: maxPackets, maxBytes: buffer.capacity) {
+            case .waiting:
+                return .waiting
+            case .end:
+                isFinished = true
+            case .discontinuity:
+                keepUntil = nil
+            case .packets(let data, let descriptions, let frames):
+                guard !data.isEmpty else { continue }
+                let first = position, last = position + Int64(frames)
+                position = last
+                let trimStart = Int(min(max(keepFrom - first, 0), Int64(frames)))
+                let end = keepUntil ?? Int64.max
+                let trimEnd = Int(min(max(last - max(end, first + Int64(trimStart)), 0), Int64(frames - trimStart)))
+                try buffer.setData(data)
+                try queue.enqueue(buffer, packetDescriptions: descriptions, trimFramesAtStart: trimStart, trimFramesAtEnd: trimEnd)
+                framesKept += Int64(frames - trimStart - trimEnd)
+                return .enqueued
+            }
+        }
+        return .finished
+    }
+}
+
+/// A local file's packets, read through its ``AudioFile`` index.
+public final class FilePacketSource: PacketSource {
+    public let file: AudioFile
+    public let format: AudioStreamDescription
+    /// ``format``'s frames per container frame (2 for HE-AAC the container declares at half rate).
+    private let scale: Int
+    private var next: Int64 = 0
+
+    public init(file: AudioFile) {
+        self.file = file
+        format = file.formatList.first ?? file.dataFormat
+        let declared = format.framesPerPacket, container = file.dataFormat.framesPerPacket
+        scale = declared > container && container > 0 && declared % container == 0 ? declared / container : 1
+    }
+
+    public var isReady: Bool { true }
+    public var magicCookie: [UInt8]? { file.magicCookie }
+    public var packetTable: AudioFilePacketTableInfo? { file.packetTableInfo }
+    public var rollDistance: Int? { file.packetRollDistance }
+    public var duration: (frames: Int64, isEstimated: Bool)? {
+        file.packetTableInfo.map { ($0.validFrames, false) } ?? (file.totalFrames * Int64(scale), true)
+    }
+    public var title: String? { file.metadata.title }
+
+    public func packet(forFrame frame: Int64) -> Int64? { file.packet(forFrame: frame / Int64(scale))?.packet }
+    public func frame(forPacket packet: Int64) -> Int64? { file.frame(forPacket: packet) * Int64(scale) }
+
+    public func seek(toPacket packet: Int64) throws { next = min(max(packet, 0), file.packetCount) }
+
+    public func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {
+        guard next < file.packetCount else { return .end }
+        let count: Int
+        if file.dataFormat.bytesPerPacket > 0 {
+            count = max(maxBytes / file.dataFormat.bytesPerPacket, 1)
+        } else {
+            // As many as fit: the largest packet bounds each one.
+            count = max(min(maxPackets, maxBytes / max(file.maximumPacketSize ?? 8192, 1)), 1)
+        }
+        let packets = try file.readPackets(from: next, count: count)
+        next += Int64(packets.packetCount)
+        var frames = 0
+        for index in 0..<packets.packetCount { frames += file.frames(ofPacket: packets.firstPacketIndex + Int64(index)) }
+        return .packets(data: packets.data, descriptions: packets.descriptions, frames: frames * scale)
+    }
+}
