@@ -213,18 +213,20 @@ public final class AudioFilePlayer: @unchecked Sendable {
         var result: Result<Int64, any Error>?
         var waiters: [@Sendable (Result<Int64, any Error>) -> Void] = []
         var stopped = false
-        var framesPlayed: Int64 = 0
     }
     private let shared = Lock(Shared())
     /// Frames handed to the sink (counted by a siphon on the render path).
     private let framesHanded = FrameCounter()
+    /// The recording's hand-over, when `record` is given.
+    private let recorderBox = RecorderBox()
 
     /// - Parameters:
     ///   - startSeconds: where in the first item to start (frame-exact).
     ///   - outputFormat: the format the sink plays (see ``OutputFormat``).
     ///   - makeSink: the sink (called once, when playback begins).
-    ///   - record: receives exactly the frames handed to the sink, in order, on the render thread
-    ///     (copy them and return quickly); with ``OutputFormat/itemFormat`` the format may change.
+    ///   - record: receives exactly the frames handed to the sink, in order, after volume and play
+    ///     rate, on a thread of its own (the render thread only copies them into a ring); all of
+    ///     them before ``play()`` returns. Needs one output format (not ``OutputFormat/itemFormat``).
     ///   - onEvent: called with every ``AudioPlayerEvent`` (also available from ``events``).
     ///   - timePitch: turns play rate (and, for ``TimePitchAlgorithm/spectral``, pitch) on:
     ///     see ``setPlayRate(_:pitch:)``.
@@ -431,6 +433,11 @@ public final class AudioFilePlayer: @unchecked Sendable {
             guard !begun else { return }
             begun = true
             if shared.withLock({ $0.stopped }) || items.isEmpty { return complete() }
+            if record != nil && outputFormat == .itemFormat {
+                // The recording has one format; with the sink reopened per item it would change under it.
+                return fail(AudioQueueError(.invalidParameter, "record needs one output format: use .firstItem or .fixed, not .itemFormat"),
+                            playOut: false)
+            }
             openItem(startingAt: startSeconds)
             pump()
         }
@@ -563,16 +570,18 @@ public final class AudioFilePlayer: @unchecked Sendable {
             queueStarted = true
             do {
                 try queue.prime()
-                // Counts (and hands to `record`) exactly what goes to the sink.
-                let record = self.record, handed = framesHanded
+                // Counts (and hands to `record`, through a ring and a thread of its own) exactly
+                // what goes to the sink.
                 if !tapInstalled {
-                  tapInstalled = true
-                  try queue.installProcessingTap(.siphon) { tap, frames, output, _ in
-                    let format = tap.processingFormat
-                    record?(UnsafeBufferPointer(start: output, count: frames * format.channelsPerFrame), format)
-                    handed.frames.add(Int64(frames), ordering: .relaxed)
-                    return frames
-                  }
+                    tapInstalled = true
+                    let handed = framesHanded, box = recorderBox
+                    let tap = try queue.installProcessingTap(.siphon) { _, frames, output, _ in
+                        box.recorder?.push(output, frames: frames)
+                        handed.frames.add(Int64(frames), ordering: .relaxed)
+                        return frames
+                    }
+                    // Set before the first start, so before the first render.
+                    if let record { box.recorder = SiphonRecorder(format: tap.processingFormat, record: record) }
                 }
                 if !paused {
                     try queue.start()
@@ -671,15 +680,21 @@ public final class AudioFilePlayer: @unchecked Sendable {
             guard s.result == nil else { return ([], nil) }
             let result: Result<Int64, any Error> = failure.map { .failure($0) } ?? .success(played)
             s.result = result
-            s.framesPlayed = played
             defer { s.waiters.removeAll() }
             return (s.waiters, result)
         }
         guard let result else { return }
+        recorderBox.recorder?.finish()
         if let failure { setState(.failed("\(failure)")) } else { setState(.finished) }
         eventSink.finish()
         for waiter in waiters { waiter(result) }
     }
+}
+
+/// The recorder the siphon pushes to: set on the player's queue before the first render, read on
+/// the render thread after (the queue's start orders the two).
+final class RecorderBox: @unchecked Sendable {
+    nonisolated(unsafe) var recorder: SiphonRecorder?
 }
 
 /// A frame count shared with the render path.

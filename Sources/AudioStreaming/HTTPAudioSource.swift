@@ -169,18 +169,6 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
                 failure = error
             }
         }
-        if failure == nil, !checkedDecoder, let driver, driver.stream.isReadyToProducePackets { checkDecoder(driver) }
-    }
-
-    private var checkedDecoder = false
-
-    /// A format no decoder handles is an error now rather than silence later.
-    private func checkDecoder(_ driver: AudioFileStreamDriver) {
-        checkedDecoder = true
-        let format = driver.stream.formatList.first ?? driver.stream.dataFormat
-        if let format, AudioDecoderRegistry.shared.factory(for: format.formatID) == nil {
-            failure = AudioQueueError(.codecNotFound, "\(format.formatID) is not supported: no decoder is registered for it")
-        }
     }
 
     private func parse(_ bytes: [UInt8]) throws {

@@ -278,15 +278,23 @@ final class RenderStage: @unchecked Sendable {
         }
         let entry = PreparedNodes(epoch: epoch, sampleRate: sampleRate, channels: channels, converter: converter,
                                   rateNode: rateNode, failure: failure)
-        prepared.withLock { list in
+        // What is dropped is freed after the lock is released: the render thread only try-locks it.
+        let dropped = prepared.withLock { list -> [PreparedNodes] in
+            let stale = list.filter { $0.installed || $0.epoch < epoch }
             list.removeAll { $0.installed || $0.epoch < epoch }
             list.append(entry)
+            return stale
         }
+        _ = dropped
     }
 
-    /// Swaps in the nodes made for the format change at the front; false when there are none
-    /// (the control path then reopens the sink). Allocates and frees nothing.
-    private func installPreparedNodes(for marker: RenderMarker) -> Bool {
+    /// What ``installPreparedNodes(for:)`` found.
+    private enum Installation { case installed, none, busy }
+
+    /// Swaps in the nodes made for the format change at the front. Allocates and frees nothing.
+    /// `.none`: none were made (the control path then reopens the sink); `.busy`: the worker holds
+    /// the list for a moment (the next render tries again).
+    private func installPreparedNodes(for marker: RenderMarker) -> Installation {
         let installed: Bool? = prepared.withLockIfAvailable { list -> Bool in
             guard let index = list.firstIndex(where: { !$0.installed && $0.epoch == marker.epoch && $0.sampleRate == marker.sampleRate
                                                            && $0.channels == marker.channels }),
@@ -300,12 +308,13 @@ final class RenderStage: @unchecked Sendable {
             list[index].installed = true
             return true
         }
-        guard installed == true else { return false }
+        guard let installed else { return .busy }
+        guard installed else { return .none }
         channels = marker.channels
         sampleRate = marker.sampleRate
         timeStretch?.setRate(playRate)
         timeStretch?.setPitch(pitch)
-        return true
+        return .installed
     }
 
     /// Sets the format frames must leave in (nil: as decoded) and makes the converter; only while
@@ -630,13 +639,19 @@ final class RenderStage: @unchecked Sendable {
                 signal = true
                 return false
             }
-            if convertsFormatChanges.load(ordering: .relaxed) && reader.load(ordering: .relaxed) == Reader.sink.rawValue
-                && installPreparedNodes(for: marker) {
-                // Converted to the sink's format without a gap: render on with the new nodes.
-                markers.pop()
-                signal = true
-                nodesChanged = true
-                return true
+            if convertsFormatChanges.load(ordering: .relaxed) && reader.load(ordering: .relaxed) == Reader.sink.rawValue {
+                switch installPreparedNodes(for: marker) {
+                case .installed:
+                    // Converted to the sink's format without a gap: render on with the new nodes.
+                    markers.pop()
+                    signal = true
+                    nodesChanged = true
+                    return true
+                case .busy:
+                    return true   // stop here; the next render finds the list free
+                case .none:
+                    break
+                }
             }
             pendingChannels.store(marker.channels, ordering: .relaxed)
             pendingRate.store(marker.sampleRate.bitPattern, ordering: .relaxed)

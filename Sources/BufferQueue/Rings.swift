@@ -5,14 +5,14 @@ import Synchronization
 /// Indices count samples ever written/read (they never wrap); storage positions are the index modulo
 /// the capacity. The producer publishes with a releasing store of `writeIndex`, the consumer with a
 /// releasing store of `readIndex`, so neither side takes a lock.
-final class SampleRing: @unchecked Sendable {
-    let capacity: Int
+package final class SampleRing: @unchecked Sendable {
+    package let capacity: Int
     private let mask: Int
     private let storage: UnsafeMutablePointer<Float>
     private let writeIndex = Atomic<Int>(0)
     private let readIndex = Atomic<Int>(0)
 
-    init(minimumCapacity: Int) {
+    package init(minimumCapacity: Int) {
         var size = 64
         while size < minimumCapacity { size <<= 1 }
         capacity = size
@@ -26,20 +26,20 @@ final class SampleRing: @unchecked Sendable {
     // MARK: producer side
 
     /// The index the next written sample will have.
-    var writePosition: Int { writeIndex.load(ordering: .relaxed) }
+    package var writePosition: Int { writeIndex.load(ordering: .relaxed) }
 
     /// Samples that can be written now.
-    var writable: Int { capacity - (writeIndex.load(ordering: .relaxed) - readIndex.load(ordering: .acquiring)) }
+    package var writable: Int { capacity - (writeIndex.load(ordering: .relaxed) - readIndex.load(ordering: .acquiring)) }
 
     /// Copies `count` samples in (the caller checked ``writable``).
-    func write(_ source: UnsafePointer<Float>, count: Int) {
+    package func write(_ source: UnsafePointer<Float>, count: Int) {
         let start = writeIndex.load(ordering: .relaxed)
         copyIn(at: start, count: count) { destination, offset, n in destination.update(from: source + offset, count: n) }
         writeIndex.store(start + count, ordering: .releasing)
     }
 
     /// Writes `count` zero samples (the caller checked ``writable``).
-    func writeZeros(count: Int) {
+    package func writeZeros(count: Int) {
         let start = writeIndex.load(ordering: .relaxed)
         copyIn(at: start, count: count) { destination, _, n in destination.update(repeating: 0, count: n) }
         writeIndex.store(start + count, ordering: .releasing)
@@ -54,14 +54,14 @@ final class SampleRing: @unchecked Sendable {
     // MARK: consumer side
 
     /// The index of the next sample to read.
-    var readPosition: Int { readIndex.load(ordering: .relaxed) }
+    package var readPosition: Int { readIndex.load(ordering: .relaxed) }
 
     /// Samples that can be read now.
-    var readable: Int { writeIndex.load(ordering: .acquiring) - readIndex.load(ordering: .relaxed) }
+    package var readable: Int { writeIndex.load(ordering: .acquiring) - readIndex.load(ordering: .relaxed) }
 
     /// Calls `body` with up to two contiguous runs covering `count` readable samples, then frees them.
     @inline(__always)
-    func consume(count: Int, _ body: (UnsafePointer<Float>, _ offset: Int, _ count: Int) -> Void) {
+    package func consume(count: Int, _ body: (UnsafePointer<Float>, _ offset: Int, _ count: Int) -> Void) {
         let start = readIndex.load(ordering: .relaxed)
         let first = min(count, capacity - (start & mask))
         body(storage + (start & mask), 0, first)
@@ -70,7 +70,7 @@ final class SampleRing: @unchecked Sendable {
     }
 
     /// Drops everything before `position` (used when the producer discarded what it wrote).
-    func skip(to position: Int) {
+    package func skip(to position: Int) {
         if position > readIndex.load(ordering: .relaxed) { readIndex.store(position, ordering: .releasing) }
     }
 }

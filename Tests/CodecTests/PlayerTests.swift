@@ -29,9 +29,14 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
     FAADDecoder.register()
     SoxrConverter.register()
     let collector = SinkCollector()
+    var recording: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
+    if outputFormat != .itemFormat {
+        recording = { (samples: UnsafeBufferPointer<Float>, _: AudioStreamDescription) in collector.record(samples) }
+    }
     let player = AudioFilePlayer(items: paths.map { AudioPlayerItem.file($0) }, loops: loops, startSeconds: seek,
                                  outputFormat: outputFormat,
-                                 makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) },
+                                 makeSink: { collector.make() },
+                                 record: recording,
                                  timePitch: timePitch, playRate: rate)
     let frames = try await player.play()
     return (collector, frames)
@@ -94,7 +99,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         let firstRender = try await rendered(a).samples
         let secondRender = try await rendered(b, sampleRate: 22050, channels: 1).samples
         #expect(difference(got, firstRender + secondRender) == nil)
-        #expect(collector.recording.count == got.count)
+        #expect(collector.recording == got)
     }
 
     /// For bit-perfect listening the sink follows each item's own format instead: it is reopened
@@ -107,6 +112,15 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         let firstRender = try await rendered(a).samples
         let secondRender = try await rendered(b).samples
         #expect(difference(try #require(collector.captured.first), firstRender + secondRender) == nil)
+    }
+
+    /// A recording has one format: with the sink reopened per item it is refused, not garbled.
+    @Test func recordingWithEachItemsFormatIsRefused() async throws {
+        let player = AudioFilePlayer(items: [.file(Where.fixture("demo-melody.m4a"))], outputFormat: .itemFormat,
+                                     makeSink: { NullSink(pacing: .unpaced) }, record: { _, _ in })
+        await #expect { try await player.play() } throws: { error in
+            (error as? AudioQueueError)?.code == .invalidParameter
+        }
     }
 
     /// An MP3 whose rate changes mid-stream (44.1 to 48 kHz) plays to its end through the first
