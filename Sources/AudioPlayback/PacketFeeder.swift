@@ -102,13 +102,14 @@ public final class PacketFeeder {
     /// Packets a decoder needs before the one holding a start position so that its output from
     /// there is what a decode from the beginning gives: none for PCM; 10 for MP3 (its bit
     /// reservoir reaches back up to 511 bytes, and the synthesis overlaps a frame); 2 for AAC-LC
-    /// (the MDCT overlaps one frame); 8 for HE-AAC (SBR and PS carry envelope and filter-bank
-    /// state over several frames); or the container's roll distance when larger.
+    /// (the MDCT overlaps one frame); 16 for HE-AAC, whose SBR decoder starts exact only after the
+    /// next SBR header and a few frames of settling (encoders repeat the header every few frames:
+    /// fdk-aac every 10); or the container's roll distance when larger.
     public static func preRollPackets(for format: AudioStreamDescription, rollDistance: Int? = nil) -> Int {
         let codec: Int
         switch format.formatID {
         case .mpegLayer3: codec = 10
-        case .heAAC, .heAACv2: codec = 8
+        case .heAAC, .heAACv2: codec = 16
         default: codec = format.isLinearPCM ? 0 : 2
         }
         return max(codec, abs(rollDistance ?? 0))
@@ -177,15 +178,19 @@ public final class PacketFeeder {
 public final class FilePacketSource: PacketSource {
     public let file: AudioFile
     public let format: AudioStreamDescription
-    /// ``format``'s frames per container frame (2 for HE-AAC the container declares at half rate).
+    /// ``format``'s frames per frame the file counts (2 for HE-AAC whose container counts at the
+    /// core rate).
     private let scale: Int
     private var next: Int64 = 0
 
     public init(file: AudioFile) {
         self.file = file
         format = file.formatList.first ?? file.dataFormat
-        let declared = format.framesPerPacket, container = file.dataFormat.framesPerPacket
-        scale = declared > container && container > 0 && declared % container == 0 ? declared / container : 1
+        // What the file counts per packet: the format's frames for an MP4 (its parser counts in the
+        // output rate it found signalled), the container format's for others.
+        let declared = format.framesPerPacket
+        let counted = file.packetCount > 0 ? file.frames(ofPacket: 0) : file.dataFormat.framesPerPacket
+        scale = declared > counted && counted > 0 && declared % counted == 0 ? declared / counted : 1
     }
 
     public var isReady: Bool { true }

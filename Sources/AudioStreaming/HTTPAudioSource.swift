@@ -75,7 +75,8 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     /// Exact from a packet count (MP4, CAF, Xing/LAME, WAV); otherwise estimated from the average
     /// bit rate and `Content-Length`; nil for live streams.
     public var duration: (frames: Int64, isEstimated: Bool)? {
-        guard let stream = driver?.stream, let format = stream.dataFormat else { return nil }
+        guard let stream = driver?.stream, stream.dataFormat != nil else { return nil }
+        let format = self.format
         if let table = stream.packetTableInfo { return (table.validFrames, false) }
         if let packets = stream.audioDataPacketCount, format.framesPerPacket > 0 {
             return (packets * Int64(format.framesPerPacket), false)
@@ -197,7 +198,9 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         guard case .packets(let packets) = event, let stream = driver?.stream else { return }
         let perPacket = stream.dataFormat?.framesPerPacket ?? 0
         let declared = (stream.formatList.first ?? stream.dataFormat)?.framesPerPacket ?? perPacket
-        // HE-AAC the container declares at half rate: the feeder counts the decoded frames.
+        // The feeder counts decoded frames: a packet's own count is in them already (an MP4 counts
+        // HE-AAC at its output rate); the container format's count is scaled up for HE-AAC it
+        // declares at half rate.
         let scale = declared > perPacket && perPacket > 0 && declared % perPacket == 0 ? declared / perPacket : 1
         parsedBytes += Int64(packets.data.count)
         if packets.descriptions.isEmpty {
@@ -216,8 +219,8 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
             for description in packets.descriptions {
                 let start = description.startOffset, end = start + description.dataByteSize
                 guard start >= 0, end <= packets.data.count else { continue }
-                let frames = description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket
-                pending.append((Array(packets.data[start..<end]), description.variableFramesInPacket, frames * scale))
+                let frames = description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket * scale
+                pending.append((Array(packets.data[start..<end]), description.variableFramesInPacket, frames))
                 parsedFrames += Int64(frames)
             }
         }

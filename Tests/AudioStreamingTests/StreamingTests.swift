@@ -121,6 +121,31 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         #expect(server.ranges.count >= 2)
     }
 
+    /// HE-AAC in an MP4 over HTTP: the packets' frames are counted once at the output rate (they
+    /// were scaled twice, so the duration doubled and a seek started 4096 frames early), and a
+    /// seek equals the local linear render from the same frame.
+    @Test(.enabled(if: TestPaths.sharedFixtures != nil, "the shared fixtures are absent: HTTP HE-AAC test skipped"))
+    func heAACInAnMP4SeeksToTheExactFrame() async throws {
+        let path = try #require(TestPaths.sharedFixtures).appendingPathComponent("gen-fdk-he-aac-v1-explicit-bc.m4a").path
+        let server = try LoopbackServer(body: Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+        defer { server.shutdown() }
+        let (capture, _) = try await playStream([.url(server.url("he.m4a"), configuration: quick)], seek: 1.2)
+        let linear = try localRender(path)
+        let expected = Array(linear[(52920 * 2)...])
+        #expect(capture.samples.count == expected.count)
+        let worst = zip(capture.samples, expected).map { abs($0 - $1) }.max() ?? 1
+        #expect(worst <= 0.001, "largest difference \(worst)")
+        let source = try await readySource(server.url("he.m4a"))
+        defer { source.close() }
+        let duration = try #require(source.duration)
+        #expect(duration.frames == 46 * 2048 && !duration.isEstimated)
+        if case .packets(_, let descriptions, let frames) = try source.read(maxPackets: 4, maxBytes: 1 << 16) {
+            #expect(frames == descriptions.count * 2048)
+        } else {
+            Issue.record("no packets after the first")
+        }
+    }
+
     @Test func droppedConnectionResumesAtTheExactByte() async throws {
         let name = "lame-vbr-v2-44k-stereo.mp3"
         var faults = LoopbackServer.Faults()

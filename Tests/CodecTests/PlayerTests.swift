@@ -141,5 +141,37 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         #expect(frames == 176400)
         #expect(collector.captured.first?.count == 176400 * 2)
     }
+    /// A start past the end of the first item plays nothing of it, reports no error, and goes on
+    /// with the next item from its start; alone, the item plays zero frames and finishes.
+    @Test func aStartPastTheEndGoesOnWithTheNextItem() async throws {
+        let short = Where.fixture("lame-cbr128-44k-stereo.mp3"), next = Where.fixture("lame-vbr-v2-44k-stereo.mp3")
+        let (collector, frames) = try await play([short, next], seek: 100)
+        let expected = try await rendered(next).samples
+        #expect(frames == Int64(expected.count / 2))
+        #expect(difference(try #require(collector.captured.first), expected) == nil)
+        let (_, alone) = try await play([short], seek: 100)
+        #expect(alone == 0)
+    }
 }
 
+/// Seeks in HE-AAC: what plays from the target equals the linear render from there.
+@Suite(.enabled(if: Where.shared != nil, "../shared/fixtures (or $AQ_FIXTURES) is absent: HE-AAC seek tests skipped"))
+struct HEAACSeekTests {
+    /// The start is frame-exact (an MP4 that counts HE-AAC packets at the output rate used to be
+    /// scaled twice: 4096 frames early), and the content is within -60 dBFS of the linear render:
+    /// the pre-roll reaches back past an SBR header, after which libfaad2's SBR state converges
+    /// (bit-exact for the fdk files; the Nero file keeps SBR noise at -92 dBFS).
+    @Test(arguments: [("gen-fdk-he-aac-v1-explicit-bc.m4a", 0.8), ("gen-fdk-he-aac-v1-explicit-hier.m4a", 1.6),
+                      ("aac-he-v1-nero-explicit-bc-mono-mdat-size0.m4a", 0.8)])
+    func seekEqualsTheLinearRender(_ name: String, _ seconds: Double) async throws {
+        let path = try #require(Where.shared).appendingPathComponent(name).path
+        let (full, format, _) = try await rendered(path)
+        let (collector, frames) = try await play([path], seek: seconds)
+        let expected = full[(Int((seconds * format.sampleRate).rounded()) * format.channelsPerFrame)...]
+        let got = try #require(collector.captured.first)
+        #expect(got.count == expected.count)
+        #expect(frames == Int64(expected.count / format.channelsPerFrame))
+        let worst = zip(got, expected).map { abs($0 - $1) }.max() ?? 1
+        #expect(worst <= 0.001, "largest difference \(worst)")
+    }
+}
