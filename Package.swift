@@ -160,7 +160,8 @@ let package = Package(
         ),
         .testTarget(
             name: "PulseAudioSinkTests",
-            dependencies: ["BufferQueue", "PulseAudioSink", "TestSupport"],
+            dependencies: ["BufferQueue", "PulseAudioSink", "AudioFileStream", "AudioPlayback", "MPG123Decoder", "FAADDecoder",
+                           "SoxrConverter", "TestSupport"],
             path: "Tests/PulseAudioSinkTests"
         ),
         .testTarget(

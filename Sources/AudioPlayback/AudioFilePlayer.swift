@@ -207,6 +207,8 @@ public final class AudioFilePlayer: @unchecked Sendable {
         var playerState: AudioPlayerState = .buffering
         var streamTitles: [Int: String] = [:]
         var playRate: Float = 1
+        var volume: Float = 1
+        var pan: Float = 0
         var pitch: Float = 0
         var userPaused = false
         var underrun = false
@@ -232,6 +234,8 @@ public final class AudioFilePlayer: @unchecked Sendable {
     ///     see ``setPlayRate(_:pitch:)``.
     ///   - playRate: the play rate to start with (0.25...4).
     ///   - pitch: the pitch shift in cents to start with (-2400...2400, spectral only).
+    ///   - pan: the balance to start with (-1 left ... 1 right; no effect on mono).
+    ///   - processingTap: the caller's processing tap on the player's queue (see ``ProcessingTap``).
     ///   - timePitchEngines: where the spectral algorithm finds its engine (register `RubberBandTimePitch`).
     public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
                 buffering: Buffering = Buffering(), outputFormat: OutputFormat = .firstItem,
@@ -239,11 +243,12 @@ public final class AudioFilePlayer: @unchecked Sendable {
                 record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil,
                 onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil,
                 timePitch: TimePitchAlgorithm? = nil, playRate: Float = 1, pitch: Float = 0,
+                pan: Float = 0, processingTap: ProcessingTap? = nil,
                 decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
                 timePitchEngines: TimePitchEngineRegistry = .shared) {
         self.items = items
         self.loops = max(loops, 1)
-        self.volume = volume
+        self.processingTap = processingTap
         self.startSeconds = max(startSeconds, 0)
         self.buffering = buffering
         self.outputFormat = outputFormat
@@ -255,7 +260,7 @@ public final class AudioFilePlayer: @unchecked Sendable {
         self.resamplers = resamplers
         eventHandler = onEvent
         (eventStream, eventSink) = AsyncStream.makeStream(of: AudioPlayerEvent.self)
-        shared.withLock { $0.playRate = playRate; $0.pitch = pitch }
+        shared.withLock { $0.playRate = playRate; $0.pitch = pitch; $0.volume = volume; $0.pan = pan }
     }
 
     /// Plays local files (see ``AudioPlayerItem/file(_:)``).
@@ -266,8 +271,30 @@ public final class AudioFilePlayer: @unchecked Sendable {
                   makeSink: makeSink, record: record)
     }
 
-    /// The gain applied to everything (0...1).
-    public let volume: Float
+    /// The gain applied to everything now (0...1): see ``setVolume(_:)``.
+    public var volume: Float { shared.withLock { $0.volume } }
+
+    /// The balance now (-1 left ... 1 right): see ``setPan(_:)``.
+    public var pan: Float { shared.withLock { $0.pan } }
+
+    /// A processing tap for the player's queue: the caller's code on the render path, as with
+    /// ``BufferQueue/AudioQueue/installProcessingTap(_:callback:)``. The player's own frame count
+    /// and recording do not take its place.
+    public struct ProcessingTap: Sendable {
+        /// Where it sits: before time-pitch, conversion and volume/pan, after them, or a siphon.
+        public var position: AudioQueueProcessingTapPosition
+        /// Called on the render path for every block; the tap it gets tells the processing
+        /// format: the output format, or for `.preEffects` the first item's decoded format (with
+        /// items of other formats, use `.postEffects` or `.siphon`, which see one format).
+        public var callback: AudioQueueProcessingTapCallback
+        public init(position: AudioQueueProcessingTapPosition, callback: @escaping AudioQueueProcessingTapCallback) {
+            self.position = position
+            self.callback = callback
+        }
+    }
+
+    /// The caller's processing tap, installed when playback begins.
+    public let processingTap: ProcessingTap?
 
     /// Every event, in order, for one consumer; it finishes when playback ends.
     public var events: AsyncStream<AudioPlayerEvent> { eventStream }
@@ -362,6 +389,27 @@ public final class AudioFilePlayer: @unchecked Sendable {
         let queue = shared.withLock { s -> AudioQueue? in
             s.playRate = rate
             if let pitch { s.pitch = pitch }
+            return s.queue
+        }
+        try queue?.setParameters(parameters)
+    }
+
+    /// Changes the gain (0...1) of what plays now and later; the change glides over a few
+    /// milliseconds, as the queue's volume does.
+    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` outside 0...1.
+    public func setVolume(_ volume: Float) throws {
+        try setMix(AudioQueueParameters(volume: volume).validated()) { $0.volume = volume }
+    }
+
+    /// Changes the balance (-1 left only ... 1 right only; no effect on mono).
+    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` outside -1...1.
+    public func setPan(_ pan: Float) throws {
+        try setMix(AudioQueueParameters(pan: pan).validated()) { $0.pan = pan }
+    }
+
+    private func setMix(_ parameters: AudioQueueParameters, _ keep: (inout Shared) -> Void) throws {
+        let queue = shared.withLock { s -> AudioQueue? in
+            keep(&s)
             return s.queue
         }
         try queue?.setParameters(parameters)
@@ -537,7 +585,8 @@ public final class AudioFilePlayer: @unchecked Sendable {
             self.pump()
         }
         if let cookie = source.magicCookie { try made.setMagicCookie(cookie) }
-        if volume != 1 { try made.setParameters(.init(volume: volume)) }
+        let (volume, pan) = shared.withLock { ($0.volume, $0.pan) }
+        if volume != 1 || pan != 0 { try made.setParameters(.init(volume: volume, pan: pan)) }
         if let timePitch {
             try made.setTimePitch(timePitch)
             let (rate, pitch) = shared.withLock { ($0.playRate, $0.pitch) }
@@ -575,13 +624,14 @@ public final class AudioFilePlayer: @unchecked Sendable {
                 if !tapInstalled {
                     tapInstalled = true
                     let handed = framesHanded, box = recorderBox
-                    let tap = try queue.installProcessingTap(.siphon) { _, frames, output, _ in
+                    // An observer, not a tap: the caller's processing tap keeps its place.
+                    let format = try queue.setOutputObserver { output, frames in
                         box.recorder?.push(output, frames: frames)
                         handed.frames.add(Int64(frames), ordering: .relaxed)
-                        return frames
                     }
                     // Set before the first start, so before the first render.
-                    if let record { box.recorder = SiphonRecorder(format: tap.processingFormat, record: record) }
+                    if let record { box.recorder = SiphonRecorder(format: format, record: record) }
+                    if let processingTap { try queue.installProcessingTap(processingTap.position, callback: processingTap.callback) }
                 }
                 if !paused {
                     try queue.start()

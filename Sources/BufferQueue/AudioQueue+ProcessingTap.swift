@@ -58,4 +58,29 @@ extension AudioQueue {
         }
         if let error = result { throw error }
     }
+
+    /// Watches the output for a layer built on the queue (the player counts and records what the
+    /// sink gets) while the caller keeps the one processing tap: called on the render path after
+    /// the tap, with the output frames (interleaved float32 in the format returned). Set while the
+    /// queue is not running, like a tap.
+    package typealias OutputObserver = @Sendable (_ output: UnsafePointer<Float>, _ frames: Int) -> Void
+
+    /// Sets the output observer (nil removes it); returns the output format it sees.
+    /// - Throws: ``AudioQueueError/Code/invalidRunState`` while the sink renders.
+    @discardableResult
+    package func setOutputObserver(_ observer: OutputObserver?) throws -> AudioStreamDescription {
+        try checkNotDisposed()
+        let active = control.withLock { $0.lifecycle.sink == .active }
+        let format: AudioStreamDescription? = active ? nil : pipeline.withLock { _ in
+            stage.tryExclusiveAccess { () -> AudioStreamDescription in
+                stage.adoptLeadingFormatChange()
+                stage.setOutputObserver(observer)
+                return .float32(sampleRate: stage.outputRate, channels: stage.outputChannels)
+            }
+        }
+        guard let format else {
+            throw AudioQueueError(.invalidRunState, "an output observer can be set only while the queue is not running")
+        }
+        return format
+    }
 }

@@ -135,6 +135,9 @@ final class RenderStage: @unchecked Sendable {
     private var reportedLag = 0
     /// The processing tap, if one is installed.
     private(set) var tap: AudioQueueProcessingTap?
+    /// Sees every output frame after the tap (a player's frame count and recording), beside the
+    /// caller's one tap.
+    private(set) var outputObserver: AudioQueue.OutputObserver?
     /// The stretch's input position of the pull in progress (where per-buffer rates apply).
     private var stretchPullBase = 0
     private var epochSeen = 0
@@ -189,6 +192,9 @@ final class RenderStage: @unchecked Sendable {
 
     /// Installs or removes the processing tap; only while no sink pulls.
     func setTap(_ newTap: AudioQueueProcessingTap?) { tap = newTap }
+
+    /// Sets or removes the output observer; only while no sink pulls.
+    func setOutputObserver(_ observer: AudioQueue.OutputObserver?) { outputObserver = observer }
 
     /// Turns time-pitch on with an algorithm, or off; only while no sink pulls.
     /// - Throws: when the spectral algorithm has no engine for the format.
@@ -490,6 +496,7 @@ final class RenderStage: @unchecked Sendable {
             reportedLag = lag
         }
         if done > 0, let tap, tap.position == .siphon { tap.siphon(out, frames: done) }
+        if done > 0, let outputObserver { outputObserver(UnsafePointer(out), done) }
         if done > 0 || consumed > 0 {
             afterConsumeHook?()
             timelineFrames.add(consumed, ordering: .releasing)

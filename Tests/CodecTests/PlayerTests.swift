@@ -7,6 +7,10 @@ import FAADDecoder
 import MPG123Decoder
 import SoxrConverter
 import TestSupport
+import Synchronization
+
+/// Frames a test's tap saw (its callback runs on the render thread).
+final class TapCount: Sendable { let frames = Atomic<Int64>(0) }
 
 /// Every sink a player made, to collect what each received.
 final class SinkCollector: @unchecked Sendable {
@@ -141,6 +145,32 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         #expect(frames == 176400)
         #expect(collector.captured.first?.count == 176400 * 2)
     }
+    /// The caller's processing tap and the player's volume apply, while the player still counts
+    /// and records exactly what the sink gets (its observer does not take the tap's place).
+    @Test func theCallersTapAndVolumeApplyBesideTheRecording() async throws {
+        FAADDecoder.register()
+        let m4a = Where.fixture("ffmpeg-aac-44k-moov-first.m4a")
+        let expected = try await rendered(m4a).samples.map { -($0 * 0.5) }
+        let collector = SinkCollector()
+        let tapped = TapCount()
+        let player = AudioFilePlayer(items: [.file(m4a)], volume: 0.5, makeSink: { collector.make() },
+                                     record: { samples, _ in collector.record(samples) },
+                                     processingTap: .init(position: .postEffects) { tap, frames, output, _ in
+                                         let got = tap.getSourceAudio(frames: frames, into: output)
+                                         let channels = tap.processingFormat.channelsPerFrame
+                                         for i in 0..<(got.frames * channels) { output[i] = -output[i] }
+                                         tapped.frames.add(Int64(got.frames), ordering: .relaxed)
+                                         return got.frames
+                                     })
+        let frames = try await player.play()
+        #expect(frames == Int64(expected.count / 2))
+        #expect(tapped.frames.load(ordering: .relaxed) == frames)
+        #expect(difference(try #require(collector.captured.first), expected) == nil)
+        #expect(collector.recording == collector.captured.first)
+        #expect(throws: AudioQueueError.self) { try player.setVolume(1.5) }
+        #expect(throws: AudioQueueError.self) { try player.setPan(-2) }
+    }
+
     /// A start past the end of the first item plays nothing of it, reports no error, and goes on
     /// with the next item from its start; alone, the item plays zero frames and finishes.
     @Test func aStartPastTheEndGoesOnWithTheNextItem() async throws {
@@ -151,6 +181,24 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         #expect(difference(try #require(collector.captured.first), expected) == nil)
         let (_, alone) = try await play([short], seek: 100)
         #expect(alone == 0)
+    }
+}
+
+/// The playlist of the playback-layer issue through the null sink, recorded.
+@Suite(.enabled(if: Where.shared != nil, "../shared/fixtures (or $AQ_FIXTURES) is absent: shared playlist test skipped"))
+struct SharedPlaylistTests {
+    /// 44.1 kHz mono MP3, 48 kHz mono AAC and 22.05 kHz-core mono HE-AAC play through the first
+    /// item's format (44.1 kHz mono) with exactly each item's valid frames at that rate.
+    @Test func aPlaylistOfThreeRatesPlaysItsExactFrameCount() async throws {
+        let names = ["mp3-vbr-lame3.99-xing-mono-44k.mp3", "aac-lc-apple-voicememos-48k-mono.m4a", "gen-fdk-he-aac-v1-implicit-mono.aac"]
+        let paths = try names.map { try #require(Where.shared).appendingPathComponent($0).path }
+        let (collector, frames) = try await play(paths)
+        let itemFrames: [Int64] = [172_740, 45_158, 94_208]   // 49 152 at 48 kHz: 45 158.4 at 44.1
+        #expect(frames == itemFrames.reduce(0, +))
+        var expected: [Float] = []
+        for path in paths { expected += try await rendered(path, sampleRate: 44100, channels: 1).samples }
+        #expect(difference(try #require(collector.captured.first), expected) == nil)
+        #expect(collector.recording == collector.captured.first)
     }
 }
 

@@ -3,6 +3,12 @@ import Synchronization
 import Testing
 import BufferQueue
 import PulseAudioSink
+import AudioFileStream
+import AudioPlayback
+import FAADDecoder
+import MPG123Decoder
+import SoxrConverter
+import TestSupport
 
 /// The queue's events as they arrive; waits are woken by each new event, with a deadline.
 final class Events: Sendable {
@@ -286,5 +292,52 @@ struct PulseAudioSinkTests {
             #expect(error.message.contains("no PulseAudio server"))
         }
         #expect(!PulseAudioSink.serverIsReachable(server: "unix:/nonexistent/pulse/native"))
+    }
+}
+
+/// The player through a private server: a playlist of other rates and channel counts arrives as
+/// one stream, each item converted to the output format, with the exact frame count.
+@Suite(.serialized, .enabled(if: !PrivateServer.missing && TestPaths.sharedFixtures != nil,
+                             "pulseaudio, parec or the shared fixtures are missing: player-through-PulseAudio test skipped"))
+struct PlayerThroughPulseAudioTests {
+    /// 44.1 kHz mono MP3, 48 kHz mono AAC, 22.05 kHz-core mono HE-AAC (implicit SBR).
+    static let playlist = ["mp3-vbr-lame3.99-xing-mono-44k.mp3", "aac-lc-apple-voicememos-48k-mono.m4a", "gen-fdk-he-aac-v1-implicit-mono.aac"]
+
+    func render(_ path: String) throws -> [Float] {
+        let renderer = try AudioFileRenderer(file: try AudioFile(path: path), sampleRate: 44100, channels: 2)
+        var all: [Float] = []
+        var scratch = [Float](repeating: 0, count: 4096 * 2)
+        while true {
+            let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 4096) }
+            if n == 0 { break }
+            all += scratch[0..<(n * 2)]
+        }
+        return all
+    }
+
+    @Test func aPlaylistOfOtherRatesPlaysWithTheExactFrameCount() async throws {
+        MPG123Decoder.register()
+        FAADDecoder.register()
+        SoxrConverter.register()
+        let paths = try Self.playlist.map { try #require(TestPaths.sharedFixtures).appendingPathComponent($0).path }
+        let expected = try paths.flatMap { try render($0) }
+        let itemFrames: [Int] = [172_740, 45_158, 94_208]   // 49 152 frames at 48 kHz: 45 158.4 at 44.1
+        #expect(expected.count == itemFrames.reduce(0, +) * 2)
+
+        let server = try await PrivateServer.start()
+        try await server.startRecording()
+        let player = AudioFilePlayer(items: paths.map { AudioPlayerItem.file($0) }, outputFormat: .fixed(sampleRate: 44100, channels: 2),
+                                     makeSink: {
+                                         PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50),
+                                                                             applicationName: "PlayerThroughPulseAudioTests"))
+                                     })
+        let frames = try await player.play()
+        #expect(frames == Int64(expected.count / 2))
+        let soundFrames = (0..<(expected.count / 2)).filter { expected[2 * $0] != 0 || expected[2 * $0 + 1] != 0 }.count
+        let heard = trimSilence(await server.stopRecording(soundFrames: soundFrames), channels: 2)
+        let reference = trimSilence(expected, channels: 2)
+        #expect(heard.count == reference.count)   // between the first and the last sound: no gap, nothing lost
+        #expect(difference(heard, reference) == nil)
+        await server.kill()
     }
 }
