@@ -2,7 +2,6 @@
 // Apple's Audio Toolbox "playpcm" sample does: three buffers, refilled in the output callback.
 import ArgumentParser
 import AudioFileStream
-import AudioPlayback
 import BufferQueue
 import Dispatch
 import Foundation

@@ -93,7 +93,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
             if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED { teardown() }
         }
         self.format = format
-        self.source = source
+        setSource(source)
         failureReported.store(false, ordering: .relaxed)
         if context == nil { try connectContext() }
         try createStream()
@@ -170,7 +170,13 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
             }
             stream = nil
         }
-        source = nil
+        setSource(nil)
+    }
+
+    /// `source` is read by the main loop's thread (a context that fails reports to it): change it
+    /// under the main loop's lock once that thread exists.
+    private func setSource(_ new: AudioRenderSource?) {
+        if (try? withLock({ source = new })) == nil { source = new }
     }
 
     /// The queue's `isRunning` turns true when the server acknowledges the uncork.
