@@ -122,11 +122,16 @@ let package = Package(
             ],
             path: "Examples/aqinfo"
         ),
+        .target(
+            name: "ExampleOptions",
+            dependencies: ["BufferQueue", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/ExampleOptions"
+        ),
         .executableTarget(
             name: "aqrender",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter", "RubberBandTimePitch",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "ExampleOptions", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
         ),
@@ -134,7 +139,7 @@ let package = Package(
             name: "aqplay",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "PulseAudioSink",
-                "SoxrConverter", "RubberBandTimePitch",
+                "SoxrConverter", "RubberBandTimePitch", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqplay"

@@ -4,6 +4,7 @@ import AudioFileStream
 import AudioPlayback
 import AudioStreaming
 import BufferQueue
+import ExampleOptions
 import Dispatch
 import FAADDecoder
 import Foundation
@@ -37,33 +38,12 @@ struct AQPlay: ParsableCommand {
     var record: String?
     @Flag(help: "Use the null sink, unpaced: as fast as decoding goes.")
     var fast = false
-    @Option(help: "Play rate, 0.25...4.")
-    var rate: Float?
-    @Option(parsing: .unconditional, help: "Pitch shift in cents, -2400...2400 (spectral only).")
-    var pitch: Float?
-    enum TimePitch: String, ExpressibleByArgument, CaseIterable {
-        case timedomain, spectral, varispeed
-        var algorithm: TimePitchAlgorithm {
-            switch self {
-            case .timedomain: .timeDomain
-            case .spectral: .spectral
-            case .varispeed: .varispeed
-            }
-        }
-    }
-    @Option(name: .customLong("time-pitch"),
-            help: "How --rate plays: timedomain keeps the pitch (WSOLA), spectral keeps it or shifts it by --pitch (Rubber Band), varispeed lets it follow the rate. Default: spectral with --pitch, else timedomain.")
-    var timePitch: TimePitch?
+    @OptionGroup var timePitchOptions: TimePitchOptions
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         guard (0...1).contains(volume) else { throw ValidationError("--volume must be in 0...1") }
         guard seek >= 0 else { throw ValidationError("--seek must not be negative") }
-        if let rate, !(0.25...4).contains(rate) { throw ValidationError("--rate must be 0.25...4") }
-        if let pitch {
-            guard (-2400...2400).contains(pitch) else { throw ValidationError("--pitch must be -2400...2400 cents") }
-            if let timePitch, timePitch != .spectral { throw ValidationError("--pitch needs --time-pitch spectral") }
-        }
     }
 
     func run() throws {
@@ -98,7 +78,7 @@ struct AQPlay: ParsableCommand {
             let lower = path.lowercased()
             return lower.hasPrefix("http://") || lower.hasPrefix("https://") ? .url(path) : .file(path)
         }
-        let algorithm = rate != nil || pitch != nil || timePitch != nil ? (timePitch ?? (pitch == nil ? .timedomain : .spectral)).algorithm : nil
+        let algorithm = timePitchOptions.requested
         let player = AudioFilePlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,
                                      onEvent: { event in
             // Stream events on their own line (the status line is redrawn after them).
@@ -108,7 +88,7 @@ struct AQPlay: ParsableCommand {
             case .state(.reconnecting): FileHandle.standardError.write(Data("\naqplay: connection lost, reconnecting\n".utf8))
             default: break
             }
-        }, timePitch: algorithm, playRate: rate ?? 1, pitch: pitch ?? 0)
+        }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0))
 
         // Ctrl-C: stop at once, exit 130.
         signal(SIGINT, SIG_IGN)

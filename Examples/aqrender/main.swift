@@ -3,6 +3,7 @@ import ArgumentParser
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import ExampleOptions
 import FAADDecoder
 import Foundation
 import MPG123Decoder
@@ -29,33 +30,12 @@ struct AQRender: ParsableCommand {
     var sampleRate: Int?
     @Option(help: "Render this many channels (mono ↔ stereo: see the Converting guide for the matrix).")
     var channels: Int?
-    @Option(help: "Play rate, 0.25...4.")
-    var rate: Double?
-    @Option(parsing: .unconditional, help: "Pitch shift in cents, -2400...2400 (spectral only).")
-    var pitch: Double?
-    enum TimePitch: String, ExpressibleByArgument, CaseIterable {
-        case timedomain, spectral, varispeed
-        var algorithm: TimePitchAlgorithm {
-            switch self {
-            case .timedomain: .timeDomain
-            case .spectral: .spectral
-            case .varispeed: .varispeed
-            }
-        }
-    }
-    @Option(name: .customLong("time-pitch"),
-            help: "How --rate plays: timedomain keeps the pitch (WSOLA), spectral keeps it or shifts it by --pitch (Rubber Band), varispeed lets it follow the rate. Default: spectral with --pitch, else timedomain.")
-    var timePitch: TimePitch?
+    @OptionGroup var timePitchOptions: TimePitchOptions
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
         if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
-        if let rate, !(0.25...4).contains(rate) { throw ValidationError("--rate must be 0.25...4") }
-        if let pitch {
-            guard (-2400...2400).contains(pitch) else { throw ValidationError("--pitch must be -2400...2400 cents") }
-            if let timePitch, timePitch != .spectral { throw ValidationError("--pitch needs --time-pitch spectral") }
-        }
     }
 
     func run() throws {
@@ -68,8 +48,8 @@ struct AQRender: ParsableCommand {
         do {
             file = try AudioFile(path: input)
             renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
-                                             playRate: rate, timePitch: (timePitch ?? (pitch == nil ? .timedomain : .spectral)).algorithm,
-                                             pitch: pitch)
+                                             playRate: timePitchOptions.rate, timePitch: timePitchOptions.algorithm,
+                                             pitch: timePitchOptions.pitch)
         } catch {
             fail("\(input): \(error)")
         }

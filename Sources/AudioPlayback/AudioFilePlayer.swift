@@ -557,8 +557,11 @@ public final class AudioFilePlayer: @unchecked Sendable {
     private func noteEnqueued(_ feeder: PacketFeeder, before: Int64) {
         let source = feeder.source
         let end = timelineBeforeItem + feeder.framesKept
+        let heard = queue?.currentTime().sampleTime ?? 0
         shared.withLock { s in
             s.enqueuedEnd = end
+            // Items heard to the end no longer need their mark: the list stays a few long.
+            while s.marks.count > 1 && s.marks[1].start <= heard { s.marks.removeFirst() }
             if before == 0 && feeder.framesKept > 0 {
                 let duration = source.duration
                 s.marks.append(Mark(start: timelineBeforeItem, index: itemIndex, offset: feeder.startFrame,

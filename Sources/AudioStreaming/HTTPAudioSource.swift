@@ -197,11 +197,10 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     private func handle(_ event: AudioFileStreamEvent) {
         guard case .packets(let packets) = event, let stream = driver?.stream else { return }
         let perPacket = stream.dataFormat?.framesPerPacket ?? 0
-        let declared = (stream.formatList.first ?? stream.dataFormat)?.framesPerPacket ?? perPacket
         // The feeder counts decoded frames: a packet's own count is in them already (an MP4 counts
         // HE-AAC at its output rate); the container format's count is scaled up for HE-AAC it
         // declares at half rate.
-        let scale = declared > perPacket && perPacket > 0 && declared % perPacket == 0 ? declared / perPacket : 1
+        let scale = FilePacketSource.frameScale(of: format, counted: perPacket)
         parsedBytes += Int64(packets.data.count)
         if packets.descriptions.isEmpty {
             // Constant-size packets (PCM): runs of whole packets, at most 16 KiB each.

@@ -327,30 +327,30 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         defer { server.shutdown() }
         FAADDecoder.register()
         let capture = Capture()
-        let recorded = Locked<[Float]>([])
+        // What the sink got, as it arrives: the waits below are on it, with deadlines.
+        let recorded = Watched<[Float]>([])
         let player = AudioFilePlayer(items: [.url(server.url(name), configuration: quick)],
                                      buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5),
                                      makeSink: { NullSink(pacing: .realTime) },
-                                     record: { samples, _ in recorded.withLock { $0 += samples } }, onEvent: { capture.add($0) })
+                                     record: { samples, _ in recorded.update { $0 += samples } }, onEvent: { capture.add($0) })
         let done: Task<Int64, any Error> = Task { try await player.play() }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while player.status.position < 0.3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        // 0.3 s (stereo, 44.1 kHz) have been handed to the real-time sink.
+        try #require(await recorded.wait(timeout: .seconds(20)) { $0.count >= 13_230 * 2 }, "playback did not get going")
         let seekAt = ContinuousClock.now
         await player.seek(to: 3.0)
         // The sink is held while the seek is under way: what is recorded from here on is after it.
-        let before = recorded.withLock { $0.count }
+        let before = recorded.current.count
         #expect(capture.states.contains(.seeking))
-        // Once playing again, the position is what is heard: from 3.0 on, and no further than the
-        // (real-time) null sink can have played since the seek — not what is buffered ahead.
-        while player.status.position < 3.0 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        try #require(ContinuousClock.now < deadline, "the seek did not take effect in time")
+        // Once 0.1 s more has been handed over, the position is what is heard: from 3.0 on, and no
+        // further than the (real-time) null sink can have played since the seek — not what is
+        // buffered ahead.
+        try #require(await recorded.wait(timeout: .seconds(20)) { $0.count >= before + 4_410 * 2 }, "the seek did not take effect in time")
         let heard = player.status.position
-        let elapsed = Double((ContinuousClock.now - seekAt).components.attoseconds) / 1e18 + Double((ContinuousClock.now - seekAt).components.seconds)
+        let since = (ContinuousClock.now - seekAt).components
+        let elapsed = Double(since.seconds) + Double(since.attoseconds) / 1e18
         #expect(heard >= 3.0 && heard <= 3.0 + elapsed + 0.05, "position \(heard) after seeking to 3.0, \(elapsed) s ago")
         _ = try await done.value
-        let afterSeek = Array(recorded.withLock { $0 }[before...])
+        let afterSeek = Array(recorded.current[before...])
         let expected = try localRender(TestPaths.fixture(name), startSeconds: 3.0)
         #expect(difference(afterSeek, expected) == nil)
     }
