@@ -616,7 +616,9 @@ public final class AudioFilePlayer: @unchecked Sendable {
             let rate = s.marks.last?.rate ?? queue.streamDescription.sampleRate
             return (s.userPaused, s.underrun, Double(s.enqueuedEnd - heard) / rate)
         }
-        let enough = free.isEmpty || inputDone
+        // Every buffer in the queue (not merely none returned yet, as right after a seek), or
+        // nothing more to come.
+        let enough = (free.isEmpty && ahead > 0) || inputDone
         if !queueStarted {
             guard enough || (waiting && ahead >= buffering.startSeconds) else { return }
             queueStarted = true
@@ -700,8 +702,9 @@ public final class AudioFilePlayer: @unchecked Sendable {
         guard let queue, shared.withLock({ $0.result == nil }) else { return }
         let heardIndex = status.fileIndex ?? itemIndex
         setState(.seeking)
+        let restarts = inputDone
         do {
-            if inputDone {
+            if restarts {
                 // Everything was fed and the queue plays out: stop it at once (its timeline restarts).
                 try queue.stop(immediately: true)
             } else {
@@ -711,11 +714,13 @@ public final class AudioFilePlayer: @unchecked Sendable {
         } catch {
             return fail(error, playOut: false)
         }
+        // A stopped queue's timeline starts again from 0; a reset one goes on from the frame reached.
+        timelineBeforeItem = restarts ? 0 : queue.currentTime().sampleTime
         shared.withLock { s in
             s.marks.removeAll()
             s.underrun = false
+            s.enqueuedEnd = timelineBeforeItem
         }
-        timelineBeforeItem = queue.currentTime().sampleTime
         queueStarted = false
         inputDone = false
         if itemIndex != heardIndex { loop = max(loop - (heardIndex > itemIndex ? 1 : 0), 0) }

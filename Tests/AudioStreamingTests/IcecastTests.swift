@@ -40,7 +40,7 @@ final class IcecastServer: @unchecked Sendable {
             <basedir>/usr/share/icecast2</basedir><logdir>\(folder)</logdir>
             <webroot>/usr/share/icecast2/web</webroot><adminroot>/usr/share/icecast2/admin</adminroot>
           </paths>
-          <logging><errorlog>error.log</errorlog><accesslog>access.log</accesslog><loglevel>2</loglevel></logging>
+          <logging><errorlog>-</errorlog><accesslog>access.log</accesslog><loglevel>3</loglevel></logging>
           <security><chroot>0</chroot>\(getuid() == 0 ? "<changeowner><user>nobody</user><group>nogroup</group></changeowner>" : "")</security>
         </icecast>
         """
@@ -49,13 +49,34 @@ final class IcecastServer: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/icecast2")
         process.arguments = ["-c", folder + "/icecast.xml"]
         process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        // The error log goes to standard error (`<errorlog>-</errorlog>`): its lines are the
+        // events the waits below wait on.
+        let log = Pipe()
+        process.standardError = log
+        let lines = self.log
+        reader = LineReader(log.fileHandleForReading, onEnd: { lines.update { $0.append("(log ended)") } }) { line in
+            lines.update { $0.append(line) }
+        }
         try process.run()
+        reader?.start()
         server = process
-        // Up when the port answers.
-        for _ in 0..<100 where !portAnswers() { usleep(50_000) }
-        guard portAnswers() else { stop(); throw IcecastError("icecast2 did not start on port \(port); see \(folder)/error.log") }
     }
+
+    /// Returns once the server says it has started and its port answers.
+    func waitUntilUp() async throws {
+        let started = await log.wait(timeout: .seconds(15)) { $0.contains { $0.contains("server started") || $0 == "(log ended)" } }
+        guard started, portAnswers() else {
+            stop()
+            throw IcecastError("icecast2 did not start on port \(port): \(log.current.suffix(5).joined(separator: " | "))")
+        }
+    }
+
+    /// The server's log lines so far.
+    let log = Watched<[String]>([])
+    private var reader: LineReader?
+    /// Mounts logged when the current source was started.
+    private var mountsBefore = 0
+    private static let mounted = "listener count on /live.mp3"
 
     struct IcecastError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
 
@@ -88,6 +109,7 @@ final class IcecastServer: @unchecked Sendable {
                              "-f", "mp3", "icecast://source:sourcepw@127.0.0.1:\(port)/live.mp3"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
+        mountsBefore = log.current.filter { $0.contains(Self.mounted) }.count
         try process.run()
         source = process
     }
@@ -170,8 +192,9 @@ struct IcecastTests {
         MPG123Decoder.register()
         let icecast = try IcecastServer()
         defer { icecast.stop() }
+        try await icecast.waitUntilUp()
         try icecast.startSource()
-        try icecast.setTitleWhenMounted("First Title")
+        try await icecast.setTitleWhenMounted("First Title")
         let events = EventBox()
         // Bounded: at most 8 reconnects without progress (about 50 s), then the source fails.
         let configuration = HTTPStreamConfiguration(stallTimeout: .seconds(3), maximumReconnects: 8, initialBackoff: .milliseconds(200))
@@ -226,13 +249,12 @@ struct IcecastTests {
 }
 
 extension IcecastServer {
-    /// The admin interface knows the mount only once the source has connected.
-    func setTitleWhenMounted(_ title: String) throws {
-        var lastError: (any Error)?
-        for _ in 0..<100 {
-            do { try setTitle(title); return } catch { lastError = error }
-            usleep(100_000)
-        }
-        throw lastError ?? IcecastError("the mount never appeared")
+    /// The admin interface knows the mount only once the source has connected: waits for the
+    /// server to log that the source's mount is live, then sets the title.
+    func setTitleWhenMounted(_ title: String) async throws {
+        let before = mountsBefore
+        let mounted = await log.wait(timeout: .seconds(15)) { lines in lines.filter { $0.contains(Self.mounted) }.count > before }
+        guard mounted else { throw IcecastError("the mount never appeared: \(log.current.suffix(5).joined(separator: " | "))") }
+        try setTitle(title)
     }
 }

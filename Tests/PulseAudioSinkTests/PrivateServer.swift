@@ -59,6 +59,8 @@ final class PrivateServer: @unchecked Sendable {
     /// returns once it has said that it is ready.
     func startDaemon() async throws {
         try? FileManager.default.removeItem(atPath: "\(runtime)/pulse/native")
+        // A killed daemon may not be reaped yet: its pid file would name a live (zombie) process.
+        try? FileManager.default.removeItem(atPath: "\(runtime)/pulse/pid")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try #require(Self.binary))
         process.arguments = ["-n", "--daemonize=no", "-v", "--log-target=stderr", "--exit-idle-time=-1", "--disallow-exit",
@@ -82,7 +84,7 @@ final class PrivateServer: @unchecked Sendable {
         daemon = process
         reader.start()
         guard await state.wait(timeout: .seconds(15), until: { $0 != .starting }), state.current == .ready else {
-            throw ServerError("pulseaudio did not say it was ready within 15 s")
+            throw ServerError("pulseaudio did not say it was ready within 15 s; its last lines:\n\(logTail.current.suffix(8).joined(separator: "\n"))")
         }
     }
 
@@ -165,29 +167,6 @@ final class PrivateServer: @unchecked Sendable {
         if let daemon { Foundation.kill(daemon.processIdentifier, SIGKILL) }
         try? FileManager.default.removeItem(atPath: runtime)
     }
-}
-
-/// Reads lines from a pipe on a thread of its own until it closes.
-final class LineReader {
-    private let thread: Thread
-    init(_ handle: FileHandle, onEnd: @escaping @Sendable () -> Void, _ onLine: @escaping @Sendable (String) -> Void) {
-        thread = Thread {
-            var buffer = Data()
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty {
-                    onEnd()
-                    break
-                }
-                buffer.append(chunk)
-                while let newline = buffer.firstIndex(of: 10) {
-                    onLine(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
-                    buffer.removeSubrange(buffer.startIndex...newline)
-                }
-            }
-        }
-    }
-    func start() { thread.start() }
 }
 
 /// Removes every run of silent frames (pauses) and returns what is left.

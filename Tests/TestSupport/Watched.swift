@@ -101,3 +101,26 @@ public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .
     }
     return ToolResult(output: output, status: status)
 }
+
+/// Reads lines from a pipe on a thread of its own until it closes (a server's log, say).
+public final class LineReader {
+    private let thread: Thread
+    public init(_ handle: FileHandle, onEnd: @escaping @Sendable () -> Void, _ onLine: @escaping @Sendable (String) -> Void) {
+        thread = Thread {
+            var buffer = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty {
+                    onEnd()
+                    break
+                }
+                buffer.append(chunk)
+                while let newline = buffer.firstIndex(of: 10) {
+                    onLine(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                    buffer.removeSubrange(buffer.startIndex...newline)
+                }
+            }
+        }
+    }
+    public func start() { thread.start() }
+}
