@@ -43,6 +43,27 @@ sox -R "$work/s8.wav" -b 24 pcm-s24-8k-mono-extensible.wav;              add pcm
 sox -R "$work/s8.wav" pcm-s16be-8k-mono.aiff;                             add pcm-s16be-8k-mono.aiff s8 no
 ff -i "$work/s8.wav" -c:a pcm_s16le -f aiff pcm-sowt-8k-mono.aifc;     add pcm-sowt-8k-mono.aifc s8 no
 
+# Apple's other formats (issue 14). G.711 and ALAC keep the source length exactly ("exact": the
+# frame count, not a gapless table); IMA ADPCM pads to its block ("no"), except where the WAV fact
+# chunk gives the true count (sox writes it: "yes").
+ff -i "$work/s8.wav" -c:a pcm_mulaw ulaw-8k-mono.wav;                   add ulaw-8k-mono.wav s8 exact
+ff -i "$work/s8.wav" -c:a pcm_alaw alaw-8k-mono.wav;                    add alaw-8k-mono.wav s8 exact
+ff -i "$work/s8.wav" -c:a pcm_mulaw ulaw-8k-mono.caf;                   add ulaw-8k-mono.caf s8 exact
+ff -i "$work/s8.wav" -c:a pcm_alaw alaw-8k-mono.caf;                    add alaw-8k-mono.caf s8 exact
+ff -i "$work/s8.wav" -c:a pcm_mulaw -f aiff ulaw-8k-mono.aifc;          add ulaw-8k-mono.aifc s8 exact
+ff -i "$work/s8.wav" -c:a pcm_alaw -f aiff alaw-8k-mono.aifc;           add alaw-8k-mono.aifc s8 exact
+ff -i "$work/s22.wav" -c:a adpcm_ima_qt ima4-22k-mono.caf;              add ima4-22k-mono.caf s22 no
+ff -i "$work/s22.wav" -c:a adpcm_ima_qt -f aiff ima4-22k-mono.aifc;     add ima4-22k-mono.aifc s22 no
+ff -i "$work/s48.wav" -c:a adpcm_ima_wav ima-adpcm-48k-stereo-ffmpeg.wav; add ima-adpcm-48k-stereo-ffmpeg.wav s48 no
+sox -R "$work/s22.wav" -e ima-adpcm ima-adpcm-22k-mono-sox-fact.wav;   add ima-adpcm-22k-mono-sox-fact.wav s22 yes
+ff -i "$work/s44.wav" -c:a alac alac-44k-stereo.m4a;                    add alac-44k-stereo.m4a s44 exact
+ff -i "$work/s44.wav" -c:a alac alac-44k-stereo-pakt-after-data.caf;    add alac-44k-stereo-pakt-after-data.caf s44 exact
+ff -f lavfi -i "aevalsrc=0.3*sin(2*PI*300*t)|0.25*sin(2*PI*450*t)|0.2*sin(2*PI*600*t)|0.1*sin(2*PI*80*t)|0.15*sin(2*PI*750*t)|0.15*sin(2*PI*900*t):s=48000:d=0.25:c=5.1" \
+  -c:a pcm_s24le "$work/six.wav"
+ff -i "$work/six.wav" -c:a alac -sample_fmt s32p alac-s24-48k-5.1.m4a; add alac-s24-48k-5.1.m4a six exact
+ff -f lavfi -i "anoisesrc=d=0.25:c=white:r=22050:a=0.9:s=7" -c:a pcm_s16le "$work/noise.wav"
+ff -i "$work/noise.wav" -c:a alac alac-22k-mono-noise.caf;              add alac-22k-mono-noise.caf noise exact
+
 # The aqplay demo (make demo): 4 s of a little synthesized melody, AAC in M4A with the index first.
 melody="0.25*sin(2*PI*t*(261.63*lt(mod(t,2),0.5)+329.63*gte(mod(t,2),0.5)*lt(mod(t,2),1)+392*gte(mod(t,2),1)*lt(mod(t,2),1.5)+523.25*gte(mod(t,2),1.5)))*(1-0.6*mod(t,0.5))"
 ff -f lavfi -i "aevalsrc='$melody|$melody':s=44100:d=4" -c:a pcm_s16le "$work/demo.wav"

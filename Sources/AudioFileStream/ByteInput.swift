@@ -186,3 +186,21 @@ struct BitReader {
         return value
     }
 }
+
+extension ByteInput {
+    /// The frames an Apple Lossless packet starting here holds: its first element's sample count
+    /// when the "partial frame" flag is set (the last packet of a stream), otherwise `full`.
+    ///
+    /// The element header is 3 bits of type, 4 of instance tag, 12 reserved, then the partial,
+    /// shift and escape flags (1 + 2 + 1 bits) and, when partial, a 32-bit frame count.
+    func alacPacketFrames(size: Int, full: Int) -> Int {
+        guard size >= 7, available >= 7 else { return full }
+        var header: UInt64 = 0
+        for index in 0..<7 { header = header << 8 | UInt64(u8(index)) }
+        header <<= 8
+        let element = header >> 61
+        guard element == 0 || element == 1 || element == 3, (header >> 44) & 1 == 1 else { return full }
+        let frames = Int((header >> 9) & 0xFFFF_FFFF)
+        return frames > 0 && frames <= full ? frames : full
+    }
+}

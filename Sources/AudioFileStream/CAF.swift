@@ -16,6 +16,9 @@ final class CAFParser: ContainerParser, PacketLocating {
     private var inData = false
     private var nextPacket = 0
     private var constantPacketsSeen: Int64 = 0
+    /// A data chunk met before the packet table it needs (ffmpeg writes `pakt` after `data` for
+    /// ALAC): where its packets start and end, to come back to once `pakt` is read.
+    private var deferredData: (start: Int64, end: Int64)?
     /// Largest chunk (other than `data`) read into memory.
     static let chunkCap = 64 << 20
 
@@ -44,6 +47,17 @@ final class CAFParser: ContainerParser, PacketLocating {
                 input.consume(chunk.size)
                 pending = nil
                 try read(chunk.type, body, at: chunk.start, out)
+                if chunk.type == "pakt", let deferred = deferredData, let format {
+                    // The table came after the audio: go back to the first packet, once.
+                    deferredData = nil
+                    dataStart = deferred.start
+                    dataEnd = deferred.end
+                    inData = true
+                    announce(format, out)
+                    input.reset(to: deferred.start)
+                    out.requestSeek(to: deferred.start)
+                    return
+                }
                 continue
             }
             guard input.available >= 12 else { return }
@@ -59,8 +73,15 @@ final class CAFParser: ContainerParser, PacketLocating {
                     throw AudioFileStreamError(.invalidData, .caf, start, "the data chunk is \(size) bytes, shorter than its edit count")
                 }
                 if format.bytesPerPacket == 0 && !paktSeen {
-                    throw AudioFileStreamError(.indexAfterMediaData, .caf, start,
-                        "the packet table (pakt) is not before the audio data; packets of varying size cannot be found without it")
+                    guard seekable, size != -1 else {
+                        throw AudioFileStreamError(.indexAfterMediaData, .caf, start, seekable
+                            ? "the data chunk runs to the end of the file and no packet table (pakt) came before it; packets of varying size cannot be found without it"
+                            : "the packet table (pakt) follows the audio data; packets of varying size cannot be found without it, and the source cannot seek. Read it from a seekable source")
+                    }
+                    deferredData = (start + 16, start + 12 + size)
+                    input.reset(to: start + 12 + size)
+                    out.requestSeek(to: start + 12 + size)
+                    return
                 }
                 input.skip(4)   // edit count
                 dataStart = start + 16
@@ -73,6 +94,8 @@ final class CAFParser: ContainerParser, PacketLocating {
                 throw AudioFileStreamError(.invalidData, .caf, start, "the \(type) chunk has an impossible size (\(size))")
             }
             switch type {
+            case "pakt" where paktSeen:
+                input.skip(size)   // read already: it followed the data chunk
             case "desc", "kuki", "pakt", "chan", "info":
                 guard size <= Int64(Self.chunkCap) else {
                     throw AudioFileStreamError(.tooLarge, .caf, start, "the \(type) chunk claims \(size) bytes; at most \(Self.chunkCap) are read")
@@ -109,8 +132,17 @@ final class CAFParser: ContainerParser, PacketLocating {
             out.formatList = [format]
             out.channelLayout = .default(channels: channels)
         case "kuki":
-            if let (_, config) = audioSpecificConfig(fromESDescriptor: body) { out.magicCookie = config } else { out.magicCookie = body }
-            if let format, [.aacLC, .heAAC, .heAACv2].contains(format.formatID), let cookie = out.magicCookie,
+            let isAAC = format.map { [.aacLC, .heAAC, .heAACv2].contains($0.formatID) } ?? false
+            if isAAC, let (_, config) = audioSpecificConfig(fromESDescriptor: body) { out.magicCookie = config } else { out.magicCookie = body }
+            if let format, format.formatID == .appleLossless, let config = ALACSpecificConfig(cookie: body) {
+                var described = format
+                described.bitsPerChannel = 0
+                described.formatFlags = AudioFormatFlags(rawValue: UInt32(Self.alacFlag(bitDepth: config.bitDepth)))
+                self.format = described
+                out.dataFormat = described
+                out.formatList = [described]
+            }
+            if isAAC, let cookie = out.magicCookie,
                let asc = AudioSpecificConfig(cookie), asc.sbrPresent == true {
                 out.formatList = asc.formatList
             }
@@ -148,6 +180,9 @@ final class CAFParser: ContainerParser, PacketLocating {
             break
         }
     }
+
+    /// Core Audio's format flags for ALAC: the source bit depth (1 = 16, 2 = 20, 3 = 24, 4 = 32).
+    static func alacFlag(bitDepth: Int) -> Int { [16: 1, 20: 2, 24: 3, 32: 4][bitDepth] ?? 0 }
 
     private func announce(_ format: AudioStreamDescription, _ out: StreamOutput) {
         guard !out.isReady else { return }
@@ -189,7 +224,9 @@ final class CAFParser: ContainerParser, PacketLocating {
             let offset = packetOffsets[nextPacket], size = Int(packetSizes[nextPacket])
             if input.position < offset { input.skip(offset - input.position); if input.position < offset { return } }
             guard input.available >= size else { return }
-            out.emitPacket(from: input, size: size, frames: Int(packetFrames[nextPacket]) > 0 ? Int(packetFrames[nextPacket]) : format.framesPerPacket)
+            var frames = Int(packetFrames[nextPacket]) > 0 ? Int(packetFrames[nextPacket]) : format.framesPerPacket
+            if format.formatID == .appleLossless { frames = input.alacPacketFrames(size: size, full: frames) }
+            out.emitPacket(from: input, size: size, frames: frames)
             nextPacket += 1
         }
         if let dataEnd { input.skip(max(dataEnd - input.position, 0)) } else { input.skip(Int64(input.available)) }
@@ -200,6 +237,10 @@ final class CAFParser: ContainerParser, PacketLocating {
         input.atEnd = true
         try parse(input, out)
         guard format != nil else { throw AudioFileStreamError(.invalidData, .caf, input.position, "no desc chunk") }
+        if let deferred = deferredData {
+            throw AudioFileStreamError(.noAudio, .caf, deferred.start - 16,
+                "the data chunk holds packets of varying size and no packet table (pakt) follows it")
+        }
         guard dataStart != nil else { throw AudioFileStreamError(.noAudio, .caf, input.position, "no data chunk") }
         if !packetSizes.isEmpty && nextPacket < packetSizes.count {
             throw AudioFileStreamError(.truncated, .caf, input.position, "pakt lists \(packetSizes.count) packets but the stream ends after \(nextPacket)")

@@ -76,7 +76,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
                         if input.position < offset { return }
                     }
                     guard input.available >= size else { return }
-                    out.emitPacket(from: input, size: size, frames: frames(ofSample: nextSample, track))
+                    var frames = frames(ofSample: nextSample, track)
+                    if track.format.formatID == .appleLossless { frames = input.alacPacketFrames(size: size, full: frames) }
+                    out.emitPacket(from: input, size: size, frames: frames)
                     nextSample += 1
                 }
                 if nextSample >= track.offsets.count {
@@ -298,12 +300,23 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     note = "converted from the media timescale (\(timescale)) to the \(best.sampleRate == best.sampleRate.rounded() ? String(Int(best.sampleRate)) : String(best.sampleRate)) Hz output rate signalled for \(asc.profileName) (x\(frameScale))"
                 }
             }
+        case "alac":
+            guard let box = try boxes(body, entry.body, base: base).first(where: { $0.type == "alac" }),
+                  let config = ALACSpecificConfig(cookie: Array(body[(box.body.lowerBound - 8)..<box.body.upperBound])) else {
+                throw AudioFileStreamError(.invalidData, .mp4, entry.start, "the alac sample entry has no usable ALACSpecificConfig box")
+            }
+            cookie = Array(body[(box.body.lowerBound - 8)..<box.body.upperBound])
+            format = AudioStreamDescription(sampleRate: Double(config.sampleRate > 0 ? config.sampleRate : (entryRate > 0 ? entryRate : timescale)),
+                                            formatID: .appleLossless, formatFlags: AudioFormatFlags(rawValue: UInt32(CAFParser.alacFlag(bitDepth: config.bitDepth))),
+                                            bytesPerPacket: 0, framesPerPacket: config.frameLength, bytesPerFrame: 0,
+                                            channelsPerFrame: config.channels, bitsPerChannel: 0)
+            formatList = [format]
         case ".mp3":
             format = AudioStreamDescription(sampleRate: Double(entryRate), formatID: .mpegLayer3, bytesPerPacket: 0, framesPerPacket: entryRate < 32000 ? 576 : 1152,
                                             bytesPerFrame: 0, channelsPerFrame: max(channels, 1), bitsPerChannel: 0)
             formatList = [format]
         default:
-            throw AudioFileStreamError(.unsupportedDataFormat, .mp4, entry.start, "the audio track's codec '\(entryType)' is not supported (mp4a and .mp3 are)")
+            throw AudioFileStreamError(.unsupportedDataFormat, .mp4, entry.start, "the audio track's codec '\(entryType)' is not supported (mp4a, .mp3 and alac are)")
         }
 
         let (offsets, sizes) = try sampleTable(body, stbl, base: base)
@@ -339,7 +352,10 @@ final class MP4Parser: ContainerParser, PacketLocating {
         }
         let totalUnits = Int64(durations.reduce(0) { $0 + $1.count * $1.delta })   // <= 2^26 * 2^24 per entry: no overflow
         let framesPerPacket = formatList.first?.framesPerPacket ?? format.framesPerPacket
-        let decodedFrames = Int64(offsets.count * framesPerPacket)
+        // ALAC packets hold what their durations say (the last one is short, and says so in its
+        // header); AAC and MP3 packets always decode to whole codec frames.
+        let decodedFrames = format.formatID == .appleLossless && sttsSamples == offsets.count && totalUnits > 0
+            ? totalUnits : Int64(offsets.count * framesPerPacket)
 
         // Gapless numbers: the edit list against the media timescale, else iTunSMPB, else the
         // sample durations (a shortened last sample). Output frames; the remainder is what the

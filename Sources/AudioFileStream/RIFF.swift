@@ -1,6 +1,7 @@
 import BufferQueue
 
-/// WAV (RIFF/WAVE, including WAVE_FORMAT_EXTENSIBLE) and AIFF/AIFC: linear PCM in chunks.
+/// WAV (RIFF/WAVE, including WAVE_FORMAT_EXTENSIBLE) and AIFF/AIFC: linear PCM, G.711 µ-law and
+/// A-law, and IMA ADPCM (WAV's block layout, AIFC's `ima4`) in chunks of constant-size packets.
 final class RIFFParser: ContainerParser, PacketLocating {
     private let type: AudioFileType
     private var bigEndian: Bool { type != .wave }
@@ -14,7 +15,9 @@ final class RIFFParser: ContainerParser, PacketLocating {
     private var inData = false
     /// A chunk's body being collected (fmt/COMM), with its id and absolute start.
     private var pending: (id: String, size: Int, start: Int64)?
-    private var framesSeen: Int64 = 0
+    private var packetsSeen: Int64 = 0
+    /// WAV's `fact` frame count (compressed formats).
+    private var factFrames: Int64?
 
     init(type: AudioFileType) { self.type = type }
 
@@ -28,15 +31,20 @@ final class RIFFParser: ContainerParser, PacketLocating {
             if input.skipPending > 0 { return }   // the next decision needs the bytes after the skip
             if inData {
                 guard let format else { return }
-                let frameBytes = format.bytesPerFrame
-                var frames = input.available / frameBytes
-                if let dataEnd { frames = min(frames, Int((dataEnd - input.position) / Int64(frameBytes))) }
-                if frames > 0 {
-                    out.emitConstantPackets(from: input, count: frames, bytesPerPacket: frameBytes)
-                    framesSeen += Int64(frames)
+                let packetBytes = format.bytesPerPacket
+                var packets = input.available / packetBytes
+                if let dataEnd { packets = min(packets, Int((dataEnd - input.position) / Int64(packetBytes))) }
+                if packets > 0 {
+                    out.emitConstantPackets(from: input, count: packets, bytesPerPacket: packetBytes)
+                    packetsSeen += Int64(packets)
                 }
-                if let dataEnd, dataEnd - input.position < Int64(frameBytes) {
-                    input.skip(max(dataEnd - input.position, 0) + dataPad)
+                if let dataEnd, dataEnd - input.position < Int64(packetBytes) {
+                    let left = max(dataEnd - input.position, 0)
+                    if left > 0 && format.framesPerPacket > 1 {
+                        out.warn(AudioFileStreamError(.truncated, type, input.position,
+                            "the data chunk ends with \(left) bytes of a \(packetBytes)-byte block; they are not played"))
+                    }
+                    input.skip(left + dataPad)
                     inData = false
                     continue
                 }
@@ -59,7 +67,7 @@ final class RIFFParser: ContainerParser, PacketLocating {
             let start = input.position
             input.consume(8)
             switch id {
-            case "fmt ", "COMM":
+            case "fmt ", "COMM", "fact":
                 guard size <= 4096 else {
                     throw AudioFileStreamError(.tooLarge, type, start, "the \(id) chunk claims \(size) bytes; at most 4096 are plausible")
                 }
@@ -82,10 +90,18 @@ final class RIFFParser: ContainerParser, PacketLocating {
                     out.dataOffset = dataStart
                     if let dataEnd, let dataStart {
                         out.audioDataByteCount = dataEnd - dataStart
-                        out.audioDataPacketCount = (dataEnd - dataStart) / Int64(format.bytesPerFrame)
+                        let packets = (dataEnd - dataStart) / Int64(format.bytesPerPacket)
+                        out.audioDataPacketCount = packets
+                        // WAV's fact chunk counts the frames of a compressed stream: the last
+                        // block's padding is the remainder.
+                        let coded = packets * Int64(format.framesPerPacket)
+                        if let factFrames, format.framesPerPacket > 1, factFrames > 0, factFrames <= coded {
+                            out.packetTableInfo = AudioFilePacketTableInfo(validFrames: factFrames, primingFrames: 0,
+                                                                           remainderFrames: Int(coded - factFrames), source: .containerFrameCount)
+                        }
                     }
-                    out.bitRate = Int(format.sampleRate) * format.bytesPerFrame * 8
-                    out.maximumPacketSize = format.bytesPerFrame
+                    out.bitRate = Int((format.sampleRate * Double(format.bytesPerPacket * 8) / Double(format.framesPerPacket)).rounded())
+                    out.maximumPacketSize = format.bytesPerPacket
                     out.announceReady()
                 }
             default:
@@ -95,27 +111,58 @@ final class RIFFParser: ContainerParser, PacketLocating {
     }
 
     private func readFormatChunk(_ id: String, _ body: [UInt8], at start: Int64, _ out: StreamOutput) throws {
+        var r = FieldReader(body, base: start + 8, container: type)
+        if id == "fact" {
+            factFrames = Int64(try r.u32le("the fact frame count"))
+            return
+        }
         if id == "fmt " {
-            var r = FieldReader(body, base: start + 8, container: type)
             var code = try r.u16le("the format code")
             let channels = Int(try r.u16le("the channel count"))
-            let rate = Int(try r.u32le("the sample rate"))
-            _ = try r.u32le(); _ = try r.u16le()
+            let rate = Double(try r.u32le("the sample rate"))
+            _ = try r.u32le()
+            let blockAlign = Int(try r.u16le("the block alignment"))
             let bits = Int(try r.u16le("the bits per sample"))
+            let extraSize = r.remaining >= 2 ? Int(try r.u16le()) : 0
+            var extra = r.remaining >= 2 ? Int(try r.u16le()) : nil   // IMA ADPCM: samples per block
             if code == 0xFFFE {
-                try r.skip(8, "the WAVE_FORMAT_EXTENSIBLE fields")
+                guard extraSize >= 22 else {
+                    throw AudioFileStreamError(.invalidData, type, start, "WAVE_FORMAT_EXTENSIBLE needs 22 extra bytes; the chunk has \(extraSize)")
+                }
+                try r.skip(4, "the channel mask")
                 code = try r.u16le("the extensible sub-format")
+                extra = nil
             }
-            guard code == 1 || code == 3 else {
-                throw AudioFileStreamError(.unsupportedDataFormat, type, start, "WAV format code \(code) is not PCM (1) or IEEE float (3)")
+            try checkShape(channels: channels, rate: rate, at: start)
+            switch code {
+            case 1, 3:
+                try setFormat(rate: rate, channels: channels, bits: bits, float: code == 3, bigEndian: false, at: start, out)
+            case 6, 7:
+                guard bits == 8, blockAlign == channels else {
+                    throw AudioFileStreamError(.invalidData, type, start, "G.711 (format code \(code)) needs 8 bits and \(channels)-byte blocks; fmt says \(bits) bits, \(blockAlign)-byte blocks")
+                }
+                publish(AudioStreamDescription(sampleRate: rate, formatID: code == 7 ? .uLaw : .aLaw, bytesPerPacket: channels, framesPerPacket: 1,
+                                               bytesPerFrame: channels, channelsPerFrame: channels, bitsPerChannel: 8), out)
+            case 0x11:
+                let body = blockAlign - 4 * channels
+                guard bits == 4, body > 0, body % (4 * channels) == 0 else {
+                    throw AudioFileStreamError(.unsupportedDataFormat, type, start,
+                        "IMA ADPCM with \(bits)-bit codes in \(blockAlign)-byte blocks for \(channels) channels is not supported (4-bit codes, whole 4-byte groups per channel)")
+                }
+                let capacity = 1 + body * 2 / channels
+                let frames = extra.map { $0 > 0 && $0 <= capacity ? $0 : capacity } ?? capacity
+                publish(AudioStreamDescription(sampleRate: rate, formatID: .dviIntelIMA, bytesPerPacket: blockAlign, framesPerPacket: frames,
+                                               bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 4), out)
+            default:
+                throw AudioFileStreamError(.unsupportedDataFormat, type, start,
+                    "WAV format code \(code) is not supported (PCM 1, IEEE float 3, A-law 6, µ-law 7, IMA ADPCM 0x11 are)")
             }
-            try setFormat(rate: Double(rate), channels: channels, bits: bits, float: code == 3, bigEndian: false, at: start, out)
         } else {
-            var r = FieldReader(body, base: start + 8, container: type)
             let channels = Int(try r.u16be("the channel count"))
             _ = try r.u32be("the frame count")
             let bits = Int(try r.u16be("the sample size"))
             let rate = extended80(try r.take(10, "the sample rate"))
+            try checkShape(channels: channels, rate: rate, at: start)
             var float = false, big = true
             if type == .aifc {
                 let compression = try r.tag("the compression type")
@@ -123,8 +170,18 @@ final class RIFFParser: ContainerParser, PacketLocating {
                 case "NONE", "twos": break
                 case "sowt": big = false
                 case "fl32", "FL32", "fl64", "FL64": float = true
+                case "ulaw", "ULAW", "alaw", "ALAW":
+                    let id: AudioFormatID = compression.lowercased() == "ulaw" ? .uLaw : .aLaw
+                    publish(AudioStreamDescription(sampleRate: rate, formatID: id, bytesPerPacket: channels, framesPerPacket: 1,
+                                                   bytesPerFrame: channels, channelsPerFrame: channels, bitsPerChannel: 8), out)
+                    return
+                case "ima4":
+                    publish(AudioStreamDescription(sampleRate: rate, formatID: .appleIMA4, bytesPerPacket: 34 * channels, framesPerPacket: 64,
+                                                   bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 0), out)
+                    return
                 default:
-                    throw AudioFileStreamError(.unsupportedDataFormat, type, start, "AIFC compression '\(compression)' is not supported (NONE, sowt, fl32, fl64 are)")
+                    throw AudioFileStreamError(.unsupportedDataFormat, type, start,
+                        "AIFC compression '\(compression)' is not supported (NONE, twos, sowt, fl32, fl64, ulaw, alaw, ima4 are)")
                 }
             }
             if bits == 8 && !float {
@@ -134,15 +191,24 @@ final class RIFFParser: ContainerParser, PacketLocating {
         }
     }
 
-    private func setFormat(rate: Double, channels: Int, bits: Int, float: Bool, bigEndian: Bool, at start: Int64, _ out: StreamOutput) throws {
-        guard (1...64).contains(channels), rate > 0, rate <= 1_536_000, [8, 16, 24, 32, 64].contains(bits) else {
-            throw AudioFileStreamError(.invalidData, type, start, "format chunk says \(channels) channels, \(rate) Hz, \(bits) bits")
+    private func checkShape(channels: Int, rate: Double, at start: Int64) throws {
+        guard (1...64).contains(channels), rate > 0, rate <= 1_536_000 else {
+            throw AudioFileStreamError(.invalidData, type, start, "the format chunk says \(channels) channels at \(rate) Hz")
         }
-        let format = AudioStreamDescription.linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isFloat: float, isBigEndian: bigEndian)
+    }
+
+    private func setFormat(rate: Double, channels: Int, bits: Int, float: Bool, bigEndian: Bool, at start: Int64, _ out: StreamOutput) throws {
+        guard [8, 16, 24, 32, 64].contains(bits) else {
+            throw AudioFileStreamError(.invalidData, type, start, "the format chunk says \(bits) bits per sample")
+        }
+        publish(.linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isFloat: float, isBigEndian: bigEndian), out)
+    }
+
+    private func publish(_ format: AudioStreamDescription, _ out: StreamOutput) {
         self.format = format
         out.dataFormat = format
         out.formatList = [format]
-        out.channelLayout = .default(channels: channels)
+        out.channelLayout = .default(channels: format.channelsPerFrame)
     }
 
     /// An 80-bit IEEE extended float (AIFF sample rates).
@@ -163,18 +229,18 @@ final class RIFFParser: ContainerParser, PacketLocating {
         guard dataStart != nil else {
             throw AudioFileStreamError(.noAudio, type, input.position, "no data chunk")
         }
-        if let promised = out.audioDataPacketCount, framesSeen < promised, inData {
-            throw AudioFileStreamError(.truncated, type, input.position, "the data chunk promises \(promised) frames but the stream ends after \(framesSeen)")
+        if let promised = out.audioDataPacketCount, packetsSeen < promised, inData {
+            throw AudioFileStreamError(.truncated, type, input.position, "the data chunk promises \(promised) packets but the stream ends after \(packetsSeen)")
         }
         if out.audioDataPacketCount == nil {
-            out.audioDataPacketCount = framesSeen
+            out.audioDataPacketCount = packetsSeen
             out.announce(.audioDataPacketCount)
         }
     }
 
     func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
         guard let format, let dataStart else { return nil }
-        return AudioFileStreamSeekResult(byteOffset: dataStart + packet * Int64(format.bytesPerFrame), isEstimated: false)
+        return AudioFileStreamSeekResult(byteOffset: dataStart + packet * Int64(format.bytesPerPacket), isEstimated: false)
     }
 
     func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
@@ -185,11 +251,14 @@ final class RIFFParser: ContainerParser, PacketLocating {
         inData = true
         pending = nil
         out.nextPacketIndex = packet
-        framesSeen = packet
+        packetsSeen = packet
         return result
     }
 
     func discontinuity(_ input: ByteInput, _ out: StreamOutput) { input.dropBuffered() }
-    func frames(beforePacket packet: Int64) -> Int64? { packet }
-    func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? { (frame, 0) }
+    func frames(beforePacket packet: Int64) -> Int64? { packet * Int64(max(format?.framesPerPacket ?? 1, 1)) }
+    func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
+        let per = Int64(max(format?.framesPerPacket ?? 1, 1))
+        return (frame / per, Int(frame % per))
+    }
 }

@@ -46,6 +46,7 @@ public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConverti
 
     public enum Source: String, Hashable, Sendable {
         case lameTag = "LAME/Info tag", iTunSMPB = "iTunSMPB", editList = "edit list", pakt = "pakt chunk", sampleDurations = "sample durations"
+        case containerFrameCount = "container frame count"
     }
 
     public init(validFrames: Int64, primingFrames: Int, remainderFrames: Int, source: Source, note: String? = nil) {

@@ -33,6 +33,17 @@ public protocol AudioDecoder: AnyObject {
 
     /// Forgets all decoding state (used for ``AudioQueue/reset()`` and seeking).
     func reset()
+
+    /// Whether ``decode(packet:frames:into:)`` takes a run of several whole packets in one call.
+    ///
+    /// Only asked for formats with constant bytes per packet whose buffers come without packet
+    /// descriptions (linear PCM, G.711, IMA ADPCM): the queue then hands over up to a few thousand
+    /// frames' worth at once instead of one packet per call. The default is `false`.
+    var decodesPacketRuns: Bool { get }
+}
+
+extension AudioDecoder {
+    public var decodesPacketRuns: Bool { false }
 }
 
 /// Where a decoder puts its frames: a growable block of interleaved float samples owned by the queue.
@@ -175,7 +186,8 @@ public struct AudioDecoderFactory: Sendable {
 
 /// The decoders a queue can choose from, keyed by format id.
 ///
-/// Linear PCM is registered from the start. Codec modules register themselves
+/// The decoders written in Swift are registered from the start: linear PCM, G.711 µ-law and A-law,
+/// Apple IMA4 and WAV's IMA ADPCM, and Apple Lossless. Codec modules register themselves
 /// (`MPG123Decoder.register()`, `FAADDecoder.register()`); a queue asks the registry when it
 /// needs a decoder, so registering before creating queues is enough.
 public final class AudioDecoderRegistry: Sendable {
@@ -184,9 +196,9 @@ public final class AudioDecoderRegistry: Sendable {
 
     private let factories: Lock<[AudioDecoderFactory]>
 
-    /// A registry holding only the linear PCM decoder.
+    /// A registry holding the built-in Swift decoders (linear PCM, G.711, IMA ADPCM, ALAC).
     public init() {
-        factories = Lock([PCMDecoder.factory])
+        factories = Lock([PCMDecoder.factory, G711Decoder.factory, IMAADPCMDecoder.factory, ALACDecoder.factory])
     }
 
     /// Adds a factory. A factory with the same name replaces the earlier one.

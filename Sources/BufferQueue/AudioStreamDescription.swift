@@ -27,6 +27,21 @@ public struct AudioFormatID: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let heAAC = AudioFormatID("aach")
     /// High-Efficiency AAC v2: SBR plus parametric stereo (`'aacp'`).
     public static let heAACv2 = AudioFormatID("aacp")
+    /// ITU-T G.711 µ-law, one byte per sample (`'ulaw'`).
+    public static let uLaw = AudioFormatID("ulaw")
+    /// ITU-T G.711 A-law, one byte per sample (`'alaw'`).
+    public static let aLaw = AudioFormatID("alaw")
+    /// Apple IMA ADPCM: 34-byte packets of 64 frames per channel (`'ima4'`).
+    public static let appleIMA4 = AudioFormatID("ima4")
+    /// Microsoft/DVI IMA ADPCM as WAV stores it (format tag 0x11): blocks with a header per
+    /// channel (Core Audio's `kAudioFormatDVIIntelIMA`, `'ms\0\u{11}'`).
+    public static let dviIntelIMA = AudioFormatID(rawValue: 0x6D73_0011)
+    /// Apple Lossless (`'alac'`).
+    public static let appleLossless = AudioFormatID("alac")
+    /// AMR narrowband speech, 8 kHz (`'samr'`).
+    public static let amr = AudioFormatID("samr")
+    /// AMR wideband speech, 16 kHz (`'sawb'`).
+    public static let amrWideband = AudioFormatID("sawb")
 
     /// The four characters, e.g. `'lpcm'`.
     public var description: String {

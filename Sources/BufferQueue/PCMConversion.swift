@@ -191,4 +191,5 @@ public final class PCMDecoder: AudioDecoder {
 
     public func finish(into output: DecodedAudio) throws {}
     public func reset() {}
+    public var decodesPacketRuns: Bool { true }
 }

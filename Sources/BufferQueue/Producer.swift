@@ -242,7 +242,7 @@ final class Producer {
                     // Constant bytes per packet: decode in chunks.
                     let packetBytes = max(format.bytesPerPacket, 1)
                     let packetsTotal = bytes.count / packetBytes
-                    let perChunk = format.isLinearPCM ? pcmChunkFrames : 1
+                    let perChunk = decoder.decodesPacketRuns ? max(pcmChunkFrames / max(format.framesPerPacket, 1), 1) : 1
                     let count = min(perChunk, packetsTotal - nextPacket)
                     if count > 0 {
                         let slice = UnsafeRawBufferPointer(rebasing: bytes[(nextPacket * packetBytes)..<((nextPacket + count) * packetBytes)])

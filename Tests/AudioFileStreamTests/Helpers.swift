@@ -28,6 +28,8 @@ enum Paths {
 /// One line of `Fixtures/MANIFEST.tsv`.
 struct ManifestEntry: CustomTestStringConvertible, Sendable {
     let file: String, sourceFrames: Int64, rate: Double, channels: Int, gapless: Bool
+    /// The file holds exactly the source's frames (G.711, ALAC), with or without a gapless table.
+    let exact: Bool
     var testDescription: String { file }
 
     static let all: [ManifestEntry] = {
@@ -35,7 +37,7 @@ struct ManifestEntry: CustomTestStringConvertible, Sendable {
         return text.split(separator: "\n").dropFirst().compactMap { line in
             let f = line.split(separator: "\t").map(String.init)
             guard f.count == 5, let frames = Int64(f[1]), let rate = Double(f[2]), let channels = Int(f[3]) else { return nil }
-            return ManifestEntry(file: f[0], sourceFrames: frames, rate: rate, channels: channels, gapless: f[4] == "yes")
+            return ManifestEntry(file: f[0], sourceFrames: frames, rate: rate, channels: channels, gapless: f[4] == "yes", exact: f[4] == "exact")
         }
     }()
 }

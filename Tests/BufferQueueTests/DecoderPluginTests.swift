@@ -98,7 +98,7 @@ final class LaggyToyDecoder: AudioDecoder {
 
     @Test func registryPicksTheHighestPriority() throws {
         #expect(registry.factory(for: .toy)?.name == "toy")
-        #expect(registry.supportedFormats == [.linearPCM, .toy])
+        #expect(registry.supportedFormats == [.linearPCM, .uLaw, .aLaw, .appleIMA4, .dviIntelIMA, .appleLossless, .toy])
         registry.register(AudioDecoderFactory(name: "toy2", formats: [.toy], priority: 5) { format, _ in ToyDecoder(format: format) })
         #expect(registry.factory(for: .toy)?.name == "toy2")
         expectError(.codecNotFound) { _ = try registry.makeDecoder(for: .init(sampleRate: 1, formatID: .heAAC, bytesPerPacket: 0, framesPerPacket: 0, bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0), magicCookie: nil) }

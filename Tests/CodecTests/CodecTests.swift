@@ -180,13 +180,21 @@ struct SharedDecodingTests {
     }
 
     @Test func unsupportedCodecIsAClearError() async throws {
-        let url = try #require(Where.shared).appendingPathComponent("ima4-pakt.caf")
+        // A CAF of QDesign Music 2 ('QDM2'), a codec of Apple's list no decoder here handles.
+        func be<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.bigEndian, Array.init) }
+        var bytes = Array("caff".utf8) + be(UInt16(1)) + be(UInt16(0))
+        bytes += Array("desc".utf8) + be(Int64(32)) + be((44100.0).bitPattern) + Array("QDM2".utf8) + be(UInt32(0))
+        bytes += be(UInt32(64)) + be(UInt32(2048)) + be(UInt32(1)) + be(UInt32(0))
+        bytes += Array("data".utf8) + be(Int64(4 + 640)) + be(UInt32(0)) + [UInt8](repeating: 0x5A, count: 640)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("qdm2-\(UUID()).caf").path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
         do {
-            _ = try await rendered(url.path)
-            Issue.record("IMA4 rendered")
+            _ = try await rendered(path)
+            Issue.record("QDM2 rendered")
         } catch let error as AudioQueueError {
             #expect(error.code == .codecNotFound)
-            #expect(error.message.contains("not supported"))
+            #expect(error.message.contains("'QDM2'"))
         }
     }
 
