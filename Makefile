@@ -4,7 +4,8 @@
 SWIFT ?= swift
 # Libraries the modules link, the PulseAudio server the tests start, and the reference tools
 # (encoders and decoders) the tests compare against, and the Icecast server the streaming tests start.
-APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev librubberband-dev pulseaudio pulseaudio-utils \
+APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev librubberband-dev libopencore-amrnb-dev libopencore-amrwb-dev \
+                pulseaudio pulseaudio-utils \
                 lame ffmpeg sox mpg123 faad time icecast2
 # What the benchmarks compare against besides: Rubber Band's own command, and a speech synthesiser.
 BENCH_PACKAGES := rubberband-cli espeak-ng
@@ -44,7 +45,10 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) Scripts/fuzz.sh
 
-fixtures: deps
+# The fixture script also builds a small AMR-WB encoding helper on the VisualOn encoder.
+FIXTURE_PACKAGES := libvo-amrwbenc-dev gcc
+fixtures:
+	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(FIXTURE_PACKAGES)"
 	Scripts/make-fixtures.sh
 
 clean:

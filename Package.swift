@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "AudioPlayback", targets: ["AudioPlayback"]),
         .library(name: "MPG123Decoder", targets: ["MPG123Decoder"]),
         .library(name: "FAADDecoder", targets: ["FAADDecoder"]),
+        .library(name: "OpenCoreAMRDecoder", targets: ["OpenCoreAMRDecoder"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
         .library(name: "SoxrConverter", targets: ["SoxrConverter"]),
@@ -52,6 +53,16 @@ let package = Package(
             name: "CFAAD2",
             path: "Sources/CFAAD2",
             providers: [.apt(["libfaad-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenCoreAMR",
+            path: "Sources/COpenCoreAMR",
+            providers: [.apt(["libopencore-amrnb-dev", "libopencore-amrwb-dev"])]
+        ),
+        .target(
+            name: "OpenCoreAMRDecoder",
+            dependencies: ["BufferQueue", "COpenCoreAMR"],
+            path: "Sources/OpenCoreAMRDecoder"
         ),
         .systemLibrary(
             name: "CPulseAudio",
@@ -130,16 +141,16 @@ let package = Package(
         .executableTarget(
             name: "aqrender",
             dependencies: [
-                "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter", "RubberBandTimePitch",
-                "ExampleOptions", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
+                "RubberBandTimePitch", "ExampleOptions", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
         ),
         .executableTarget(
             name: "aqplay",
             dependencies: [
-                "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "PulseAudioSink",
-                "SoxrConverter", "RubberBandTimePitch", "ExampleOptions",
+                "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
+                "PulseAudioSink", "SoxrConverter", "RubberBandTimePitch", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqplay"
@@ -176,7 +187,8 @@ let package = Package(
         ),
         .testTarget(
             name: "CodecTests",
-            dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "SoxrConverter", "TestSupport"],
+            dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
+                           "TestSupport"],
             path: "Tests/CodecTests"
         ),
         .testTarget(

@@ -5,7 +5,7 @@
 # channels, so tests can check that parsing and decoding give back exactly the source length.
 set -euo pipefail
 cd "$(dirname "$0")/../Fixtures"
-for tool in sox ffmpeg lame soxi; do
+for tool in sox ffmpeg lame soxi cc; do
   command -v "$tool" >/dev/null || { echo "$tool is missing: run 'make deps'" >&2; exit 1; }
 done
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -63,6 +63,15 @@ ff -f lavfi -i "aevalsrc=0.3*sin(2*PI*300*t)|0.25*sin(2*PI*450*t)|0.2*sin(2*PI*6
 ff -i "$work/six.wav" -c:a alac -sample_fmt s32p alac-s24-48k-5.1.m4a; add alac-s24-48k-5.1.m4a six exact
 ff -f lavfi -i "anoisesrc=d=0.25:c=white:r=22050:a=0.9:s=7" -c:a pcm_s16le "$work/noise.wav"
 ff -i "$work/noise.wav" -c:a alac alac-22k-mono-noise.caf;              add alac-22k-mono-noise.caf noise exact
+sox -R -n -r 8000 -c 1 "$work/speech.wav" synth 1.3 sine 300-900 vol 0.4
+sox -R "$work/speech.wav" -t amr-nb amr-nb-8k-mono.amr;                 add amr-nb-8k-mono.amr speech exact
+ff -i amr-nb-8k-mono.amr -c copy amr-nb-8k-mono.caf;                    add amr-nb-8k-mono.caf speech exact
+ff -i amr-nb-8k-mono.amr -c copy -f 3gp amr-nb-8k-mono.3gp;             add amr-nb-8k-mono.3gp speech exact
+# AMR-WB: no Debian tool encodes it; a small helper on the VisualOn encoder does (libvo-amrwbenc-dev).
+cc -O2 -o "$work/amrwb-encode" ../Scripts/amrwb-encode.c -lvo-amrwbenc
+sox -R -n -r 16000 -c 1 -b 16 -e signed-integer "$work/speech16.wav" synth 1.3 sine 300-1900 vol 0.4
+sox -R "$work/speech16.wav" -t raw - | "$work/amrwb-encode" 8 > amr-wb-16k-mono.awb; add amr-wb-16k-mono.awb speech16 exact
+ff -i amr-wb-16k-mono.awb -c copy -f 3gp amr-wb-16k-mono.3gp;           add amr-wb-16k-mono.3gp speech16 exact
 
 # The aqplay demo (make demo): 4 s of a little synthesized melody, AAC in M4A with the index first.
 melody="0.25*sin(2*PI*t*(261.63*lt(mod(t,2),0.5)+329.63*gte(mod(t,2),0.5)*lt(mod(t,2),1)+392*gte(mod(t,2),1)*lt(mod(t,2),1.5)+523.25*gte(mod(t,2),1.5)))*(1-0.6*mod(t,0.5))"

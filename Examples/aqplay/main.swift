@@ -7,6 +7,7 @@ import BufferQueue
 import ExampleOptions
 import Dispatch
 import FAADDecoder
+import OpenCoreAMRDecoder
 import Foundation
 import MPG123Decoder
 import PulseAudioSink
@@ -49,6 +50,7 @@ struct AQPlay: ParsableCommand {
     func run() throws {
         MPG123Decoder.register()
         FAADDecoder.register()
+        AMRDecoder.register()
         RubberBandTimePitch.register()
         SoxrConverter.register()
         var paths = inputs

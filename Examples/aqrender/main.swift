@@ -5,6 +5,7 @@ import AudioPlayback
 import BufferQueue
 import ExampleOptions
 import FAADDecoder
+import OpenCoreAMRDecoder
 import Foundation
 import MPG123Decoder
 import RubberBandTimePitch
@@ -41,6 +42,7 @@ struct AQRender: ParsableCommand {
     func run() throws {
         MPG123Decoder.register()
         FAADDecoder.register()
+        AMRDecoder.register()
         SoxrConverter.register()
         RubberBandTimePitch.register()
         let file: AudioFile

@@ -227,6 +227,7 @@ public final class AudioFileStream {
     }
 
     private func magicType() -> AudioFileType? {
+        if AMRParser.hasMagic(input) == true { return .amr }
         let available = input.available
         guard available >= 12 else { return nil }
         let first = input.tag(0), second = input.tag(4), third = input.tag(8)
@@ -250,6 +251,7 @@ public final class AudioFileStream {
         case .mp4: parser = MP4Parser(seekable: sourceIsSeekable)
         case .caf: parser = CAFParser(seekable: sourceIsSeekable)
         case .wave, .aiff, .aifc: parser = RIFFParser(type: type)
+        case .amr: parser = AMRParser()
         }
     }
 

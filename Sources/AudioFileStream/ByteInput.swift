@@ -204,3 +204,19 @@ extension ByteInput {
         return frames > 0 && frames <= full ? frames : full
     }
 }
+
+extension ByteInput {
+    /// The frames of an AMR packet starting here (one or more storage-format frames, each a ToC
+    /// byte and its payload): 160 (NB) or 320 (WB) per frame, counted by walking the ToC bytes;
+    /// `fallback` when the packet is not a clean run of frames.
+    func amrPacketFrames(size: Int, wideband: Bool, fallback: Int) -> Int {
+        guard available >= size else { return fallback }
+        var offset = 0, frames = 0
+        while offset < size {
+            guard let bytes = AMRParser.frameBytes(type: Int(u8(offset) >> 3) & 15, wideband: wideband) else { return fallback }
+            offset += bytes
+            frames += wideband ? 320 : 160
+        }
+        return offset == size ? frames : fallback
+    }
+}

@@ -225,7 +225,11 @@ final class CAFParser: ContainerParser, PacketLocating {
             if input.position < offset { input.skip(offset - input.position); if input.position < offset { return } }
             guard input.available >= size else { return }
             var frames = Int(packetFrames[nextPacket]) > 0 ? Int(packetFrames[nextPacket]) : format.framesPerPacket
-            if format.formatID == .appleLossless { frames = input.alacPacketFrames(size: size, full: frames) }
+            switch format.formatID {
+            case .appleLossless: frames = input.alacPacketFrames(size: size, full: frames)
+            case .amr, .amrWideband: frames = input.amrPacketFrames(size: size, wideband: format.formatID == .amrWideband, fallback: frames)
+            default: break
+            }
             out.emitPacket(from: input, size: size, frames: frames)
             nextPacket += 1
         }

@@ -77,7 +77,11 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     }
                     guard input.available >= size else { return }
                     var frames = frames(ofSample: nextSample, track)
-                    if track.format.formatID == .appleLossless { frames = input.alacPacketFrames(size: size, full: frames) }
+                    switch track.format.formatID {
+                    case .appleLossless: frames = input.alacPacketFrames(size: size, full: frames)
+                    case .amr, .amrWideband: frames = input.amrPacketFrames(size: size, wideband: track.format.formatID == .amrWideband, fallback: frames)
+                    default: break
+                    }
                     out.emitPacket(from: input, size: size, frames: frames)
                     nextSample += 1
                 }
@@ -311,12 +315,28 @@ final class MP4Parser: ContainerParser, PacketLocating {
                                             bytesPerPacket: 0, framesPerPacket: config.frameLength, bytesPerFrame: 0,
                                             channelsPerFrame: config.channels, bitsPerChannel: 0)
             formatList = [format]
+        case "samr", "sawb":
+            // 3GPP AMR: the damr box holds only the encoder's vendor and modes. A sample holds one
+            // or more 20 ms frames; the first sample's duration says how many.
+            let wideband = entryType == "sawb"
+            let rate = wideband ? 16000.0 : 8000.0, perFrame = wideband ? 320 : 160
+            var perSample = 1
+            if let stts = try child(stbl, "stts"), stts.body.count >= 16 {
+                var t = FieldReader(body, from: stts.body.lowerBound + 8, to: stts.body.upperBound, base: base, container: .mp4)
+                _ = try t.u32be()
+                let delta = Double(try t.u32be()) * rate / Double(timescale)
+                perSample = max(1, min(Int((delta / Double(perFrame)).rounded()), 50))
+            }
+            format = AudioStreamDescription(sampleRate: rate, formatID: wideband ? .amrWideband : .amr, bytesPerPacket: 0,
+                                            framesPerPacket: perFrame * perSample, bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
+            formatList = [format]
+            if Double(timescale) != rate { frameScale = rate / Double(timescale) }
         case ".mp3":
             format = AudioStreamDescription(sampleRate: Double(entryRate), formatID: .mpegLayer3, bytesPerPacket: 0, framesPerPacket: entryRate < 32000 ? 576 : 1152,
                                             bytesPerFrame: 0, channelsPerFrame: max(channels, 1), bitsPerChannel: 0)
             formatList = [format]
         default:
-            throw AudioFileStreamError(.unsupportedDataFormat, .mp4, entry.start, "the audio track's codec '\(entryType)' is not supported (mp4a, .mp3 and alac are)")
+            throw AudioFileStreamError(.unsupportedDataFormat, .mp4, entry.start, "the audio track's codec '\(entryType)' is not supported (mp4a, .mp3, alac, samr and sawb are)")
         }
 
         let (offsets, sizes) = try sampleTable(body, stbl, base: base)
@@ -354,8 +374,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
         let framesPerPacket = formatList.first?.framesPerPacket ?? format.framesPerPacket
         // ALAC packets hold what their durations say (the last one is short, and says so in its
         // header); AAC and MP3 packets always decode to whole codec frames.
-        let decodedFrames = format.formatID == .appleLossless && sttsSamples == offsets.count && totalUnits > 0
-            ? totalUnits : Int64(offsets.count * framesPerPacket)
+        let variable: Set<AudioFormatID> = [.appleLossless, .amr, .amrWideband]
+        let decodedFrames = variable.contains(format.formatID) && sttsSamples == offsets.count && totalUnits > 0
+            ? clampedInt64(Double(totalUnits) * frameScale) : Int64(offsets.count * framesPerPacket)
 
         // Gapless numbers: the edit list against the media timescale, else iTunSMPB, else the
         // sample durations (a shortened last sample). Output frames; the remainder is what the

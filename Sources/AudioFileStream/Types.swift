@@ -3,6 +3,8 @@ import BufferQueue
 /// The containers the stream reads (Core Audio's `AudioFileTypeID`).
 public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
     case mp3 = "MPG3", adts = "adts", mp4 = "m4af", caf = "caff", wave = "WAVE", aiff = "AIFF", aifc = "AIFC"
+    /// Raw AMR or AMR-WB (`#!AMR` storage files).
+    case amr = "amrf"
 
     /// The four-character type id, e.g. `MPG3`.
     public var typeID: String { rawValue }
@@ -17,6 +19,7 @@ public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
         case .wave: return "WAV"
         case .aiff: return "AIFF"
         case .aifc: return "AIFC"
+        case .amr: return "AMR"
         }
     }
 }

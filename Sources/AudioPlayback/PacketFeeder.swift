@@ -104,12 +104,18 @@ public final class PacketFeeder {
     /// reservoir reaches back up to 511 bytes, and the synthesis overlaps a frame); 2 for AAC-LC
     /// (the MDCT overlaps one frame); 16 for HE-AAC, whose SBR decoder starts exact only after the
     /// next SBR header and a few frames of settling (encoders repeat the header every few frames:
-    /// fdk-aac every 10); or the container's roll distance when larger.
+    /// fdk-aac every 10); 10 for AMR (200 ms for its predictors to settle); none for G.711, ALAC
+    /// and IMA ADPCM, whose packets decode on their own (an IMA4 packet's header restarts the
+    /// channel; a continuous decode keeps the previous packet's finer predictor where the header
+    /// agrees with it, so a seek's first packets can differ from it by less than 128/32 768); or
+    /// the container's roll distance when larger.
     public static func preRollPackets(for format: AudioStreamDescription, rollDistance: Int? = nil) -> Int {
         let codec: Int
         switch format.formatID {
         case .mpegLayer3: codec = 10
         case .heAAC, .heAACv2: codec = 16
+        case .amr, .amrWideband: codec = 10
+        case .uLaw, .aLaw, .appleLossless, .dviIntelIMA, .appleIMA4: codec = 0
         default: codec = format.isLinearPCM ? 0 : 2
         }
         return max(codec, abs(rollDistance ?? 0))

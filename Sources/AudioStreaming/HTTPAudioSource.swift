@@ -253,6 +253,7 @@ extension AudioFileType {
         if ascii(0, "RIFF") && ascii(8, "WAVE") { return .wave }
         if ascii(0, "FORM") && ascii(8, "AIFF") { return .aiff }
         if ascii(0, "FORM") && ascii(8, "AIFC") { return .aifc }
+        if ascii(0, "#!AMR") { return .amr }
         if ascii(0, "ID3") { return .mp3 }
         if bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] & 0xF0 == 0xF0 && bytes[1] & 0x06 == 0 { return .adts }
         if bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] & 0xE0 == 0xE0 { return .mp3 }
@@ -269,6 +270,7 @@ extension AudioFileType {
         case "audio/x-caf": self = .caf
         case "audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave": self = .wave
         case "audio/aiff", "audio/x-aiff": self = .aiff
+        case "audio/amr", "audio/amr-wb": self = .amr
         default: return nil
         }
     }
@@ -283,6 +285,7 @@ extension AudioFileType {
         case "wav": self = .wave
         case "aif", "aiff": self = .aiff
         case "aifc": self = .aifc
+        case "amr", "awb": self = .amr
         default: return nil
         }
     }

@@ -186,6 +186,6 @@ struct SharedFixtureTests {
     }
 
     @Test func manifestListsEveryGeneratedFixture() {
-        #expect(ManifestEntry.all.count == 28)
+        #expect(ManifestEntry.all.count == 33)
     }
 }

@@ -117,3 +117,45 @@ struct AppleFormatTests {
         }
     }
 }
+
+/// AMR through opencore-amr: the 3GPP reference decoder, as sox also uses it.
+@Suite(.enabled(if: Where.tool("sox") != nil && Where.tool("ffmpeg") != nil, "sox or ffmpeg is missing (make deps installs them): AMR reference tests skipped"))
+struct AMRDecodingTests {
+    static let files: [(String, Int)] = [
+        ("amr-nb-8k-mono.amr", 10400), ("amr-nb-8k-mono.caf", 10400), ("amr-nb-8k-mono.3gp", 10400),
+        ("amr-wb-16k-mono.awb", 20800), ("amr-wb-16k-mono.3gp", 20800),
+    ]
+
+    /// Every container gives 160 (NB) or 320 (WB) frames per 20 ms frame, decoded exactly as sox
+    /// decodes the raw file (sox links the same reference decoder).
+    @Test(arguments: files.map(\.0))
+    func exactLengthAndBitIdenticalToTheReferenceDecoder(_ name: String) async throws {
+        let expected = try #require(Self.files.first { $0.0 == name }?.1)
+        let (ours, format, _) = try await rendered(Where.fixture(name))
+        #expect(format.channelsPerFrame == 1 && format.sampleRate == (expected == 10400 ? 8000 : 16000))
+        #expect(ours.count == expected)
+        let raw = Where.fixture(expected == 10400 ? "amr-nb-8k-mono.amr" : "amr-wb-16k-mono.awb")
+        let sox = try await run(try #require(Where.tool("sox")), [raw, "-t", "f32", "-"])
+        let reference = sox.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        #expect(reference.count == ours.count)
+        let differing = zip(ours, reference).filter { $0 != $1 }.count
+        #expect(differing == 0, "\(differing) of \(ours.count) samples differ from sox's decode")
+    }
+
+    /// ffmpeg's own AMR decoders are independent floating-point implementations, not the
+    /// reference: the same signal, aligned to the sample, within a dB and a half in level.
+    @Test(arguments: ["amr-nb-8k-mono.amr", "amr-wb-16k-mono.awb"])
+    func closeToFFmpegsIndependentDecoder(_ name: String) async throws {
+        let (ours, _, _) = try await rendered(Where.fixture(name))
+        let data = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", Where.fixture(name), "-f", "f32le", "-acodec", "pcm_f32le", "-"])
+        let reference = data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        #expect(reference.count == ours.count)
+        func energy(_ samples: ArraySlice<Float>) -> Double { samples.reduce(0) { $0 + Double($1) * Double($1) } }
+        let level = 10 * log10(energy(ours[...]) / energy(reference[...]))
+        #expect(abs(level) < 1.5, "levels differ by \(level) dB")
+        let aligned = snr(reference[...], ours[...])
+        let shifted = snr(reference.dropFirst(), ours.dropLast())
+        #expect(aligned >= 10, "SNR \(aligned) dB")
+        #expect(aligned > shifted + 5, "not aligned: \(aligned) dB at lag 0, \(shifted) dB at lag 1")
+    }
+}

@@ -4,6 +4,7 @@ import AudioFileStream
 import AudioPlayback
 import BufferQueue
 import FAADDecoder
+import OpenCoreAMRDecoder
 import MPG123Decoder
 import SoxrConverter
 import TestSupport
@@ -23,6 +24,7 @@ func render(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels:
     -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
     MPG123Decoder.register()
     FAADDecoder.register()
+    AMRDecoder.register()
     SoxrConverter.register()
     let renderer = try AudioFileRenderer(file: try AudioFile(path: path), loops: loops, sampleRate: sampleRate, channels: channels,
                                          playRate: playRate, timePitch: timePitch)

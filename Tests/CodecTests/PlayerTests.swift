@@ -4,6 +4,7 @@ import AudioFileStream
 import AudioPlayback
 import BufferQueue
 import FAADDecoder
+import OpenCoreAMRDecoder
 import MPG123Decoder
 import SoxrConverter
 import TestSupport
@@ -31,6 +32,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
           rate: Float = 1, outputFormat: AudioFilePlayer.OutputFormat = .firstItem) async throws -> (SinkCollector, Int64) {
     MPG123Decoder.register()
     FAADDecoder.register()
+    AMRDecoder.register()
     SoxrConverter.register()
     let collector = SinkCollector()
     var recording: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
