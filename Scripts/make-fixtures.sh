@@ -73,6 +73,15 @@ sox -R -n -r 16000 -c 1 -b 16 -e signed-integer "$work/speech16.wav" synth 1.3 s
 sox -R "$work/speech16.wav" -t raw - | "$work/amrwb-encode" 8 > amr-wb-16k-mono.awb; add amr-wb-16k-mono.awb speech16 exact
 ff -i amr-wb-16k-mono.awb -c copy -f 3gp amr-wb-16k-mono.3gp;           add amr-wb-16k-mono.3gp speech16 exact
 
+# Fragmented MP4 (moov with mvex, then moof/traf/trun + mdat), repackaged from the files above so
+# the packets are known: all samples in fragments, with a sidx and moof-relative offsets, and
+# the first fragment's samples in moov with the rest in fragments.
+fragment() { ff -i "$1" -c copy -movflags "$2" -frag_duration 200000 "$3"; add "$3" "$4" "$5"; }
+fragment ffmpeg-aac-44k-moov-first.m4a frag_keyframe+empty_moov aac-44k-fragmented.m4a s44 no
+fragment ffmpeg-aac-44k-moov-first.m4a frag_keyframe+empty_moov+default_base_moof+global_sidx aac-44k-fragmented-sidx.m4a s44 no
+fragment ffmpeg-aac-44k-moov-first.m4a frag_keyframe aac-44k-fragmented-after-moov-samples.m4a s44 no
+fragment alac-44k-stereo.m4a frag_keyframe+empty_moov alac-44k-stereo-fragmented.m4a s44 exact
+
 # The aqplay demo (make demo): 4 s of a little synthesized melody, AAC in M4A with the index first.
 melody="0.25*sin(2*PI*t*(261.63*lt(mod(t,2),0.5)+329.63*gte(mod(t,2),0.5)*lt(mod(t,2),1)+392*gte(mod(t,2),1)*lt(mod(t,2),1.5)+523.25*gte(mod(t,2),1.5)))*(1-0.6*mod(t,0.5))"
 ff -f lavfi -i "aevalsrc='$melody|$melody':s=44100:d=4" -c:a pcm_s16le "$work/demo.wav"

@@ -108,7 +108,8 @@ public final class AudioFile {
         magicCookie = stream.magicCookie
         dataOffset = stream.dataOffset
         bitRate = stream.bitRate
-        maximumPacketSize = stream.maximumPacketSize
+        // The whole file was read: the largest packet is known (a fragmented MP4 cannot say up front).
+        maximumPacketSize = max(stream.maximumPacketSize ?? 0, Int(sizes.max() ?? 0), format.bytesPerPacket)
         channelLayout = stream.channelLayout
         packetTableInfo = stream.packetTableInfo
         packetRollDistance = stream.packetRollDistance

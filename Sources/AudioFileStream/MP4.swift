@@ -1,6 +1,7 @@
 import BufferQueue
 
-/// ISO base media / MP4 / M4A: the first audio track.
+/// ISO base media / MP4 / M4A: the first audio track, its samples listed in `moov`, in movie
+/// fragments (`moof`/`traf`/`tfhd`/`trun` after a `moov` with `mvex`), or both.
 final class MP4Parser: ContainerParser, PacketLocating {
     /// Largest `moov` read into memory.
     static let moovCap = 64 << 20
@@ -8,11 +9,14 @@ final class MP4Parser: ContainerParser, PacketLocating {
     static let sampleCap = 1 << 20
     /// Most samples a track may claim.
     static let sampleCountCap = 50_000_000
+    /// Largest `moof` read into memory.
+    static let moofCap = 16 << 20
 
     private let seekable: Bool
     private enum State {
         case boxHeader
         case collectingMoov(size: Int, start: Int64)
+        case collectingMoof(size: Int, start: Int64)
         case samples(end: Int64?)
         case done
     }
@@ -22,6 +26,10 @@ final class MP4Parser: ContainerParser, PacketLocating {
     private var earlyMdat: (start: Int64, end: Int64)?
     private var nextSample = 0
     private var lastBox: (type: String, start: Int64)?
+    /// Every `mdat` met after the index, for a seek into a fragment to know where its media ends.
+    private var mdatRanges: [(start: Int64, end: Int64?)] = []
+    /// Movie fragments read (a fragment's samples are appended to the track's tables).
+    private var fragmentsSeen = 0
 
     struct Track {
         var format: AudioStreamDescription
@@ -36,6 +44,12 @@ final class MP4Parser: ContainerParser, PacketLocating {
         var frameScale: Double
         /// Decoded output frames of every packet (the best reading's frames per packet).
         var framesPerPacket: Int
+        /// The track's id (`tkhd`), which fragments name.
+        var trackID = 0
+        /// Whether the movie has fragments (`mvex`), and the track's defaults from its `trex`.
+        var fragmented = false
+        var defaultSampleSize = 0
+        var defaultSampleDuration = 0
     }
 
     init(seekable: Bool) { self.seekable = seekable }
@@ -47,6 +61,12 @@ final class MP4Parser: ContainerParser, PacketLocating {
             case .done:
                 input.skip(Int64(input.available))
                 return
+            case .collectingMoof(let size, let start):
+                guard input.available >= size else { return }
+                let body = input.bytes(0, size)
+                input.consume(size)
+                state = .boxHeader
+                try readMoof(body, at: start, boxStart: start - 8)
             case .collectingMoov(let size, let start):
                 guard input.available >= size else { return }
                 let body = input.bytes(0, size)
@@ -85,11 +105,14 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     out.emitPacket(from: input, size: size, frames: frames)
                     nextSample += 1
                 }
-                if nextSample >= track.offsets.count {
+                if nextSample >= track.offsets.count && !track.fragmented {
                     state = .done
                     continue
                 }
-                guard let end else { return }
+                guard let end else {
+                    if track.fragmented { state = .boxHeader; continue }   // the next fragment's boxes follow
+                    return
+                }
                 if input.position < end { input.skip(end - input.position); if input.position < end { return } }
                 state = .boxHeader
             case .boxHeader:
@@ -122,9 +145,18 @@ final class MP4Parser: ContainerParser, PacketLocating {
                         throw AudioFileStreamError(.tooLarge, .mp4, start, "the moov box claims \(size) bytes; at most \(Self.moovCap) are read")
                     }
                     state = .collectingMoov(size: Int(bodySize), start: start + Int64(headerLength))
+                case "moof" where track?.fragmented == true:
+                    guard let bodySize, bodySize <= Int64(Self.moofCap) else {
+                        throw AudioFileStreamError(.tooLarge, .mp4, start, "the moof box claims \(size) bytes; at most \(Self.moofCap) are read")
+                    }
+                    guard headerLength == 8 else {
+                        throw AudioFileStreamError(.unsupportedDataFormat, .mp4, start, "a moof box with a 64-bit size is not supported")
+                    }
+                    state = .collectingMoof(size: Int(bodySize), start: start + 8)
                 case "mdat":
                     let end = bodySize.map { input.position + $0 }
                     if track != nil {
+                        mdatRanges.append((input.position, end))
                         state = .samples(end: end)
                     } else if seekable, let end {
                         earlyMdat = (input.position, end)
@@ -194,18 +226,41 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 break
             }
         }
-        guard let track else {
-            throw AudioFileStreamError(.noAudio, .mp4, start, "the moov box has no audio track this library reads (AAC or MP3)")
+        guard var track else {
+            throw AudioFileStreamError(.noAudio, .mp4, start, "the moov box has no audio track this library reads (AAC, MP3, ALAC or AMR)")
+        }
+        if let mvex = children.first(where: { $0.type == "mvex" }) {
+            track.fragmented = true
+            for trex in try boxes(body, mvex.body, base: base) where trex.type == "trex" {
+                var r = FieldReader(body, from: trex.body.lowerBound + 4, to: trex.body.upperBound, base: base, container: .mp4)
+                guard Int(try r.u32be("the trex track id")) == track.trackID else { continue }
+                _ = try r.u32be()
+                track.defaultSampleDuration = Int(try r.u32be())
+                track.defaultSampleSize = Int(try r.u32be())
+            }
+            self.track = track
         }
         out.dataFormat = track.format
         out.formatList = track.formatList
         out.magicCookie = track.cookie
         out.channelLayout = .default(channels: track.format.channelsPerFrame)
         out.dataOffset = track.offsets.first
-        out.audioDataPacketCount = Int64(track.offsets.count)
+        if !track.fragmented { out.audioDataPacketCount = Int64(track.offsets.count) }
         let bytes = track.sizes.reduce(Int64(0)) { $0 + Int64($1) }
         out.audioDataByteCount = bytes
         out.maximumPacketSize = Int(track.sizes.max() ?? 0)
+        if track.fragmented {
+            // Samples to come in fragments: the codec's own bound (AAC: 6 144 bits per channel).
+            let bound: Int
+            switch track.format.formatID {
+            case .aacLC, .heAAC, .heAACv2: bound = 768 * max(track.format.channelsPerFrame, 1)
+            case .mpegLayer3: bound = 2881
+            case .appleLossless: bound = ALACSpecificConfig(cookie: track.cookie ?? []).map { $0.maxFrameBytes > 0 ? $0.maxFrameBytes : $0.frameLength * $0.channels * 4 + 64 } ?? Self.sampleCap
+            case .amr, .amrWideband: bound = 61 * max(track.format.framesPerPacket / 160, 1)
+            default: bound = Self.sampleCap
+            }
+            out.maximumPacketSize = max(out.maximumPacketSize ?? 0, bound)
+        }
         let totalUnits = track.durations.reduce(0) { $0 + $1.count * $1.delta }
         if totalUnits > 0, track.mediaTimescale > 0 {
             out.bitRate = Int(Double(bytes) * 8 * Double(track.mediaTimescale) / Double(totalUnits))
@@ -248,6 +303,13 @@ final class MP4Parser: ContainerParser, PacketLocating {
 
     private func readTrak(_ body: [UInt8], _ trak: Box, base: Int64, movieTimescale: Int, iTunSMPB: String?, _ out: StreamOutput) throws -> Track? {
         func child(_ parent: Box, _ type: String) throws -> Box? { try boxes(body, parent.body, base: base).first { $0.type == type } }
+        var trackID = 0
+        if let tkhd = try child(trak, "tkhd") {
+            var r = FieldReader(body, from: tkhd.body.lowerBound, to: tkhd.body.upperBound, base: base, container: .mp4)
+            let version = try r.u8(); try r.skip(3)
+            try r.skip(version == 1 ? 16 : 8)
+            trackID = Int(try r.u32be("the track id"))
+        }
         guard let mdia = try child(trak, "mdia"), let hdlr = try child(mdia, "hdlr"), hdlr.body.count >= 12,
               String(decoding: body[(hdlr.body.lowerBound + 8)..<(hdlr.body.lowerBound + 12)], as: UTF8.self) == "soun",
               let mdhd = try child(mdia, "mdhd"), let minf = try child(mdia, "minf"), let stbl = try child(minf, "stbl"),
@@ -416,7 +478,70 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 remainderFrames: Int(decodedFrames - presentedOut), source: .sampleDurations, note: note)
         }
         return Track(format: format, formatList: formatList, cookie: cookie, offsets: offsets, sizes: sizes, durations: durations,
-                     mediaTimescale: timescale, frameScale: frameScale, framesPerPacket: framesPerPacket)
+                     mediaTimescale: timescale, frameScale: frameScale, framesPerPacket: framesPerPacket, trackID: trackID)
+    }
+
+    // MARK: movie fragments
+
+    /// Appends the samples a `moof` lists for the track: each `traf` naming it gives a base
+    /// offset (`tfhd`: explicit, the `moof`'s start, or after the previous run), defaults, and
+    /// runs (`trun`) of samples with optional sizes and durations.
+    private func readMoof(_ body: [UInt8], at start: Int64, boxStart: Int64) throws {
+        guard var track else { return }
+        fragmentsSeen += 1
+        var nextDataStart = boxStart   // where a traf without a base offset starts: the moof, then after the last run
+        for traf in try boxes(body, 0..<body.count, base: start) where traf.type == "traf" {
+            let children = try boxes(body, traf.body, base: start)
+            guard let tfhd = children.first(where: { $0.type == "tfhd" }) else {
+                throw AudioFileStreamError(.invalidData, .mp4, traf.start, "a track fragment has no tfhd box")
+            }
+            var r = FieldReader(body, from: tfhd.body.lowerBound, to: tfhd.body.upperBound, base: start, container: .mp4)
+            let flags = try r.u32be("the tfhd flags") & 0xFF_FFFF
+            guard Int(try r.u32be("the tfhd track id")) == track.trackID else { continue }
+            var base = flags & 0x20000 != 0 ? boxStart : nextDataStart
+            if flags & 0x1 != 0 { base = Int64(bitPattern: try r.u64be("the base data offset")) }
+            if flags & 0x2 != 0 { _ = try r.u32be() }
+            var defaultDuration = track.defaultSampleDuration, defaultSize = track.defaultSampleSize
+            if flags & 0x8 != 0 { defaultDuration = Int(try r.u32be()) }
+            if flags & 0x10 != 0 { defaultSize = Int(try r.u32be()) }
+            var runStart = base
+            for trun in children where trun.type == "trun" {
+                var t = FieldReader(body, from: trun.body.lowerBound, to: trun.body.upperBound, base: start, container: .mp4)
+                let runFlags = try t.u32be("the trun flags") & 0xFF_FFFF
+                let count = Int(try t.u32be("the trun sample count"))
+                if runFlags & 0x1 != 0 { runStart = base + Int64(Int32(bitPattern: try t.u32be("the trun data offset"))) }
+                if runFlags & 0x4 != 0 { _ = try t.u32be() }
+                let fieldBytes = [0x100, 0x200, 0x400, 0x800].filter { runFlags & $0 != 0 }.count * 4
+                guard count <= t.remaining / max(fieldBytes, 1) || fieldBytes == 0, track.offsets.count + count <= Self.sampleCountCap else {
+                    throw AudioFileStreamError(.invalidData, .mp4, trun.start, "trun claims \(count) samples in \(t.remaining) bytes")
+                }
+                var offset = runStart
+                for index in 0..<count {
+                    var duration = defaultDuration, size = defaultSize
+                    if runFlags & 0x100 != 0 { duration = Int(try t.u32be()) }
+                    if runFlags & 0x200 != 0 { size = Int(try t.u32be()) }
+                    if runFlags & 0x400 != 0 { _ = try t.u32be() }
+                    if runFlags & 0x800 != 0 { _ = try t.u32be() }
+                    guard size > 0, size <= Self.sampleCap, offset >= 0 else {
+                        throw AudioFileStreamError(.invalidData, .mp4, trun.start, "fragment \(fragmentsSeen) gives sample \(index) of a run \(size) bytes at byte \(offset)")
+                    }
+                    if let last = track.offsets.last, offset < last {
+                        throw AudioFileStreamError(.invalidData, .mp4, trun.start, "fragment \(fragmentsSeen) places a sample at byte \(offset), before an earlier one (\(last))")
+                    }
+                    track.offsets.append(offset)
+                    track.sizes.append(Int32(size))
+                    if let last = track.durations.last, last.delta == duration {
+                        track.durations[track.durations.count - 1].count += 1
+                    } else {
+                        track.durations.append((1, duration))
+                    }
+                    offset += Int64(size)
+                }
+                runStart = offset
+            }
+            nextDataStart = runStart
+        }
+        self.track = track
     }
 
     /// Each sample's absolute offset and size, from stsz/stz2, stsc and stco/co64.
@@ -528,8 +653,17 @@ final class MP4Parser: ContainerParser, PacketLocating {
             }
             throw AudioFileStreamError(.noAudio, .mp4, input.position, lastBox.map { "no moov box (the last box is '\($0.type)' at byte \($0.start))" } ?? "no moov box")
         }
+        if track.offsets.isEmpty {
+            throw AudioFileStreamError(.noAudio, .mp4, input.position, track.fragmented
+                ? "the movie is fragmented but no fragment (moof) lists samples of its audio track (id \(track.trackID))"
+                : "the audio track lists no samples")
+        }
         if nextSample < track.offsets.count {
-            throw AudioFileStreamError(.truncated, .mp4, input.position, "the sample table lists \(track.offsets.count) samples but the stream ends after \(nextSample)")
+            throw AudioFileStreamError(.truncated, .mp4, input.position, "the sample tables list \(track.offsets.count) samples but the stream ends after \(nextSample)")
+        }
+        if track.fragmented {
+            out.audioDataPacketCount = Int64(track.offsets.count)
+            out.announce(.audioDataPacketCount)
         }
     }
 
@@ -544,7 +678,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
         }
         input.reset(to: result.byteOffset)
         nextSample = Int(packet)
-        state = .samples(end: nil)
+        // In a fragmented file the media data ends where its mdat does: boxes follow.
+        let mdat = mdatRanges.last { $0.start <= result.byteOffset }
+        state = .samples(end: track?.fragmented == true ? mdat?.end : nil)
         out.nextPacketIndex = packet
         return result
     }

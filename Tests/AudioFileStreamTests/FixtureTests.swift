@@ -186,6 +186,50 @@ struct SharedFixtureTests {
     }
 
     @Test func manifestListsEveryGeneratedFixture() {
-        #expect(ManifestEntry.all.count == 33)
+        #expect(ManifestEntry.all.count == 37)
+    }
+}
+
+/// Fragmented MP4: the samples of `moof`/`traf`/`trun` fragments, alone or after samples in `moov`.
+@Suite struct FragmentedMP4Tests {
+    static func packets(_ name: String) throws -> [[UInt8]] {
+        let file = try AudioFile(path: Paths.projectFixtures.appendingPathComponent(name).path)
+        #expect(file.damage == nil)
+        let all = try file.readPackets(from: 0, count: Int(file.packetCount))
+        return all.descriptions.map { Array(all.data[$0.startOffset..<($0.startOffset + $0.dataByteSize)]) }
+    }
+
+    /// ffmpeg repackaged the files with `-c copy`: every packet is the unfragmented file's, in order.
+    @Test(arguments: [("aac-44k-fragmented.m4a", "ffmpeg-aac-44k-moov-first.m4a"),
+                      ("aac-44k-fragmented-sidx.m4a", "ffmpeg-aac-44k-moov-first.m4a"),
+                      ("aac-44k-fragmented-after-moov-samples.m4a", "ffmpeg-aac-44k-moov-first.m4a"),
+                      ("alac-44k-stereo-fragmented.m4a", "alac-44k-stereo.m4a")])
+    func fragmentsHoldTheSamePacketsAsTheWholeFile(_ fragmented: String, _ whole: String) throws {
+        let ours = try Self.packets(fragmented), reference = try Self.packets(whole)
+        #expect(ours.count == reference.count)
+        #expect(ours == reference)
+    }
+
+    /// Fragments that list samples of no track the moov describes are not audio found: an error,
+    /// never an empty success.
+    @Test func fragmentsOfAnotherTrackAreNoAudio() throws {
+        var bytes = try [UInt8](Data(contentsOf: Paths.projectFixtures.appendingPathComponent("aac-44k-fragmented.m4a")))
+        var index = 0
+        var patched = 0
+        while index + 12 <= bytes.count {
+            if bytes[index..<(index + 4)].elementsEqual("tfhd".utf8) { bytes[index + 11] = 7; patched += 1 }
+            index += 1
+        }
+        #expect(patched > 1)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("frag-\(UUID()).m4a").path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            let file = try AudioFile(path: path)
+            Issue.record("opened with \(file.packetCount) packets")
+        } catch let error as AudioFileStreamError {
+            #expect(error.code == .noAudio)
+            #expect(error.message.contains("fragment"))
+        }
     }
 }
