@@ -211,9 +211,9 @@ let package = Package(
 // libFuzzer targets (Fuzz/): only with AQ_FUZZ=1, as `make fuzz` builds them with
 // `--sanitize=fuzzer --sanitize=address`; they have no `main` of their own.
 if ProcessInfo.processInfo.environment["AQ_FUZZ"] != nil {
-    package.targets.append(.target(name: "FuzzSupport", dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder"],
+    package.targets.append(.target(name: "FuzzSupport", dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder"],
                                    path: "Fuzz/Support"))
-    for name in ["mp3", "adts", "mp4", "caf", "riff", "decode-mp3", "decode-aac", "icy"] {
+    for name in ["mp3", "adts", "mp4", "caf", "riff", "amr", "decode-mp3", "decode-aac", "decode-apple", "icy"] {
         package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzSupport", "AudioFileStream", "AudioStreaming"],
                                                  path: "Fuzz/Targets/fuzz-\(name)"))
         package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"mp3 adts mp4 caf riff decode-mp3 decode-aac icy"}
+targets=${FUZZ_TARGETS:-"mp3 adts mp4 caf riff amr decode-mp3 decode-aac decode-apple icy"}
 mkdir -p .fuzz Fuzz/crashes
 summary=.fuzz/summary.tsv
 printf 'target\truns\tseconds\tcoverage (edges)\tfeatures\tcorpus\tresult\n' > "$summary"
@@ -32,6 +32,8 @@ for t in $targets; do
     mp4|decode-aac) seed "$t" Fixtures/*.m4a ;;
     caf) seed "$t" Fixtures/*.caf ;;
     riff) seed "$t" Fixtures/*.wav Fixtures/*.aiff Fixtures/*.aifc ;;
+    amr) seed "$t" Fixtures/*.amr Fixtures/*.awb ;;
+    decode-apple) seed "$t" Fixtures/alac-* Fixtures/ima* Fixtures/ulaw-* Fixtures/alaw-* Fixtures/amr-* ;;
     icy) seed "$t" Fixtures/lame-cbr128-44k-stereo.mp3 ;;
   esac
   mkdir -p ".fuzz/corpus/$t"

@@ -1,6 +1,7 @@
 import AudioFileStream
 import BufferQueue
 import FAADDecoder
+import OpenCoreAMRDecoder
 import MPG123Decoder
 
 /// Shared by the libFuzzer targets (built only by `make fuzz`, with `AQ_FUZZ=1`).
@@ -50,6 +51,7 @@ public enum FuzzSupport {
     public static func decode(_ data: UnsafeRawBufferPointer, hint: AudioFileType?) {
         MPG123Decoder.register()
         FAADDecoder.register()
+        AMRDecoder.register()
         let (stream, packets) = parse(data, hint: hint)
         guard let format = stream.formatList.first ?? stream.dataFormat, !packets.isEmpty,
               let queue = try? AudioQueue(format: format, configuration: .init(decodeBufferFrames: 16384)) else { return }
