@@ -9,18 +9,10 @@ final class AMRParser: ContainerParser, PacketLocating {
     private var headerDone = false
     private var packetsSeen: Int64 = 0
     private var frameOffsets: [Int64] = []
-    private var framesPerPacket: Int { wideband ? 320 : 160 }
+    private var framesPerPacket: Int { AMRFrame.frames(wideband: wideband) }
 
     static let narrowbandMagic = Array("#!AMR\n".utf8)
     static let widebandMagic = Array("#!AMR-WB\n".utf8)
-
-    /// Bytes of a frame (ToC byte included) of each type; nil for a reserved type.
-    static func frameBytes(type: Int, wideband: Bool) -> Int? {
-        let sizes = wideband
-            ? [18, 24, 33, 37, 41, 47, 51, 59, 61, 6, nil, nil, nil, nil, 1, 1]
-            : [13, 14, 16, 18, 20, 21, 27, 32, 6, nil, nil, nil, nil, nil, nil, 1]
-        return sizes[type & 15]
-    }
 
     /// Whether the bytes begin with an AMR magic (nil: too few bytes to tell).
     static func hasMagic(_ input: ByteInput) -> Bool? {
@@ -58,8 +50,8 @@ final class AMRParser: ContainerParser, PacketLocating {
             out.announceReady()
         }
         while input.skipPending == 0, input.available >= 1 {
-            let type = Int(input.u8(0) >> 3) & 15
-            guard let size = Self.frameBytes(type: type, wideband: wideband) else {
+            let type = AMRFrame.type(ofTableOfContents: input.u8(0))
+            guard let size = AMRFrame.storageBytes(type: type, wideband: wideband) else {
                 throw AudioFileStreamError(.invalidData, .amr, input.position,
                     "frame \(packetsSeen) has the reserved frame type \(type); this is not an AMR\(wideband ? "-WB" : "") stream")
             }
@@ -77,9 +69,9 @@ final class AMRParser: ContainerParser, PacketLocating {
             throw AudioFileStreamError(.truncated, .amr, 0, "the stream ends inside the AMR magic")
         }
         if input.available > 0 {
-            let type = Int(input.u8(0) >> 3) & 15
+            let type = AMRFrame.type(ofTableOfContents: input.u8(0))
             out.warn(AudioFileStreamError(.truncated, .amr, input.position,
-                "the last frame needs \(Self.frameBytes(type: type, wideband: wideband) ?? 0) bytes but the stream ends after \(input.available); it was dropped"))
+                "the last frame needs \(AMRFrame.storageBytes(type: type, wideband: wideband) ?? 0) bytes but the stream ends after \(input.available); it was dropped"))
             input.consume(input.available)
         }
         if packetsSeen == 0 {

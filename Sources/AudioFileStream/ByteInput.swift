@@ -1,3 +1,5 @@
+import BufferQueue
+
 /// The bytes pushed into a stream and not yet consumed, with their absolute offset.
 ///
 /// Skipping past what has arrived is remembered (`skipPending`) and applied to later pushes without
@@ -213,9 +215,9 @@ extension ByteInput {
         guard available >= size else { return fallback }
         var offset = 0, frames = 0
         while offset < size {
-            guard let bytes = AMRParser.frameBytes(type: Int(u8(offset) >> 3) & 15, wideband: wideband) else { return fallback }
+            guard let bytes = AMRFrame.storageBytes(type: AMRFrame.type(ofTableOfContents: u8(offset)), wideband: wideband) else { return fallback }
             offset += bytes
-            frames += wideband ? 320 : 160
+            frames += AMRFrame.frames(wideband: wideband)
         }
         return offset == size ? frames : fallback
     }

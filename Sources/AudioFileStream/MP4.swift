@@ -321,6 +321,20 @@ final class MP4Parser: ContainerParser, PacketLocating {
         let mediaDuration = version == 1 ? Int64(bitPattern: try r.u64be()) : Int64(try r.u32be())
         guard timescale > 0 else { throw AudioFileStreamError(.invalidData, .mp4, mdhd.start, "the media timescale is 0") }
 
+        // Sample durations (stts), as runs.
+        var durations: [(count: Int, delta: Int)] = []
+        if let stts = try child(stbl, "stts") {
+            var r = FieldReader(body, from: stts.body.lowerBound + 4, to: stts.body.upperBound, base: base, container: .mp4)
+            let entries = Int(try r.u32be("the stts entry count"))
+            guard entries <= r.remaining / 8 else { throw AudioFileStreamError(.invalidData, .mp4, stts.start, "stts claims \(entries) entries in \(r.remaining) bytes") }
+            for _ in 0..<entries {
+                let count = Int(try r.u32be()), delta = Int(try r.u32be())
+                guard count <= Self.sampleCountCap, delta <= 1 << 24 else {
+                    throw AudioFileStreamError(.invalidData, .mp4, stts.start, "stts gives \(count) samples a duration of \(delta) each")
+                }
+                durations.append((count, delta))
+            }
+        }
         // Sample description: the first entry.
         r = FieldReader(body, from: stsd.body.lowerBound + 8, to: stsd.body.upperBound, base: base, container: .mp4)
         let entryStart = r.offset
@@ -381,12 +395,10 @@ final class MP4Parser: ContainerParser, PacketLocating {
             // 3GPP AMR: the damr box holds only the encoder's vendor and modes. A sample holds one
             // or more 20 ms frames; the first sample's duration says how many.
             let wideband = entryType == "sawb"
-            let rate = wideband ? 16000.0 : 8000.0, perFrame = wideband ? 320 : 160
+            let rate = wideband ? 16000.0 : 8000.0, perFrame = AMRFrame.frames(wideband: wideband)
             var perSample = 1
-            if let stts = try child(stbl, "stts"), stts.body.count >= 16 {
-                var t = FieldReader(body, from: stts.body.lowerBound + 8, to: stts.body.upperBound, base: base, container: .mp4)
-                _ = try t.u32be()
-                let delta = Double(try t.u32be()) * rate / Double(timescale)
+            if let first = durations.first {
+                let delta = Double(first.delta) * rate / Double(timescale)
                 perSample = max(1, min(Int((delta / Double(perFrame)).rounded()), 50))
             }
             format = AudioStreamDescription(sampleRate: rate, formatID: wideband ? .amrWideband : .amr, bytesPerPacket: 0,
@@ -410,19 +422,6 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 if version == 1 { try g.skip(4) }
                 if version >= 2 { try g.skip(4) }
                 if try g.u32be() > 0 { out.packetRollDistance = Int(Int16(bitPattern: try g.u16be("the roll distance"))) }
-            }
-        }
-        var durations: [(count: Int, delta: Int)] = []
-        if let stts = try child(stbl, "stts") {
-            r = FieldReader(body, from: stts.body.lowerBound + 4, to: stts.body.upperBound, base: base, container: .mp4)
-            let entries = Int(try r.u32be("the stts entry count"))
-            guard entries <= r.remaining / 8 else { throw AudioFileStreamError(.invalidData, .mp4, stts.start, "stts claims \(entries) entries in \(r.remaining) bytes") }
-            for _ in 0..<entries {
-                let count = Int(try r.u32be()), delta = Int(try r.u32be())
-                guard count <= Self.sampleCountCap, delta <= 1 << 24 else {
-                    throw AudioFileStreamError(.invalidData, .mp4, stts.start, "stts gives \(count) samples a duration of \(delta) each")
-                }
-                durations.append((count, delta))
             }
         }
         let sttsSamples = durations.reduce(0) { $0 + $1.count }

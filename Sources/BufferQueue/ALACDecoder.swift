@@ -72,6 +72,8 @@ public final class ALACDecoder: AudioDecoder {
     /// Residuals (per channel of a pair), restored samples, and shifted-off low bits.
     private let residualU, residualV, mixU, mixV: UnsafeMutablePointer<Int32>
     private let shiftedU, shiftedV: UnsafeMutablePointer<UInt32>
+    /// Each channel's predictor coefficients (at most 31), adapted as the element decodes.
+    private let coefficientsU, coefficientsV: UnsafeMutablePointer<Int16>
     /// The packet's bytes with zero padding, so bit reads need no bounds test.
     private var packetBytes: UnsafeMutablePointer<UInt8>
     private var packetCapacity: Int
@@ -101,6 +103,7 @@ public final class ALACDecoder: AudioDecoder {
         residualU = .allocate(capacity: capacity); residualV = .allocate(capacity: capacity)
         mixU = .allocate(capacity: capacity); mixV = .allocate(capacity: capacity)
         shiftedU = .allocate(capacity: capacity); shiftedV = .allocate(capacity: capacity)
+        coefficientsU = .allocate(capacity: 32); coefficientsV = .allocate(capacity: 32)
         packetCapacity = max(config.maxFrameBytes, 4096) + 16
         packetBytes = .allocate(capacity: packetCapacity)
     }
@@ -108,6 +111,7 @@ public final class ALACDecoder: AudioDecoder {
     deinit {
         for buffer in [residualU, residualV, mixU, mixV] { buffer.deallocate() }
         shiftedU.deallocate(); shiftedV.deallocate()
+        coefficientsU.deallocate(); coefficientsV.deallocate()
         packetBytes.deallocate()
     }
 
@@ -193,23 +197,19 @@ public final class ALACDecoder: AudioDecoder {
         }
     }
 
+    /// One channel's prediction settings; its coefficients go to `coefficients`.
     private struct ChannelHeader {
-        var mode = 0, quantization = 0, historyFactor = 0
-        var coefficients: (Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16,
-                           Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16, Int16)
-            = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var order = 0
+        let mode, quantization, historyFactor, order: Int
+        let coefficients: UnsafeMutablePointer<Int16>
 
-        init(_ bits: inout BitCursor) {
+        init(_ bits: inout BitCursor, coefficients: UnsafeMutablePointer<Int16>) {
             let first = bits.read(8), second = bits.read(8)
             mode = Int(first >> 4)
             quantization = Int(first & 0x0F)
             historyFactor = Int(second >> 5)
             order = Int(second & 0x1F)
-            withUnsafeMutableBytes(of: &coefficients) { raw in
-                let values = raw.bindMemory(to: Int16.self)
-                for index in 0..<order { values[index] = Int16(truncatingIfNeeded: bits.read(16)) }
-            }
+            self.coefficients = coefficients
+            for index in 0..<order { coefficients[index] = Int16(truncatingIfNeeded: bits.read(16)) }
         }
     }
 
@@ -240,8 +240,8 @@ public final class ALACDecoder: AudioDecoder {
         }
         let mixShift = Int(bits.read(8))
         let mixWeight = Int32(Int8(truncatingIfNeeded: bits.read(8)))
-        var headerU = ChannelHeader(&bits)
-        let headerV = width == 2 ? ChannelHeader(&bits) : ChannelHeader?.none
+        let headerU = ChannelHeader(&bits, coefficients: coefficientsU)
+        let headerV = width == 2 ? ChannelHeader(&bits, coefficients: coefficientsV) : nil
         let shiftBits = shiftedBytes * 8
         var shiftCursor = bits
         if shiftBits > 0 { bits.position += shiftBits * width * frames }
@@ -250,10 +250,10 @@ public final class ALACDecoder: AudioDecoder {
         guard bits.position < bits.limit else { throw Self.damaged("an element's header runs past the end") }
 
         try decompress(&bits, into: residualU, frames: frames, chanBits: chanBits, factor: headerU.historyFactor)
-        try predict(residualU, into: mixU, frames: frames, chanBits: chanBits, header: &headerU)
-        if width == 2, var header = headerV {
+        try predict(residualU, into: mixU, frames: frames, chanBits: chanBits, header: headerU)
+        if let header = headerV {
             try decompress(&bits, into: residualV, frames: frames, chanBits: chanBits, factor: header.historyFactor)
-            try predict(residualV, into: mixV, frames: frames, chanBits: chanBits, header: &header)
+            try predict(residualV, into: mixV, frames: frames, chanBits: chanBits, header: header)
             if mixWeight != 0 {
                 for i in 0..<frames {
                     let u = mixU[i], v = mixV[i]
@@ -329,19 +329,16 @@ public final class ALACDecoder: AudioDecoder {
 
     /// Undoes the adaptive FIR predictor: `order` 0 copies, 31 is a first difference, otherwise
     /// each sample adds a weighted sum of the previous `order` samples (relative to the oldest)
-    /// and the weights step against the residual's sign. Mode non-zero runs a first difference
+    /// and the weights step against the residual's sign. Mode 15 runs a first difference
     /// before the predictor.
     private func predict(_ residuals: UnsafeMutablePointer<Int32>, into out: UnsafeMutablePointer<Int32>, frames: Int, chanBits: Int,
-                         header: inout ChannelHeader) throws {
-        if header.mode != 0 {
+                         header: ChannelHeader) throws {
+        guard header.mode == 0 || header.mode == 15 else { throw Self.damaged("prediction mode \(header.mode) is not defined") }
+        if header.mode == 15 {
             unpredict(residuals, residuals, frames: frames, coefficients: nil, order: 31, chanBits: chanBits, shift: 0)
         }
-        guard header.mode == 0 || header.mode == 15 else { throw Self.damaged("prediction mode \(header.mode) is not defined") }
-        let order = header.order, quantization = header.quantization
-        withUnsafeMutableBytes(of: &header.coefficients) { raw in
-            guard let coefficients = raw.bindMemory(to: Int16.self).baseAddress else { return }
-            unpredict(residuals, out, frames: frames, coefficients: coefficients, order: order, chanBits: chanBits, shift: quantization)
-        }
+        unpredict(residuals, out, frames: frames, coefficients: header.coefficients, order: header.order, chanBits: chanBits,
+                  shift: header.quantization)
     }
 
     private func unpredict(_ input: UnsafeMutablePointer<Int32>, _ out: UnsafeMutablePointer<Int32>, frames: Int,

@@ -52,26 +52,17 @@ public final class AMRDecoder: AudioDecoder {
         self.state = nil
     }
 
-    /// Bytes of a storage-format frame (ToC byte included) of each frame type, or nil for a type
-    /// that is reserved.
-    public static func frameBytes(type: Int, wideband: Bool) -> Int? {
-        let sizes = wideband
-            ? [18, 24, 33, 37, 41, 47, 51, 59, 61, 6, nil, nil, nil, nil, 1, 1]
-            : [13, 14, 16, 18, 20, 21, 27, 32, 6, nil, nil, nil, nil, nil, nil, 1]
-        return sizes[type & 15]
-    }
-
     public func decode(packet: UnsafeRawBufferPointer, frames: Int, into output: DecodedAudio) throws {
         guard state != nil else { return }
         let bytes = packet.bindMemory(to: UInt8.self)
         guard let base = bytes.baseAddress else { return }
-        let perFrame = wideband ? 320 : 160
+        let perFrame = AMRFrame.frames(wideband: wideband)
         var offset = 0, decoded = 0
         while offset < bytes.count {
-            let type = Int(bytes[offset] >> 3) & 15
-            guard let size = Self.frameBytes(type: type, wideband: wideband), offset + size <= bytes.count else {
+            let type = AMRFrame.type(ofTableOfContents: bytes[offset])
+            guard let size = AMRFrame.storageBytes(type: type, wideband: wideband), offset + size <= bytes.count else {
                 output.reportError(AudioQueueError(.decoderError,
-                    "an AMR packet has a frame of type \(type) at byte \(offset) that \(Self.frameBytes(type: type, wideband: wideband) == nil ? "is reserved" : "runs past the packet's \(bytes.count) bytes"); the rest of the packet is concealed"))
+                    "an AMR packet has a frame of type \(type) at byte \(offset) that \(AMRFrame.storageBytes(type: type, wideband: wideband) == nil ? "is reserved" : "runs past the packet's \(bytes.count) bytes"); the rest of the packet is concealed"))
                 break
             }
             frame.withUnsafeMutableBufferPointer { copy in
