@@ -82,6 +82,13 @@ fragment ffmpeg-aac-44k-moov-first.m4a frag_keyframe+empty_moov+default_base_moo
 fragment ffmpeg-aac-44k-moov-first.m4a frag_keyframe aac-44k-fragmented-after-moov-samples.m4a s44 no
 fragment alac-44k-stereo.m4a frag_keyframe+empty_moov alac-44k-stereo-fragmented.m4a s44 exact
 
+# MP3 as real files carry it (issue 14): free format (bit-rate index 0, frame size found by the
+# parser), and the LAME file's packets in an MP4 (esds object type 0x6B) and a QuickTime '.mp3'
+# sample entry. ffmpeg writes an edit list for those that keeps the padding ("no").
+lame --quiet --freeformat -b 400 "$work/s44.wav" lame-freeformat-400k-44k-stereo.mp3; add lame-freeformat-400k-44k-stereo.mp3 s44 yes
+ff -i lame-cbr128-44k-stereo.mp3 -c copy -f mp4 mp3-in-mp4-44k-stereo.mp4;   add mp3-in-mp4-44k-stereo.mp4 s44 no
+ff -i lame-cbr128-44k-stereo.mp3 -c copy -f mov mp3-in-mov-44k-stereo.mov;   add mp3-in-mov-44k-stereo.mov s44 no
+
 # The aqplay demo (make demo): 4 s of a little synthesized melody, AAC in M4A with the index first.
 melody="0.25*sin(2*PI*t*(261.63*lt(mod(t,2),0.5)+329.63*gte(mod(t,2),0.5)*lt(mod(t,2),1)+392*gte(mod(t,2),1)*lt(mod(t,2),1.5)+523.25*gte(mod(t,2),1.5)))*(1-0.6*mod(t,0.5))"
 ff -f lavfi -i "aevalsrc='$melody|$melody':s=44100:d=4" -c:a pcm_s16le "$work/demo.wav"

@@ -80,6 +80,9 @@ struct AQRender: ParsableCommand {
         if let failure {
             fail("\(input): \(failure) — wrote the \(renderer.framesRendered) frames decoded before it to \(output)")
         }
+        for warning in file.warnings {
+            FileHandle.standardError.write(Data("aqrender: warning: \(warning)\n".utf8))
+        }
         if let error = renderer.lastConverterError {
             FileHandle.standardError.write(Data("aqrender: warning: \(error)\n".utf8))
         }

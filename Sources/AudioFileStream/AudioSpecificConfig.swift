@@ -93,7 +93,8 @@ public struct AudioSpecificConfig: Hashable, Sendable {
     }
 }
 
-/// Finds the AudioSpecificConfig in an MPEG-4 ES descriptor (the body of `esds`, or a CAF `kuki`).
+/// Finds the AudioSpecificConfig in an MPEG-4 ES descriptor (the body of `esds`, or a CAF `kuki`);
+/// for MPEG-1/2 audio (object types 0x6B, 0x69), which has none, an empty config.
 func audioSpecificConfig(fromESDescriptor bytes: [UInt8]) -> (objectTypeIndication: Int, config: [UInt8])? {
     var index = 0
     func length() -> Int? {
@@ -120,6 +121,8 @@ func audioSpecificConfig(fromESDescriptor bytes: [UInt8]) -> (objectTypeIndicati
         case 0x04:   // DecoderConfigDescriptor
             guard index + 13 <= bytes.count else { return nil }
             objectType = Int(bytes[index]); index += 13
+            // MPEG-1/2 audio (MP3) carries no DecoderSpecificInfo: the object type is all there is.
+            if objectType == 0x69 || objectType == 0x6B { return (objectType, []) }
         case 0x05:   // DecoderSpecificInfo
             guard index + size <= bytes.count else { return nil }
             return (objectType, Array(bytes[index..<(index + size)]))

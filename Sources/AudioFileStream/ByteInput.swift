@@ -41,6 +41,14 @@ final class ByteInput {
     func u32le(_ i: Int) -> UInt32 { UInt32(u16le(i)) | UInt32(u16le(i + 2)) << 16 }
     func tag(_ i: Int) -> String { fourCC(u32be(i)) }
 
+    /// Whether an ID3v1 ("TAG"), ID3v2 ("ID3") or APE ("APETAGEX") tag starts `index` bytes ahead.
+    func isTag(at index: Int) -> Bool {
+        guard index + 3 <= available else { return false }
+        let three = (u8(index), u8(index + 1), u8(index + 2))
+        if three == (0x54, 0x41, 0x47) || three == (0x49, 0x44, 0x33) { return true }
+        return index + 8 <= available && tag(index) == "APET" && tag(index + 4) == "AGEX"
+    }
+
     /// Copies `count` bytes starting `offset` ahead (the caller checked `available`).
     func bytes(_ offset: Int, _ count: Int) -> [UInt8] { Array(storage[(start + offset)..<(start + offset + count)]) }
 

@@ -6,7 +6,12 @@ struct MPEGHeader: Equatable {
     let version: Version
     let layer: Int
     let hasCRC: Bool
-    let bitRate: Int       // bits per second; 0 = free format
+    let bitRateIndex: Int
+    /// Bits per second. For free format (bit-rate index 0): 0 until the frame size is measured,
+    /// then what that size means (see ``withFreeFormatBase(_:)``).
+    private(set) var bitRate: Int
+    /// A free-format stream's frame size without the padding slot, header included; nil until measured.
+    private(set) var freeFormatBase: Int?
     let sampleRate: Int
     let padding: Bool
     let channelMode: Int   // 3 = mono
@@ -31,6 +36,7 @@ struct MPEGHeader: Equatable {
         self.version = version
         self.layer = layer
         hasCRC = b1 & 1 == 0
+        self.bitRateIndex = bitRateIndex
         let table = version == .mpeg1 ? layer - 1 : (layer == 1 ? 3 : 4)
         bitRate = Self.bitRates[table][bitRateIndex] * 1000
         let rates = [44100, 48000, 32000]
@@ -41,20 +47,36 @@ struct MPEGHeader: Equatable {
 
     var channels: Int { channelMode == 3 ? 1 : 2 }
     var samplesPerFrame: Int { layer == 1 ? 384 : (layer == 3 && version != .mpeg1) ? 576 : 1152 }
-    var isFreeFormat: Bool { bitRate == 0 }
+    var isFreeFormat: Bool { bitRateIndex == 0 }
+    /// The padding slot: four bytes in Layer I, one in Layers II and III.
+    var paddingBytes: Int { padding ? (layer == 1 ? 4 : 1) : 0 }
 
-    /// Bytes in the frame, header included (not for free format).
+    /// Bytes in the frame, header included. For free format, from the measured size (0 before).
     var frameLength: Int {
+        if isFreeFormat { return freeFormatBase.map { $0 + paddingBytes } ?? 0 }
         if layer == 1 { return (12 * bitRate / sampleRate + (padding ? 1 : 0)) * 4 }
         let factor = (layer == 3 && version != .mpeg1) ? 72 : 144
         return factor * bitRate / sampleRate + (padding ? 1 : 0)
     }
 
+    /// This header with a free-format stream's measured frame size (without the padding slot),
+    /// and the bit rate that size means.
+    func withFreeFormatBase(_ base: Int) -> MPEGHeader {
+        var copy = self
+        copy.freeFormatBase = base
+        let bytesPerBitPerSecond = layer == 1 ? 48 : (layer == 3 && version != .mpeg1) ? 72 : 144
+        copy.bitRate = base * sampleRate / bytesPerBitPerSecond
+        return copy
+    }
+
+    /// The largest free-format frame looked for (Layer III at 640 kbit/s and 32 kHz is 2 880 bytes).
+    static let maximumFreeFormatFrame = 8192
+
     var formatID: AudioFormatID { layer == 3 ? .mpegLayer3 : layer == 2 ? .mpegLayer2 : .mpegLayer1 }
 
     /// Whether two headers belong to the same stream (what may not change between frames).
     func sameStream(_ other: MPEGHeader) -> Bool {
-        version == other.version && layer == other.layer && sampleRate == other.sampleRate
+        version == other.version && layer == other.layer && sampleRate == other.sampleRate && isFreeFormat == other.isFreeFormat
     }
 
     /// Where a Xing/Info tag sits in a Layer III frame: after the header, CRC and side information.
@@ -88,12 +110,22 @@ extension MPEGHeader {
     /// a frame ending exactly at the end of the stream is accepted too.
     static func confirm(_ input: ByteInput, at offset: Int, matching lock: MPEGHeader?, lastFrameMayEnd: Bool) -> Confirmation<MPEGHeader> {
         guard offset + 4 <= input.available else { return input.atEnd ? .no : .needMore }
-        guard let header = at(input, offset), !header.isFreeFormat || lock == nil else { return .no }
+        guard var header = at(input, offset) else { return .no }
         if let lock, !lock.sameStream(header) { return .no }
-        if header.isFreeFormat { return .yes(header) }   // reported as unsupported by the caller
+        if header.isFreeFormat {
+            if let base = lock?.freeFormatBase {
+                header = header.withFreeFormatBase(base)
+            } else {
+                switch measureFreeFormat(input, at: offset, header) {
+                case .yes(let base): header = header.withFreeFormatBase(base)
+                case .no: return .no
+                case .needMore: return .needMore
+                }
+            }
+        }
         let next = offset + header.frameLength
         if next + 4 <= input.available {
-            if let following = at(input, next), following.sameStream(header), !following.isFreeFormat { return .yes(header) }
+            if let following = at(input, next), following.sameStream(header) { return .yes(header) }
             if next + 3 <= input.available, input.u8(next) == 0x54, input.u8(next + 1) == 0x41, input.u8(next + 2) == 0x47 {
                 return .yes(header)   // an ID3v1 tag follows the last frame
             }
@@ -102,6 +134,32 @@ extension MPEGHeader {
         if next + 4 > input.available {
             if !input.atEnd { return .needMore }
             if lastFrameMayEnd && next == input.available { return .yes(header) }
+        }
+        return .no
+    }
+}
+
+extension MPEGHeader {
+    /// A free-format frame's size without its padding slot: the distance to the next header of the
+    /// same free-format stream, confirmed by a third header (or the end of the stream) where that
+    /// size says the next frame ends.
+    static func measureFreeFormat(_ input: ByteInput, at offset: Int, _ header: MPEGHeader) -> Confirmation<Int> {
+        let first = offset + header.xingOffset   // no frame is shorter than its header and side information
+        var candidate = first
+        while candidate <= offset + maximumFreeFormatFrame {
+            guard candidate + 4 <= input.available else { return input.atEnd ? .no : .needMore }
+            if input.u8(candidate) == 0xFF, let second = at(input, candidate), second.sameStream(header) {
+                let base = candidate - offset - header.paddingBytes
+                let third = candidate + second.withFreeFormatBase(base).frameLength
+                if third + 4 <= input.available {
+                    if let next = at(input, third), next.sameStream(header) { return .yes(base) }
+                } else if input.atEnd {
+                    if third == input.available { return .yes(base) }
+                } else {
+                    return .needMore
+                }
+            }
+            candidate += 1
         }
         return .no
     }
@@ -199,26 +257,37 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
             }
             guard input.available >= 4 else { return }
             if try skipTrailingTag(input, out) { continue }
-            guard let header = MPEGHeader.at(input, 0), !header.isFreeFormat else {
-                if let header = MPEGHeader.at(input, 0), header.isFreeFormat, lock == nil || lock!.sameStream(header) {
-                    throw AudioFileStreamError(.unsupportedDataFormat, .mp3, input.position,
-                        "free-format bit rate (bit-rate index 0) is not supported")
-                }
+            guard var header = MPEGHeader.at(input, 0) else {
                 resyncing = true
                 continue
             }
             if let lock, !lock.sameStream(header) {
-                // A new sample rate or layer: a format change only if the next frame confirms it.
-                switch MPEGHeader.confirm(input, at: 0, matching: header, lastFrameMayEnd: true) {
+                // A new sample rate, layer or free format: a format change only if the next frame confirms it.
+                switch MPEGHeader.confirm(input, at: 0, matching: nil, lastFrameMayEnd: true) {
                 case .needMore: return
                 case .no: resyncing = true; continue
-                case .yes:
+                case .yes(let confirmed):
                     if out.mustDeferChange { out.pauseRequested = true; return }
+                    header = confirmed
                     changeFormat(to: header, input, out)
                 }
+            } else if header.isFreeFormat, let base = lock?.freeFormatBase {
+                header = header.withFreeFormatBase(base)
             }
             let length = header.frameLength
+            guard length > 4 else { resyncing = true; continue }
             guard input.available >= length else { return }
+            let lockNow = lock ?? header
+            switch ADTSParser.cutFrameLength(input, length, headerBytes: 4, isHeader: { MPEGHeader.at(input, $0) != nil },
+                                             confirms: { MPEGHeader.confirm(input, at: $0, matching: lockNow, lastFrameMayEnd: true) }) {
+            case .needMore: return
+            case .yes(let cut):
+                out.warn(AudioFileStreamError(.invalidData, .mp3, input.position,
+                    "a frame cut short after \(cut) of its \(length) bytes is dropped; the next frame starts there"))
+                input.consume(cut)
+                continue
+            case .no: break
+            }
             if !sawFirstFrame {
                 sawFirstFrame = true
                 lock = header
@@ -283,7 +352,7 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
                     input.consume(offset)
                     skippedJunk += offset
                     return false
-                case .yes:
+                case .yes(let header):
                     input.consume(offset)
                     skippedJunk += offset
                     if skippedJunk > 0 && (lock != nil || out.isReady) {
@@ -292,7 +361,7 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
                     }
                     skippedJunk = 0
                     resyncing = false
-                    if lock == nil, let header = MPEGHeader.at(input, 0) { lock = header }
+                    if lock == nil { lock = header }
                     return true
                 case .no:
                     break
@@ -334,19 +403,26 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
         }
         if out.bitRate == nil { out.bitRate = header.bitRate }
         let maxBitRate = MPEGHeader.bitRates[header.version == .mpeg1 ? header.layer - 1 : (header.layer == 1 ? 3 : 4)].last! * 1000
-        out.maximumPacketSize = (header.layer == 3 && header.version != .mpeg1 ? 72 : 144) * maxBitRate / header.sampleRate + 4
+        out.maximumPacketSize = max((header.layer == 3 && header.version != .mpeg1 ? 72 : 144) * maxBitRate / header.sampleRate + 4,
+                                    header.frameLength + 4)
         out.packetTableInfo = packetTableInfo(spf: spf, packets: packets)
         packetCountForSeeking = out.audioDataPacketCount
         audioBytesForSeeking = out.audioDataByteCount
         out.announceReady()
     }
 
+    /// The gapless numbers of a LAME tag (the encoder's delay and padding, plus the decoder's
+    /// 529-frame delay; delay and padding 0, as repackagers write, still mean that delay, as
+    /// mpg123 applies it), else of an iTunSMPB comment. Priming and remainder that cover all the
+    /// coded frames leave 0 valid frames.
     private func packetTableInfo(spf: Int, packets: Int?) -> AudioFilePacketTableInfo? {
-        if let xing, let packets, let delay = xing.encoderDelay, let padding = xing.padding, delay > 0 || padding > 0 {
-            let priming = delay + Self.decoderDelay
-            let remainder = max(padding - Self.decoderDelay, 0)
-            let valid = Int64(packets * spf - priming - remainder)
-            if valid > 0 { return AudioFilePacketTableInfo(validFrames: valid, primingFrames: priming, remainderFrames: remainder, source: .lameTag) }
+        if let xing, let packets, packets > 0, let delay = xing.encoderDelay, let padding = xing.padding {
+            let coded = Int64(packets * spf)
+            let priming = Int(min(Int64(delay + Self.decoderDelay), coded))
+            let remainder = Int(min(Int64(max(padding - Self.decoderDelay, 0)), coded - Int64(priming)))
+            let valid = coded - Int64(priming) - Int64(remainder)
+            return AudioFilePacketTableInfo(validFrames: valid, primingFrames: priming, remainderFrames: remainder, source: .lameTag,
+                note: valid == 0 ? "the LAME tag's delay \(delay) and padding \(padding) cover all \(coded) coded frames" : nil)
         }
         if let text = iTunSMPB, let smpb = parseITunSMPB(text) {
             return AudioFilePacketTableInfo(validFrames: smpb.valid, primingFrames: smpb.priming, remainderFrames: smpb.remainder, source: .iTunSMPB)
@@ -381,16 +457,20 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
             out.audioDataPacketCount = framesSeen
             out.announce(.audioDataPacketCount)
             if let info = out.packetTableInfo {
+                // The start trim stays; the end trim belongs to frames that are not there.
                 let total = framesSeen * Int64(spf)
-                let valid = total - Int64(info.primingFrames) - (framesSeen < promised ? 0 : Int64(info.remainderFrames))
-                out.packetTableInfo = valid > 0 ? AudioFilePacketTableInfo(validFrames: valid, primingFrames: info.primingFrames,
-                    remainderFrames: Int(total - valid) - info.primingFrames, source: info.source,
-                    note: "the header promised \(promised) frames; \(framesSeen) are present") : nil
+                let priming = Int(min(Int64(info.primingFrames), total))
+                let remainder = framesSeen < promised ? 0 : Int(min(Int64(info.remainderFrames), total - Int64(priming)))
+                out.packetTableInfo = AudioFilePacketTableInfo(validFrames: total - Int64(priming) - Int64(remainder),
+                    primingFrames: priming, remainderFrames: remainder, source: info.source,
+                    note: "the header promised \(promised) frames; \(framesSeen) are present")
                 out.announce(.packetTableInfo)
             }
             if framesSeen < promised {
-                throw AudioFileStreamError(.truncated, .mp3, input.position,
-                    "the \(xing != nil ? "Xing/Info" : "VBRI") header promises \(promised) frames but the stream ends after \(framesSeen)")
+                // A cut-off file: what is there plays, exactly (mpg123 and ffmpeg do the same).
+                out.warn(AudioFileStreamError(.truncated, .mp3, input.position,
+                    "the \(xing != nil ? "Xing/Info" : "VBRI") header promises \(promised) frames but the stream ends after \(framesSeen)"))
+                return
             }
             out.warn(AudioFileStreamError(.invalidData, .mp3, firstAudioOffset ?? 0,
                 "the \(xing != nil ? "Xing/Info" : "VBRI") header says \(promised) frames; the stream has \(framesSeen)"))

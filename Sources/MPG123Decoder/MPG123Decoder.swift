@@ -13,6 +13,8 @@ public final class MPG123Decoder: AudioDecoder {
     private let handle: OpaquePointer
     private var output: [UInt8]
     private var errorCount = 0
+    /// The next packet is the first since the feed was opened: look whether it is free format.
+    private var firstPacket = true
 
     /// The registry entry: MPEG Layer I, II and III.
     public static let factory = AudioDecoderFactory(name: "libmpg123", formats: [.mpegLayer3, .mpegLayer2, .mpegLayer1], priority: 10) { format, _ in
@@ -36,7 +38,9 @@ public final class MPG123Decoder: AudioDecoder {
         output = [UInt8](repeating: 0, count: 1152 * 2 * 4 * 2)
         // mpg123_param is a macro for mpg123_param2 (plain ints), which is what Swift sees.
         mpg123_param2(handle, Int32(MPG123_REMOVE_FLAGS.rawValue), Int(MPG123_GAPLESS.rawValue | MPG123_AUTO_RESAMPLE.rawValue), 0)
-        mpg123_param2(handle, Int32(MPG123_ADD_FLAGS.rawValue), Int(MPG123_QUIET.rawValue), 0)
+        // Whole frames are fed, so mpg123 need not read ahead to the next header before decoding
+        // the first (without this, a one-frame stream decodes to nothing).
+        mpg123_param2(handle, Int32(MPG123_ADD_FLAGS.rawValue), Int(MPG123_QUIET.rawValue | MPG123_NO_READAHEAD.rawValue), 0)
         mpg123_format_none(handle)
         // Rate 0: every native rate, float output, mono or stereo as coded.
         mpg123_format2(handle, 0, Int32(MPG123_MONO.rawValue | MPG123_STEREO.rawValue), Int32(MPG123_ENC_FLOAT_32.rawValue))
@@ -54,6 +58,16 @@ public final class MPG123Decoder: AudioDecoder {
 
     public func decode(packet: UnsafeRawBufferPointer, frames: Int, into out: DecodedAudio) throws {
         guard let base = packet.baseAddress, !packet.isEmpty else { return }
+        if firstPacket {
+            firstPacket = false
+            // Without read-ahead, mpg123 must be told a free-format stream's frame size (header
+            // and padding slot excluded) before the feed opens.
+            if packet.count > 4, packet[0] == 0xFF, packet[1] & 0xE0 == 0xE0, packet[2] >> 4 == 0 {
+                mpg123_param2(handle, Int32(MPG123_FREEFORMAT_SIZE.rawValue), packet.count - 4 - Int(packet[2] >> 1 & 1), 0)
+                reset()
+                firstPacket = false
+            }
+        }
         let before = out.frameCount
         var input: UnsafePointer<UInt8>? = base.assumingMemoryBound(to: UInt8.self)
         var inputSize = packet.count
@@ -102,5 +116,6 @@ public final class MPG123Decoder: AudioDecoder {
     public func reset() {
         mpg123_close(handle)
         mpg123_open_feed(handle)
+        firstPacket = true
     }
 }

@@ -31,6 +31,7 @@ let allFixtureURLs: [URL] = Paths.projectFiles().map { Paths.projectFixtures.app
         let whole = trace(bytes, chunks: [bytes.count + 1])
         let stream = AudioFileStream()
         _ = try stream.parse(bytes)
+        _ = try stream.finish()   // the last MPEG/ADTS frame is emitted once nothing can follow it
         // ADTS packets are the frames' payloads: the frame (where bytes must come from) starts 7 bytes earlier.
         let headerBytes: Int64 = name.hasSuffix(".aac") ? 7 : 0
         for target in [whole.packets.count / 3, 5, whole.packets.count - 1] {
@@ -38,7 +39,7 @@ let allFixtureURLs: [URL] = Paths.projectFiles().map { Paths.projectFixtures.app
             let result = try stream.seek(toPacket: Int64(target))
             #expect(result.byteOffset == expected.offset - headerBytes)
             #expect(!result.isEstimated)
-            let events = try stream.parse(bytes[Int(result.byteOffset)...], discontinuity: true)
+            let events = try stream.parse(bytes[Int(result.byteOffset)...], discontinuity: true) + stream.finish()
             guard case .packets(let packets)? = events.first(where: { if case .packets = $0 { return true } else { return false } }) else {
                 Issue.record("no packets after seeking to \(target)"); continue
             }
@@ -121,13 +122,6 @@ let allFixtureURLs: [URL] = Paths.projectFiles().map { Paths.projectFixtures.app
     func error(_ bytes: [UInt8], hint: AudioFileType? = nil) -> AudioFileStreamError? {
         let stream = AudioFileStream(fileTypeHint: hint)
         do { _ = try stream.parse(bytes); _ = try stream.finish(); return nil } catch let e as AudioFileStreamError { return e } catch { return nil }
-    }
-
-    @Test func freeFormatMP3IsRejectedClearly() {
-        let frame: [UInt8] = [0xFF, 0xFB, 0x04, 0xC4] + [UInt8](repeating: 0, count: 600)
-        let e = error(frame + frame)
-        #expect(e?.code == .unsupportedDataFormat)
-        #expect(e?.message.contains("free-format") == true)
     }
 
     @Test func absurdLengthsAreCappedNotAllocated() {
