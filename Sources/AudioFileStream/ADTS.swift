@@ -104,7 +104,10 @@ final class ADTSParser: ContainerParser, PacketLocating {
                 if out.mustDeferChange { out.pauseRequested = true; return }
                 announce(header, input, out)
             }
-            if lock == nil { announce(header, input, out) }
+            if lock == nil {
+                guard let packets = packetsToScan(input, header) else { return }
+                announce(header, input, out, inBand: AACExtensionScan.scan(packets, monoCore: header.channelConfiguration == 1))
+            }
             frameOffsets.append(input.position)
             framesSeen += 1
             input.consume(header.headerLength)
@@ -134,10 +137,25 @@ final class ADTSParser: ContainerParser, PacketLocating {
         return .no
     }
 
-    private func announce(_ header: ADTSHeader, _ input: ByteInput, _ out: StreamOutput) {
+    /// The payloads of the first frames, for the SBR/PS scan: nil while more bytes must come.
+    private func packetsToScan(_ input: ByteInput, _ first: ADTSHeader) -> [[UInt8]]? {
+        var packets: [[UInt8]] = [], offset = 0
+        while packets.count < AACExtensionScan.packetsToScan {
+            guard offset + 7 <= input.available else { return input.atEnd ? packets : nil }
+            guard let header = ADTSHeader.at(input, offset), header.sameStream(first), header.rawDataBlocks == 0 else { break }
+            guard offset + header.frameLength <= input.available else { return input.atEnd ? packets : nil }
+            packets.append(input.bytes(offset + header.headerLength, header.frameLength - header.headerLength))
+            offset += header.frameLength
+        }
+        return packets
+    }
+
+    private func announce(_ header: ADTSHeader, _ input: ByteInput, _ out: StreamOutput, inBand: AACExtensionScan.Finding? = nil) {
         let objectType = header.profile + 1
         let cookie = AudioSpecificConfig.bytes(objectType: objectType, rateIndex: header.rateIndex, channels: header.channelConfiguration)
-        let config = AudioSpecificConfig(cookie)
+        var config = AudioSpecificConfig(cookie)
+        // SBR and PS found in the first frames: HE-AAC readings at the head of the list.
+        if let inBand, let found = config?.withInBand(inBand) { config = found }
         out.magicCookie = cookie
         out.formatList = config?.formatList ?? []
         out.dataFormat = out.formatList.last

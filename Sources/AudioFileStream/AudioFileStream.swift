@@ -35,6 +35,8 @@ public final class AudioFileStream {
     /// The first plausible MPEG header met while sniffing, for the message when none is confirmed.
     private var firstCandidate: (offset: Int64, length: Int, summary: String)?
     private var finished = false
+    /// Damage found by ``finish()`` after it had released packets: thrown by the next call.
+    private var errorAfterPackets: Error?
     private var justSeeked = false
 
     /// - Parameters:
@@ -105,9 +107,17 @@ public final class AudioFileStream {
     }
 
     /// Ends the data: emits what is complete and reports what is missing.
+    ///
+    /// Packets are normally returned as their bytes arrive. Some only the end releases (an AAC
+    /// stream shorter than the packets the SBR scan looks at): when damage is found after such
+    /// packets, this call returns them and the next call throws the error.
     /// - Throws: ``AudioFileStreamError`` when the data ended early or held no audio; packets
     ///   produced before the damage have already been returned.
     public func finish() throws -> [AudioFileStreamEvent] {
+        if let error = errorAfterPackets {
+            errorAfterPackets = nil
+            throw error
+        }
         guard !finished else { return [] }
         finished = true
         input.atEnd = true
@@ -120,7 +130,11 @@ public final class AudioFileStream {
             if parser == nil { try sniffFailedAtEnd() }
             try parser?.finish(input, out)
         } catch {
-            _ = out.takeEvents()
+            let produced = out.takeEvents()
+            if produced.contains(where: { if case .packets = $0 { return true } else { return false } }) {
+                errorAfterPackets = error
+                return produced
+            }
             throw error
         }
         return out.takeEvents()

@@ -57,7 +57,9 @@ public final class AudioFileStreamDriver {
     ///   not seen); nil when it is done.
     @discardableResult
     public func finish(_ handle: (AudioFileStreamEvent) throws -> Void) throws -> Int64? {
-        try deliver(try stream.finish(), handle)
+        let target = try deliver(try stream.finish(), handle)
+        _ = try stream.finish()   // damage found after packets only the end released
+        return target
     }
 
     /// Reads the whole source through `read` (which fills the buffer from a byte offset and

@@ -30,6 +30,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
     private var mdatRanges: [(start: Int64, end: Int64?)] = []
     /// Movie fragments read (a fragment's samples are appended to the track's tables).
     private var fragmentsSeen = 0
+    /// AAC whose config leaves SBR and PS open: the `moov` body, kept until the first packets
+    /// have been scanned for them (``AACExtensionScan``); readiness is announced after that.
+    private var pendingScan: (body: [UInt8], start: Int64)?
 
     struct Track {
         var format: AudioStreamDescription
@@ -84,6 +87,11 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 }
             case .samples(let end):
                 guard let track else { state = .boxHeader; continue }
+                if pendingScan != nil {
+                    guard let packets = packetsToScan(input, track, end: end) else { return }
+                    try finishScan(packets, out)
+                    continue
+                }
                 while nextSample < track.offsets.count {
                     let offset = track.offsets[nextSample], size = Int(track.sizes[nextSample])
                     if let end, offset + Int64(size) > end { break }   // in a later mdat
@@ -175,6 +183,43 @@ final class MP4Parser: ContainerParser, PacketLocating {
         }
     }
 
+    /// The first packets for the SBR/PS scan, from the bytes at hand: nil while more must come.
+    /// Samples far ahead (another track's data between) are not waited for.
+    private func packetsToScan(_ input: ByteInput, _ track: Track, end: Int64?) -> [[UInt8]]? {
+        var packets: [[UInt8]] = []
+        for index in nextSample..<min(nextSample + AACExtensionScan.packetsToScan, track.offsets.count) {
+            let offset = track.offsets[index], size = Int(track.sizes[index])
+            let ahead = offset - input.position
+            if let end, offset + Int64(size) > end { break }
+            guard ahead >= 0, ahead + Int64(size) <= 256 * 1024 else { break }
+            guard ahead + Int64(size) <= Int64(input.available) else {
+                if input.atEnd { break }
+                return nil
+            }
+            packets.append(input.bytes(Int(ahead), size))
+        }
+        return packets
+    }
+
+    /// Reads the index again with what the scan found (formats, frame counts and gapless
+    /// numbers at the SBR output rate, as for explicit signalling), then announces readiness.
+    private func finishScan(_ packets: [[UInt8]], _ out: StreamOutput) throws {
+        guard let (body, start) = pendingScan, let old = track else { return }
+        pendingScan = nil
+        let finding = AACExtensionScan.scan(packets, monoCore: old.format.channelsPerFrame == 1)
+        if finding.sbr {
+            let state = self.state, warnings = out.warnings.count
+            try readMoov(body, at: start, out, inBand: finding)
+            self.state = state
+            out.warnings.removeSubrange(warnings...)   // the same index: its warnings were given
+            // Samples that fragments added stay.
+            track?.offsets = old.offsets
+            track?.sizes = old.sizes
+            track?.durations = old.durations
+        }
+        out.announceReady()
+    }
+
     /// Every AAC or MP3 packet decodes to the codec's frame size, whatever duration `stts` gives
     /// it (a shortened last sample is padding the trims remove, not fewer decoded frames).
     private func frames(ofSample index: Int, _ track: Track) -> Int { track.framesPerPacket }
@@ -203,7 +248,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
         return result
     }
 
-    private func readMoov(_ body: [UInt8], at start: Int64, _ out: StreamOutput) throws {
+    private func readMoov(_ body: [UInt8], at start: Int64, _ out: StreamOutput, inBand: AACExtensionScan.Finding? = nil) throws {
         let base = start  // absolute offset of body[0]
         let children = try boxes(body, 0..<body.count, base: base)
         var movieTimescale = 0
@@ -221,7 +266,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
             }
         }
         for box in children where box.type == "trak" {
-            if let found = try readTrak(body, box, base: base, movieTimescale: movieTimescale, iTunSMPB: iTunSMPB, out) {
+            if let found = try readTrak(body, box, base: base, movieTimescale: movieTimescale, iTunSMPB: iTunSMPB, inBand: inBand, out) {
                 track = found
                 break
             }
@@ -265,7 +310,12 @@ final class MP4Parser: ContainerParser, PacketLocating {
         if totalUnits > 0, track.mediaTimescale > 0 {
             out.bitRate = Int(Double(bytes) * 8 * Double(track.mediaTimescale) / Double(totalUnits))
         }
-        out.announceReady()
+        if inBand == nil, track.format.formatID == .aacLC, let cookie = track.cookie,
+           AudioSpecificConfig(cookie)?.withInBand(AACExtensionScan.Finding(sbr: true, ps: false)) != nil {
+            pendingScan = (body, start)   // ready once the first packets have been looked into
+        } else if inBand == nil {
+            out.announceReady()
+        }
         if earlyMdat == nil { state = .boxHeader }
     }
 
@@ -301,7 +351,8 @@ final class MP4Parser: ContainerParser, PacketLocating {
         }
     }
 
-    private func readTrak(_ body: [UInt8], _ trak: Box, base: Int64, movieTimescale: Int, iTunSMPB: String?, _ out: StreamOutput) throws -> Track? {
+    private func readTrak(_ body: [UInt8], _ trak: Box, base: Int64, movieTimescale: Int, iTunSMPB: String?,
+                          inBand: AACExtensionScan.Finding?, _ out: StreamOutput) throws -> Track? {
         func child(_ parent: Box, _ type: String) throws -> Box? { try boxes(body, parent.body, base: base).first { $0.type == type } }
         var trackID = 0
         if let tkhd = try child(trak, "tkhd") {
@@ -369,10 +420,11 @@ final class MP4Parser: ContainerParser, PacketLocating {
                                                 bytesPerFrame: 0, channelsPerFrame: max(channels, 1), bitsPerChannel: 0)
                 formatList = [format]
             } else {
-                guard [0x40, 0x66, 0x67, 0x68].contains(objectType), let asc = AudioSpecificConfig(config) else {
+                guard [0x40, 0x66, 0x67, 0x68].contains(objectType), var asc = AudioSpecificConfig(config) else {
                     throw AudioFileStreamError(.unsupportedDataFormat, .mp4, esds.start, "object type 0x\(String(objectType, radix: 16)) is not AAC or MP3")
                 }
                 cookie = config
+                if let inBand, let found = asc.withInBand(inBand) { asc = found }
                 formatList = asc.formatList
                 format = formatList.last ?? AudioStreamDescription(sampleRate: Double(asc.sampleRate), formatID: .aacLC, bytesPerPacket: 0, framesPerPacket: 1024, bytesPerFrame: 0, channelsPerFrame: max(channels, 1), bitsPerChannel: 0)
                 if let best = formatList.first, best.sampleRate != Double(timescale) {
@@ -639,6 +691,11 @@ final class MP4Parser: ContainerParser, PacketLocating {
     func finish(_ input: ByteInput, _ out: StreamOutput) throws {
         input.atEnd = true
         try parse(input, out)
+        if pendingScan != nil, let track {
+            // The stream ended before the packets to scan: announce with what is there.
+            try finishScan(packetsToScan(input, track, end: nil) ?? [], out)
+            try parse(input, out)
+        }
         if case .collectingMoov(let size, let start) = state {
             throw AudioFileStreamError(.truncated, .mp4, start - 8, "the moov box needs \(size) bytes but the stream ends after \(input.available)")
         }

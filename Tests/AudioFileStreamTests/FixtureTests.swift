@@ -43,13 +43,13 @@ struct SharedExpectation: CustomTestStringConvertible, Sendable {
         .init(file: "edge-adts-id3v2-junk-prefix-lavc.aac", type: .adts, packets: 2, rate: 44100, channels: 2, format: .aacLC, table: nil),
         .init(file: "gen-fdk-he-aac-v1-explicit-bc.m4a", type: .mp4, packets: 46, rate: 44100, channels: 2, format: .heAAC, table: nil),
         .init(file: "gen-fdk-he-aac-v1-explicit-hier.m4a", type: .mp4, packets: 46, rate: 44100, channels: 2, format: .heAAC, table: nil),
-        .init(file: "gen-fdk-he-aac-v1-implicit.m4a", type: .mp4, packets: 46, rate: 22050, channels: 2, format: .aacLC, table: nil),
-        .init(file: "gen-fdk-he-aac-v1-implicit-mono.aac", type: .adts, packets: 46, rate: 22050, channels: 1, format: .aacLC, table: nil),
-        .init(file: "gen-fdk-he-aac-v1-implicit-stereo.aac", type: .adts, packets: 46, rate: 22050, channels: 2, format: .aacLC, table: nil),
+        .init(file: "gen-fdk-he-aac-v1-implicit.m4a", type: .mp4, packets: 46, rate: 44100, channels: 2, format: .heAAC, table: nil),
+        .init(file: "gen-fdk-he-aac-v1-implicit-mono.aac", type: .adts, packets: 46, rate: 44100, channels: 1, format: .heAAC, table: nil),
+        .init(file: "gen-fdk-he-aac-v1-implicit-stereo.aac", type: .adts, packets: 46, rate: 44100, channels: 2, format: .heAAC, table: nil),
         .init(file: "gen-fdk-he-aac-v2-explicit-bc.m4a", type: .mp4, packets: 47, rate: 44100, channels: 2, format: .heAACv2, table: nil),
         .init(file: "gen-fdk-he-aac-v2-explicit-hier.m4a", type: .mp4, packets: 47, rate: 44100, channels: 2, format: .heAACv2, table: nil),
-        .init(file: "gen-fdk-he-aac-v2-implicit.m4a", type: .mp4, packets: 47, rate: 22050, channels: 1, format: .aacLC, table: nil),
-        .init(file: "gen-fdk-he-aac-v2-implicit.aac", type: .adts, packets: 47, rate: 22050, channels: 1, format: .aacLC, table: nil),
+        .init(file: "gen-fdk-he-aac-v2-implicit.m4a", type: .mp4, packets: 47, rate: 44100, channels: 2, format: .heAACv2, table: nil),
+        .init(file: "gen-fdk-he-aac-v2-implicit.aac", type: .adts, packets: 47, rate: 44100, channels: 2, format: .heAACv2, table: nil),
     ]
 
     /// The broken files and the error each must give (none may crash or hang).

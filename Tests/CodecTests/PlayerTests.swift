@@ -211,8 +211,11 @@ struct HEAACSeekTests {
     /// scaled twice: 4096 frames early), and the content is within -60 dBFS of the linear render:
     /// the pre-roll reaches back past an SBR header, after which libfaad2's SBR state converges
     /// (bit-exact for the fdk files; the Nero file keeps SBR noise at -92 dBFS).
+    /// Implicit signalling (an MP4 declaring AAC-LC, and ADTS) seeks the same way now that the
+    /// file stream finds SBR in the first packets (a seek used to start 2 594 frames early at 1 s).
     @Test(arguments: [("gen-fdk-he-aac-v1-explicit-bc.m4a", 0.8), ("gen-fdk-he-aac-v1-explicit-hier.m4a", 1.6),
-                      ("aac-he-v1-nero-explicit-bc-mono-mdat-size0.m4a", 0.8)])
+                      ("aac-he-v1-nero-explicit-bc-mono-mdat-size0.m4a", 0.8), ("gen-fdk-he-aac-v1-implicit.m4a", 1.2),
+                      ("gen-fdk-he-aac-v1-implicit-stereo.aac", 0.4)])
     func seekEqualsTheLinearRender(_ name: String, _ seconds: Double) async throws {
         let path = try #require(Where.shared).appendingPathComponent(name).path
         let (full, format, _) = try await rendered(path)
