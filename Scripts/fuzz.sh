@@ -8,7 +8,7 @@ seconds=${FUZZ_SECONDS:-60}
 targets=${FUZZ_TARGETS:-"mp3 adts mp4 caf riff amr decode-mp3 decode-aac decode-apple icy"}
 mkdir -p .fuzz Fuzz/crashes
 summary=.fuzz/summary.tsv
-printf 'target\truns\tseconds\tcoverage (edges)\tfeatures\tcorpus\tresult\n' > "$summary"
+printf 'target\truns\tseconds\truns/s\tcoverage (edges)\tfeatures\tcorpus\tresult\n' > "$summary"
 
 seed() {   # seed TARGET FILES...: each file three times, behind different chunking bytes
   local dir=.fuzz/seeds/$1; shift
@@ -38,9 +38,12 @@ for t in $targets; do
   esac
   mkdir -p ".fuzz/corpus/$t"
   log=.fuzz/$t.log
+  # Parser targets stay fast with inputs of at most 8 KiB (seeds are cut there: their headers and
+  # first packets are what the parsers branch on); decoding targets take whole small files.
+  case $t in decode-*) max_len=262144 ;; *) max_len=8192 ;; esac
   set +e
   ".build-fuzz/release/fuzz-$t" ".fuzz/corpus/$t" ".fuzz/seeds/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=262144 -print_final_stats=1 -artifact_prefix="Fuzz/crashes/$t-" > "$log" 2>&1
+    -max_len="$max_len" -print_final_stats=1 -artifact_prefix="Fuzz/crashes/$t-" > "$log" 2>&1
   status=$?
   set -e
   runs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')
@@ -49,7 +52,8 @@ for t in $targets; do
   ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$line")
   corp=$(sed -nE 's/.* corp: ([0-9]+\/[0-9A-Za-z]+).*/\1/p' <<<"$line")
   result=ok; [ $status = 0 ] || { result="FAILED (exit $status, see $log)"; failed=1; }
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "fuzz-$t" "${runs:-?}" "$seconds" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$result" | tee -a "$summary"
+  rate=$(( ${runs:-0} / seconds ))
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "fuzz-$t" "${runs:-?}" "$seconds" "$rate" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$result" | tee -a "$summary"
 done
 column -t -s $'\t' "$summary"
 exit $failed

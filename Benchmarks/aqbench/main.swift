@@ -252,6 +252,47 @@ func codecBenchmarks() throws -> [String] {
     return lines
 }
 
+/// Apple's other formats (issue 14): whole commands, `aqrender FILE OUT.wav --format f32` against
+/// `ffmpeg -i FILE -f f32le - > /dev/null`, on 10-minute files made from the same source.
+func appleFormatBenchmarks() throws -> [String] {
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let aqrender = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqrender").path
+    guard FileManager.default.isExecutableFile(atPath: aqrender) else { return ["apple formats: \(aqrender) not built (make bench builds it)"] }
+    let source = try makeFile("ten-minutes.wav", seconds: 600, in: folder)
+    func encode(_ name: String, _ arguments: [String]) throws -> String {
+        let path = folder + "/" + name
+        if !FileManager.default.fileExists(atPath: path) {
+            try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", source] + arguments + [path])
+        }
+        return path
+    }
+    var files: [(String, String)] = [
+        ("ALAC 16-bit stereo (.m4a)", try encode("ten-minutes-alac.m4a", ["-c:a", "alac"])),
+        ("µ-law stereo (.wav)", try encode("ten-minutes-ulaw.wav", ["-c:a", "pcm_mulaw"])),
+        ("A-law stereo (.caf)", try encode("ten-minutes-alaw.caf", ["-c:a", "pcm_alaw"])),
+        ("IMA4 stereo (.caf)", try encode("ten-minutes-ima4.caf", ["-c:a", "adpcm_ima_qt"])),
+        ("IMA ADPCM stereo (.wav)", try encode("ten-minutes-ima.wav", ["-c:a", "adpcm_ima_wav"])),
+    ]
+    // AMR-NB: 8 kHz mono, encoded by sox (Debian's ffmpeg has no AMR encoder).
+    let amr = folder + "/ten-minutes.amr"
+    if !FileManager.default.fileExists(atPath: amr), FileManager.default.isExecutableFile(atPath: "/usr/bin/sox") {
+        try runTool("/usr/bin/sox", ["-R", source, "-r", "8000", "-c", "1", "-t", "amr-nb", amr])
+    }
+    if FileManager.default.fileExists(atPath: amr) { files.append(("AMR-NB 12.2k mono (.amr)", amr)) }
+    let output = folder + "/apple-out.wav"
+    defer { try? FileManager.default.removeItem(atPath: output) }
+    var lines = ["decode 10-minute files: aqrender FILE OUT.wav --format f32 against ffmpeg -i FILE -f f32le - > /dev/null (best of 3)"]
+    for (name, path) in files {
+        let ours = try bestOf(3) { try runTool(aqrender, [path, output, "--format", "f32"]) }
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? Int) ?? 0
+        let ffmpeg = try bestOf(3) { try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-f", "f32le", "-"]) }
+        lines.append(String(format: "  %-26@ ours %6.0f ms (%5.0f MiB/s of float out)   ffmpeg %6.0f ms   ratio ours / ffmpeg %5.2f",
+                            name as NSString, seconds(ours) * 1000, Double(bytes) / 1_048_576 / seconds(ours), seconds(ffmpeg) * 1000, seconds(ours) / seconds(ffmpeg)))
+    }
+    return lines
+}
+
 // MARK: 3b. transforming: play rate and rate conversion against sox, whole commands on one core
 
 func transformBenchmarks() throws -> [String] {
@@ -380,7 +421,7 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
-/// `aqbench [codecs] [transform] [timepitch] [playback] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
+/// `aqbench [codecs] [apple] [transform] [timepitch] [playback] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
 /// figures always print; `longrun` runs only when named).
 let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
@@ -395,6 +436,10 @@ print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips
 if sections.isEmpty || sections.contains("codecs") {
     print("")
     for line in try codecBenchmarks() { print(line) }
+}
+if sections.isEmpty || sections.contains("apple") {
+    print("")
+    for line in try appleFormatBenchmarks() { print(line) }
 }
 if sections.isEmpty || sections.contains("transform") {
     print("")
