@@ -252,7 +252,7 @@ func codecBenchmarks() throws -> [String] {
     return lines
 }
 
-/// Apple's other formats (issue 14): whole commands, `aqrender FILE OUT.wav --format f32` against
+/// Apple's other formats (issue 14): whole commands, `aqrender FILE /dev/null --format f32` against
 /// `ffmpeg -i FILE -f f32le - > /dev/null`, on 10-minute files made from the same source.
 func appleFormatBenchmarks() throws -> [String] {
     let folder = NSTemporaryDirectory() + "aqbench-files"
@@ -267,28 +267,27 @@ func appleFormatBenchmarks() throws -> [String] {
         }
         return path
     }
-    var files: [(String, String)] = [
-        ("ALAC 16-bit stereo (.m4a)", try encode("ten-minutes-alac.m4a", ["-c:a", "alac"])),
-        ("µ-law stereo (.wav)", try encode("ten-minutes-ulaw.wav", ["-c:a", "pcm_mulaw"])),
-        ("A-law stereo (.caf)", try encode("ten-minutes-alaw.caf", ["-c:a", "pcm_alaw"])),
-        ("IMA4 stereo (.caf)", try encode("ten-minutes-ima4.caf", ["-c:a", "adpcm_ima_qt"])),
-        ("IMA ADPCM stereo (.wav)", try encode("ten-minutes-ima.wav", ["-c:a", "adpcm_ima_wav"])),
+    // (name, path, float bytes out: 600 s of 44.1 kHz stereo, or 8 kHz mono for AMR)
+    let stereo = 600.0 * 44100 * 2 * 4
+    var files: [(String, String, Double)] = [
+        ("ALAC 16-bit stereo (.m4a)", try encode("ten-minutes-alac.m4a", ["-c:a", "alac"]), stereo),
+        ("µ-law stereo (.wav)", try encode("ten-minutes-ulaw.wav", ["-c:a", "pcm_mulaw"]), stereo),
+        ("A-law stereo (.caf)", try encode("ten-minutes-alaw.caf", ["-c:a", "pcm_alaw"]), stereo),
+        ("IMA4 stereo (.caf)", try encode("ten-minutes-ima4.caf", ["-c:a", "adpcm_ima_qt"]), stereo),
+        ("IMA ADPCM stereo (.wav)", try encode("ten-minutes-ima.wav", ["-c:a", "adpcm_ima_wav"]), stereo),
     ]
     // AMR-NB: 8 kHz mono, encoded by sox (Debian's ffmpeg has no AMR encoder).
     let amr = folder + "/ten-minutes.amr"
     if !FileManager.default.fileExists(atPath: amr), FileManager.default.isExecutableFile(atPath: "/usr/bin/sox") {
         try runTool("/usr/bin/sox", ["-R", source, "-r", "8000", "-c", "1", "-t", "amr-nb", amr])
     }
-    if FileManager.default.fileExists(atPath: amr) { files.append(("AMR-NB 12.2k mono (.amr)", amr)) }
-    let output = folder + "/apple-out.wav"
-    defer { try? FileManager.default.removeItem(atPath: output) }
-    var lines = ["decode 10-minute files: aqrender FILE OUT.wav --format f32 against ffmpeg -i FILE -f f32le - > /dev/null (best of 3)"]
-    for (name, path) in files {
-        let ours = try bestOf(3) { try runTool(aqrender, [path, output, "--format", "f32"]) }
-        let bytes = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? Int) ?? 0
+    if FileManager.default.fileExists(atPath: amr) { files.append(("AMR-NB 12.2k mono (.amr)", amr, 600.0 * 8000 * 4)) }
+    var lines = ["decode 10-minute files: aqrender FILE /dev/null --format f32 against ffmpeg -i FILE -f f32le - > /dev/null (best of 3)"]
+    for (name, path, bytes) in files {
+        let ours = try bestOf(3) { try runTool(aqrender, [path, "/dev/null", "--format", "f32"]) }
         let ffmpeg = try bestOf(3) { try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", path, "-f", "f32le", "-"]) }
         lines.append(String(format: "  %-26@ ours %6.0f ms (%5.0f MiB/s of float out)   ffmpeg %6.0f ms   ratio ours / ffmpeg %5.2f",
-                            name as NSString, seconds(ours) * 1000, Double(bytes) / 1_048_576 / seconds(ours), seconds(ffmpeg) * 1000, seconds(ours) / seconds(ffmpeg)))
+                            name as NSString, seconds(ours) * 1000, bytes / 1_048_576 / seconds(ours), seconds(ffmpeg) * 1000, seconds(ours) / seconds(ffmpeg)))
     }
     return lines
 }
