@@ -89,15 +89,11 @@ final class ADTSParser: ContainerParser, PacketLocating {
                 }
             }
             guard input.available >= header.frameLength else { return }
-            switch Self.cutFrameLength(input, header.frameLength, headerBytes: 7, isHeader: { ADTSHeader.at(input, $0) != nil },
-                                       confirms: { ADTSHeader.confirm(input, at: $0, matching: lock ?? header) }) {
+            switch input.dropCutFrame(header.frameLength, headerBytes: 7, out, .adts, isHeader: { ADTSHeader.at(input, $0) != nil },
+                                      confirms: { ADTSHeader.confirm(input, at: $0, matching: lock ?? header) }) {
             case .needMore: return
-            case .yes(let cut):
-                out.warn(AudioFileStreamError(.invalidData, .adts, input.position,
-                    "a frame cut short after \(cut) of its \(header.frameLength) bytes is dropped; the next frame starts there"))
-                input.consume(cut)
-                continue
-            case .no: break
+            case .dropped: continue
+            case .whole: break
             }
             if let lock, !lock.sameStream(header) {
                 // A format change: announced at the start of a call, so reads see its values.
@@ -113,28 +109,6 @@ final class ADTSParser: ContainerParser, PacketLocating {
             input.consume(header.headerLength)
             out.emitPacket(from: input, size: header.frameLength - header.headerLength, frames: 1024)
         }
-    }
-
-    /// Whether the frame at the start of `input`, `length` bytes long by its header, was cut short
-    /// by another frame starting inside it (a spliced or damaged stream): checked when no frame,
-    /// tag or end of data follows where it says it ends. Emitting it whole would swallow the start
-    /// of the good frame after it. `.yes` gives the bytes to drop.
-    static func cutFrameLength(_ input: ByteInput, _ length: Int, headerBytes: Int,
-                               isHeader: (Int) -> Bool, confirms: (Int) -> Confirmation<some Any>) -> Confirmation<Int> {
-        if input.available < length + headerBytes {
-            guard input.atEnd else { return .needMore }
-            if input.available == length { return .no }
-        } else if isHeader(length) || input.isTag(at: length) {
-            return .no
-        }
-        for start in 1..<length where input.u8(start) == 0xFF {
-            switch confirms(start) {
-            case .yes: return .yes(start)
-            case .needMore: if !input.atEnd { return .needMore }
-            case .no: break
-            }
-        }
-        return .no
     }
 
     /// The payloads of the first frames, for the SBR/PS scan: nil while more bytes must come.

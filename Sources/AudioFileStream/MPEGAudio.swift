@@ -278,15 +278,11 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
             guard length > 4 else { resyncing = true; continue }
             guard input.available >= length else { return }
             let lockNow = lock ?? header
-            switch ADTSParser.cutFrameLength(input, length, headerBytes: 4, isHeader: { MPEGHeader.at(input, $0) != nil },
-                                             confirms: { MPEGHeader.confirm(input, at: $0, matching: lockNow, lastFrameMayEnd: true) }) {
+            switch input.dropCutFrame(length, headerBytes: 4, out, .mp3, isHeader: { MPEGHeader.at(input, $0) != nil },
+                                      confirms: { MPEGHeader.confirm(input, at: $0, matching: lockNow, lastFrameMayEnd: true) }) {
             case .needMore: return
-            case .yes(let cut):
-                out.warn(AudioFileStreamError(.invalidData, .mp3, input.position,
-                    "a frame cut short after \(cut) of its \(length) bytes is dropped; the next frame starts there"))
-                input.consume(cut)
-                continue
-            case .no: break
+            case .dropped: continue
+            case .whole: break
             }
             if !sawFirstFrame {
                 sawFirstFrame = true
