@@ -12,7 +12,7 @@ public enum FuzzSupport {
     public static func chunkSize(_ data: UnsafeRawBufferPointer) -> Int {
         guard let first = data.first else { return 1 }
         switch first % 8 {
-        case 0: return data.count < 4096 ? 1 : 61   // byte by byte only for small inputs: keeps executions fast
+        case 0: return data.count <= 1024 ? 1 : 61   // byte by byte only for small inputs: keeps executions fast
         case 1: return 7
         case 2: return 188
         case 3: return 4096

@@ -39,7 +39,7 @@ struct ADTSHeader: Equatable {
 
     /// A frame here is real when the next header follows it, or it ends exactly at the end of data.
     static func confirm(_ input: ByteInput, at offset: Int, matching lock: ADTSHeader?) -> Confirmation<ADTSHeader> {
-        guard offset + 7 <= input.available else { return input.atEnd ? .no : .needMore }
+        guard offset + 7 <= input.available else { return input.atEnd ? .no : .needMore(offset + 7) }
         guard let header = at(input, offset) else { return .no }
         if header.reservedRateIndex { return .yes(header) }   // reported as an error by the parser
         if let lock, !lock.sameStream(header) { return .no }
@@ -49,7 +49,7 @@ struct ADTSHeader: Equatable {
             if next + 3 <= input.available, input.u8(next) == 0x54, input.u8(next + 1) == 0x41, input.u8(next + 2) == 0x47 { return .yes(header) }
             return .no
         }
-        if !input.atEnd { return .needMore }
+        if !input.atEnd { return .needMore(next + 7) }
         return next == input.available ? .yes(header) : .no
     }
 }
@@ -71,7 +71,7 @@ final class ADTSParser: ContainerParser, PacketLocating {
             }
             guard input.available >= 7 else { return }
             if input.u8(0) == 0x54, input.u8(1) == 0x41, input.u8(2) == 0x47 { input.skip(128); continue }
-            if input.available >= 10, let size = ID3v2.totalSize(header: input.bytes(0, 10)) { input.skip(Int64(size)); continue }
+            if input.available >= 10, input.matches("ID3", at: 0), let size = ID3v2.totalSize(header: input.bytes(0, 10)) { input.skip(Int64(size)); continue }
             guard let header = ADTSHeader.at(input, 0) else { resyncing = true; continue }
             if header.reservedRateIndex {
                 throw AudioFileStreamError(.invalidData, .adts, input.position,
@@ -83,12 +83,17 @@ final class ADTSParser: ContainerParser, PacketLocating {
             }
             if let lock, !lock.sameStream(header) {
                 switch ADTSHeader.confirm(input, at: 0, matching: header) {
-                case .needMore: return
+                case .needMore(let count):
+                    input.waitFor(count)
+                    return
                 case .no: resyncing = true; continue
                 case .yes: break
                 }
             }
-            guard input.available >= header.frameLength else { return }
+            guard input.available >= header.frameLength else {
+                input.waitFor(header.frameLength)
+                return
+            }
             switch input.dropCutFrame(header.frameLength, headerBytes: 7, out, .adts, isHeader: { ADTSHeader.at(input, $0) != nil },
                                       confirms: { ADTSHeader.confirm(input, at: $0, matching: lock ?? header) }) {
             case .needMore: return
@@ -113,15 +118,24 @@ final class ADTSParser: ContainerParser, PacketLocating {
 
     /// The payloads of the first frames, for the SBR/PS scan: nil while more bytes must come.
     private func packetsToScan(_ input: ByteInput, _ first: ADTSHeader) -> [[UInt8]]? {
-        var packets: [[UInt8]] = [], offset = 0
-        while packets.count < AACExtensionScan.packetsToScan {
-            guard offset + 7 <= input.available else { return input.atEnd ? packets : nil }
+        // Find the frames first and copy them only when all have arrived.
+        var frames: [(start: Int, length: Int)] = [], offset = 0
+        while frames.count < AACExtensionScan.packetsToScan {
+            guard offset + 7 <= input.available else {
+                if input.atEnd { break }
+                input.waitFor(offset + 7)
+                return nil
+            }
             guard let header = ADTSHeader.at(input, offset), header.sameStream(first), header.rawDataBlocks == 0 else { break }
-            guard offset + header.frameLength <= input.available else { return input.atEnd ? packets : nil }
-            packets.append(input.bytes(offset + header.headerLength, header.frameLength - header.headerLength))
+            guard offset + header.frameLength <= input.available else {
+                if input.atEnd { break }
+                input.waitFor(offset + header.frameLength)
+                return nil
+            }
+            frames.append((offset + header.headerLength, header.frameLength - header.headerLength))
             offset += header.frameLength
         }
-        return packets
+        return frames.map { input.bytes($0.start, $0.length) }
     }
 
     private func announce(_ header: ADTSHeader, _ input: ByteInput, _ out: StreamOutput, inBand: AACExtensionScan.Finding? = nil) {
@@ -159,21 +173,24 @@ final class ADTSParser: ContainerParser, PacketLocating {
                 input.consume(offset); skippedJunk += offset
                 return false
             }
-            if input.u8(offset) == 0xFF {
-                switch ADTSHeader.confirm(input, at: offset, matching: lock) {
-                case .needMore:
-                    input.consume(offset); skippedJunk += offset
-                    return false
-                case .yes:
-                    input.consume(offset); skippedJunk += offset
-                    if skippedJunk > 0 && lock != nil {
-                        out.warn(AudioFileStreamError(.invalidData, .adts, input.position - Int64(skippedJunk), "skipped \(skippedJunk) bytes that are not ADTS frames"))
-                    }
-                    skippedJunk = 0
-                    resyncing = false
-                    return true
-                case .no: break
+            if input.u8(offset) != 0xFF {   // jump to the next sync byte
+                offset = input.firstIndex(of: 0xFF, from: offset, to: input.available - 6) ?? input.available - 6
+                continue
+            }
+            switch ADTSHeader.confirm(input, at: offset, matching: lock) {
+            case .needMore(let count):
+                input.consume(offset); skippedJunk += offset
+                input.waitFor(count - offset)
+                return false
+            case .yes:
+                input.consume(offset); skippedJunk += offset
+                if skippedJunk > 0 && lock != nil {
+                    out.warn(AudioFileStreamError(.invalidData, .adts, input.position - Int64(skippedJunk), "skipped \(skippedJunk) bytes that are not ADTS frames"))
                 }
+                skippedJunk = 0
+                resyncing = false
+                return true
+            case .no: break
             }
             offset += 1
         }

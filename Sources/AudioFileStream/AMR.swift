@@ -16,10 +16,11 @@ final class AMRParser: ContainerParser, PacketLocating {
 
     /// Whether the bytes begin with an AMR magic (nil: too few bytes to tell).
     static func hasMagic(_ input: ByteInput) -> Bool? {
-        let prefix = Array("#!AMR".utf8)
-        for (index, byte) in prefix.enumerated() {
+        let prefix: StaticString = "#!AMR"
+        let bytes = prefix.utf8Start
+        for index in 0..<prefix.utf8CodeUnitCount {
             guard index < input.available else { return input.atEnd ? false : nil }
-            if input.u8(index) != byte { return false }
+            if input.u8(index) != bytes[index] { return false }
         }
         return true
     }

@@ -174,6 +174,7 @@ public final class AudioFileStream {
     // MARK: sniffing
 
     private func run() throws {
+        if input.mustWait { return }
         if parser == nil { try sniff() }
         try parser?.parse(input, out)
     }
@@ -186,7 +187,10 @@ public final class AudioFileStream {
                 guard available >= 10 || input.atEnd else { return }
                 if available >= 10, let total = ID3v2.totalSize(header: input.bytes(0, 10)) {
                     let keep = min(total, ID3v2.readCap)
-                    guard available >= keep || input.atEnd else { return }
+                    guard available >= keep || input.atEnd else {
+                        input.waitFor(keep)
+                        return
+                    }
                     if available < keep {
                         throw AudioFileStreamError(.truncated, nil, input.position,
                             "the ID3v2 tag declares \(total) bytes but the stream ends after \(available); no audio follows")
@@ -208,24 +212,33 @@ public final class AudioFileStream {
                     throw AudioFileStreamError(.unsupportedFileType, nil, input.position + Int64(offset),
                         "no known container and no MPEG audio or ADTS frame in the first \(sniffedJunk + offset) bytes")
                 }
-                if input.u8(offset) == 0xFF {
-                    if firstCandidate == nil, let header = MPEGHeader.at(input, offset), !header.isFreeFormat {
-                        firstCandidate = (input.position + Int64(offset), header.frameLength, header.summary)
-                    }
-                    let adts = ADTSHeader.confirm(input, at: offset, matching: nil)
-                    let mpeg = MPEGHeader.confirm(input, at: offset, matching: nil, lastFrameMayEnd: false)
-                    if case .yes = adts {
-                        skipJunk(offset)
-                        start(.adts)
-                        return
-                    }
-                    if case .yes = mpeg {
-                        skipJunk(offset)
-                        start(.mp3)
-                        return
-                    }
-                    if case .needMore = adts { skipJunk(offset); return }
-                    if case .needMore = mpeg { skipJunk(offset); return }
+                if input.u8(offset) != 0xFF {   // jump to the next sync byte
+                    offset = input.firstIndex(of: 0xFF, from: offset, to: input.available - 3) ?? input.available - 3
+                    continue
+                }
+                if firstCandidate == nil, let header = MPEGHeader.at(input, offset), !header.isFreeFormat {
+                    firstCandidate = (input.position + Int64(offset), header.frameLength, header.summary)
+                }
+                let adts = ADTSHeader.confirm(input, at: offset, matching: nil)
+                let mpeg = MPEGHeader.confirm(input, at: offset, matching: nil, lastFrameMayEnd: false)
+                if case .yes = adts {
+                    skipJunk(offset)
+                    start(.adts)
+                    return
+                }
+                if case .yes = mpeg {
+                    skipJunk(offset)
+                    start(.mp3)
+                    return
+                }
+                // Undecided: wait for the bytes that can decide it (a `no` is final).
+                var wait = Int.max
+                if case .needMore(let count) = adts { wait = min(wait, count) }
+                if case .needMore(let count) = mpeg { wait = min(wait, count) }
+                if wait < Int.max {
+                    skipJunk(offset)
+                    input.waitFor(wait - offset)
+                    return
                 }
                 offset += 1
             }
@@ -244,12 +257,13 @@ public final class AudioFileStream {
         if AMRParser.hasMagic(input) == true { return .amr }
         let available = input.available
         guard available >= 12 else { return nil }
-        let first = input.tag(0), second = input.tag(4), third = input.tag(8)
-        if first == "RIFF" && third == "WAVE" { return .wave }
-        if first == "FORM" && third == "AIFF" { return .aiff }
-        if first == "FORM" && third == "AIFC" { return .aifc }
-        if first == "caff" { return .caf }
-        if ["ftyp", "moov", "mdat", "free", "skip", "wide", "pnot", "uuid"].contains(second) { return .mp4 }
+        if input.matches("RIFF", at: 0) && input.matches("WAVE", at: 8) { return .wave }
+        if input.matches("FORM", at: 0) && input.matches("AIFF", at: 8) { return .aiff }
+        if input.matches("FORM", at: 0) && input.matches("AIFC", at: 8) { return .aifc }
+        if input.matches("caff", at: 0) { return .caf }
+        for box: StaticString in ["ftyp", "moov", "mdat", "free", "skip", "wide", "pnot", "uuid"] where input.matches(box, at: 4) {
+            return .mp4
+        }
         return nil
     }
 

@@ -1,4 +1,9 @@
 import BufferQueue
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// The bytes pushed into a stream and not yet consumed, with their absolute offset.
 ///
@@ -13,6 +18,18 @@ final class ByteInput {
     private(set) var skipPending: Int64 = 0
     /// Set by `finish`: no more bytes will come.
     var atEnd = false
+    /// The MPEG audio free-format frame-size search's state, kept with the bytes it searches.
+    var freeFormatSearch = FreeFormatSearch()
+    /// Set by a parser that can decide nothing more until `count` bytes are available at `position`.
+    private var wait: (position: Int64, count: Int) = (-1, 0)
+
+    /// Records that nothing can be decided before `count` bytes are available at the read position,
+    /// so pushes of fewer bytes return at once (fed a byte at a time, a parser would otherwise
+    /// re-decide the same undecided frame for every byte).
+    func waitFor(_ count: Int) { wait = (position, count) }
+
+    /// Whether the last ``waitFor(_:)`` still holds: same position, too few bytes, more to come.
+    var mustWait: Bool { !atEnd && position == wait.position && available < wait.count }
 
     var available: Int { storage.count - start }
 
@@ -29,7 +46,7 @@ final class ByteInput {
             storage.removeFirst(start)
             start = 0
         }
-        storage.append(contentsOf: slice)
+        UnsafeRawBufferPointer(rebasing: slice).withMemoryRebound(to: UInt8.self) { storage.append(contentsOf: $0) }   // a memcpy
     }
 
     /// The byte `index` bytes ahead of the read position (the caller checked `available`).
@@ -41,12 +58,32 @@ final class ByteInput {
     func u32le(_ i: Int) -> UInt32 { UInt32(u16le(i)) | UInt32(u16le(i + 2)) << 16 }
     func tag(_ i: Int) -> String { fourCC(u32be(i)) }
 
+    /// Whether the bytes `index` ahead spell `text` (false when they have not all arrived). Compares
+    /// bytes, without making a string: parsers ask this of every byte they search.
+    @inline(__always) func matches(_ text: StaticString, at index: Int) -> Bool {
+        let count = text.utf8CodeUnitCount
+        guard index >= 0, index + count <= available else { return false }
+        let expected = text.utf8Start
+        for k in 0..<count where storage[start + index + k] != expected[k] { return false }
+        return true
+    }
+
+    /// The offset, at least `from` bytes ahead and below `to` (clamped to what is available), of the
+    /// first byte equal to `byte`; nil when there is none. Uses `memchr`, so searching long junk for a
+    /// sync byte costs little.
+    func firstIndex(of byte: UInt8, from: Int, to: Int? = nil) -> Int? {
+        let end = min(to ?? available, available)
+        guard from >= 0, from < end else { return nil }
+        return storage.withUnsafeBufferPointer { buffer -> Int? in
+            guard let base = buffer.baseAddress,
+                  let found = memchr(base + start + from, Int32(byte), end - from) else { return nil }
+            return UnsafeRawPointer(found) - UnsafeRawPointer(base + start)
+        }
+    }
+
     /// Whether an ID3v1 ("TAG"), ID3v2 ("ID3") or APE ("APETAGEX") tag starts `index` bytes ahead.
     func isTag(at index: Int) -> Bool {
-        guard index + 3 <= available else { return false }
-        let three = (u8(index), u8(index + 1), u8(index + 2))
-        if three == (0x54, 0x41, 0x47) || three == (0x49, 0x44, 0x33) { return true }
-        return index + 8 <= available && tag(index) == "APET" && tag(index + 4) == "AGEX"
+        matches("TAG", at: index) || matches("ID3", at: index) || matches("APETAGEX", at: index)
     }
 
     /// Copies `count` bytes starting `offset` ahead (the caller checked `available`).
@@ -80,6 +117,8 @@ final class ByteInput {
         skipPending = 0
         position = offset
         atEnd = false
+        freeFormatSearch = FreeFormatSearch()
+        wait = (-1, 0)
     }
 
     /// Forgets the buffered bytes but keeps counting positions (a discontinuity without a seek).
@@ -88,7 +127,22 @@ final class ByteInput {
         storage.removeAll(keepingCapacity: true)
         start = 0
         skipPending = 0
+        freeFormatSearch = FreeFormatSearch()
+        wait = (-1, 0)
     }
+}
+
+/// What ``MPEGHeader/measureFreeFormat(_:at:_:)`` keeps between calls.
+struct FreeFormatSearch {
+    /// Where a search that needed more bytes stopped, so the next call resumes there instead of
+    /// starting again (fed a byte at a time, restarting would make it quadratic). `origin` is the
+    /// absolute offset of the header searched for, `key` its four bytes, `resume` the absolute offset
+    /// of the first candidate not yet decided.
+    var pending: (origin: Int64, key: UInt32, resume: Int64)?
+    /// New searches still allowed. Each looks up to 8 KiB ahead, so junk full of sync bytes that
+    /// look like free-format headers would cost that much per byte; real free-format streams are
+    /// found by their first few candidates.
+    var triesLeft = 64
 }
 
 /// Reads big- or little-endian fields from a byte array, throwing instead of reading out of bounds.
@@ -242,7 +296,10 @@ extension ByteInput {
     func dropCutFrame(_ length: Int, headerBytes: Int, _ out: StreamOutput, _ container: AudioFileType,
                       isHeader: (Int) -> Bool, confirms: (Int) -> Confirmation<some Any>) -> CutFrameCheck {
         if available < length + headerBytes {
-            guard atEnd else { return .needMore }
+            guard atEnd else {
+                waitFor(length + headerBytes)
+                return .needMore
+            }
             if available == length { return .whole }
         } else if isHeader(length) || isTag(at: length) {
             return .whole
@@ -254,7 +311,11 @@ extension ByteInput {
                     "a frame cut short after \(start) of its \(length) bytes is dropped; the next frame starts there"))
                 consume(start)
                 return .dropped
-            case .needMore: if !atEnd { return .needMore }
+            case .needMore(let count):
+                if !atEnd {
+                    waitFor(count)
+                    return .needMore
+                }
             case .no: break
             }
         }

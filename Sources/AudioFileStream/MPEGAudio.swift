@@ -102,14 +102,16 @@ struct MPEGHeader: Equatable {
     }
 }
 
-enum Confirmation<T> { case yes(T), no, needMore }
+/// A decision about bytes ahead: made, or waiting until `needMore`'s count of bytes (from the read
+/// position) has arrived; fewer cannot change the answer.
+enum Confirmation<T> { case yes(T), no, needMore(Int) }
 
 extension MPEGHeader {
     /// Whether a frame starting `offset` bytes ahead is real: the next frame's header follows and
     /// belongs to the same stream, or the frame carries a Xing/Info/VBRI tag. With `lastFrameMayEnd`,
     /// a frame ending exactly at the end of the stream is accepted too.
     static func confirm(_ input: ByteInput, at offset: Int, matching lock: MPEGHeader?, lastFrameMayEnd: Bool) -> Confirmation<MPEGHeader> {
-        guard offset + 4 <= input.available else { return input.atEnd ? .no : .needMore }
+        guard offset + 4 <= input.available else { return input.atEnd ? .no : .needMore(offset + 4) }
         guard var header = at(input, offset) else { return .no }
         if let lock, !lock.sameStream(header) { return .no }
         if header.isFreeFormat {
@@ -119,7 +121,7 @@ extension MPEGHeader {
                 switch measureFreeFormat(input, at: offset, header) {
                 case .yes(let base): header = header.withFreeFormatBase(base)
                 case .no: return .no
-                case .needMore: return .needMore
+                case .needMore(let count): return .needMore(count)
                 }
             }
         }
@@ -132,7 +134,8 @@ extension MPEGHeader {
         }
         if header.layer == 3, next <= input.available, MPEGTags.hasTag(input, frameAt: offset, header) { return .yes(header) }
         if next + 4 > input.available {
-            if !input.atEnd { return .needMore }
+            // A layer III frame with a tag is confirmed as soon as it is whole.
+            if !input.atEnd { return .needMore(header.layer == 3 && next > input.available ? next : next + 4) }
             if lastFrameMayEnd && next == input.available { return .yes(header) }
         }
         return .no
@@ -142,13 +145,32 @@ extension MPEGHeader {
 extension MPEGHeader {
     /// A free-format frame's size without its padding slot: the distance to the next header of the
     /// same free-format stream, confirmed by a third header (or the end of the stream) where that
-    /// size says the next frame ends.
+    /// size says the next frame ends. A stream gets 64 new searches (``FreeFormatSearch/triesLeft``);
+    /// after that, free-format candidates are refused.
     static func measureFreeFormat(_ input: ByteInput, at offset: Int, _ header: MPEGHeader) -> Confirmation<Int> {
         let first = offset + header.xingOffset   // no frame is shorter than its header and side information
+        let origin = input.position + Int64(offset), key = input.u32be(offset)
         var candidate = first
-        while candidate <= offset + maximumFreeFormatFrame {
-            guard candidate + 4 <= input.available else { return input.atEnd ? .no : .needMore }
-            if input.u8(candidate) == 0xFF, let second = at(input, candidate), second.sameStream(header) {
+        if let scan = input.freeFormatSearch.pending, scan.origin == origin, scan.key == key {
+            // Candidates before it were decided, and more bytes cannot change those decisions.
+            candidate = max(first, Int(scan.resume - input.position))
+        } else {
+            guard input.freeFormatSearch.triesLeft > 0 else { return .no }
+            input.freeFormatSearch.triesLeft -= 1
+        }
+        let last = offset + maximumFreeFormatFrame
+        while candidate <= last {
+            guard candidate + 4 <= input.available else {
+                if input.atEnd { return .no }
+                return needMore(at: candidate, count: candidate + 4)
+            }
+            guard let sync = input.firstIndex(of: 0xFF, from: candidate, to: min(last + 1, input.available - 3)) else {
+                // No candidate up to the last one whose four bytes have arrived.
+                candidate = max(candidate, min(last + 1, input.available - 3))
+                continue
+            }
+            candidate = sync
+            if let second = at(input, candidate), second.sameStream(header) {
                 let base = candidate - offset - header.paddingBytes
                 let third = candidate + second.withFreeFormatBase(base).frameLength
                 if third + 4 <= input.available {
@@ -156,12 +178,17 @@ extension MPEGHeader {
                 } else if input.atEnd {
                     if third == input.available { return .yes(base) }
                 } else {
-                    return .needMore
+                    return needMore(at: candidate, count: third + 4)
                 }
             }
             candidate += 1
         }
         return .no
+
+        func needMore(at candidate: Int, count: Int) -> Confirmation<Int> {
+            input.freeFormatSearch.pending = (origin, key, input.position + Int64(candidate))
+            return .needMore(count)
+        }
     }
 }
 
@@ -184,8 +211,7 @@ enum MPEGTags {
 
     static func hasTag(_ input: ByteInput, frameAt offset: Int, _ header: MPEGHeader) -> Bool {
         let x = offset + header.xingOffset
-        if x + 4 <= input.available, ["Xing", "Info"].contains(input.tag(x)) { return true }
-        return offset + 40 <= input.available && input.tag(offset + 36) == "VBRI"
+        return input.matches("Xing", at: x) || input.matches("Info", at: x) || input.matches("VBRI", at: offset + 36)
     }
 
     static func xing(_ frame: [UInt8], _ header: MPEGHeader) -> Xing? {
@@ -264,7 +290,9 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
             if let lock, !lock.sameStream(header) {
                 // A new sample rate, layer or free format: a format change only if the next frame confirms it.
                 switch MPEGHeader.confirm(input, at: 0, matching: nil, lastFrameMayEnd: true) {
-                case .needMore: return
+                case .needMore(let count):
+                    input.waitFor(count)
+                    return
                 case .no: resyncing = true; continue
                 case .yes(let confirmed):
                     if out.mustDeferChange { out.pauseRequested = true; return }
@@ -276,7 +304,10 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
             }
             let length = header.frameLength
             guard length > 4 else { resyncing = true; continue }
-            guard input.available >= length else { return }
+            guard input.available >= length else {
+                input.waitFor(length)
+                return
+            }
             let lockNow = lock ?? header
             switch input.dropCutFrame(length, headerBytes: 4, out, .mp3, isHeader: { MPEGHeader.at(input, $0) != nil },
                                       confirms: { MPEGHeader.confirm(input, at: $0, matching: lockNow, lastFrameMayEnd: true) }) {
@@ -310,16 +341,16 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
 
     /// Skips ID3v1, APE and appended ID3v2 tags found where a frame should start.
     private func skipTrailingTag(_ input: ByteInput, _ out: StreamOutput) throws -> Bool {
-        if input.u8(0) == 0x54, input.u8(1) == 0x41, input.u8(2) == 0x47 { // "TAG"
+        if input.matches("TAG", at: 0) {
             input.skip(128)
             return true
         }
-        if input.available >= 32, input.tag(0) == "APET", input.tag(4) == "AGEX" {
+        if input.available >= 32, input.matches("APETAGEX", at: 0) {
             let size = Int64(input.u32le(12)), flags = input.u32le(20)
             input.skip(flags & 0x2000_0000 != 0 ? 32 + size : 32)   // header: the items follow it
             return true
         }
-        if input.available >= 10, let size = ID3v2.totalSize(header: input.bytes(0, 10)) {
+        if input.available >= 10, input.matches("ID3", at: 0), let size = ID3v2.totalSize(header: input.bytes(0, 10)) {
             input.skip(Int64(size))
             return true
         }
@@ -342,26 +373,29 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
                 skippedJunk += offset
                 return false
             }
-            if input.u8(offset) == 0xFF {
-                switch MPEGHeader.confirm(input, at: offset, matching: lock, lastFrameMayEnd: lock != nil) {
-                case .needMore:
-                    input.consume(offset)
-                    skippedJunk += offset
-                    return false
-                case .yes(let header):
-                    input.consume(offset)
-                    skippedJunk += offset
-                    if skippedJunk > 0 && (lock != nil || out.isReady) {
-                        out.warn(AudioFileStreamError(.invalidData, .mp3, input.position - Int64(skippedJunk),
-                            "skipped \(skippedJunk) bytes that are not MPEG audio frames"))
-                    }
-                    skippedJunk = 0
-                    resyncing = false
-                    if lock == nil { lock = header }
-                    return true
-                case .no:
-                    break
+            if input.u8(offset) != 0xFF {   // jump to the next sync byte
+                offset = input.firstIndex(of: 0xFF, from: offset, to: input.available - 3) ?? input.available - 3
+                continue
+            }
+            switch MPEGHeader.confirm(input, at: offset, matching: lock, lastFrameMayEnd: lock != nil) {
+            case .needMore(let count):
+                input.consume(offset)
+                skippedJunk += offset
+                input.waitFor(count - offset)
+                return false
+            case .yes(let header):
+                input.consume(offset)
+                skippedJunk += offset
+                if skippedJunk > 0 && (lock != nil || out.isReady) {
+                    out.warn(AudioFileStreamError(.invalidData, .mp3, input.position - Int64(skippedJunk),
+                        "skipped \(skippedJunk) bytes that are not MPEG audio frames"))
                 }
+                skippedJunk = 0
+                resyncing = false
+                if lock == nil { lock = header }
+                return true
+            case .no:
+                break
             }
             offset += 1
         }

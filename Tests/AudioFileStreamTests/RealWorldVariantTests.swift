@@ -59,6 +59,13 @@ import BufferQueue
         // Every packet starts with a free-format header, and they tile the file after the Info frame.
         #expect(result.packets.allSatisfy { $0.bytes[0] == 0xFF && $0.bytes[2] >> 4 == 0 })
         #expect(result.packets.reduce(0) { $0 + $1.bytes.count } == bytes.count - Int(result.packets[0].offset))
+        // A byte at a time, or in odd pieces, the size search resumes where it stopped: the same packets.
+        for chunks in [[1], [3, 1, 1130, 7]] {
+            let pieces = trace(bytes, chunks: chunks)
+            #expect(pieces.error == nil)
+            #expect(pieces.packets.map(\.bytes) == result.packets.map(\.bytes))
+            #expect(pieces.packets.map(\.offset) == result.packets.map(\.offset))
+        }
     }
 
     @Test func anADTSFrameCutShortDoesNotCostTheNextFrame() throws {

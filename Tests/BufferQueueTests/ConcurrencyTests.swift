@@ -49,7 +49,10 @@ import Testing
         }
         for (log, sink, input) in logs {
             #expect(await log.waitForRunning([true, false]))
-            #expect(difference(trimSilence(sink.capturedSamples(), channels: 1), input) == nil)
+            // Sixteen real-time queues on a loaded machine may run dry (an underrun event); the
+            // silence played then is not input, and the ramp (offset ≥ 1) has no zero sample.
+            let underran = log.all.contains { if case .underrun = $0 { return true } else { return false } }
+            #expect(difference(heardInput(sink.capturedSamples(), channels: 1, underran: underran), input) == nil)
         }
     }
 

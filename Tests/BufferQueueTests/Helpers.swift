@@ -16,6 +16,18 @@ func ramp(frames: Int, channels: Int, offset: Int = 0) -> [Float] {
     return samples
 }
 
+/// What a real-time sink captured, without the silence it played when it ran dry. On a loaded
+/// machine a paced sink may underrun (an `.underrun` event); the frames it played meanwhile are all
+/// zero and are not input. Only valid for input with no all-zero frame, such as ``ramp(frames:channels:offset:)``
+/// with a positive offset.
+func heardInput(_ captured: [Float], channels: Int, underran: Bool) -> [Float] {
+    let heard = trimSilence(captured, channels: channels)
+    guard underran else { return heard }
+    return stride(from: 0, to: heard.count - channels + 1, by: channels)
+        .filter { frame in heard[frame..<(frame + channels)].contains { $0 != 0 } }
+        .flatMap { heard[$0..<($0 + channels)] }
+}
+
 extension AudioQueue {
     /// A buffer holding `samples` as native float32.
     func makeBuffer(_ samples: [Float]) throws -> AudioQueueBuffer {
