@@ -38,8 +38,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
         var format: AudioStreamDescription
         var formatList: [AudioStreamDescription]
         var cookie: [UInt8]?
-        var offsets: [Int64]
-        var sizes: [Int32]
+        var samples: MP4SampleTable
         /// (sample count, duration in media timescale) runs from `stts`.
         var durations: [(count: Int, delta: Int)]
         var mediaTimescale: Int
@@ -79,7 +78,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 if let mdat = earlyMdat, let track {
                     // The index came after the media: go back to the first sample, once.
                     earlyMdat = nil
-                    let first = track.offsets.first ?? mdat.start
+                    let first = track.samples.firstOffset ?? mdat.start
                     input.reset(to: first)
                     out.requestSeek(to: first)
                     state = .samples(end: nil)
@@ -92,8 +91,8 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     try finishScan(packets, out)
                     continue
                 }
-                while nextSample < track.offsets.count {
-                    let offset = track.offsets[nextSample], size = Int(track.sizes[nextSample])
+                while nextSample < track.samples.count {
+                    let (offset, size) = track.samples[nextSample]
                     if let end, offset + Int64(size) > end { break }   // in a later mdat
                     if offset < input.position {
                         throw AudioFileStreamError(.invalidData, .mp4, offset,
@@ -113,7 +112,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     out.emitPacket(from: input, size: size, frames: frames)
                     nextSample += 1
                 }
-                if nextSample >= track.offsets.count && !track.fragmented {
+                if nextSample >= track.samples.count && !track.fragmented {
                     state = .done
                     continue
                 }
@@ -187,8 +186,8 @@ final class MP4Parser: ContainerParser, PacketLocating {
     /// Samples far ahead (another track's data between) are not waited for.
     private func packetsToScan(_ input: ByteInput, _ track: Track, end: Int64?) -> [[UInt8]]? {
         var packets: [[UInt8]] = []
-        for index in nextSample..<min(nextSample + AACExtensionScan.packetsToScan, track.offsets.count) {
-            let offset = track.offsets[index], size = Int(track.sizes[index])
+        for index in nextSample..<min(nextSample + AACExtensionScan.packetsToScan, track.samples.count) {
+            let (offset, size) = track.samples[index]
             let ahead = offset - input.position
             if let end, offset + Int64(size) > end { break }
             guard ahead >= 0, ahead + Int64(size) <= 256 * 1024 else { break }
@@ -213,8 +212,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
             self.state = state
             out.warnings.removeSubrange(warnings...)   // the same index: its warnings were given
             // Samples that fragments added stay.
-            track?.offsets = old.offsets
-            track?.sizes = old.sizes
+            track?.samples = old.samples
             track?.durations = old.durations
         }
         out.announceReady()
@@ -289,11 +287,11 @@ final class MP4Parser: ContainerParser, PacketLocating {
         out.formatList = track.formatList
         out.magicCookie = track.cookie
         out.channelLayout = .default(channels: track.format.channelsPerFrame)
-        out.dataOffset = track.offsets.first
-        if !track.fragmented { out.audioDataPacketCount = Int64(track.offsets.count) }
-        let bytes = track.sizes.reduce(Int64(0)) { $0 + Int64($1) }
+        out.dataOffset = track.samples.firstOffset
+        if !track.fragmented { out.audioDataPacketCount = Int64(track.samples.count) }
+        let bytes = track.samples.totalBytes
         out.audioDataByteCount = bytes
-        out.maximumPacketSize = Int(track.sizes.max() ?? 0)
+        out.maximumPacketSize = Int(track.samples.maximumSize)
         if track.fragmented {
             // Samples to come in fragments: the codec's own bound (AAC: 6 144 bits per channel).
             let bound: Int
@@ -465,7 +463,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
             throw AudioFileStreamError(.unsupportedDataFormat, .mp4, entry.start, "the audio track's codec '\(entryType)' is not supported (mp4a, .mp3, alac, samr and sawb are)")
         }
 
-        let (offsets, sizes) = try sampleTable(body, stbl, base: base)
+        let samples = try sampleTable(body, stbl, base: base)
         // Pre-roll: sgpd 'roll' (with sbgp mapping samples to it); AAC usually says -1 packet.
         if let sgpd = try boxes(body, stbl.body, base: base).first(where: { $0.type == "sgpd" }) {
             var g = FieldReader(body, from: sgpd.body.lowerBound, to: sgpd.body.upperBound, base: base, container: .mp4)
@@ -480,16 +478,16 @@ final class MP4Parser: ContainerParser, PacketLocating {
         guard sttsSamples <= Self.sampleCountCap else {
             throw AudioFileStreamError(.tooLarge, .mp4, stbl.start, "stts covers \(sttsSamples) samples (at most \(Self.sampleCountCap))")
         }
-        if sttsSamples != offsets.count {
-            out.warn(AudioFileStreamError(.invalidData, .mp4, stbl.start, "stts covers \(sttsSamples) samples, stsz lists \(offsets.count)"))
+        if sttsSamples != samples.count {
+            out.warn(AudioFileStreamError(.invalidData, .mp4, stbl.start, "stts covers \(sttsSamples) samples, stsz lists \(samples.count)"))
         }
         let totalUnits = Int64(durations.reduce(0) { $0 + $1.count * $1.delta })   // <= 2^26 * 2^24 per entry: no overflow
         let framesPerPacket = formatList.first?.framesPerPacket ?? format.framesPerPacket
         // ALAC packets hold what their durations say (the last one is short, and says so in its
         // header); AAC and MP3 packets always decode to whole codec frames.
         let variable: Set<AudioFormatID> = [.appleLossless, .amr, .amrWideband]
-        let decodedFrames = variable.contains(format.formatID) && sttsSamples == offsets.count && totalUnits > 0
-            ? clampedInt64(Double(totalUnits) * frameScale) : Int64(offsets.count * framesPerPacket)
+        let decodedFrames = variable.contains(format.formatID) && sttsSamples == samples.count && totalUnits > 0
+            ? clampedInt64(Double(totalUnits) * frameScale) : Int64(samples.count * framesPerPacket)
 
         // Gapless numbers: the edit list against the media timescale, else iTunSMPB, else the
         // sample durations (a shortened last sample). Output frames; the remainder is what the
@@ -528,7 +526,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
             out.packetTableInfo = AudioFilePacketTableInfo(validFrames: presentedOut, primingFrames: 0,
                 remainderFrames: Int(decodedFrames - presentedOut), source: .sampleDurations, note: note)
         }
-        return Track(format: format, formatList: formatList, cookie: cookie, offsets: offsets, sizes: sizes, durations: durations,
+        return Track(format: format, formatList: formatList, cookie: cookie, samples: samples, durations: durations,
                      mediaTimescale: timescale, frameScale: frameScale, framesPerPacket: framesPerPacket, trackID: trackID)
     }
 
@@ -563,49 +561,66 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 if runFlags & 0x1 != 0 { runStart = base + Int64(Int32(bitPattern: try t.u32be("the trun data offset"))) }
                 if runFlags & 0x4 != 0 { _ = try t.u32be() }
                 let fieldBytes = [0x100, 0x200, 0x400, 0x800].filter { runFlags & $0 != 0 }.count * 4
-                guard count <= t.remaining / max(fieldBytes, 1) || fieldBytes == 0, track.offsets.count + count <= Self.sampleCountCap else {
+                guard count <= t.remaining / max(fieldBytes, 1) || fieldBytes == 0, track.samples.count + count <= Self.sampleCountCap else {
                     throw AudioFileStreamError(.invalidData, .mp4, trun.start, "trun claims \(count) samples in \(t.remaining) bytes")
                 }
-                var offset = runStart
-                for index in 0..<count {
-                    var duration = defaultDuration, size = defaultSize
-                    if runFlags & 0x100 != 0 { duration = Int(try t.u32be()) }
-                    if runFlags & 0x200 != 0 { size = Int(try t.u32be()) }
-                    if runFlags & 0x400 != 0 { _ = try t.u32be() }
-                    if runFlags & 0x800 != 0 { _ = try t.u32be() }
-                    guard size > 0, size <= Self.sampleCap, offset >= 0 else {
-                        throw AudioFileStreamError(.invalidData, .mp4, trun.start, "fragment \(fragmentsSeen) gives sample \(index) of a run \(size) bytes at byte \(offset)")
-                    }
-                    if let last = track.offsets.last, offset < last {
-                        throw AudioFileStreamError(.invalidData, .mp4, trun.start, "fragment \(fragmentsSeen) places a sample at byte \(offset), before an earlier one (\(last))")
-                    }
-                    track.offsets.append(offset)
-                    track.sizes.append(Int32(size))
-                    if let last = track.durations.last, last.delta == duration {
-                        track.durations[track.durations.count - 1].count += 1
-                    } else {
-                        track.durations.append((1, duration))
-                    }
-                    offset += Int64(size)
+                if let last = track.samples.lastOffset, count > 0, runStart < last {
+                    throw AudioFileStreamError(.invalidData, .mp4, trun.start, "fragment \(fragmentsSeen) places a sample at byte \(runStart), before an earlier one (\(last))")
                 }
-                runStart = offset
+                func addDurations(_ duration: Int, count: Int) {
+                    if let last = track.durations.last, last.delta == duration {
+                        track.durations[track.durations.count - 1].count += count
+                    } else {
+                        track.durations.append((count, duration))
+                    }
+                }
+                if fieldBytes == 0 {
+                    // Every sample of the default size and duration: one run, whatever its count.
+                    guard count == 0 || (defaultSize > 0 && defaultSize <= Self.sampleCap && runStart >= 0) else {
+                        throw AudioFileStreamError(.invalidData, .mp4, trun.start, "fragment \(fragmentsSeen) gives the \(count) samples of a run \(defaultSize) bytes each at byte \(runStart)")
+                    }
+                    track.samples.append(start: runStart, count: count, size: Int32(defaultSize))
+                    if count > 0 { addDurations(defaultDuration, count: count) }
+                    runStart += Int64(count) * Int64(defaultSize)
+                } else {
+                    var sizes: [Int32] = []
+                    sizes.reserveCapacity(count)   // bounded by the box: each sample has its fields
+                    var offset = runStart
+                    for index in 0..<count {
+                        var duration = defaultDuration, size = defaultSize
+                        if runFlags & 0x100 != 0 { duration = Int(try t.u32be()) }
+                        if runFlags & 0x200 != 0 { size = Int(try t.u32be()) }
+                        if runFlags & 0x400 != 0 { _ = try t.u32be() }
+                        if runFlags & 0x800 != 0 { _ = try t.u32be() }
+                        guard size > 0, size <= Self.sampleCap, offset >= 0 else {
+                            throw AudioFileStreamError(.invalidData, .mp4, trun.start, "fragment \(fragmentsSeen) gives sample \(index) of a run \(size) bytes at byte \(offset)")
+                        }
+                        sizes.append(Int32(size))
+                        addDurations(duration, count: 1)
+                        offset += Int64(size)
+                    }
+                    track.samples.append(start: runStart, sizes: sizes)
+                    runStart = offset
+                }
             }
             nextDataStart = runStart
         }
         self.track = track
     }
 
-    /// Each sample's absolute offset and size, from stsz/stz2, stsc and stco/co64.
-    private func sampleTable(_ body: [UInt8], _ stbl: Box, base: Int64) throws -> ([Int64], [Int32]) {
+    /// Each sample's absolute offset and size, from stsz/stz2, stsc and stco/co64: a run per chunk.
+    private func sampleTable(_ body: [UInt8], _ stbl: Box, base: Int64) throws -> MP4SampleTable {
         let children = try boxes(body, stbl.body, base: base)
-        var sizes: [Int32] = []
+        var sizes: [Int32] = []   // listed sizes; empty when every sample has `constantSize`
+        var constantSize: Int32 = 0, sampleCount = 0
         if let stsz = children.first(where: { $0.type == "stsz" }) {
             var r = FieldReader(body, from: stsz.body.lowerBound + 4, to: stsz.body.upperBound, base: base, container: .mp4)
             let constant = Int(try r.u32be("the constant sample size")), count = Int(try r.u32be("the sample count"))
             guard count <= Self.sampleCountCap else { throw AudioFileStreamError(.tooLarge, .mp4, stsz.start, "stsz claims \(count) samples") }
             if constant != 0 {
                 guard constant <= Self.sampleCap else { throw AudioFileStreamError(.invalidData, .mp4, stsz.start, "stsz says every sample is \(constant) bytes") }
-                sizes = Array(repeating: Int32(constant), count: count)
+                constantSize = Int32(constant)
+                sampleCount = count
             } else {
                 guard count <= r.remaining / 4 else {
                     throw AudioFileStreamError(.invalidData, .mp4, stsz.start, "stsz claims \(count) sample sizes but holds \(r.remaining / 4)")
@@ -619,6 +634,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     }
                     sizes.append(Int32(size))
                 }
+                sampleCount = count
             }
         } else if let stz2 = children.first(where: { $0.type == "stz2" }) {
             var r = FieldReader(body, from: stz2.body.lowerBound + 4, to: stz2.body.upperBound, base: base, container: .mp4)
@@ -634,6 +650,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 }
                 sizes.append(Int32(size))
             }
+            sampleCount = count
         } else {
             throw AudioFileStreamError(.invalidData, .mp4, stbl.start, "the sample table has no stsz or stz2 box")
         }
@@ -660,30 +677,29 @@ final class MP4Parser: ContainerParser, PacketLocating {
             let first = Int(try r.u32be()), samples = Int(try r.u32be()); try r.skip(4)
             table.append((first, samples))
         }
-        var offsets: [Int64] = []
-        offsets.reserveCapacity(sizes.count)
+        var samples = MP4SampleTable()
         var sample = 0
         for (index, run) in table.enumerated() {
             let lastChunk = index + 1 < table.count ? table[index + 1].firstChunk - 1 : chunkOffsets.count
-            guard run.firstChunk >= 1, lastChunk <= chunkOffsets.count, run.samples <= sizes.count else {
+            guard run.firstChunk >= 1, lastChunk <= chunkOffsets.count, run.samples <= sampleCount else {
                 throw AudioFileStreamError(.invalidData, .mp4, stsc.start, "stsc entry \(index) refers to chunks \(run.firstChunk)...\(lastChunk) of \(chunkOffsets.count)")
             }
             if run.firstChunk > lastChunk { continue }
             for chunk in run.firstChunk...lastChunk {
-                var offset = chunkOffsets[chunk - 1]
-                for _ in 0..<run.samples {
-                    guard sample < sizes.count else { break }
-                    offsets.append(offset)
-                    offset += Int64(sizes[sample])
-                    sample += 1
+                let inChunk = min(run.samples, sampleCount - sample)
+                if constantSize > 0 {
+                    samples.append(start: chunkOffsets[chunk - 1], count: inChunk, size: constantSize)
+                } else {
+                    samples.append(start: chunkOffsets[chunk - 1], sizes: sizes[sample..<(sample + inChunk)])
                 }
-                if sample == sizes.count { break }
+                sample += inChunk
+                if sample == sampleCount { break }
             }
         }
-        guard sample == sizes.count else {
-            throw AudioFileStreamError(.invalidData, .mp4, stsc.start, "the chunk tables place \(sample) of \(sizes.count) samples")
+        guard sample == sampleCount else {
+            throw AudioFileStreamError(.invalidData, .mp4, stsc.start, "the chunk tables place \(sample) of \(sampleCount) samples")
         }
-        return (offsets, sizes)
+        return samples
     }
 
     // MARK: end, seeking, translation
@@ -709,23 +725,23 @@ final class MP4Parser: ContainerParser, PacketLocating {
             }
             throw AudioFileStreamError(.noAudio, .mp4, input.position, lastBox.map { "no moov box (the last box is '\($0.type)' at byte \($0.start))" } ?? "no moov box")
         }
-        if track.offsets.isEmpty {
+        if track.samples.isEmpty {
             throw AudioFileStreamError(.noAudio, .mp4, input.position, track.fragmented
                 ? "the movie is fragmented but no fragment (moof) lists samples of its audio track (id \(track.trackID))"
                 : "the audio track lists no samples")
         }
-        if nextSample < track.offsets.count {
-            throw AudioFileStreamError(.truncated, .mp4, input.position, "the sample tables list \(track.offsets.count) samples but the stream ends after \(nextSample)")
+        if nextSample < track.samples.count {
+            throw AudioFileStreamError(.truncated, .mp4, input.position, "the sample tables list \(track.samples.count) samples but the stream ends after \(nextSample)")
         }
         if track.fragmented {
-            out.audioDataPacketCount = Int64(track.offsets.count)
+            out.audioDataPacketCount = Int64(track.samples.count)
             out.announce(.audioDataPacketCount)
         }
     }
 
     func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
-        guard let track, packet >= 0, packet < Int64(track.offsets.count) else { return nil }
-        return AudioFileStreamSeekResult(byteOffset: track.offsets[Int(packet)], isEstimated: false)
+        guard let track, packet >= 0, packet < Int64(track.samples.count) else { return nil }
+        return AudioFileStreamSeekResult(byteOffset: track.samples[Int(packet)].offset, isEstimated: false)
     }
 
     func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {

@@ -159,3 +159,55 @@ import BufferQueue
         #expect(rewritten.packets.map(\.bytes) == original.packets.map(\.bytes))
     }
 }
+
+/// What an MP4 index claims costs memory only in proportion to the index's own bytes (issue 14's
+/// hostile inputs: a box of a few bytes claiming tens of millions of equal-size samples used to
+/// allocate hundreds of megabytes before the first packet).
+@Suite struct MP4SampleTableTests {
+    @Test func chunksThatFollowEachOtherBecomeOneRun() {
+        var table = MP4SampleTable()
+        table.append(start: 1000, count: 3, size: 10)
+        table.append(start: 1030, count: 2, size: 10)     // right after: merged
+        table.append(start: 2000, count: 1, size: 10)     // a gap: a new run
+        table.append(start: 2010, sizes: [5, 6, 7])
+        table.append(start: 2028, sizes: [1])             // right after the listed run: merged
+        table.append(start: 3000, sizes: [2, 2])
+        #expect(table.runCount == 4)
+        #expect(table.count == 12)
+        #expect((0..<12).map { table[$0].offset } == [1000, 1010, 1020, 1030, 1040, 2000, 2010, 2015, 2021, 2028, 3000, 3002])
+        #expect((0..<12).map { table[$0].size } == [10, 10, 10, 10, 10, 10, 5, 6, 7, 1, 2, 2])
+        #expect(table.totalBytes == 60 + 18 + 1 + 4)
+        #expect(table.maximumSize == 10)
+        #expect(table.firstOffset == 1000 && table.lastOffset == 3002)
+    }
+
+    @Test func aHugeClaimIsOneRun() {
+        var table = MP4SampleTable()
+        table.append(start: 48, count: 40_000_000, size: 400)
+        #expect(table.runCount == 1)
+        #expect(table[39_999_999] == (48 + 39_999_999 * 400, 400))
+        #expect(table.totalBytes == 16_000_000_000)
+    }
+
+    /// The moov-last AAC file with its stsz rewritten to claim 40 million samples of 400 bytes and
+    /// its stsc to put them all in the first chunk: the packets present come out, then the end
+    /// says how many were claimed.
+    @Test func anIndexClaimingMillionsOfSamplesEndsAsTruncated() throws {
+        var bytes = try RealWorldVariantTests.fixture("ffmpeg-aac-44k-moov-last.m4a")
+        func be32(_ v: Int) -> [UInt8] { [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        func replace(_ type: String, with body: [UInt8]) throws {
+            let at = try #require(bytes.firstRange(of: Array(type.utf8))).lowerBound - 4
+            let size = bytes[at..<(at + 4)].reduce(0) { $0 << 8 | Int($1) }
+            let box = be32(8 + body.count) + Array(type.utf8) + body
+            try #require(box.count == size || box.count + 8 <= size)   // a free box keeps every offset
+            let free = box.count == size ? [] : be32(size - box.count) + Array("free".utf8) + [UInt8](repeating: 0, count: size - box.count - 8)
+            bytes.replaceSubrange(at..<(at + size), with: box + free)
+        }
+        try replace("stsz", with: [0, 0, 0, 0] + be32(400) + be32(40_000_000))
+        try replace("stsc", with: [0, 0, 0, 0] + be32(1) + be32(1) + be32(40_000_000) + be32(1))
+        let result = trace(bytes, chunks: [4096])
+        #expect(result.items.contains(.property("packets=Optional(40000000)")))
+        #expect(!result.packets.isEmpty && result.packets.allSatisfy { $0.bytes.count == 400 })
+        #expect(result.error?.contains("list 40000000 samples") == true)
+    }
+}

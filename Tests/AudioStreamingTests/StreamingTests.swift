@@ -364,11 +364,16 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
     }
 
     @Test func notFoundIsAClearError() async throws {
-        let server = try LoopbackServer(body: [])
-        server.shutdown()
-        await #expect(throws: (any Error).self) {
-            try await playStream([.url("http://127.0.0.1:\(server.port)/gone.mp3", configuration: quick)])
+        // A server that answers every request 404 (one shut down instead would free its port for
+        // another test's server, which could then answer with audio).
+        var faults = LoopbackServer.Faults()
+        faults.goneAfterRequests = 0
+        let server = try LoopbackServer(body: try bytes("lame-cbr128-44k-stereo.mp3"), faults: faults)
+        defer { server.shutdown() }
+        let error = await #expect(throws: (any Error).self) {
+            try await playStream([.url(server.url("gone.mp3"), configuration: quick)])
         }
+        #expect(error.map { "\($0)".contains("404") } == true, "\(String(describing: error))")
     }
 
     @Test func durationIsExactFromPacketCountsAndEstimatedOtherwise() async throws {

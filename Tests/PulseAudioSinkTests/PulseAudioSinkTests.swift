@@ -186,9 +186,10 @@ struct PulseAudioSinkTests {
         // What the server still held plays out; then the heard position waits at the end of the
         // rendered audio for as long as the queue is starved (and no sound comes meanwhile).
         #expect(await server.waitForSound(frames: 8820))
-        // The recorder has it all; the server's timing estimate trails by up to its 20 ms.
+        // The recorder has it all; the server's timing estimate may trail (by its 20 ms, more on a
+        // loaded machine) but never runs ahead of what was rendered. Below, it settles there exactly.
         let heardNow = queue.currentTime().sampleTime
-        #expect(heardNow <= 8820 && heardNow >= 8820 - 882, "heard \(heardNow)")
+        #expect(heardNow <= 8820, "heard \(heardNow)")
         #expect(await !server.waitForSound(frames: 8821, timeout: .milliseconds(200)))
         #expect(queue.currentTime().sampleTime == 8820)
         try queue.enqueue(try buffer(queue, second))          // recovery: just feed it
