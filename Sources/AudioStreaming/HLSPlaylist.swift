@@ -1,0 +1,314 @@
+import Foundation
+
+/// An HLS playlist (RFC 8216): a master playlist listing variants, or a media playlist listing
+/// segments. Only what audio playback needs is kept; tags the parser does not know are skipped, as
+/// the RFC asks.
+public enum HLSPlaylist: Sendable, Equatable {
+    case master(HLSMasterPlaylist)
+    case media(HLSMediaPlaylist)
+
+    /// Parses playlist text fetched from `url` (relative URIs are resolved against it).
+    /// - Throws: ``HLSPlaylistError`` naming the line when the text is not a playlist or a tag
+    ///   the playlist depends on is malformed.
+    public static func parse(_ text: String, url: URL) throws -> HLSPlaylist {
+        try HLSPlaylistParser(text: text, url: url).parse()
+    }
+}
+
+/// A master playlist: the variants of one presentation and the audio renditions they refer to.
+public struct HLSMasterPlaylist: Sendable, Equatable {
+    /// One `EXT-X-STREAM-INF` entry.
+    public struct Variant: Sendable, Equatable {
+        public var url: URL
+        /// Peak bits per second (`BANDWIDTH`, required).
+        public var bandwidth: Int
+        public var averageBandwidth: Int?
+        /// The `CODECS` list split at commas (`mp4a.40.2`, `mp4a.40.5`, `mp4a.40.34`, …); empty when absent.
+        public var codecs: [String]
+        /// The `AUDIO` group whose renditions carry this variant's audio, if any.
+        public var audioGroup: String?
+    }
+    /// One `EXT-X-MEDIA` entry of type `AUDIO`.
+    public struct Rendition: Sendable, Equatable {
+        public var groupID: String
+        public var name: String
+        public var language: String?
+        public var isDefault: Bool
+        /// Absent when the audio is in the variant's own segments.
+        public var url: URL?
+    }
+    public var variants: [Variant]
+    public var audioRenditions: [Rendition]
+}
+
+/// A media playlist: segments in order, with what is needed to fetch, decrypt and join them.
+public struct HLSMediaPlaylist: Sendable, Equatable {
+    /// One media segment.
+    public struct Segment: Sendable, Equatable {
+        public var url: URL
+        /// `EXTINF` duration in seconds.
+        public var duration: Double
+        public var title: String?
+        /// The media sequence number (`EXT-X-MEDIA-SEQUENCE` plus the segment's position).
+        public var sequence: Int
+        /// The discontinuity sequence number (`EXT-X-DISCONTINUITY-SEQUENCE` plus the
+        /// `EXT-X-DISCONTINUITY` tags before it).
+        public var discontinuitySequence: Int
+        /// Whether an `EXT-X-DISCONTINUITY` tag comes right before it.
+        public var discontinuity: Bool
+        /// `EXT-X-BYTERANGE`: a part of the resource at `url`.
+        public var byteRange: HLSByteRange?
+        /// The key in force (`EXT-X-KEY`), nil for clear segments.
+        public var key: HLSKey?
+        /// The initialisation section in force (`EXT-X-MAP`), for fragmented MP4 segments.
+        public var map: HLSMap?
+        /// `EXT-X-PROGRAM-DATE-TIME` as given for this segment (ISO 8601 text).
+        public var programDateTime: String?
+    }
+    /// `EXT-X-TARGETDURATION`, seconds.
+    public var targetDuration: Int
+    public var mediaSequence: Int
+    /// `EXT-X-PLAYLIST-TYPE`: `VOD`, `EVENT`, or nil.
+    public var playlistType: String?
+    /// `EXT-X-ENDLIST` is present: no segment will be added.
+    public var hasEndList: Bool
+    public var segments: [Segment]
+
+    /// Whether the playlist can change (no `EXT-X-ENDLIST`): a live or event playlist to reload.
+    public var isLive: Bool { !hasEndList }
+    /// The sum of the segments' durations.
+    public var duration: Double { segments.reduce(0) { $0 + $1.duration } }
+}
+
+/// A byte range of a resource: `length` bytes from `offset`.
+public struct HLSByteRange: Sendable, Equatable {
+    public var length: Int64
+    public var offset: Int64
+}
+
+/// An `EXT-X-KEY` in force.
+public struct HLSKey: Sendable, Equatable {
+    public enum Method: String, Sendable { case aes128 = "AES-128", sampleAES = "SAMPLE-AES", sampleAESCTR = "SAMPLE-AES-CTR" }
+    public var method: Method
+    public var url: URL
+    /// The explicit 16-byte IV; nil means the segment's media sequence number, big-endian.
+    public var iv: [UInt8]?
+}
+
+/// An `EXT-X-MAP`: the initialisation section segments need before their first bytes.
+public struct HLSMap: Sendable, Equatable {
+    public var url: URL
+    public var byteRange: HLSByteRange?
+}
+
+/// A playlist that cannot be used, with the line where that was found.
+public struct HLSPlaylistError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// 1-based line number, 0 for the playlist as a whole.
+    public let line: Int
+    public let message: String
+    public let url: URL
+    public var description: String { "HLS playlist \(url.absoluteString)\(line > 0 ? ", line \(line)" : ""): \(message)" }
+}
+
+private struct HLSPlaylistParser {
+    let text: String
+    let url: URL
+
+    func fail(_ line: Int, _ message: String) -> HLSPlaylistError { HLSPlaylistError(line: line, message: message, url: url) }
+
+    func parse() throws -> HLSPlaylist {
+        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        guard lines.first?.hasPrefix("#EXTM3U") == true else {
+            throw fail(1, "does not start with #EXTM3U; this is not an HLS playlist")
+        }
+        let isMaster = lines.contains { $0.hasPrefix("#EXT-X-STREAM-INF:") || $0.hasPrefix("#EXT-X-MEDIA:") }
+        let isMedia = lines.contains { $0.hasPrefix("#EXTINF:") || $0.hasPrefix("#EXT-X-TARGETDURATION:") }
+        if isMaster && isMedia { throw fail(0, "has both variant streams and media segments") }
+        return isMaster ? .master(try master(lines)) : .media(try media(lines))
+    }
+
+    private func resolve(_ reference: String, _ line: Int) throws -> URL {
+        guard let resolved = URL(string: reference, relativeTo: url)?.absoluteURL else {
+            throw fail(line, "'\(reference)' is not a URI")
+        }
+        return resolved
+    }
+
+    private func master(_ lines: [String]) throws -> HLSMasterPlaylist {
+        var variants: [HLSMasterPlaylist.Variant] = [], renditions: [HLSMasterPlaylist.Rendition] = []
+        var pending: (attributes: [String: String], line: Int)?
+        for (index, line) in lines.enumerated() {
+            let number = index + 1
+            if line.hasPrefix("#EXT-X-STREAM-INF:") {
+                pending = (try attributes(line.dropFirst("#EXT-X-STREAM-INF:".count), number), number)
+            } else if line.hasPrefix("#EXT-X-MEDIA:") {
+                let a = try attributes(line.dropFirst("#EXT-X-MEDIA:".count), number)
+                guard a["TYPE"] == "AUDIO" else { continue }
+                guard let group = a["GROUP-ID"], let name = a["NAME"] else {
+                    throw fail(number, "EXT-X-MEDIA of type AUDIO needs GROUP-ID and NAME")
+                }
+                renditions.append(.init(groupID: group, name: name, language: a["LANGUAGE"], isDefault: a["DEFAULT"] == "YES",
+                                        url: try a["URI"].map { try resolve($0, number) }))
+            } else if !line.isEmpty && !line.hasPrefix("#"), let (a, tagLine) = pending {
+                guard let bandwidth = a["BANDWIDTH"].flatMap({ Int($0) }) else {
+                    throw fail(tagLine, "EXT-X-STREAM-INF has no decimal BANDWIDTH")
+                }
+                let codecs = a["CODECS"].map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
+                variants.append(.init(url: try resolve(line, number), bandwidth: bandwidth,
+                                      averageBandwidth: a["AVERAGE-BANDWIDTH"].flatMap { Int($0) }, codecs: codecs, audioGroup: a["AUDIO"]))
+                pending = nil
+            }
+        }
+        if let pending { throw fail(pending.line, "EXT-X-STREAM-INF is not followed by a URI") }
+        guard !variants.isEmpty else { throw fail(0, "the master playlist lists no variant") }
+        return HLSMasterPlaylist(variants: variants, audioRenditions: renditions)
+    }
+
+    private func media(_ lines: [String]) throws -> HLSMediaPlaylist {
+        var targetDuration: Int?, mediaSequence = 0, discontinuitySequence = 0, playlistType: String?, endList = false
+        var segments: [HLSMediaPlaylist.Segment] = []
+        var duration: Double?, title: String?, discontinuity = false, range: HLSByteRange?, dateTime: String?
+        var key: HLSKey?, map: HLSMap?
+        // Where the next range without an offset starts: after the previous range of the same resource.
+        var lastRange: (url: URL, end: Int64)?
+        func byteRange(_ text: Substring, _ number: Int, _ resource: URL?) throws -> HLSByteRange {
+            let parts = text.split(separator: "@", maxSplits: 1)
+            guard let length = parts.first.flatMap({ Int64($0) }), length >= 0,
+                  parts.count == 1 || Int64(parts[1]) != nil else {
+                throw fail(number, "'\(text)' is not a byte range (length[@offset])")
+            }
+            if parts.count == 2, let offset = Int64(parts[1]), offset >= 0 { return HLSByteRange(length: length, offset: offset) }
+            guard parts.count == 1 else { throw fail(number, "byte range '\(text)' has a negative offset") }
+            guard let resource, let lastRange, lastRange.url == resource else {
+                throw fail(number, "byte range '\(text)' has no offset and does not follow a range of the same resource")
+            }
+            return HLSByteRange(length: length, offset: lastRange.end)
+        }
+        var pendingRangeText: (Substring, Int)?
+        for (index, line) in lines.enumerated() {
+            let number = index + 1
+            if line.isEmpty { continue }
+            if !line.hasPrefix("#") {
+                guard let segmentDuration = duration else {
+                    throw fail(number, "the URI '\(line)' is not preceded by EXTINF")
+                }
+                let segmentURL = try resolve(line, number)
+                if let (text, rangeLine) = pendingRangeText {
+                    range = try byteRange(text, rangeLine, segmentURL)
+                    lastRange = range.map { (segmentURL, $0.offset + $0.length) }
+                }
+                segments.append(.init(url: segmentURL, duration: segmentDuration, title: title, sequence: mediaSequence + segments.count,
+                                      discontinuitySequence: discontinuitySequence, discontinuity: discontinuity, byteRange: range,
+                                      key: key, map: map, programDateTime: dateTime))
+                duration = nil; title = nil; discontinuity = false; range = nil; dateTime = nil; pendingRangeText = nil
+                continue
+            }
+            guard let colon = line.firstIndex(of: ":") else {
+                switch line {
+                case "#EXT-X-ENDLIST": endList = true
+                case "#EXT-X-DISCONTINUITY":   // the segments after it have the next discontinuity sequence number
+                    discontinuity = true
+                    discontinuitySequence += 1
+                default: break   // #EXTM3U, #EXT-X-INDEPENDENT-SEGMENTS, comments, unknown tags
+                }
+                continue
+            }
+            let tag = line[..<colon], value = line[line.index(after: colon)...]
+            switch tag {
+            case "#EXT-X-TARGETDURATION":
+                guard let seconds = Int(value), seconds >= 0 else { throw fail(number, "EXT-X-TARGETDURATION '\(value)' is not a decimal integer") }
+                targetDuration = seconds
+            case "#EXT-X-MEDIA-SEQUENCE":
+                guard let sequence = Int(value), sequence >= 0 else { throw fail(number, "EXT-X-MEDIA-SEQUENCE '\(value)' is not a decimal integer") }
+                mediaSequence = sequence
+            case "#EXT-X-DISCONTINUITY-SEQUENCE":
+                guard let sequence = Int(value), sequence >= 0 else { throw fail(number, "EXT-X-DISCONTINUITY-SEQUENCE '\(value)' is not a decimal integer") }
+                discontinuitySequence = sequence
+            case "#EXT-X-PLAYLIST-TYPE":
+                playlistType = String(value)
+            case "#EXTINF":
+                let parts = value.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false)
+                guard let seconds = parts.first.flatMap({ Double($0) }), seconds >= 0, seconds.isFinite else {
+                    throw fail(number, "EXTINF '\(value)' does not start with a duration")
+                }
+                duration = seconds
+                title = parts.count > 1 && !parts[1].isEmpty ? String(parts[1]) : nil
+            case "#EXT-X-BYTERANGE":
+                pendingRangeText = (value, number)
+            case "#EXT-X-PROGRAM-DATE-TIME":
+                dateTime = String(value)
+            case "#EXT-X-KEY":
+                let a = try attributes(value, number)
+                switch a["METHOD"] {
+                case "NONE": key = nil
+                case let method?:
+                    guard let parsed = HLSKey.Method(rawValue: method) else { throw fail(number, "EXT-X-KEY METHOD \(method) is not one HLS defines") }
+                    guard let uri = a["URI"] else { throw fail(number, "EXT-X-KEY \(method) has no URI") }
+                    var iv: [UInt8]?
+                    if let text = a["IV"] {
+                        guard let bytes = hexBytes(text), bytes.count == 16 else { throw fail(number, "EXT-X-KEY IV '\(text)' is not 16 hexadecimal bytes") }
+                        iv = bytes
+                    }
+                    key = HLSKey(method: parsed, url: try resolve(uri, number), iv: iv)
+                case nil:
+                    throw fail(number, "EXT-X-KEY has no METHOD")
+                }
+            case "#EXT-X-MAP":
+                let a = try attributes(value, number)
+                guard let uri = a["URI"] else { throw fail(number, "EXT-X-MAP has no URI") }
+                let mapURL = try resolve(uri, number)
+                var mapRange: HLSByteRange?
+                if let text = a["BYTERANGE"] {
+                    guard text.contains("@") else { throw fail(number, "EXT-X-MAP BYTERANGE '\(text)' needs an offset") }
+                    mapRange = try byteRange(Substring(text), number, nil)
+                }
+                map = HLSMap(url: mapURL, byteRange: mapRange)
+            default:
+                break
+            }
+        }
+        guard let targetDuration else { throw fail(0, "a media playlist without EXT-X-TARGETDURATION") }
+        return HLSMediaPlaylist(targetDuration: targetDuration, mediaSequence: mediaSequence, playlistType: playlistType,
+                                hasEndList: endList, segments: segments)
+    }
+
+    /// An attribute list: `NAME=value` pairs separated by commas; quoted strings lose their quotes.
+    private func attributes(_ text: Substring, _ number: Int) throws -> [String: String] {
+        var result: [String: String] = [:]
+        var rest = text[...]
+        while !rest.isEmpty {
+            guard let equals = rest.firstIndex(of: "=") else { throw fail(number, "attribute list '\(text)' has a name without a value") }
+            let name = rest[..<equals].trimmingCharacters(in: .whitespaces)
+            rest = rest[rest.index(after: equals)...]
+            let value: Substring
+            if rest.first == "\"" {
+                let body = rest.dropFirst()
+                guard let close = body.firstIndex(of: "\"") else { throw fail(number, "attribute \(name) has an unterminated quoted string") }
+                value = body[..<close]
+                rest = body[body.index(after: close)...]
+            } else {
+                let end = rest.firstIndex(of: ",") ?? rest.endIndex
+                value = rest[..<end]
+                rest = rest[end...]
+            }
+            result[name] = String(value)
+            if rest.first == "," { rest = rest.dropFirst() } else if !rest.isEmpty {
+                throw fail(number, "attribute \(name) is followed by '\(rest.prefix(10))' instead of a comma")
+            }
+        }
+        return result
+    }
+
+    private func hexBytes(_ text: String) -> [UInt8]? {
+        guard text.hasPrefix("0x") || text.hasPrefix("0X") else { return nil }
+        var digits = Array(text.dropFirst(2).utf8)
+        if digits.count % 2 == 1 { digits.insert(UInt8(ascii: "0"), at: 0) }
+        var bytes: [UInt8] = []
+        for pair in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[pair...(pair + 1)], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return bytes
+    }
+}
