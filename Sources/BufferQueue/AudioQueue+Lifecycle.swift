@@ -357,9 +357,9 @@ extension AudioQueue {
 
     /// Acts on what the render stage signalled: underruns, the end of an asynchronous stop, a
     /// format change the sink must follow, and playback really beginning. Runs on the worker, and
-    /// on an offline-rendering thread after a render that reached the end.
-    func handleRenderSignals() {
-        reportConverterShortfall()
+    /// on an offline-rendering thread after a render that reached the end (`offline`).
+    func handleRenderSignals(offline: Bool = false) {
+        reportConverterShortfall(always: offline)
         let underruns = stage.underrunCount.load(ordering: .acquiring)
         if seenUnderruns.exchange(underruns, ordering: .acquiringAndReleasing) != underruns {
             delivery.deliver(.underrun)
@@ -384,13 +384,21 @@ extension AudioQueue {
 
     /// Frames the render path's resampler failed to give (silence stood in, so lengths stay exact)
     /// become an error event and the last converter error: never silent.
-    func reportConverterShortfall() {
-        let missing = stage.converterShortfall.exchange(0, ordering: .acquiringAndReleasing)
-        guard missing > 0 else { return }
-        let error = AudioQueueError(.decoderError,
-            "the resampler gave \(missing) frames fewer than the decoded audio makes; silence stands in for them")
-        pipeline.withLock { $0.recordConverterError(error) }
-        delivery.deliver(.error(error))
+    ///
+    /// The shortfall is taken and recorded under the pipeline lock. An offline render (`always`)
+    /// always takes the lock, so when it returns the error is recorded, even if the worker the
+    /// render woke took the shortfall first; the worker skips the lock when there is nothing.
+    func reportConverterShortfall(always: Bool = false) {
+        guard always || stage.converterShortfall.load(ordering: .acquiring) > 0 else { return }
+        let error: AudioQueueError? = pipeline.withLock { producer in
+            let missing = stage.converterShortfall.exchange(0, ordering: .acquiringAndReleasing)
+            guard missing > 0 else { return nil }
+            let error = AudioQueueError(.decoderError,
+                "the resampler gave \(missing) frames fewer than the decoded audio makes; silence stands in for them")
+            producer.recordConverterError(error)
+            return error
+        }
+        if let error { delivery.deliver(.error(error)) }
     }
 
     /// Runs on the worker queue whenever something woke it: render signals first, then decoding.

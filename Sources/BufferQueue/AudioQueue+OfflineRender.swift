@@ -133,7 +133,7 @@ extension AudioQueue {
             return done
         }
         // The end of an asynchronous stop completes with the call that rendered it.
-        if stage.endOfStreamCount.load(ordering: .acquiring) != endsBefore { handleRenderSignals() } else { reportConverterShortfall() }
+        if stage.endOfStreamCount.load(ordering: .acquiring) != endsBefore { handleRenderSignals(offline: true) } else { reportConverterShortfall(always: true) }
         return rendered
     }
 
