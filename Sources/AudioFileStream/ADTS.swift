@@ -46,7 +46,7 @@ struct ADTSHeader: Equatable {
         let next = offset + header.frameLength
         if next + 7 <= input.available {
             if let following = at(input, next), following.sameStream(header) { return .yes(header) }
-            if next + 3 <= input.available, input.u8(next) == 0x54, input.u8(next + 1) == 0x41, input.u8(next + 2) == 0x47 { return .yes(header) }
+            if input.matches("TAG", at: next) { return .yes(header) }
             return .no
         }
         if !input.atEnd { return .needMore(next + 7) }
@@ -70,7 +70,7 @@ final class ADTSParser: ContainerParser, PacketLocating {
                 guard try resync(input, out) else { return }
             }
             guard input.available >= 7 else { return }
-            if input.u8(0) == 0x54, input.u8(1) == 0x41, input.u8(2) == 0x47 { input.skip(128); continue }
+            if input.matches("TAG", at: 0) { input.skip(128); continue }
             if input.available >= 10, input.matches("ID3", at: 0), let size = ID3v2.totalSize(header: input.bytes(0, 10)) { input.skip(Int64(size)); continue }
             guard let header = ADTSHeader.at(input, 0) else { resyncing = true; continue }
             if header.reservedRateIndex {

@@ -117,8 +117,7 @@ final class ByteInput {
         skipPending = 0
         position = offset
         atEnd = false
-        freeFormatSearch = FreeFormatSearch()
-        wait = (-1, 0)
+        forgetSearches()
     }
 
     /// Forgets the buffered bytes but keeps counting positions (a discontinuity without a seek).
@@ -127,6 +126,11 @@ final class ByteInput {
         storage.removeAll(keepingCapacity: true)
         start = 0
         skipPending = 0
+        forgetSearches()
+    }
+
+    /// Decisions about the bytes that were buffered no longer hold.
+    private func forgetSearches() {
         freeFormatSearch = FreeFormatSearch()
         wait = (-1, 0)
     }

@@ -52,8 +52,8 @@ struct MP4SampleTable {
     /// Appends samples of the listed sizes, back to back from `start`.
     mutating func append(start: Int64, sizes: some Collection<Int32>) {
         guard !sizes.isEmpty else { return }
-        if let last = runs.last, last.size == 0, last.listed + last.count == listedSizes.count,
-           let end = listedOffsets.last.map({ $0 + Int64(listedSizes[listedSizes.count - 1]) }), end == start {
+        // Listed sizes only ever grow at the end, so the last listed run ends with the arrays.
+        if let last = runs.last, last.size == 0, let end = listedOffsets.last.map({ $0 + Int64(listedSizes[listedSizes.count - 1]) }), end == start {
             runs[runs.count - 1].count += sizes.count
         } else {
             runs.append(Run(first: count, count: sizes.count, start: start, size: 0, listed: listedSizes.count))

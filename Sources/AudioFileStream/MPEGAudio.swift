@@ -128,7 +128,7 @@ extension MPEGHeader {
         let next = offset + header.frameLength
         if next + 4 <= input.available {
             if let following = at(input, next), following.sameStream(header) { return .yes(header) }
-            if next + 3 <= input.available, input.u8(next) == 0x54, input.u8(next + 1) == 0x41, input.u8(next + 2) == 0x47 {
+            if input.matches("TAG", at: next) {
                 return .yes(header)   // an ID3v1 tag follows the last frame
             }
         }

@@ -168,7 +168,7 @@ private struct HLSPlaylistParser {
     private func media(_ lines: [String]) throws -> HLSMediaPlaylist {
         var targetDuration: Int?, mediaSequence = 0, discontinuitySequence = 0, playlistType: String?, endList = false
         var segments: [HLSMediaPlaylist.Segment] = []
-        var duration: Double?, title: String?, discontinuity = false, range: HLSByteRange?, dateTime: String?
+        var duration: Double?, title: String?, discontinuity = false, dateTime: String?
         var key: HLSKey?, map: HLSMap?
         // Where the next range without an offset starts: after the previous range of the same resource.
         var lastRange: (url: URL, end: Int64)?
@@ -194,14 +194,12 @@ private struct HLSPlaylistParser {
                     throw fail(number, "the URI '\(line)' is not preceded by EXTINF")
                 }
                 let segmentURL = try resolve(line, number)
-                if let (text, rangeLine) = pendingRangeText {
-                    range = try byteRange(text, rangeLine, segmentURL)
-                    lastRange = range.map { (segmentURL, $0.offset + $0.length) }
-                }
+                let range = try pendingRangeText.map { try byteRange($0.0, $0.1, segmentURL) }
+                if let range { lastRange = (segmentURL, range.offset + range.length) }
                 segments.append(.init(url: segmentURL, duration: segmentDuration, title: title, sequence: mediaSequence + segments.count,
                                       discontinuitySequence: discontinuitySequence, discontinuity: discontinuity, byteRange: range,
                                       key: key, map: map, programDateTime: dateTime))
-                duration = nil; title = nil; discontinuity = false; range = nil; dateTime = nil; pendingRangeText = nil
+                duration = nil; title = nil; discontinuity = false; dateTime = nil; pendingRangeText = nil
                 continue
             }
             guard let colon = line.firstIndex(of: ":") else {
