@@ -29,10 +29,10 @@ demo: deps
 # Serially: the real-time tests (a PulseAudio server, Icecast, paced sinks) must not compete for
 # the cores with the decoding-heavy ones, or a loaded 2-core machine underruns them.
 test: deps
-	$(SWIFT) test --no-parallel
+	SWIFT=$(SWIFT) Scripts/test.sh --no-parallel
 
 test-tsan: deps
-	$(SWIFT) test --no-parallel --sanitize=thread --scratch-path .build-tsan
+	SWIFT=$(SWIFT) Scripts/test.sh --no-parallel --sanitize=thread --scratch-path .build-tsan
 
 bench:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(BENCH_PACKAGES)"
