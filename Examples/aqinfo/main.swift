@@ -9,7 +9,7 @@ struct AQInfo: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "aqinfo", abstract: "Describe an audio file: format, packets, gapless numbers, metadata.")
 
-    @Argument(help: "An MP3, ADTS, MP4/M4A, CAF, WAV or AIFF file.")
+    @Argument(help: "An audio file (MP3, ADTS, MP4/M4A, CAF, WAV, AIFF, AMR or MPEG-TS).")
     var file: String
 
     @Flag(help: "Print one JSON object instead of text.")

@@ -23,7 +23,7 @@ struct AQPlay: ParsableCommand {
 
     enum SinkChoice: String, ExpressibleByArgument, CaseIterable { case pulse, null }
 
-    @Argument(help: "MP3, AAC (ADTS, MP4/M4A, CAF) or PCM (WAV, AIFF, CAF) files, or http(s):// URLs of them (or of live streams).")
+    @Argument(help: "Audio files (MP3, AAC, ALAC, AMR, IMA4, G.711 or PCM in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS), or http(s):// URLs of them, of live streams or of HLS playlists (.m3u8).")
     var inputs: [String] = []
     @Option(help: "pulse or null; default: pulse when a server answers, else null.")
     var sink: SinkChoice?

@@ -19,7 +19,7 @@ struct AQRender: ParsableCommand {
 
     enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case f32, s16 }
 
-    @Argument(help: "MP3, AAC (ADTS, MP4/M4A, CAF) or PCM (WAV, AIFF, CAF) input.")
+    @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711 or PCM in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS.")
     var input: String
     @Argument(help: "The WAV file to write.")
     var output: String

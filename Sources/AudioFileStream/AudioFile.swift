@@ -9,7 +9,8 @@ import BufferQueue
 ///
 /// Opening parses the whole file once with ``AudioFileStream`` (seeking where the container asks,
 /// so MP4 files with the index at the end work) and keeps an index of where every packet lies, not
-/// the audio itself. ``readPackets(from:count:)`` then reads any run of packets.
+/// the audio itself. ``readPackets(from:count:)`` then reads any run of packets. (A transport
+/// stream interleaves its packets' bytes with headers, so its audio is kept in memory.)
 public final class AudioFile {
     public let path: String
     public let fileType: AudioFileType
@@ -37,6 +38,9 @@ public final class AudioFile {
     private let frames: [Int32]
     /// Constant-size packets: runs of (first packet, offset, count).
     private let runs: [(first: Int64, offset: Int64, count: Int64)]
+    /// The packets' bytes when the file does not hold them contiguously (a transport stream);
+    /// `offsets` then index this.
+    private let resident: [UInt8]?
     public let packetCount: Int64
 
     /// Opens and indexes a file.
@@ -58,8 +62,21 @@ public final class AudioFile {
         var offsets: [Int64] = [], sizes: [Int32] = [], frames: [Int32] = []
         var runs: [(Int64, Int64, Int64)] = []
         var damage: AudioFileStreamError?
+        var resident: [UInt8] = []
         func handle(_ event: AudioFileStreamEvent) {
             guard case .packets(let packets) = event else { return }
+            if stream.fileType == .mpegTransportStream {
+                // Packet bytes are spread over transport packets: keep them.
+                let base = Int64(resident.count)
+                resident.append(contentsOf: packets.data)
+                let perPacket = stream.dataFormat?.framesPerPacket ?? 0
+                for description in packets.descriptions {
+                    offsets.append(base + Int64(description.startOffset))
+                    sizes.append(Int32(description.dataByteSize))
+                    frames.append(Int32(description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket))
+                }
+                return
+            }
             if packets.descriptions.isEmpty {
                 let offset = packets.fileOffsets.first ?? 0
                 let count = Int64(packets.packetCount)
@@ -120,6 +137,7 @@ public final class AudioFile {
         self.sizes = sizes
         self.frames = frames
         self.runs = runs
+        self.resident = type == .mpegTransportStream ? resident : nil
         packetCount = offsets.isEmpty ? runs.reduce(0) { $0 + $1.2 } : Int64(offsets.count)
         audioDataByteCount = offsets.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : sizes.reduce(Int64(0)) { $0 + Int64($1) }
     }
@@ -224,6 +242,10 @@ public final class AudioFile {
     }
 
     private func read(at offset: Int64, count: Int, into data: inout [UInt8]) throws {
+        if let resident {
+            data.append(contentsOf: resident[Int(offset)..<(Int(offset) + count)])
+            return
+        }
         let start = data.count
         data.append(contentsOf: repeatElement(0, count: count))
         var done = 0

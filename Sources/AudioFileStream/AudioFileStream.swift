@@ -205,6 +205,21 @@ public final class AudioFileStream {
                 start(type)
                 return
             }
+            // A transport stream shows itself by a sync byte every 188 bytes: wait for three.
+            if input.u8(0) == 0x47 {
+                if TransportStreamParser.isSynced(input) {
+                    start(.mpegTransportStream)
+                    return
+                }
+                if !input.atEnd && input.available < TransportStreamParser.bytesToSniff {
+                    input.waitFor(TransportStreamParser.bytesToSniff)
+                    return
+                }
+            }
+            if hint == .mpegTransportStream {
+                start(.mpegTransportStream)
+                return
+            }
             // MPEG audio or ADTS, possibly after junk: find the first confirmed frame.
             var offset = 0
             while offset + 4 <= input.available {
@@ -280,6 +295,7 @@ public final class AudioFileStream {
         case .caf: parser = CAFParser(seekable: sourceIsSeekable)
         case .wave, .aiff, .aifc: parser = RIFFParser(type: type)
         case .amr: parser = AMRParser()
+        case .mpegTransportStream: parser = TransportStreamParser()
         }
     }
 

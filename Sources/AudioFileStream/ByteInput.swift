@@ -81,6 +81,12 @@ final class ByteInput {
         }
     }
 
+    /// Calls `body` with the `count` bytes at the read position, without copying them (the
+    /// caller checked `available`).
+    func withBytes<R>(_ count: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<(start + count)])) }
+    }
+
     /// Whether an ID3v1 ("TAG"), ID3v2 ("ID3") or APE ("APETAGEX") tag starts `index` bytes ahead.
     func isTag(at index: Int) -> Bool {
         matches("TAG", at: index) || matches("ID3", at: index) || matches("APETAGEX", at: index)

@@ -5,6 +5,9 @@ public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
     case mp3 = "MPG3", adts = "adts", mp4 = "m4af", caf = "caff", wave = "WAVE", aiff = "AIFF", aifc = "AIFC"
     /// Raw AMR or AMR-WB (`#!AMR` storage files).
     case amr = "amrf"
+    /// An MPEG-2 transport stream (`.ts`, HLS segments) carrying ADTS AAC or MPEG audio; packet
+    /// byte offsets are positions in the elementary stream.
+    case mpegTransportStream = "MP2T"
 
     /// The four-character type id, e.g. `MPG3`.
     public var typeID: String { rawValue }
@@ -20,6 +23,7 @@ public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
         case .aiff: return "AIFF"
         case .aifc: return "AIFC"
         case .amr: return "AMR"
+        case .mpegTransportStream: return "MPEG transport stream"
         }
     }
 }

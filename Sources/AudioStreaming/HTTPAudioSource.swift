@@ -255,6 +255,7 @@ extension AudioFileType {
         if ascii(0, "FORM") && ascii(8, "AIFC") { return .aifc }
         if ascii(0, "#!AMR") { return .amr }
         if ascii(0, "ID3") { return .mp3 }
+        if bytes.count > 376 && bytes[0] == 0x47 && bytes[188] == 0x47 && bytes[376] == 0x47 { return .mpegTransportStream }
         if bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] & 0xF0 == 0xF0 && bytes[1] & 0x06 == 0 { return .adts }
         if bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] & 0xE0 == 0xE0 { return .mp3 }
         return nil
@@ -271,6 +272,7 @@ extension AudioFileType {
         case "audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave": self = .wave
         case "audio/aiff", "audio/x-aiff": self = .aiff
         case "audio/amr", "audio/amr-wb": self = .amr
+        case "video/mp2t", "audio/mp2t": self = .mpegTransportStream
         default: return nil
         }
     }
@@ -286,6 +288,7 @@ extension AudioFileType {
         case "aif", "aiff": self = .aiff
         case "aifc": self = .aifc
         case "amr", "awb": self = .amr
+        case "ts": self = .mpegTransportStream
         default: return nil
         }
     }
