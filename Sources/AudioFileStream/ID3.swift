@@ -149,3 +149,12 @@ func parseITunSMPB(_ text: String) -> (priming: Int, remainder: Int, valid: Int6
           let valid = Int64(words[3], radix: 16), valid > 0 else { return nil }
     return (priming, remainder, valid)
 }
+
+extension AudioFileMetadata {
+    /// The title, artist and album of an ID3v2 tag (versions 2.2–2.4), such as the timed metadata
+    /// of an HLS or transport stream; nil when `tag` is not one.
+    public init?(id3v2 tag: [UInt8]) {
+        guard ID3v2.totalSize(header: Array(tag.prefix(10))) != nil else { return nil }
+        self = ID3v2.parse(tag).metadata
+    }
+}

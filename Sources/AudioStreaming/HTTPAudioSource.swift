@@ -25,18 +25,13 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     private let fetcher: HTTPFetcher
     private let context: AudioSourceContext
     private var driver: AudioFileStreamDriver?
-    /// Packets parsed but not yet read: compressed ones one by one (with their variable frame
-    /// count), PCM in runs (nil).
-    private var pending: [(data: [UInt8], variableFrames: Int?, frames: Int)] = []
-    private var pendingHead = 0
+    /// Packets parsed but not yet read.
+    private var pending = PendingPackets()
     private var ended = false
     private var failure: (any Error)?
     private var discontinuity = false
     private var liveGapPending = false
     private var closed = false
-    /// Packet bytes and frames parsed so far: the running average bit rate.
-    private var parsedBytes: Int64 = 0
-    private var parsedFrames: Int64 = 0
 
     /// Starts fetching `url`; returns at once (the first bytes arrive later).
     public init(url: String, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration(),
@@ -87,8 +82,8 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
             return (Int64(Double(audioBytes) * 8 / Double(rate) * format.sampleRate), true)
         }
         // No declared bit rate (ADTS): the running average of what was parsed so far.
-        if parsedFrames > 0, parsedBytes > 0 {
-            return (Int64(Double(audioBytes) * Double(parsedFrames) / Double(parsedBytes)), true)
+        if pending.parsedFrames > 0, pending.parsedBytes > 0 {
+            return (Int64(Double(audioBytes) * Double(pending.parsedFrames) / Double(pending.parsedBytes)), true)
         }
         return nil
     }
@@ -104,42 +99,20 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         }
         let result = try driver.seek(toPacket: packet)
         pending.removeAll()
-        pendingHead = 0
         ended = false
         fetcher.start(at: result.byteOffset)
         discontinuity = true
     }
 
     public func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {
-        take { self.pendingHead < self.pending.count || self.liveGapPending }
+        take { !self.pending.isEmpty || self.liveGapPending }
         if liveGapPending {
             liveGapPending = false
             return .discontinuity
         }
-        guard pendingHead < pending.count else {
-            if let failure { throw failure }
-            return ended || closed ? .end : .waiting
-        }
-        var data: [UInt8] = []
-        var descriptions: [AudioPacketDescription] = []
-        var frames = 0
-        let isPCM = pending[pendingHead].variableFrames == nil
-        while pendingHead < pending.count, descriptions.count < maxPackets || isPCM {
-            let packet = pending[pendingHead]
-            guard (packet.variableFrames == nil) == isPCM, data.isEmpty || data.count + packet.data.count <= maxBytes else { break }
-            if !isPCM {
-                descriptions.append(AudioPacketDescription(startOffset: data.count, variableFramesInPacket: packet.variableFrames ?? 0,
-                                                           dataByteSize: packet.data.count))
-            }
-            data += packet.data
-            frames += packet.frames
-            pendingHead += 1
-        }
-        if pendingHead > 256 && pendingHead * 2 > pending.count {
-            pending.removeFirst(pendingHead)
-            pendingHead = 0
-        }
-        return .packets(data: data, descriptions: descriptions, frames: frames)
+        if let packets = pending.read(maxPackets: maxPackets, maxBytes: maxBytes) { return packets }
+        if let failure { throw failure }
+        return ended || closed ? .end : .waiting
     }
 
     // MARK: reading
@@ -196,33 +169,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
 
     private func handle(_ event: AudioFileStreamEvent) {
         guard case .packets(let packets) = event, let stream = driver?.stream else { return }
-        let perPacket = stream.dataFormat?.framesPerPacket ?? 0
-        // The feeder counts decoded frames: a packet's own count is in them already (an MP4 counts
-        // HE-AAC at its output rate); the container format's count is scaled up for HE-AAC it
-        // declares at half rate.
-        let scale = FilePacketSource.frameScale(of: format, counted: perPacket)
-        parsedBytes += Int64(packets.data.count)
-        if packets.descriptions.isEmpty {
-            // Constant-size packets (PCM): runs of whole packets, at most 16 KiB each.
-            let size = max(stream.dataFormat?.bytesPerPacket ?? 1, 1)
-            let perRun = max(16384 / size, 1) * size
-            var start = 0
-            while start + size <= packets.data.count {
-                let end = min(start + perRun, packets.data.count / size * size)
-                let frames = (end - start) / size * max(perPacket, 1)
-                pending.append((Array(packets.data[start..<end]), nil, frames))
-                parsedFrames += Int64(frames)
-                start = end
-            }
-        } else {
-            for description in packets.descriptions {
-                let start = description.startOffset, end = start + description.dataByteSize
-                guard start >= 0, end <= packets.data.count else { continue }
-                let frames = description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket * scale
-                pending.append((Array(packets.data[start..<end]), description.variableFramesInPacket, frames))
-                parsedFrames += Int64(frames)
-            }
-        }
+        pending.append(packets, stream: stream, format: format)
     }
 
     static func pathExtension(of url: String) -> String {
@@ -233,9 +180,16 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
 }
 
 extension AudioPlayerItem {
-    /// An HTTP(S) resource played through an ``HTTPAudioSource``.
+    /// An HTTP(S) resource played through an ``HTTPAudioSource``; an HLS playlist (`.m3u8`)
+    /// through an ``HLSAudioSource``.
     public static func url(_ url: String, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration()) -> AudioPlayerItem {
-        AudioPlayerItem(name: url) { context in
+        if ["m3u8", "m3u"].contains(HTTPAudioSource.pathExtension(of: url)) {
+            var hls = HLSConfiguration()
+            hls.http.stallTimeout = configuration.stallTimeout
+            hls.http.connectTimeout = configuration.connectTimeout
+            return .hls(url, configuration: hls)
+        }
+        return AudioPlayerItem(name: url) { context in
             HTTPAudioSource(url: url, configuration: configuration, context: context)
         }
     }

@@ -49,10 +49,19 @@ enum FetchItem: Sendable {
     case failure(HTTPStreamError)
 }
 
+/// An item that carries bytes: the channel bounds how many it holds.
+protocol ChannelItem: Sendable {
+    var byteCount: Int { get }
+}
+
+extension FetchItem: ChannelItem {
+    var byteCount: Int { if case .bytes(let b) = self { return b.count } else { return 0 } }
+}
+
 /// A bounded queue from the async fetch task to the synchronous reader (the player's thread).
-final class ByteChannel: @unchecked Sendable {
+final class ByteChannel<Item: ChannelItem>: @unchecked Sendable {
     private struct State {
-        var items: [FetchItem] = []
+        var items: [Item] = []
         var bytes = 0
         var generation = 0
         var closed = false
@@ -78,11 +87,11 @@ final class ByteChannel: @unchecked Sendable {
     }
 
     /// The next item if one is queued now; never waits.
-    func tryPop() -> FetchItem? {
-        let (item, waiters) = state.withLock { s -> (FetchItem?, [CheckedContinuation<Void, Never>]) in
+    func tryPop() -> Item? {
+        let (item, waiters) = state.withLock { s -> (Item?, [CheckedContinuation<Void, Never>]) in
             guard !s.closed, !s.items.isEmpty else { return (nil, []) }
             let first = s.items.removeFirst()
-            if case .bytes(let b) = first { s.bytes -= b.count }
+            s.bytes -= first.byteCount
             return (first, s.takeWaiters())
         }
         for waiter in waiters { waiter.resume() }
@@ -91,9 +100,8 @@ final class ByteChannel: @unchecked Sendable {
 
     /// Adds an item unless `generation` is stale; while the channel is full it waits (without
     /// blocking a thread) until a pop frees room, or the channel restarts or closes.
-    func push(_ item: FetchItem, generation: Int) async -> Bool {
-        let count: Int
-        if case .bytes(let b) = item { count = b.count } else { count = 0 }
+    func push(_ item: Item, generation: Int) async -> Bool {
+        let count = item.byteCount
         let capacity = self.capacity
         while true {
             let outcome = state.withLock { s -> Bool? in
@@ -123,14 +131,14 @@ final class ByteChannel: @unchecked Sendable {
     }
 
     /// The next item, waiting up to `timeout`; nil on timeout or once closed.
-    func pop(timeout: DispatchTimeInterval) -> FetchItem? {
+    func pop(timeout: DispatchTimeInterval) -> Item? {
         let deadline = DispatchTime.now() + timeout
         while true {
-            let (item, waiters) = state.withLock { s -> (FetchItem??, [CheckedContinuation<Void, Never>]) in
+            let (item, waiters) = state.withLock { s -> (Item??, [CheckedContinuation<Void, Never>]) in
                 if s.closed { return (.some(nil), []) }
                 guard !s.items.isEmpty else { return (nil, []) }
                 let first = s.items.removeFirst()
-                if case .bytes(let b) = first { s.bytes -= b.count }
+                s.bytes -= first.byteCount
                 return (.some(first), s.takeWaiters())
             }
             for waiter in waiters { waiter.resume() }
@@ -195,7 +203,7 @@ public struct HTTPStreamConfiguration: Sendable {
 final class HTTPFetcher: @unchecked Sendable {
     let url: String
     let configuration: HTTPStreamConfiguration
-    let channel: ByteChannel
+    let channel: ByteChannel<FetchItem>
     private let client: HTTPClient
     private let report: @Sendable (AudioSourceEvent) -> Void
     private let task = Lock<Task<Void, Never>?>(nil)

@@ -426,7 +426,7 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
 /// polling) until a pop frees room, and a restart or close releases it.
 @Suite struct ByteChannelTests {
     @Test(.timeLimit(.minutes(1))) func aFullChannelWaitsForAPopAndRestartReleasesAWaitingPush() async throws {
-        let channel = ByteChannel(capacity: 10)
+        let channel = ByteChannel<FetchItem>(capacity: 10)
         let generation = channel.restart()
         #expect(await channel.push(.bytes(Array(repeating: 1, count: 8)), generation: generation))
         let pushed = Watched(false)

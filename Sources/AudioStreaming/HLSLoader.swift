@@ -1,0 +1,487 @@
+import AsyncHTTPClient
+import AudioPlayback
+import BufferQueue
+import Crypto
+import Foundation
+import NIOCore
+import _CryptoExtras
+
+/// How ``HLSAudioSource`` picks a variant, joins a live stream, and retries.
+public struct HLSConfiguration: Sendable {
+    /// Which variant of a master playlist to play.
+    public enum VariantChoice: Sendable, Equatable {
+        /// The highest `BANDWIDTH` whose codecs can be decoded (the default).
+        case highestBandwidth
+        /// The lowest `BANDWIDTH` whose codecs can be decoded.
+        case lowestBandwidth
+        /// The highest `BANDWIDTH` at most this many bits per second (else the lowest).
+        case maximumBandwidth(Int)
+        /// The variant at this position in the master playlist, whatever its codecs.
+        case index(Int)
+    }
+    /// Connection, stall and retry settings: `maximumReconnects` bounds the attempts per segment,
+    /// key and playlist; `readAheadBytes` the bytes fetched ahead of the decoder.
+    public var http: HTTPStreamConfiguration
+    public var variant: VariantChoice
+    /// How far behind the live edge a live stream starts, in seconds (nil: three target
+    /// durations, as RFC 8216 asks of clients).
+    public var liveStartDistance: Double?
+
+    public init(http: HTTPStreamConfiguration = HTTPStreamConfiguration(maximumReconnects: 3, requestICYMetadata: false),
+                variant: VariantChoice = .highestBandwidth, liveStartDistance: Double? = nil) {
+        self.http = http
+        self.variant = variant
+        self.liveStartDistance = liveStartDistance
+    }
+}
+
+/// One segment about to be delivered.
+struct HLSSegmentStart: Sendable {
+    /// Its position in the media playlist of a VOD presentation (nil for live).
+    var index: Int?
+    var segment: HLSMediaPlaylist.Segment
+    /// Seconds from the start of the presentation to this segment, from the `EXTINF` durations
+    /// (VOD; an estimate, exact only where the durations are).
+    var startTime: Double
+}
+
+/// What the loader hands to the source.
+enum HLSItem: ChannelItem {
+    /// The media playlist (after the first load, and again for live reloads that change it).
+    case playlist(HLSMediaPlaylist, variant: HLSMasterPlaylist.Variant?)
+    /// An `EXT-X-MAP` initialisation section, before the first segment that uses it.
+    case initSection([UInt8])
+    /// A segment starts; its (decrypted) bytes follow.
+    case segment(HLSSegmentStart)
+    case bytes([UInt8])
+    /// Segments were skipped (a live stream moved on, or a segment stayed unavailable): the next
+    /// bytes do not follow.
+    case gap(String)
+    case end
+    case failure(HTTPStreamError)
+
+    var byteCount: Int {
+        switch self {
+        case .bytes(let b), .initSection(let b): return b.count
+        default: return 0
+        }
+    }
+}
+
+/// Fetches an HLS presentation segment after segment into a ``ByteChannel``: loads the playlists
+/// (choosing a variant, then its audio rendition if it has one), follows a live playlist's reloads,
+/// fetches keys and init sections once each, decrypts AES-128 segments as they stream, resumes a
+/// dropped segment with `Range` at the next byte, and retries within bounds.
+///
+/// Live reloads wait for the playlist's schedule (its target duration, half of it after an
+/// unchanged reload, as RFC 8216 asks); retries back off as ``HTTPFetcher``'s do. These are the
+/// protocol's timers, not waits for an event; closing the loader cancels them at once.
+final class HLSLoader: @unchecked Sendable {
+    let url: URL
+    let configuration: HLSConfiguration
+    let channel: ByteChannel<HLSItem>
+    private let client: HTTPClient
+    private let report: @Sendable (AudioSourceEvent) -> Void
+    private let task = Lock<Task<Void, Never>?>(nil)
+    /// The media playlist's URL once the master playlist (if any) was resolved, and the variant.
+    private let resolved = Lock<(url: URL, variant: HLSMasterPlaylist.Variant?)?>(nil)
+    private let keys = Lock<[URL: [UInt8]]>([:])
+
+    init(url: URL, configuration: HLSConfiguration, report: @escaping @Sendable (AudioSourceEvent) -> Void,
+         available: @escaping @Sendable () -> Void) {
+        self.url = url
+        self.configuration = configuration
+        self.report = report
+        channel = ByteChannel(capacity: configuration.http.readAheadBytes, onPush: available)
+        let http = configuration.http
+        let timeout = HTTPClient.Configuration.Timeout(connect: .init(http.connectTimeout), read: .init(http.stallTimeout))
+        client = HTTPClient(eventLoopGroupProvider: .singleton,
+                            configuration: .init(redirectConfiguration: .follow(max: 8, allowCycles: false), timeout: timeout))
+    }
+
+    /// Where to start.
+    enum Start: Sendable {
+        /// VOD: the first segment; live: the live edge.
+        case beginning
+        /// VOD: the segment at this position.
+        case segment(Int)
+    }
+
+    /// Starts (or restarts) loading; what was queued before is dropped.
+    func start(_ start: Start) {
+        let generation = channel.restart()
+        let previous = task.withLock { $0 }
+        previous?.cancel()
+        let made = Task { [self] in
+            await previous?.value
+            await run(start, generation: generation)
+        }
+        task.withLock { $0 = made }
+    }
+
+    /// Stops loading; the client shuts down once the running request has ended.
+    func close() {
+        channel.close()
+        let running = task.withLock { $0 }
+        running?.cancel()
+        let client = self.client
+        Task {
+            await running?.value
+            try? await client.shutdown()
+        }
+    }
+
+    // MARK: the loop
+
+    private func run(_ start: Start, generation: Int) async {
+        func push(_ item: HLSItem) async throws {
+            guard await channel.push(item, generation: generation) else { throw CancellationError() }
+        }
+        do {
+            let first = try await mediaPlaylist()
+            var media = first.0, loadedAt = first.2
+            let variant = first.1
+            try await push(.playlist(media, variant: variant))
+            var next: Int
+            switch start {
+            case .segment(let index) where !media.isLive:
+                next = media.segments[min(max(index, 0), max(media.segments.count - 1, 0))].sequence
+            default:
+                next = media.isLive ? Self.liveStart(media, distance: configuration.liveStartDistance) : media.mediaSequence
+            }
+            var lastMap: HLSMap?
+            var unchangedReloads = 0
+            var lastChange = loadedAt
+            while !Task.isCancelled {
+                if let position = media.segments.firstIndex(where: { $0.sequence == next }) {
+                    let segment = media.segments[position]
+                    if let map = segment.map, map != lastMap {
+                        try await push(.initSection(try await fetchWhole(map.url, range: map.byteRange, what: "the init section")))
+                        lastMap = map
+                    }
+                    let startTime = media.segments[..<position].reduce(0) { $0 + $1.duration }
+                    try await push(.segment(HLSSegmentStart(index: media.isLive ? nil : position, segment: segment, startTime: startTime)))
+                    if let why = try await fetchSegment(segment, generation: generation) {
+                        let message = "segment \(segment.sequence) could not be fetched (\(why)); gave up after \(configuration.http.maximumReconnects) retries"
+                        guard media.isLive else { throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: 0, message: message) }
+                        try await push(.gap(message + "; skipped"))
+                    }
+                    next += 1
+                    continue
+                }
+                if media.hasEndList || !media.isLive {
+                    try await push(.end)
+                    return
+                }
+                if let first = media.segments.first, first.sequence > next {
+                    try await push(.gap("segments \(next)…\(first.sequence - 1) left the live playlist before they were fetched"))
+                    next = first.sequence
+                    continue
+                }
+                // Wait for the playlist to grow: a target duration after the last load, half of
+                // it after a reload that brought nothing new (RFC 8216, 6.3.4).
+                let wait = Double(media.targetDuration) * (unchangedReloads > 0 ? 0.5 : 1)
+                try await Task.sleep(until: loadedAt + .milliseconds(Int64(wait * 1000)), clock: .continuous)
+                let reloaded = try await reload()
+                let changed = reloaded.0.segments.last?.sequence != media.segments.last?.sequence || reloaded.0.hasEndList != media.hasEndList
+                unchangedReloads = changed ? 0 : unchangedReloads + 1
+                (media, loadedAt) = reloaded
+                if changed { lastChange = loadedAt }
+                if loadedAt - lastChange > .seconds(3 * media.targetDuration + 30) {
+                    throw HTTPStreamError(url: resolvedURL.absoluteString, byteOffset: 0,
+                                          message: "the live playlist has not changed for \(3 * media.targetDuration + 30) s: the stream stopped")
+                }
+            }
+        } catch is CancellationError {
+            return
+        } catch let error as HTTPStreamError {
+            _ = await channel.push(.failure(error), generation: generation)
+        } catch let error as HLSPlaylistError {
+            _ = await channel.push(.failure(HTTPStreamError(url: error.url.absoluteString, byteOffset: 0, message: error.description)), generation: generation)
+        } catch {
+            if Task.isCancelled { return }
+            _ = await channel.push(.failure(HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "\(error)")), generation: generation)
+        }
+    }
+
+    /// The sequence number a live stream starts at: the segment at least `distance` seconds
+    /// (three target durations by default) before the end of the playlist.
+    static func liveStart(_ media: HLSMediaPlaylist, distance: Double?) -> Int {
+        let wanted = distance ?? Double(3 * media.targetDuration)
+        var total = 0.0
+        for segment in media.segments.reversed() {
+            total += segment.duration
+            if total >= wanted { return segment.sequence }
+        }
+        return media.segments.first?.sequence ?? media.mediaSequence
+    }
+
+    private var resolvedURL: URL { resolved.withLock { $0?.url } ?? url }
+
+    /// The media playlist to play: the URL's own, or the chosen variant's (or its audio rendition's).
+    private func mediaPlaylist() async throws -> (HLSMediaPlaylist, HLSMasterPlaylist.Variant?, ContinuousClock.Instant) {
+        if let known = resolved.withLock({ $0 }) {
+            let (media, at) = try await loadMedia(known.url)
+            return (media, known.variant, at)
+        }
+        let loadedAt = ContinuousClock.now
+        switch try await loadPlaylist(url) {
+        case .media(let media):
+            resolved.withLock { $0 = (url, nil) }
+            return (media, nil, loadedAt)
+        case .master(let master):
+            let variant = try Self.choose(master, configuration.variant, url: url)
+            var mediaURL = variant.url
+            if let group = variant.audioGroup {
+                let renditions = master.audioRenditions.filter { $0.groupID == group }
+                if let rendition = renditions.first(where: { $0.isDefault && $0.url != nil }) ?? renditions.first(where: { $0.url != nil }),
+                   let renditionURL = rendition.url {
+                    mediaURL = renditionURL
+                }
+            }
+            report(.property(name: "hls-variant", value: Self.describe(variant) + (mediaURL != variant.url ? " audio \(mediaURL.absoluteString)" : "")))
+            resolved.withLock { $0 = (mediaURL, variant) }
+            let (media, at) = try await loadMedia(mediaURL)
+            return (media, variant, at)
+        }
+    }
+
+    static func describe(_ variant: HLSMasterPlaylist.Variant) -> String {
+        "BANDWIDTH=\(variant.bandwidth)" + (variant.codecs.isEmpty ? "" : " CODECS=\(variant.codecs.joined(separator: ","))") + " \(variant.url.absoluteString)"
+    }
+
+    /// Codecs (RFC 6381 names) this library decodes.
+    static func canDecode(_ codec: String) -> Bool {
+        let name = codec.lowercased()
+        if name.hasPrefix("mp4a.40.") || name == "mp4a.6b" || name == "mp4a.69" || name == "mp3" || name == "alac" || name == "samr" || name == "sawb" { return true }
+        // Video codecs are ignored (only the audio is played); other audio codecs are not decoded.
+        return ["avc1", "avc3", "hvc1", "hev1", "vp09", "av01", "dvh1", "dvhe", "wvtt", "stpp"].contains { name.hasPrefix($0) }
+    }
+
+    static func choose(_ master: HLSMasterPlaylist, _ choice: HLSConfiguration.VariantChoice, url: URL) throws -> HLSMasterPlaylist.Variant {
+        if case .index(let index) = choice {
+            guard master.variants.indices.contains(index) else {
+                throw HLSPlaylistError(line: 0, message: "variant \(index) was asked for, but the master playlist has \(master.variants.count)", url: url)
+            }
+            return master.variants[index]
+        }
+        let playable = master.variants.filter { $0.codecs.allSatisfy(canDecode) }.sorted { $0.bandwidth < $1.bandwidth }
+        guard let lowest = playable.first, let highest = playable.last else {
+            let codecs = Set(master.variants.flatMap(\.codecs)).sorted().joined(separator: ", ")
+            throw HLSPlaylistError(line: 0, message: "no variant has codecs this library decodes (\(codecs))", url: url)
+        }
+        switch choice {
+        case .lowestBandwidth: return lowest
+        case .maximumBandwidth(let limit): return playable.last { $0.bandwidth <= limit } ?? lowest
+        default: return highest
+        }
+    }
+
+    private func reload() async throws -> (HLSMediaPlaylist, ContinuousClock.Instant) {
+        try await loadMedia(resolvedURL)
+    }
+
+    private func loadMedia(_ url: URL) async throws -> (HLSMediaPlaylist, ContinuousClock.Instant) {
+        let at = ContinuousClock.now
+        guard case .media(let media) = try await loadPlaylist(url) else {
+            throw HLSPlaylistError(line: 0, message: "a master playlist where a media playlist was expected", url: url)
+        }
+        return (media, at)
+    }
+
+    private func loadPlaylist(_ url: URL) async throws -> HLSPlaylist {
+        let bytes = try await fetchWhole(url, range: nil, what: "the playlist", limit: 16 << 20)
+        guard let text = String(bytes: bytes, encoding: .utf8) else {
+            throw HLSPlaylistError(line: 0, message: "the playlist is not UTF-8 text", url: url)
+        }
+        return try HLSPlaylist.parse(text, url: url)
+    }
+
+    // MARK: fetching
+
+    /// A whole (small) resource, retried within the configured attempts.
+    func fetchWhole(_ url: URL, range: HLSByteRange?, what: String, limit: Int = 1 << 20) async throws -> [UInt8] {
+        var attempt = 0
+        while true {
+            do {
+                var request = HTTPClientRequest(url: url.absoluteString)
+                request.headers.add(name: "User-Agent", value: "AudioStreaming/1 (swift-audio-queue)")
+                if let range { request.headers.add(name: "Range", value: "bytes=\(range.offset)-\(range.offset + range.length - 1)") }
+                let response = try await client.execute(request, deadline: .distantFuture)
+                let status = Int(response.status.code)
+                guard (200..<300).contains(status) else {
+                    throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "HTTP \(status) \(response.status.reasonPhrase) for \(what)")
+                }
+                var body = try await response.body.collect(upTo: limit)
+                var bytes = body.readBytes(length: body.readableBytes) ?? []
+                if let range, status == 200 {
+                    // The server ignored Range: cut the part out.
+                    let start = Int(range.offset), end = Int(range.offset + range.length)
+                    guard end <= bytes.count else {
+                        throw HTTPStreamError(url: url.absoluteString, byteOffset: range.offset, message: "\(what) ends before its byte range")
+                    }
+                    bytes = Array(bytes[start..<end])
+                }
+                return bytes
+            } catch {
+                if Task.isCancelled { throw CancellationError() }
+                let failure = error as? HTTPStreamError
+                    ?? HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "\(what): " + HTTPFetcher.describe(error, stall: configuration.http.stallTimeout))
+                attempt += 1
+                if attempt > configuration.http.maximumReconnects || failure.message.hasPrefix("HTTP 4") && failure.message.hasPrefix("HTTP 404") == false {
+                    throw HTTPStreamError(url: failure.url, byteOffset: failure.byteOffset,
+                                          message: failure.message + (attempt > 1 ? "; gave up after \(attempt - 1) retries" : ""))
+                }
+                try await backOff(attempt)
+            }
+        }
+    }
+
+    private func backOff(_ attempt: Int) async throws {
+        report(.state(.reconnecting))
+        // Retry back-off (doubling, at most 4 s): a pause before asking the server again.
+        let delay = min(configuration.http.initialBackoff * Int(1 << min(attempt - 1, 10)), .seconds(4))
+        try await Task.sleep(for: delay)
+    }
+
+    /// Streams one segment's bytes (decrypted) into the channel, resuming with `Range` after a
+    /// dropped connection. Returns nil once delivered, or why it stayed unavailable after the retries.
+    private func fetchSegment(_ segment: HLSMediaPlaylist.Segment, generation: Int) async throws -> String? {
+        var decryptor: SegmentDecryptor?
+        if let key = segment.key {
+            switch key.method {
+            case .aes128:
+                let keyBytes = try await keyBytes(at: key.url)
+                decryptor = try SegmentDecryptor(key: keyBytes, iv: key.iv ?? SegmentDecryptor.iv(sequence: segment.sequence), url: segment.url)
+            case .sampleAES, .sampleAESCTR:
+                throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: 0,
+                                      message: "segment \(segment.sequence) is encrypted with \(key.method.rawValue), which this library does not decrypt (AES-128 whole-segment encryption is supported)")
+            }
+        }
+        let start = segment.byteRange?.offset ?? 0
+        let end = segment.byteRange.map { $0.offset + $0.length }
+        var received: Int64 = 0
+        var attempt = 0
+        while true {
+            do {
+                var request = HTTPClientRequest(url: segment.url.absoluteString)
+                request.headers.add(name: "User-Agent", value: "AudioStreaming/1 (swift-audio-queue)")
+                let from = start + received
+                if from > 0 || end != nil {
+                    request.headers.add(name: "Range", value: "bytes=\(from)-" + (end.map { String($0 - 1) } ?? ""))
+                }
+                let response = try await client.execute(request, deadline: .distantFuture)
+                let status = Int(response.status.code)
+                guard (200..<300).contains(status) else {
+                    throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: from, message: "HTTP \(status) \(response.status.reasonPhrase)")
+                }
+                // A server that ignores Range sends from byte 0: skip to where we are.
+                var skip = status == 200 ? from : 0
+                var limit = end.map { $0 - from }
+                for try await chunk in response.body {
+                    if Task.isCancelled { throw CancellationError() }
+                    var bytes = chunk.getBytes(at: chunk.readerIndex, length: chunk.readableBytes) ?? []
+                    if skip > 0 {
+                        let drop = Int(min(skip, Int64(bytes.count)))
+                        bytes.removeFirst(drop)
+                        skip -= Int64(drop)
+                    }
+                    if let left = limit {
+                        if Int64(bytes.count) > left { bytes.removeLast(bytes.count - Int(left)) }
+                        limit = left - Int64(bytes.count)
+                    }
+                    guard !bytes.isEmpty else { continue }
+                    received += Int64(bytes.count)
+                    attempt = 0
+                    let plain = try decryptor.map { try $0.decrypt(bytes) } ?? bytes
+                    if !plain.isEmpty { guard await channel.push(.bytes(plain), generation: generation) else { throw CancellationError() } }
+                    if limit == 0 { break }
+                }
+                if let end, start + received < end {
+                    throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: start + received, message: "the connection closed inside the segment's byte range")
+                }
+                if let decryptor {
+                    let last = try decryptor.finish()
+                    if !last.isEmpty { guard await channel.push(.bytes(last), generation: generation) else { throw CancellationError() } }
+                }
+                return nil
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch let error as SegmentDecryptor.Failure {
+                throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: start + received, message: error.message)
+            } catch {
+                if Task.isCancelled { throw CancellationError() }
+                attempt += 1
+                if attempt > configuration.http.maximumReconnects {
+                    let message = (error as? HTTPStreamError)?.message ?? HTTPFetcher.describe(error, stall: configuration.http.stallTimeout)
+                    if received > 0 { throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: start + received, message: message) }
+                    return message
+                }
+                try await backOff(attempt)
+            }
+        }
+    }
+
+    private func keyBytes(at url: URL) async throws -> [UInt8] {
+        if let known = keys.withLock({ $0[url] }) { return known }
+        let bytes = try await fetchWhole(url, range: nil, what: "the AES-128 key", limit: 64)
+        guard bytes.count == 16 else {
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "the AES-128 key is \(bytes.count) bytes, not 16")
+        }
+        keys.withLock { $0[url] = bytes }
+        return bytes
+    }
+}
+
+/// AES-128-CBC decryption of one segment as its bytes arrive: whole blocks are decrypted at once,
+/// the last one is held back until the end, where its PKCS#7 padding is removed.
+final class SegmentDecryptor {
+    struct Failure: Error { var message: String }
+    private let key: SymmetricKey
+    private var iv: [UInt8]
+    private var pending: [UInt8] = []
+    private let url: URL
+
+    init(key: [UInt8], iv: [UInt8], url: URL) throws {
+        guard key.count == 16, iv.count == 16 else { throw Failure(message: "the AES-128 key or IV is not 16 bytes") }
+        self.key = SymmetricKey(data: key)
+        self.iv = iv
+        self.url = url
+    }
+
+    /// The IV of a segment without an `IV` attribute: its media sequence number, big-endian, in 16 bytes.
+    static func iv(sequence: Int) -> [UInt8] {
+        [UInt8](repeating: 0, count: 8) + (0..<8).map { UInt8(truncatingIfNeeded: UInt64(sequence) >> (56 - 8 * $0)) }
+    }
+
+    func decrypt(_ bytes: [UInt8]) throws -> [UInt8] {
+        pending += bytes
+        // Keep at least one whole block for the end (its padding).
+        let usable = (pending.count - 1) / 16 * 16
+        guard usable > 0 else { return [] }
+        let plain = try run(Array(pending[..<usable]))
+        iv = Array(pending[(usable - 16)..<usable])
+        pending.removeFirst(usable)
+        return plain
+    }
+
+    func finish() throws -> [UInt8] {
+        guard pending.count == 16 else {
+            throw Failure(message: "the encrypted segment is not a whole number of 16-byte blocks (\(pending.count) bytes left over)")
+        }
+        let last = try run(pending)
+        pending.removeAll()
+        guard let pad = last.last, pad >= 1, pad <= 16, last.suffix(Int(pad)).allSatisfy({ $0 == pad }) else {
+            throw Failure(message: "the decrypted segment does not end with PKCS#7 padding: wrong key or IV")
+        }
+        return Array(last.dropLast(Int(pad)))
+    }
+
+    private func run(_ blocks: [UInt8]) throws -> [UInt8] {
+        do {
+            return Array(try AES._CBC.decrypt(blocks, using: key, iv: try AES._CBC.IV(ivBytes: iv), noPadding: true))
+        } catch {
+            throw Failure(message: "AES-128 decryption failed: \(error)")
+        }
+    }
+}
