@@ -79,10 +79,10 @@ enum HLSItem: ChannelItem {
 final class HLSLoader: @unchecked Sendable {
     let url: URL
     let configuration: HLSConfiguration
-    let channel: ByteChannel<HLSItem>
-    private let client: HTTPClient
+    private let work: ChannelTask<HLSItem>
+    var channel: ByteChannel<HLSItem> { work.channel }
+    private var client: HTTPClient { work.client }
     private let report: @Sendable (AudioSourceEvent) -> Void
-    private let task = Lock<Task<Void, Never>?>(nil)
     /// The media playlist's URL once the master playlist (if any) was resolved, and the variant.
     private let resolved = Lock<(url: URL, variant: HLSMasterPlaylist.Variant?)?>(nil)
     private let keys = Lock<[URL: [UInt8]]>([:])
@@ -92,11 +92,7 @@ final class HLSLoader: @unchecked Sendable {
         self.url = url
         self.configuration = configuration
         self.report = report
-        channel = ByteChannel(capacity: configuration.http.readAheadBytes, onPush: available)
-        let http = configuration.http
-        let timeout = HTTPClient.Configuration.Timeout(connect: .init(http.connectTimeout), read: .init(http.stallTimeout))
-        client = HTTPClient(eventLoopGroupProvider: .singleton,
-                            configuration: .init(redirectConfiguration: .follow(max: 8, allowCycles: false), timeout: timeout))
+        work = ChannelTask(channel: ByteChannel(capacity: configuration.http.readAheadBytes, onPush: available), configuration: configuration.http)
     }
 
     /// Where to start.
@@ -109,27 +105,11 @@ final class HLSLoader: @unchecked Sendable {
 
     /// Starts (or restarts) loading; what was queued before is dropped.
     func start(_ start: Start) {
-        let generation = channel.restart()
-        let previous = task.withLock { $0 }
-        previous?.cancel()
-        let made = Task { [self] in
-            await previous?.value
-            await run(start, generation: generation)
-        }
-        task.withLock { $0 = made }
+        work.restart { [self] generation in await run(start, generation: generation) }
     }
 
-    /// Stops loading; the client shuts down once the running request has ended.
-    func close() {
-        channel.close()
-        let running = task.withLock { $0 }
-        running?.cancel()
-        let client = self.client
-        Task {
-            await running?.value
-            try? await client.shutdown()
-        }
-    }
+    /// Stops loading (without waiting).
+    func close() { work.close() }
 
     // MARK: the loop
 
@@ -340,8 +320,7 @@ final class HLSLoader: @unchecked Sendable {
     private func backOff(_ attempt: Int) async throws {
         report(.state(.reconnecting))
         // Retry back-off (doubling, at most 4 s): a pause before asking the server again.
-        let delay = min(configuration.http.initialBackoff * Int(1 << min(attempt - 1, 10)), .seconds(4))
-        try await Task.sleep(for: delay)
+        try await Task.sleep(for: configuration.http.backoff(attempt: attempt))
     }
 
     /// Streams one segment's bytes (decrypted) into the channel, resuming with `Range` after a

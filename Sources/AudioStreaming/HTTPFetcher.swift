@@ -203,10 +203,10 @@ public struct HTTPStreamConfiguration: Sendable {
 final class HTTPFetcher: @unchecked Sendable {
     let url: String
     let configuration: HTTPStreamConfiguration
-    let channel: ByteChannel<FetchItem>
-    private let client: HTTPClient
+    private let work: ChannelTask<FetchItem>
+    var channel: ByteChannel<FetchItem> { work.channel }
+    private var client: HTTPClient { work.client }
     private let report: @Sendable (AudioSourceEvent) -> Void
-    private let task = Lock<Task<Void, Never>?>(nil)
     /// What the first response said (kept for later requests).
     let info = Lock<HTTPStreamInfo?>(nil)
 
@@ -215,36 +215,16 @@ final class HTTPFetcher: @unchecked Sendable {
         self.url = url
         self.configuration = configuration
         self.report = report
-        channel = ByteChannel(capacity: configuration.readAheadBytes, onPush: available)
-        let timeout = HTTPClient.Configuration.Timeout(connect: .init(configuration.connectTimeout), read: .init(configuration.stallTimeout))
-        client = HTTPClient(eventLoopGroupProvider: .singleton,
-                            configuration: .init(redirectConfiguration: .follow(max: 8, allowCycles: false), timeout: timeout))
+        work = ChannelTask(channel: ByteChannel(capacity: configuration.readAheadBytes, onPush: available), configuration: configuration)
     }
 
     /// Starts (or restarts) fetching at `offset`; what was queued before is dropped.
     func start(at offset: Int64) {
-        let generation = channel.restart()
-        let previous = task.withLock { $0 }
-        previous?.cancel()
-        let made = Task { [self] in
-            await previous?.value
-            await fetch(from: offset, generation: generation)
-        }
-        task.withLock { $0 = made }
+        work.restart { [self] generation in await fetch(from: offset, generation: generation) }
     }
 
-    /// Stops fetching and releases the connection. Does not wait: the client shuts down in the
-    /// background once the request task has ended (it keeps itself alive until then).
-    func close() {
-        channel.close()
-        let running = task.withLock { $0 }
-        running?.cancel()
-        let client = self.client
-        Task {
-            await running?.value
-            try? await client.shutdown()
-        }
-    }
+    /// Stops fetching and releases the connection (without waiting).
+    func close() { work.close() }
 
     private func fetch(from start: Int64, generation: Int) async {
         var offset = start
@@ -279,8 +259,7 @@ final class HTTPFetcher: @unchecked Sendable {
                 report(.state(.reconnecting))
                 // Reconnect back-off (doubling, at most 4 s): a pause before retrying a server,
                 // not a wait for an event; closing the source cancels the task and ends it at once.
-                let backoff = min(configuration.initialBackoff * Int(1 << min(failures - 1, 10)), .seconds(4))
-                try? await Task.sleep(for: backoff)
+                try? await Task.sleep(for: configuration.backoff(attempt: failures))
                 if let known = info.withLock({ $0 }), !known.isFinite, offset > start {
                     // A live stream goes on from the live edge: the next bytes do not follow.
                     // (Before any answer, or before any byte, a retry is simply a fresh start.)
