@@ -73,6 +73,8 @@ public final class MPEGTransportStreamDemuxer {
     private var skippedSince: Int64?
     private var skippedBytes = 0
     private var failure: AudioFileStreamError?
+    /// Every stream of the last PMT (for the message when none is audio that can be decoded).
+    private var programStreams: [ElementaryStream] = []
 
     /// Packets read without finding a program before the stream is declared not a transport stream
     /// of audio (PAT and PMT are repeated every 100 ms or so in practice).
@@ -416,8 +418,6 @@ public final class MPEGTransportStreamDemuxer {
             try programMap(section, end: end, handle)
         }
     }
-
-    private var programStreams: [ElementaryStream] = []
 
     private func programMap(_ s: [UInt8], end: Int, _ handle: (Event) throws -> Void) throws {
         let infoLength = Int(s[10] & 0x0F) << 8 | Int(s[11])

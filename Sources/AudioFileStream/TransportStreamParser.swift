@@ -93,8 +93,8 @@ final class TransportStreamParser: ContainerParser {
         case .pesStart:
             break
         case .metadata(_, let bytes):
-            guard ID3v2.totalSize(header: Array(bytes.prefix(10))) != nil else { return }
-            out.metadata = ID3v2.parse(bytes).metadata
+            guard let metadata = AudioFileMetadata(id3v2: bytes) else { return }
+            out.metadata = metadata
             if out.isReady { out.announce(.metadata) }
         }
     }

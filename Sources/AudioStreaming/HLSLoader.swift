@@ -159,7 +159,11 @@ final class HLSLoader: @unchecked Sendable {
                     continue
                 }
                 // Wait for the playlist to grow: a target duration after the last load, half of
-                // it after a reload that brought nothing new (RFC 8216, 6.3.4).
+                // it after a reload that brought nothing new (RFC 8216, 6.3.4). This is the
+                // protocol's reload timer, not a wait standing in for an event: an HLS server
+                // announces nothing, the client is required to ask on this schedule. (A server
+                // with blocking reloads, LL-HLS CAN-BLOCK-RELOAD, would make it unnecessary; not
+                // supported yet.) close() cancels the sleep at once.
                 let wait = Double(media.targetDuration) * (unchangedReloads > 0 ? 0.5 : 1)
                 try await Task.sleep(until: loadedAt + .milliseconds(Int64(wait * 1000)), clock: .continuous)
                 let reloaded = try await reload()
