@@ -153,10 +153,10 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                     playlist = media
                     variant = chosen
                 case .initSection(let bytes):
+                    try endPipeline()
                     initSection = bytes
-                    pipeline = nil
                 case .segment(let start):
-                    if start.segment.discontinuity { pipeline = nil }
+                    if start.segment.discontinuity { try endPipeline() }
                     segment = start
                     if let time = start.segment.programDateTime { context.report(.property(name: "program-date-time", value: time)) }
                     if pipeline == nil { pipeline = makePipeline() }
@@ -165,7 +165,7 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                     try pipeline?.feed(bytes)
                 case .gap(let why):
                     context.report(.property(name: "hls-gap", value: why))
-                    pipeline = nil
+                    try endPipeline()
                     gapPending = true
                 case .end:
                     try pipeline?.finish()
@@ -174,12 +174,22 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                         throw HTTPStreamError(url: url, byteOffset: 0, message: "the presentation ended before any audio")
                     }
                 case .failure(let error):
+                    // What the parsers hold is played before the error (an error while finishing
+                    // is outweighed by the one that ended the stream).
+                    try? endPipeline()
                     throw error
                 }
             } catch {
                 failure = error
             }
         }
+    }
+
+    /// Ends the current run of segments: the packets its parsers still hold (the last PES, the
+    /// last frame waiting for the next header) are delivered before the next run starts.
+    private func endPipeline() throws {
+        try pipeline?.finish()
+        pipeline = nil
     }
 
     private func makePipeline() -> HLSSegmentPipeline {

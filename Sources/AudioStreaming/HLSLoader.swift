@@ -26,12 +26,16 @@ public struct HLSConfiguration: Sendable {
     /// How far behind the live edge a live stream starts, in seconds (nil: three target
     /// durations, as RFC 8216 asks of clients).
     public var liveStartDistance: Double?
+    /// How long a live playlist may go without a new segment before the stream counts as stopped
+    /// and playback ends with an error (nil: three target durations plus 30 s).
+    public var stalePlaylistTimeout: Duration?
 
     public init(http: HTTPStreamConfiguration = HTTPStreamConfiguration(maximumReconnects: 3, requestICYMetadata: false),
-                variant: VariantChoice = .highestBandwidth, liveStartDistance: Double? = nil) {
+                variant: VariantChoice = .highestBandwidth, liveStartDistance: Double? = nil, stalePlaylistTimeout: Duration? = nil) {
         self.http = http
         self.variant = variant
         self.liveStartDistance = liveStartDistance
+        self.stalePlaylistTimeout = stalePlaylistTimeout
     }
 }
 
@@ -171,9 +175,10 @@ final class HLSLoader: @unchecked Sendable {
                 unchangedReloads = changed ? 0 : unchangedReloads + 1
                 (media, loadedAt) = reloaded
                 if changed { lastChange = loadedAt }
-                if loadedAt - lastChange > .seconds(3 * media.targetDuration + 30) {
+                let stale = configuration.stalePlaylistTimeout ?? .seconds(3 * media.targetDuration + 30)
+                if loadedAt - lastChange > stale {
                     throw HTTPStreamError(url: resolvedURL.absoluteString, byteOffset: 0,
-                                          message: "the live playlist has not changed for \(3 * media.targetDuration + 30) s: the stream stopped")
+                                          message: "the live playlist has not changed for \(stale): the stream stopped")
                 }
             }
         } catch is CancellationError {

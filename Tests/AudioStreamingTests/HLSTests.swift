@@ -250,3 +250,173 @@ final class NginxServer: @unchecked Sendable {
         #expect("\(refused)".contains("SAMPLE-AES") && "\(refused)".contains("does not decrypt"), "\(refused)")
     }
 }
+
+/// A live presentation that ffmpeg writes in real time into nginx's folder: a three-segment
+/// sliding window whose old segments are deleted, ended with `EXT-X-ENDLIST` when ffmpeg finishes.
+@Suite(.serialized) struct LiveHLSTests {
+    /// ffmpeg's `-re` HLS muxer on a 22 s ADTS file; `playlists` counts the playlists it wrote.
+    final class LiveWriter: @unchecked Sendable {
+        let process = Process()
+        let playlists = Watched<Int>(0)
+        let exited = Watched<Int32?>(nil)
+        private var reader: LineReader?
+
+        init(input: String, folder: String, extra: [String] = []) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+            process.arguments = ["-v", "verbose", "-nostats", "-y", "-re", "-i", input, "-c:a", "copy", "-f", "hls", "-hls_time", "1",
+                                 "-hls_list_size", "3", "-hls_flags", "delete_segments",
+                                 "-hls_segment_filename", folder + "/seg%03d.ts"] + extra + [folder + "/index.m3u8"]
+            process.standardOutput = FileHandle.nullDevice
+            let pipe = Pipe()
+            process.standardError = pipe
+            let count = playlists
+            // ffmpeg writes each playlist to index.m3u8.tmp, then renames it.
+            reader = LineReader(pipe.fileHandleForReading, onEnd: {}) { line in
+                if line.contains("index.m3u8.tmp' for writing") { count.update { $0 += 1 } }
+            }
+            let exit = exited
+            process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
+            try process.run()
+            reader?.start()
+        }
+
+        func stop() { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        deinit { stop() }
+    }
+
+    /// 22 s of a stereo chirp (never periodic, so a slice of it is found at one place only), AAC
+    /// without perceptual noise substitution (its noise would depend on where decoding started).
+    static func source(_ root: String) async throws -> String {
+        let path = root + "/all.aac"
+        let result = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i",
+                                                           "aevalsrc=0.4*sin(2*PI*(220+40*t)*t)|0.4*sin(2*PI*(330+25*t)*t):s=44100:d=22",
+                                                           "-c:a", "aac", "-b:a", "96k", "-aac_pns", "0", "-f", "adts", path])
+        #expect(result.status == 0, "ffmpeg could not encode the live source")
+        return path
+    }
+
+    /// Where `heard` (from its `skip`th frame on) sits inside `reference`, in frames.
+    static func offset(of heard: [Float], skip: Int, in reference: [Float]) -> Int? {
+        let window = 256 * 2
+        guard heard.count >= skip * 2 + window else { return nil }
+        let probe = Array(heard[(skip * 2)..<(skip * 2 + window)])
+        var frame = 0
+        while (frame * 2 + window) <= reference.count {
+            if reference[frame * 2] == probe[0], Array(reference[(frame * 2)..<(frame * 2 + window)]) == probe { return frame }
+            frame += 1
+        }
+        return nil
+    }
+
+    @Test func aLivePlaylistWrittenInRealTimePlaysWithoutAGap() async throws {
+        if NginxServer.missing { print("nginx or ffmpeg is not installed: skipped"); return }
+        let root = NSTemporaryDirectory() + "aq-hls-live-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: root + "/live", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let input = try await Self.source(root)
+        let server = try await NginxServer(root: root)
+        defer { server.stop() }
+        let writer = try LiveWriter(input: input, folder: root + "/live")
+        defer { writer.stop() }
+        // Join once the window is full (three segments, about 4 s in): the player starts three
+        // target durations back from the live edge and follows the reloads to ffmpeg's ENDLIST.
+        #expect(await writer.playlists.wait(timeout: .seconds(20)) { $0 >= 4 }, "ffmpeg wrote no live playlist")
+        let listed = try String(contentsOfFile: root + "/live/index.m3u8", encoding: .utf8)
+        #expect(!listed.contains("#EXT-X-ENDLIST"), "the playlist ended before the player joined:\n\(listed)")
+        let (capture, outcome) = await playStreamToTheEnd([.url(server.url("live/index.m3u8"))])
+        #expect(await writer.exited.wait(timeout: .seconds(30)) { $0 != nil })
+        let frames = try outcome.get()
+        let heard = capture.samples
+        #expect(Int64(heard.count / 2) == frames)
+        #expect(!capture.events.contains { if case .property("hls-gap", _, _) = $0 { true } else { false } }, "a gap was reported")
+
+        // What was heard is one contiguous slice of the source that runs to its end: nothing lost
+        // or repeated at any of the segment joins or reloads. The first two packets may differ
+        // from a decode that started earlier (the decoder had no previous frame to overlap).
+        let reference = try localRender(input)
+        let skip = 2048
+        let start = try #require(Self.offset(of: heard, skip: skip, in: reference), "the heard audio is not in the source")
+        let count = heard.count / 2 - skip
+        #expect(start + count == reference.count / 2, "the slice ends \(reference.count / 2 - start - count) frames before the source's end")
+        let contiguous = start + count <= reference.count / 2 && Array(reference[(start * 2)..<((start + count) * 2)]) == Array(heard[(skip * 2)...])
+        #expect(contiguous, "the heard audio is not one contiguous slice of the source")
+        // It joined near the live edge, about 1 s in, and played the remaining ~20 s.
+        #expect(heard.count / 2 >= 17 * 44_100, "only \(heard.count / 2) frames heard")
+    }
+}
+
+/// HLS under the faults the HTTP tests inject, from a loopback server that serves the presentation
+/// ffmpeg wrote and misbehaves on one path.
+@Suite(.serialized) struct HLSFaultTests {
+    static func files(_ root: String, _ folder: String) throws -> [String: [UInt8]] {
+        var files: [String: [UInt8]] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: root + "/" + folder) where !name.hasPrefix(".") {
+            files[folder + "/" + name] = Array(try Data(contentsOf: URL(fileURLWithPath: root + "/" + folder + "/" + name)))
+        }
+        return files
+    }
+
+    static func quick() -> HLSConfiguration {
+        var configuration = HLSConfiguration()
+        configuration.http.stallTimeout = .milliseconds(500)
+        configuration.http.initialBackoff = .milliseconds(10)
+        configuration.http.maximumReconnects = 2
+        return configuration
+    }
+
+    @Test func aDroppedOrStalledSegmentResumesAtTheNextByte() async throws {
+        guard let root = try await HLSTests.presentation() else { return }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let expected = try HLSTests.localJoin(root, "ts")
+        var drop = LoopbackServer.Faults()
+        drop.closeAfter = 5000
+        var stall = LoopbackServer.Faults()
+        stall.stallAfter = 7000
+        for (faults, path) in [(drop, "ts/seg001.ts"), (stall, "ts/seg002.ts")] {
+            let server = try LoopbackServer(files: try Self.files(root, "ts"), faults: faults, faultyPath: path)
+            defer { server.shutdown() }
+            let (capture, frames) = try await playStream([.hls(server.url("ts/index.m3u8"), configuration: Self.quick())])
+            #expect(frames == 174 * 1024)
+            #expect(HLSTests.same(capture.samples, expected), "\(path): \(capture.samples.count / 2) frames heard, \(expected.count / 2) rendered")
+            // The segment was asked for again from the byte where it broke, once.
+            let asked = server.requestLog.filter { $0.path == path }.map(\.range)
+            #expect(asked == ["", "bytes=\(faults.closeAfter ?? faults.stallAfter ?? 0)-"], "\(path): \(asked)")
+        }
+    }
+
+    @Test func aLiveSegmentThatStaysMissingIsAGapAndAStalePlaylistEndsTheStream() async throws {
+        guard let root = try await HLSTests.presentation() else { return }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var files = try Self.files(root, "ts")
+        let vod = try String(contentsOfFile: root + "/ts/index.m3u8", encoding: .utf8)
+        // A live playlist that stops changing (no EXT-X-ENDLIST), whose segment 2 is gone.
+        files["ts/live.m3u8"] = Array(vod.replacingOccurrences(of: "#EXT-X-ENDLIST\n", with: "")
+            .replacingOccurrences(of: "#EXT-X-PLAYLIST-TYPE:VOD\n", with: "").utf8)
+        let lines = vod.split(separator: "\n").map(String.init)
+        let second = try #require(lines.firstIndex(of: "seg002.ts"))
+        files["ts/only2.m3u8"] = Array((lines[..<(lines.firstIndex { $0.hasPrefix("#EXTINF") } ?? 0)] + lines[(second - 1)...second] + ["#EXT-X-ENDLIST", ""])
+            .joined(separator: "\n").utf8)
+        let server = try LoopbackServer(files: files, faults: LoopbackServer.Faults(), faultyPath: nil)
+        defer { server.shutdown() }
+        let (_, missingFrames) = try await playStream([.hls(server.url("ts/only2.m3u8"), configuration: Self.quick())])
+        var gone = files
+        gone["ts/seg002.ts"] = nil
+        let goneServer = try LoopbackServer(files: gone, faults: LoopbackServer.Faults(), faultyPath: nil)
+        defer { goneServer.shutdown() }
+
+        var live = Self.quick()
+        live.liveStartDistance = 100
+        live.stalePlaylistTimeout = .seconds(2)
+        let started = ContinuousClock.now
+        let (capture, outcome) = await playStreamToTheEnd([.hls(goneServer.url("ts/live.m3u8"), configuration: live)])
+        #expect("\(outcome)".contains("has not changed"), "\(outcome)")
+        #expect(ContinuousClock.now - started < .seconds(30), "the stale playlist was not noticed")
+        let gaps = capture.events.compactMap { if case .property("hls-gap", let value, _) = $0 { value } else { nil } }
+        #expect(gaps.count == 1 && gaps.first?.contains("segment 2") == true, "\(gaps)")
+        // Everything but segment 2 was heard, and what came before it exactly.
+        let heard = capture.samples
+        #expect(Int64(heard.count / 2) == 174 * 1024 - missingFrames, "\(heard.count / 2) frames heard, segment 2 holds \(missingFrames)")
+        let expected = try HLSTests.localJoin(root, "ts")
+        #expect(heard.count > 40 * 1024 * 2 && HLSTests.same(Array(heard[..<(40 * 1024 * 2)]), Array(expected[..<(40 * 1024 * 2)])))
+    }
+}

@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// A small HTTP/1.1 server on 127.0.0.1 (real sockets, one thread per connection) serving one
-/// resource, with Range support and the faults the streaming tests inject.
+/// resource (or a few, by path), with Range support and the faults the streaming tests inject.
 public final class LoopbackServer: @unchecked Sendable {
     public struct Faults: Sendable {
         public init() {}
@@ -38,9 +38,14 @@ public final class LoopbackServer: @unchecked Sendable {
 
     public let body: [UInt8]
     public let faults: Faults
+    /// Resources by path (without the leading slash), when serving several; others are 404.
+    private let files: [String: [UInt8]]?
+    /// The path the faults apply to (nil: every request).
+    private let faultyPath: String?
+    private var faultyResponses = 0
     public let port: Int
     private let lock = NSLock()
-    private var requests: [String] = []
+    private var requests: [(path: String, range: String)] = []
     private var responses = 0
     private var closed = false
     /// Open client sockets (a serving thread removes its own before closing it, under the lock, so
@@ -49,8 +54,20 @@ public final class LoopbackServer: @unchecked Sendable {
     /// Written by `shutdown()` to wake the accept loop, which owns and closes the listener.
     private let wake: (read: Int32, write: Int32)
 
-    public init(body: [UInt8], faults: Faults = Faults()) throws {
+    public convenience init(body: [UInt8], faults: Faults = Faults()) throws {
+        try self.init(body: body, files: nil, faults: faults, faultyPath: nil)
+    }
+
+    /// Serves `files` by path (an HLS presentation, say); `faults` apply to `faultyPath` only,
+    /// counting its requests ("the first response" is the first for that path).
+    public convenience init(files: [String: [UInt8]], faults: Faults = Faults(), faultyPath: String?) throws {
+        try self.init(body: [], files: files, faults: faults, faultyPath: faultyPath)
+    }
+
+    private init(body: [UInt8], files: [String: [UInt8]]?, faults: Faults, faultyPath: String?) throws {
         self.body = body
+        self.files = files
+        self.faultyPath = faultyPath
         self.faults = faults
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
@@ -75,7 +92,9 @@ public final class LoopbackServer: @unchecked Sendable {
     public func url(_ name: String = "audio") -> String { "http://127.0.0.1:\(port)/\(name)" }
 
     /// The `Range` header of every request, in order ("" when none).
-    public var ranges: [String] { lock.lock(); defer { lock.unlock() }; return requests }
+    public var ranges: [String] { lock.lock(); defer { lock.unlock() }; return requests.map(\.range) }
+    /// Every request's path and `Range` header, in order.
+    public var requestLog: [(path: String, range: String)] { lock.lock(); defer { lock.unlock() }; return requests }
 
     public func shutdown() {
         lock.lock()
@@ -135,16 +154,31 @@ public final class LoopbackServer: @unchecked Sendable {
         let text = String(decoding: request, as: UTF8.self)
         var range = ""
         var wantsICY = false
+        let target = text.split(separator: " ", maxSplits: 2).dropFirst().first.map(String.init) ?? "/"
+        let path = String(target.dropFirst().split(separator: "?", maxSplits: 1).first ?? "")
         for line in text.split(separator: "\r\n") {
             let lower = line.lowercased()
             if lower.hasPrefix("range:") { range = String(line.dropFirst(6)).trimmingCharacters(in: .whitespaces) }
             if lower.hasPrefix("icy-metadata: 1") { wantsICY = true }
         }
         lock.lock()
-        requests.append(range)
+        requests.append((path, range))
         responses += 1
-        let index = responses
+        let isFaulty = faultyPath == nil || faultyPath == path
+        if isFaulty { faultyResponses += 1 }
+        let index = isFaulty ? faultyResponses : 0
         lock.unlock()
+        let body: [UInt8]
+        if let files {
+            guard let file = files[path] else {
+                _ = send(fd, Array("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+                return
+            }
+            body = file
+        } else {
+            body = self.body
+        }
+        let faults = isFaulty ? self.faults : Faults()
 
         if faults.dropFirstRequest && index == 1 { return }
         if let gone = faults.goneAfterRequests, index > gone {
@@ -161,7 +195,8 @@ public final class LoopbackServer: @unchecked Sendable {
         }
         let partial = faults.ranges && !range.isEmpty
         head = faults.icyStatusLine ? "ICY 200 OK\r\n" : (partial ? "HTTP/1.1 206 Partial Content\r\n" : "HTTP/1.1 200 OK\r\n")
-        head += "Content-Type: \(faults.contentType)\r\nConnection: close\r\n"
+        let type = files != nil && path.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : faults.contentType
+        head += "Content-Type: \(type)\r\nConnection: close\r\n"
         if faults.ranges { head += "Accept-Ranges: bytes\r\n" }
         let icy = wantsICY ? faults.icyInterval : nil
         if let icy { head += "icy-metaint: \(icy)\r\nicy-name: Loopback Radio\r\nicy-genre: Test\r\n" }
