@@ -131,7 +131,7 @@ let package = Package(
         .executableTarget(
             name: "aqinfo",
             dependencies: [
-                "AudioFileStream", "BufferQueue",
+                "AudioFileStream", "BufferQueue", "AudioStreaming",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqinfo"

@@ -1,21 +1,24 @@
-// aqinfo: prints what Apple's afinfo prints about an audio file, or one JSON object with --json.
+// aqinfo: prints what Apple's afinfo prints about an audio file, or one JSON object with --json;
+// for an http(s) URL, what the server and the stream say (an HLS playlist's variants too).
 import ArgumentParser
 import AudioFileStream
+import AudioStreaming
 import BufferQueue
 import Foundation
 
 @main
-struct AQInfo: ParsableCommand {
+struct AQInfo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "aqinfo", abstract: "Describe an audio file: format, packets, gapless numbers, metadata.")
+        commandName: "aqinfo", abstract: "Describe an audio file or URL: format, packets, gapless numbers, metadata; an HLS playlist's variants.")
 
-    @Argument(help: "An audio file (MP3, ADTS, MP4/M4A, CAF, WAV, AIFF, AMR or MPEG-TS).")
+    @Argument(help: "An audio file (MP3, ADTS, MP4/M4A, CAF, WAV, AIFF, AMR or MPEG-TS), or an http(s) URL (a file, a radio stream, an HLS .m3u8 playlist).")
     var file: String
 
     @Flag(help: "Print one JSON object instead of text.")
     var json = false
 
-    func run() throws {
+    func run() async throws {
+        if file.hasPrefix("http://") || file.hasPrefix("https://") { return try await describeURL() }
         let audio: AudioFile
         do { audio = try AudioFile(path: file) } catch let error as AudioFileStreamError {
             FileHandle.standardError.write(Data("aqinfo: \(file): \(error)\n".utf8))
@@ -141,4 +144,146 @@ struct Info: Encodable {
 
 extension AudioStreamDescription {
     static func rateText(_ rate: Double) -> String { rate == rate.rounded() ? String(Int(rate)) : String(rate) }
+}
+
+// MARK: URLs
+
+extension AQInfo {
+    func describeURL() async throws {
+        let stream: StreamDescription
+        do { stream = try await StreamDescription.inspect(file) } catch {
+            FileHandle.standardError.write(Data("aqinfo: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        let info = URLInfo(stream)
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(info), as: UTF8.self))
+        } else {
+            print(info.text(stream))
+        }
+    }
+}
+
+/// What a URL holds (`--json` prints it as is).
+struct URLInfo: Encodable {
+    struct Variant: Encodable {
+        var index: Int
+        var url: String
+        var bandwidth: Int
+        var averageBandwidth: Int?
+        var codecs: [String]
+        var audioGroup: String?
+        var decodable: Bool
+        var chosen: Bool
+    }
+    struct Rendition: Encodable {
+        var groupID: String
+        var name: String
+        var language: String?
+        var isDefault: Bool
+        var url: String?
+    }
+    struct Media: Encodable {
+        var live: Bool
+        var playlistType: String?
+        var targetDuration: Int
+        var mediaSequence: Int
+        var segments: Int
+        var durationSeconds: Double
+        var encryption: String?
+        var segmentContainer: String?
+    }
+    var url: String
+    var fileType: String?
+    var format: String
+    var sampleRate: Double
+    var channels: Int
+    var framesPerPacket: Int
+    var durationSeconds: Double?
+    var durationIsEstimated: Bool?
+    var title: String?
+    var contentType: String?
+    var contentLength: Int64?
+    var acceptsRanges: Bool?
+    var station: String?
+    var variants: [Variant]?
+    var audioRenditions: [Rendition]?
+    var mediaPlaylist: Media?
+
+    init(_ stream: StreamDescription) {
+        url = stream.url
+        fileType = stream.fileType?.typeID
+        format = Info.name(stream.format)
+        sampleRate = stream.format.sampleRate
+        channels = stream.format.channelsPerFrame
+        framesPerPacket = stream.format.framesPerPacket
+        durationSeconds = stream.duration.map { Double($0.frames) / stream.format.sampleRate }
+        durationIsEstimated = stream.duration?.isEstimated
+        title = stream.title
+        contentType = stream.http?.contentType
+        contentLength = stream.http?.contentLength
+        acceptsRanges = stream.http?.acceptsRanges
+        station = stream.http?.icyName
+        if let master = stream.master {
+            variants = master.variants.enumerated().map { index, variant in
+                Variant(index: index, url: variant.url.absoluteString, bandwidth: variant.bandwidth, averageBandwidth: variant.averageBandwidth,
+                        codecs: variant.codecs, audioGroup: variant.audioGroup,
+                        decodable: variant.codecs.allSatisfy { StreamDescription.canDecode(codec: $0) }, chosen: variant == stream.variant)
+            }
+            audioRenditions = master.audioRenditions.map {
+                Rendition(groupID: $0.groupID, name: $0.name, language: $0.language, isDefault: $0.isDefault, url: $0.url?.absoluteString)
+            }
+        }
+        if let media = stream.mediaPlaylist {
+            let methods = Set(media.segments.compactMap { $0.key?.method.rawValue }).sorted()
+            mediaPlaylist = Media(live: media.isLive, playlistType: media.playlistType, targetDuration: media.targetDuration,
+                                  mediaSequence: media.mediaSequence, segments: media.segments.count, durationSeconds: media.duration,
+                                  encryption: methods.isEmpty ? nil : methods.joined(separator: ", "), segmentContainer: stream.segmentContainer)
+        }
+    }
+
+    func text(_ stream: StreamDescription) -> String {
+        var lines = ["URL: \(url)"]
+        if let contentType { lines.append("Content type: \(contentType)") }
+        if let contentLength { lines.append("Content length: \(contentLength) bytes" + (acceptsRanges == true ? " (ranges accepted)" : "")) }
+        if let station { lines.append("Station: \(station)") }
+        if let variants {
+            lines.append("HLS master playlist: \(variants.count) variant\(variants.count == 1 ? "" : "s")")
+            for variant in variants {
+                var line = "  [\(variant.index)] BANDWIDTH=\(variant.bandwidth)"
+                if let average = variant.averageBandwidth { line += " AVERAGE-BANDWIDTH=\(average)" }
+                if !variant.codecs.isEmpty { line += " CODECS=\(variant.codecs.joined(separator: ","))" }
+                if let group = variant.audioGroup { line += " AUDIO=\(group)" }
+                line += " \(variant.url)"
+                if variant.chosen { line += "  <- played" } else if !variant.decodable { line += "  (codecs not decoded)" }
+                lines.append(line)
+            }
+            for rendition in audioRenditions ?? [] {
+                lines.append("  audio rendition \(rendition.groupID) \"\(rendition.name)\"" + (rendition.language.map { " \($0)" } ?? "")
+                             + (rendition.isDefault ? " (default)" : "") + (rendition.url.map { " \($0)" } ?? " (in the variant's segments)"))
+            }
+        }
+        if let media = mediaPlaylist {
+            let kind = media.live ? "live" : (media.playlistType ?? "VOD")
+            lines.append("HLS media playlist: \(kind), \(media.segments) segments from sequence \(media.mediaSequence), target duration \(media.targetDuration) s, "
+                         + String(format: "%.3f s listed", media.durationSeconds))
+            if let container = media.segmentContainer { lines.append("Segments: \(container)" + (fileType.map { ", audio as \($0)" } ?? "")) }
+            if let encryption = media.encryption { lines.append("Encryption: \(encryption)") }
+        } else if let fileType {
+            lines.append("File type ID: \(fileType)")
+        }
+        let data = stream.format
+        lines.append("Data format: \(data.channelsPerFrame) ch, \(AudioStreamDescription.rateText(data.sampleRate)) Hz, \(data.formatID)\(Info.profile(data))"
+                     + (data.isLinearPCM ? " (\(data.bitsPerChannel)-bit)" : ", \(data.framesPerPacket) frames/packet"))
+        if let durationSeconds {
+            lines.append(String(format: "%@duration: %.3f sec", durationIsEstimated == true ? "estimated " : "", durationSeconds))
+        } else {
+            lines.append("duration: live")
+        }
+        if let title { lines.append("title: \(title)") }
+        for warning in stream.warnings { lines.append("warning: \(warning)") }
+        return lines.joined(separator: "\n")
+    }
 }

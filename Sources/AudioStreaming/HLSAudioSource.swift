@@ -28,6 +28,11 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     public private(set) var playlist: HLSMediaPlaylist?
     /// The variant chosen from a master playlist (nil when the URL is a media playlist).
     public private(set) var variant: HLSMasterPlaylist.Variant?
+    /// The master playlist, when the URL is one (once loaded).
+    public var masterPlaylist: HLSMasterPlaylist? { loader.master }
+    /// How the segments carry their audio ("MPEG-TS", "fragmented MP4" or "packed audio"), and
+    /// the elementary stream's container (ADTS, MP3, MP4), once the first segment was parsed.
+    public private(set) var segmentContainer: (segments: String, audio: AudioFileType?)?
 
     private let loader: HLSLoader
     private let context: AudioSourceContext
@@ -231,6 +236,7 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
             }
             if formatStream == nil {
                 formatStream = stream
+                segmentContainer = (pipeline?.kindName ?? "unknown", stream.fileType)
                 context.report(.state(.buffering))
             }
         case .packets(let packets):
@@ -279,6 +285,16 @@ final class HLSSegmentPipeline {
 
     init(initSection: [UInt8]?) {
         self.initSection = initSection
+    }
+
+    /// How the segments carry their audio, once the first bytes told.
+    var kindName: String? {
+        switch kind {
+        case .transportStream: return "MPEG-TS"
+        case .mp4: return "fragmented MP4"
+        case .elementary: return "packed audio"
+        case nil: return nil
+        }
     }
 
     /// Whether `stream` is this pipeline's parser.

@@ -90,6 +90,9 @@ final class HLSLoader: @unchecked Sendable {
     /// The media playlist's URL once the master playlist (if any) was resolved, and the variant.
     private let resolved = Lock<(url: URL, variant: HLSMasterPlaylist.Variant?)?>(nil)
     private let keys = Lock<[URL: [UInt8]]>([:])
+    private let loadedMaster = Lock<HLSMasterPlaylist?>(nil)
+    /// The master playlist, when the URL was one (after the first load).
+    var master: HLSMasterPlaylist? { loadedMaster.withLock { $0 } }
 
     init(url: URL, configuration: HLSConfiguration, report: @escaping @Sendable (AudioSourceEvent) -> Void,
          available: @escaping @Sendable () -> Void) {
@@ -219,6 +222,7 @@ final class HLSLoader: @unchecked Sendable {
             resolved.withLock { $0 = (url, nil) }
             return (media, nil, loadedAt)
         case .master(let master):
+            loadedMaster.withLock { $0 = master }
             let variant = try Self.choose(master, configuration.variant, url: url)
             var mediaURL = variant.url
             if let group = variant.audioGroup {

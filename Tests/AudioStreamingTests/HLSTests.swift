@@ -223,6 +223,14 @@ final class NginxServer: @unchecked Sendable {
         lowest.variant = .lowestBandwidth
         let (_, lowFrames) = try await playStream([.hls(server.url("master.m3u8"), configuration: lowest)])
         #expect(lowFrames == 44 * 1152)
+        // What aqinfo prints: the variants, the one played, how its segments carry the audio.
+        let described = try await StreamDescription.inspect(server.url("master.m3u8"))
+        #expect(described.master?.variants.map(\.bandwidth) == [64000, 130000, 400000])
+        #expect(described.variant?.bandwidth == 130000 && described.segmentContainer == "MPEG-TS" && described.fileType == .adts)
+        #expect(described.format.formatID == .aacLC && described.format.sampleRate == 44100 && described.format.channelsPerFrame == 2)
+        #expect(described.mediaPlaylist?.segments.count == 5 && described.mediaPlaylist?.isLive == false)
+        let fmp4 = try await StreamDescription.inspect(server.url("fmp4/index.m3u8"))
+        #expect(fmp4.master == nil && fmp4.segmentContainer == "fragmented MP4" && fmp4.format.formatID == .aacLC)
         var forced = HLSConfiguration()
         forced.variant = .index(2)
         let (_, outcome) = await playStreamToTheEnd([.hls(server.url("master.m3u8"), configuration: forced)])
