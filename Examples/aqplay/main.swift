@@ -39,12 +39,17 @@ struct AQPlay: ParsableCommand {
     var record: String?
     @Flag(help: "Use the null sink, unpaced: as fast as decoding goes.")
     var fast = false
+    @Option(help: "Keep what is fetched from URLs in this folder and play from it when it holds the bytes (HLS VOD segments too).")
+    var cache: String?
+    @Option(help: "The cache's size cap in megabytes (least recently used resources are evicted).")
+    var cacheSize: Int64 = 1024
     @OptionGroup var timePitchOptions: TimePitchOptions
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         guard (0...1).contains(volume) else { throw ValidationError("--volume must be in 0...1") }
         guard seek >= 0 else { throw ValidationError("--seek must not be negative") }
+        guard cacheSize > 0 else { throw ValidationError("--cache-size must be positive") }
     }
 
     func run() throws {
@@ -76,9 +81,15 @@ struct AQPlay: ParsableCommand {
         }
         var recording: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
         if record != nil { recording = { samples, format in writer.write(samples, format) } }
+        var http = HTTPStreamConfiguration()
+        if let cache {
+            do { http.cache = try AudioDiskCache(directory: cache, capacity: cacheSize << 20) } catch {
+                throw ValidationError("--cache \(cache): \(error.localizedDescription)")
+            }
+        }
         let items: [AudioPlayerItem] = paths.map { path in
             let lower = path.lowercased()
-            return lower.hasPrefix("http://") || lower.hasPrefix("https://") ? .url(path) : .file(path)
+            return lower.hasPrefix("http://") || lower.hasPrefix("https://") ? .url(path, configuration: http) : .file(path)
         }
         let algorithm = timePitchOptions.requested
         let player = AudioFilePlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,

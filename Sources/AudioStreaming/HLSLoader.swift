@@ -143,12 +143,19 @@ final class HLSLoader: @unchecked Sendable {
                 if let position = media.segments.firstIndex(where: { $0.sequence == next }) {
                     let segment = media.segments[position]
                     if let map = segment.map, map != lastMap {
-                        try await push(.initSection(try await fetchWhole(map.url, range: map.byteRange, what: "the init section")))
+                        let key = Self.cacheKey(map.url, map.byteRange)
+                        var section = media.isLive ? nil : await cached(key: key)
+                        if section == nil {
+                            let fetched = try await fetchWhole(map.url, range: map.byteRange, what: "the init section")
+                            if !media.isLive { await store(fetched, key: key) }
+                            section = fetched
+                        }
+                        try await push(.initSection(section ?? []))
                         lastMap = map
                     }
                     let startTime = media.segments[..<position].reduce(0) { $0 + $1.duration }
                     try await push(.segment(HLSSegmentStart(index: media.isLive ? nil : position, segment: segment, startTime: startTime)))
-                    if let why = try await fetchSegment(segment, generation: generation) {
+                    if let why = try await fetchSegment(segment, cacheable: !media.isLive, generation: generation) {
                         let message = "segment \(segment.sequence) could not be fetched (\(why)); gave up after \(configuration.http.maximumReconnects) retries"
                         guard media.isLive else { throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: 0, message: message) }
                         try await push(.gap(message + "; skipped"))
@@ -283,7 +290,18 @@ final class HLSLoader: @unchecked Sendable {
     }
 
     private func loadPlaylist(_ url: URL) async throws -> HLSPlaylist {
+        // A cached master or VOD playlist is used without asking the server: a VOD playlist
+        // cannot change (RFC 8216, 4.3.3.5), and a master playlist lists the same variants. A live
+        // playlist is never cached.
+        if let cached = await cached(key: url.absoluteString) {
+            report(.property(name: "hls-cache", value: "\(url.absoluteString) from the cache"))
+            if let text = String(bytes: cached, encoding: .utf8), let playlist = try? HLSPlaylist.parse(text, url: url) { return playlist }
+        }
         let bytes = try await fetchWhole(url, range: nil, what: "the playlist", limit: 16 << 20)
+        if configuration.http.cache != nil, let text = String(bytes: bytes, encoding: .utf8),
+           text.contains("#EXT-X-ENDLIST") || text.contains("#EXT-X-STREAM-INF") {
+            await store(bytes, key: url.absoluteString)
+        }
         guard let text = String(bytes: bytes, encoding: .utf8) else {
             throw HLSPlaylistError(line: 0, message: "the playlist is not UTF-8 text", url: url)
         }
@@ -338,7 +356,47 @@ final class HLSLoader: @unchecked Sendable {
 
     /// Streams one segment's bytes (decrypted) into the channel, resuming with `Range` after a
     /// dropped connection. Returns nil once delivered, or why it stayed unavailable after the retries.
-    private func fetchSegment(_ segment: HLSMediaPlaylist.Segment, generation: Int) async throws -> String? {
+    private func fetchSegment(_ segment: HLSMediaPlaylist.Segment, cacheable: Bool, generation: Int) async throws -> String? {
+        var entry: AudioDiskCache.Entry?
+        if cacheable, let cache = configuration.http.cache { entry = try? await cache.entry(forKey: Self.cacheKey(segment.url, segment.byteRange)) }
+        do {
+            let outcome = try await fetchSegment(segment, entry: entry, generation: generation)
+            await entry?.release()
+            return outcome
+        } catch {
+            await entry?.release()
+            throw error
+        }
+    }
+
+    /// The cache's key for a resource or a byte range of one.
+    static func cacheKey(_ url: URL, _ range: HLSByteRange?) -> String {
+        url.absoluteString + (range.map { "#bytes=\($0.offset)+\($0.length)" } ?? "")
+    }
+
+    /// A whole resource from the cache, when it holds all of it.
+    private func cached(key: String) async -> [UInt8]? {
+        guard let cache = configuration.http.cache, let entry = try? await cache.entry(forKey: key) else { return nil }
+        let record = entry.snapshot
+        let bytes = record.isComplete ? try? await entry.read(0..<(record.length ?? 0)) : nil
+        await entry.release()
+        return bytes
+    }
+
+    /// Keeps a whole resource in the cache.
+    private func store(_ bytes: [UInt8], key: String) async {
+        guard let cache = configuration.http.cache, let entry = try? await cache.entry(forKey: key) else { return }
+        // The content's digest is the validator: a playlist that changed is written again.
+        let digest = "sha256:" + SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        let validator = AudioDiskCache.Validator(etag: digest, length: Int64(bytes.count))
+        if entry.validator != validator || !entry.isComplete {
+            _ = try? await entry.validate(validator, contentType: nil, acceptsRanges: false)
+            try? await entry.write(bytes, at: 0)
+        }
+        await entry.release()
+    }
+
+    private func fetchSegment(_ segment: HLSMediaPlaylist.Segment, entry: AudioDiskCache.Entry?, generation: Int) async throws -> String? {
         var decryptor: SegmentDecryptor?
         if let key = segment.key {
             switch key.method {
@@ -354,6 +412,27 @@ final class HLSLoader: @unchecked Sendable {
         let end = segment.byteRange.map { $0.offset + $0.length }
         var received: Int64 = 0
         var attempt = 0
+        // What the cache holds of the segment from its start is delivered from the disk; the rest
+        // is fetched from there. (A VOD segment does not change; a server's validator that
+        // differs all the same drops the cached copy.)
+        var fromCache = false
+        if let entry, let held = entry.held(containing: 0) {
+            let length = entry.snapshot.length
+            while received < held.upperBound {
+                let piece = try await entry.read(received..<min(held.upperBound, received + (256 << 10)))
+                received += Int64(piece.count)
+                fromCache = true
+                let plain = try decryptor.map { try $0.decrypt(piece) } ?? piece
+                if !plain.isEmpty { guard await channel.push(.bytes(plain), generation: generation) else { throw CancellationError() } }
+            }
+            if let length, received >= length {
+                if let decryptor {
+                    let last = try decryptor.finish()
+                    if !last.isEmpty { guard await channel.push(.bytes(last), generation: generation) else { throw CancellationError() } }
+                }
+                return nil
+            }
+        }
         while true {
             do {
                 var request = HTTPClientRequest(url: segment.url.absoluteString)
@@ -370,6 +449,18 @@ final class HLSLoader: @unchecked Sendable {
                 // A server that ignores Range sends from byte 0: skip to where we are.
                 var skip = status == 200 ? from : 0
                 var limit = end.map { $0 - from }
+                if let entry {
+                    var length = segment.byteRange?.length
+                    if length == nil {
+                        length = status == 206 ? response.headers.first(name: "content-range")?.split(separator: "/").last.flatMap { Int64($0) }
+                            : response.headers.first(name: "content-length").flatMap { Int64($0) }
+                    }
+                    let seen = AudioDiskCache.Validator(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"), length: length)
+                    if try await entry.validate(seen, contentType: nil, acceptsRanges: status == 206), fromCache {
+                        throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: from,
+                                              message: "the segment changed on the server (its validator differs from the cached copy's); the cached copy was dropped")
+                    }
+                }
                 for try await chunk in response.body {
                     if Task.isCancelled { throw CancellationError() }
                     var bytes = chunk.getBytes(at: chunk.readerIndex, length: chunk.readableBytes) ?? []
@@ -383,6 +474,7 @@ final class HLSLoader: @unchecked Sendable {
                         limit = left - Int64(bytes.count)
                     }
                     guard !bytes.isEmpty else { continue }
+                    if let entry { try? await entry.write(bytes, at: received) }
                     received += Int64(bytes.count)
                     attempt = 0
                     let plain = try decryptor.map { try $0.decrypt(bytes) } ?? bytes

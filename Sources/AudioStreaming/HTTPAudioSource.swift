@@ -119,6 +119,11 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
 
     /// Takes what the fetcher has delivered and parses it until `enough` holds; never waits.
     private func take(until enough: () -> Bool) {
+        defer {
+            // Still short of what is wanted, with nothing queued: the fetcher may ask the server
+            // (after bytes from the cache it waits for this, so a seek needs no request).
+            if !enough(), failure == nil, !ended, !closed { fetcher.wantMore() }
+        }
         while !enough(), failure == nil, !ended, !closed, let item = fetcher.channel.tryPop() {
             do {
                 switch item {
@@ -187,6 +192,7 @@ extension AudioPlayerItem {
             var hls = HLSConfiguration()
             hls.http.stallTimeout = configuration.stallTimeout
             hls.http.connectTimeout = configuration.connectTimeout
+            hls.http.cache = configuration.cache
             return .hls(url, configuration: hls)
         }
         return AudioPlayerItem(name: url) { context in

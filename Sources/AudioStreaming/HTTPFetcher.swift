@@ -185,9 +185,14 @@ public struct HTTPStreamConfiguration: Sendable {
     public var readAheadBytes: Int
     /// Send `Icy-MetaData: 1` (in-band titles from Icecast/SHOUTcast servers).
     public var requestICYMetadata: Bool
+    /// Keep what is fetched of finite resources (and HLS VOD segments) on disk, and read it
+    /// from there (nil: no cache). Live streams are never cached.
+    public var cache: AudioDiskCache?
 
     public init(stallTimeout: Duration = .seconds(10), connectTimeout: Duration = .seconds(10), maximumReconnects: Int = 5,
-                initialBackoff: Duration = .milliseconds(250), readAheadBytes: Int = 1 << 20, requestICYMetadata: Bool = true) {
+                initialBackoff: Duration = .milliseconds(250), readAheadBytes: Int = 1 << 20, requestICYMetadata: Bool = true,
+                cache: AudioDiskCache? = nil) {
+        self.cache = cache
         self.stallTimeout = stallTimeout
         self.connectTimeout = connectTimeout
         self.maximumReconnects = max(maximumReconnects, 0)
@@ -220,7 +225,42 @@ final class HTTPFetcher: @unchecked Sendable {
 
     /// Starts (or restarts) fetching at `offset`; what was queued before is dropped.
     func start(at offset: Int64) {
+        // (The demand flag is not reset here: a waiting task's continuation must be resumed by
+        // its cancellation, and the flag is cleared whenever bytes come from the cache.)
         work.restart { [self] generation in await fetch(from: offset, generation: generation) }
+    }
+
+    /// The reader took everything queued and wants more. With a cache, a request for missing
+    /// bytes that follow held ones waits for this: the reader may seek before it needs them.
+    private let demand = Lock<(wanted: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func wantMore() {
+        let waiter = demand.withLock { state -> CheckedContinuation<Void, Never>? in
+            defer { state = (true, nil) }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns once the reader wants more (or at once if it already said so), or when the task
+    /// is cancelled (a restart or close).
+    private func waitForDemand() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = demand.withLock { state -> Bool in
+                    if state.wanted || Task.isCancelled { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = demand.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
     }
 
     /// Stops fetching and releases the connection (without waiting).
@@ -230,15 +270,57 @@ final class HTTPFetcher: @unchecked Sendable {
         var offset = start
         var failures = 0
         var first = true
+        let entry = await cacheEntry()
+        if let entry, info.withLock({ $0 }) == nil, let stored = Self.info(from: entry, url: url) {
+            // Known from an earlier play: no request is needed to start.
+            info.withLock { $0 = stored }
+            _ = await channel.push(.info(stored), generation: generation)
+        }
+        defer { if let entry { Task { await entry.release() } } }
+        var servedFromCache = false
         while !Task.isCancelled {
+            do {
+                if let entry, let length = info.withLock({ $0?.contentLength }) {
+                    if offset >= length {
+                        try? await entry.commit()
+                        _ = await channel.push(.end, generation: generation)
+                        return
+                    }
+                    if let held = entry.held(containing: offset) {
+                        // Held bytes come from the disk, in read-ahead-sized pieces.
+                        let end = min(held.upperBound, length, offset + Int64(min(configuration.readAheadBytes / 4, 256 << 10)))
+                        let bytes = try await entry.read(offset..<end)
+                        deliveredFromCache.withLock { $0 = true }
+                        servedFromCache = true
+                        demand.withLock { $0.wanted = false }
+                        guard await channel.push(.bytes(bytes), generation: generation) else { return }
+                        offset = end
+                        continue
+                    }
+                }
+            } catch {
+                // A cache that cannot be read is bypassed: the bytes are fetched.
+                cacheFailed.withLock { $0 = "\(error)" }
+            }
+            if servedFromCache {
+                // Bytes came from the disk: ask the server only once the reader needs more.
+                await waitForDemand()
+                if Task.isCancelled { return }
+                servedFromCache = false
+            }
             let wasFirst = first
             first = false
             do {
-                let finished = try await request(from: &offset, generation: generation, progress: { failures = 0 }, first: wasFirst)
+                let until = cacheFailed.withLock({ $0 }) == nil ? entry?.nextHeld(after: offset) : nil
+                let finished = try await request(from: &offset, until: until, entry: cacheFailed.withLock({ $0 }) == nil ? entry : nil,
+                                                 generation: generation, progress: { failures = 0 }, first: wasFirst)
                 if finished {
+                    // Recorded before the end is reported: a player started next finds it whole.
+                    if let entry { try? await entry.commit() }
                     _ = await channel.push(.end, generation: generation)
                     return
                 }
+                if let until, offset >= until { continue }
                 throw HTTPStreamError(url: url, byteOffset: offset, message: "the connection closed before the end of the resource")
             } catch {
                 if Task.isCancelled { return }
@@ -270,13 +352,41 @@ final class HTTPFetcher: @unchecked Sendable {
         }
     }
 
-    /// One request from `offset`; returns true when the resource ended normally.
-    private func request(from offset: inout Int64, generation: Int, progress: () -> Void, first: Bool) async throws -> Bool {
+    /// The cache entry for this URL, when a cache is configured (nil for live streams, known
+    /// once their first answer came).
+    private func cacheEntry() async -> AudioDiskCache.Entry? {
+        guard let cache = configuration.cache, info.withLock({ $0?.isFinite ?? true }) else { return nil }
+        do { return try await cache.entry(forKey: url) } catch {
+            cacheFailed.withLock { $0 = "\(error)" }
+            return nil
+        }
+    }
+
+    /// Why the cache was bypassed, if it was.
+    let cacheFailed = Lock<String?>(nil)
+    /// Bytes were delivered from the cache: a validator change from now on is an error.
+    private let deliveredFromCache = Lock(false)
+
+    static func info(from entry: AudioDiskCache.Entry, url: String) -> HTTPStreamInfo? {
+        let record = entry.snapshot
+        guard let length = record.length, !record.ranges.isEmpty else { return nil }
+        return HTTPStreamInfo(url: url, contentType: record.contentType, contentLength: length,
+                              acceptsRanges: record.acceptsRanges || record.isComplete)
+    }
+
+    /// One request from `offset` (up to `until`, where held bytes resume); returns true when the
+    /// resource ended normally. With a cache `entry`, what arrives is also written to it.
+    private func request(from offset: inout Int64, until: Int64? = nil, entry: AudioDiskCache.Entry? = nil,
+                         generation: Int, progress: () -> Void, first: Bool) async throws -> Bool {
+        var entry = entry
         var fields = [("User-Agent", "AudioStreaming/1 (swift-audio-queue)")]
-        if configuration.requestICYMetadata { fields.append(("Icy-MetaData", "1")) }
+        if configuration.requestICYMetadata && entry == nil { fields.append(("Icy-MetaData", "1")) }
         let known = info.withLock { $0 }
         let finite = known?.isFinite ?? false
-        if offset > 0 && (finite || known == nil) { fields.append(("Range", "bytes=\(offset)-")) }
+        if offset > 0 && (finite || known == nil) || until != nil {
+            fields.append(("Range", "bytes=\(offset)-" + (until.map { String($0 - 1) } ?? "")))
+            if let entry, entry.hasData, let validator = entry.ifRange { fields.append(("If-Range", validator)) }
+        }
         let response = try await open(fields)
         let status = response.status
         if status == 416 {
@@ -308,6 +418,22 @@ final class HTTPFetcher: @unchecked Sendable {
         } else if status == 200 && offset > 0 && finite {
             skip = offset   // no Range support: re-download up to where we were
         }
+        if let cached = entry {
+            // The answer's validator against the record's: another version drops what is held.
+            var length = headers.first(name: "content-length").flatMap { Int64($0) }
+            if status == 206 { length = headers.first(name: "content-range")?.split(separator: "/").last.flatMap { Int64($0) } }
+            let seen = AudioDiskCache.Validator(etag: headers.first(name: "etag"), lastModified: headers.first(name: "last-modified"), length: length)
+            if length == nil || headers.first(name: "icy-metaint") != nil {
+                // A live stream: not cached.
+                entry = nil
+                cacheFailed.withLock { $0 = "a live stream is not cached" }
+            } else if try await cached.validate(seen, contentType: headers.first(name: "content-type"),
+                                               acceptsRanges: status == 206 || headers.first(name: "accept-ranges")?.lowercased() == "bytes"),
+                      deliveredFromCache.withLock({ $0 }) {
+                throw HTTPStreamError(url: url, byteOffset: offset,
+                                      message: "the resource changed on the server (its validator differs from the cached copy's) while it was played from the cache; the cached copy was dropped, play it again")
+            }
+        }
         if !first { report(.state(.buffering)) }
         var icy = (known ?? info.withLock { $0 })?.icyMetaInterval.flatMap { headers.first(name: "icy-metaint") != nil ? ICYMetadataFilter(interval: $0) : nil }
         var audio: [UInt8] = []
@@ -330,8 +456,13 @@ final class HTTPFetcher: @unchecked Sendable {
                 skip -= Int64(drop)
             }
             guard !audio.isEmpty else { continue }
+            if let until, offset + Int64(audio.count) > until { audio.removeLast(Int(offset + Int64(audio.count) - until)) }
+            if let entry, cacheFailed.withLock({ $0 }) == nil {
+                do { try await entry.write(audio, at: offset) } catch { cacheFailed.withLock { $0 = "\(error)" } }
+            }
             offset += Int64(audio.count)
             guard await channel.push(.bytes(audio), generation: generation) else { return false }
+            if let until, offset >= until { return false }
         }
         let final = info.withLock { $0 }
         if let length = final?.contentLength { return offset >= length }

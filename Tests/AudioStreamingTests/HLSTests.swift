@@ -163,11 +163,11 @@ final class NginxServer: @unchecked Sendable {
         let expected = try Self.localJoin(root, folder)
         // AAC: 174 packets of 1024 frames; MP3: the 44 frames ffmpeg copied, 1152 each.
         #expect(frames == (folder == "mp3" ? 44 * 1152 : 174 * 1024))
-        #expect(Self.same(capture.samples, expected), "\(folder): \(capture.samples.count / 2) frames heard, \(expected.count / 2) rendered")
+        #expect(Self.same(capture.samples, expected) == true, "\(folder): \(capture.samples.count / 2) frames heard, \(expected.count / 2) rendered")
         if folder != "mp3" {
             // The join is the source file's packets: its gapless render is inside, 1024 priming frames in.
             let source = try localRender(TestPaths.fixture("demo-melody.m4a"))
-            #expect(Self.same(Array(capture.samples[(1024 * 2)..<(1024 * 2 + source.count)]), source))
+            #expect(Self.same(Array(capture.samples[(1024 * 2)..<(1024 * 2 + source.count)]), source) == true)
         }
     }
 
@@ -181,7 +181,7 @@ final class NginxServer: @unchecked Sendable {
             let (capture, frames) = try await playStream([.url(server.url("\(folder)/index.m3u8"))], seek: seconds)
             let expected = try Self.localJoin(root, folder, startSeconds: seconds)
             #expect(frames == 174 * 1024 - Int64((seconds * 44_100).rounded()))
-            #expect(Self.same(capture.samples, expected), "\(folder) from \(seconds) s: \(capture.samples.count / 2) frames heard, \(expected.count / 2) rendered")
+            #expect(Self.same(capture.samples, expected) == true, "\(folder) from \(seconds) s: \(capture.samples.count / 2) frames heard, \(expected.count / 2) rendered")
         }
     }
 
@@ -194,7 +194,7 @@ final class NginxServer: @unchecked Sendable {
         #expect(playlist.contains("#EXT-X-KEY:METHOD=AES-128"))
         let (capture, frames) = try await playStream([.url(server.url("aes/index.m3u8"))])
         #expect(frames == 174 * 1024)
-        #expect(Self.same(capture.samples, try Self.localJoin(root, "ts")))
+        #expect(Self.same(capture.samples, try Self.localJoin(root, "ts")) == true)
         // The same segments with a wrong key: a clear error, not noise.
         try Data((0..<16).map { _ in UInt8(0x55) }).write(to: URL(fileURLWithPath: root + "/aes/key.bin"))
         let (_, outcome) = await playStreamToTheEnd([.url(server.url("aes/index.m3u8"))])
@@ -385,7 +385,7 @@ final class NginxServer: @unchecked Sendable {
             defer { server.shutdown() }
             let (capture, frames) = try await playStream([.hls(server.url("ts/index.m3u8"), configuration: Self.quick())])
             #expect(frames == 174 * 1024)
-            #expect(HLSTests.same(capture.samples, expected), "\(path): \(capture.samples.count / 2) frames heard, \(expected.count / 2) rendered")
+            #expect(HLSTests.same(capture.samples, expected) == true, "\(path): \(capture.samples.count / 2) frames heard, \(expected.count / 2) rendered")
             // The segment was asked for again from the byte where it broke, once.
             let asked = server.requestLog.filter { $0.path == path }.map(\.range)
             #expect(asked == ["", "bytes=\(faults.closeAfter ?? faults.stallAfter ?? 0)-"], "\(path): \(asked)")

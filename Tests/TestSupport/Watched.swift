@@ -94,12 +94,15 @@ public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .
     let exit = Watched<Int32?>(nil)
     process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
     try process.run()
-    let output = await onOwnThread { pipe.fileHandleForReading.readDataToEndOfFile() }
+    // The output is read while the exit is awaited: a tool that hangs is killed at the deadline
+    // (which closes its pipe) instead of keeping the read waiting.
+    let reading = Task { await onOwnThread { pipe.fileHandleForReading.readDataToEndOfFile() } }
     guard await exit.wait(timeout: timeout, until: { $0 != nil }), let status = exit.current else {
         kill(process.processIdentifier, SIGKILL)
+        _ = await reading.value
         throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(tool) did not exit within \(timeout)"])
     }
-    return ToolResult(output: output, status: status)
+    return ToolResult(output: await reading.value, status: status)
 }
 
 /// Reads lines from a pipe on a thread of its own until it closes (a server's log, say).

@@ -1,0 +1,359 @@
+import Crypto
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An on-disk cache of HTTP resources for streaming playback (opt-in: set
+/// ``HTTPStreamConfiguration/cache``).
+///
+/// Each resource is a sparse file holding the bytes fetched so far at their own offsets, and a
+/// record of the byte ranges held with the resource's validator (`ETag`, `Last-Modified`, length).
+/// Playback reads held bytes from the file and fetches only the missing ranges, with `Range` (and
+/// `If-Range`, so a resource that changed on the server is noticed); a seek into a held range
+/// needs no request, and a fully held resource plays with the server gone. HLS VOD segments and
+/// playlists are kept the same way.
+///
+/// **Crash safety.** Bytes are written first, flushed to disk (`fdatasync`), and only then added
+/// to the record, which is replaced atomically (written aside, then renamed): a crash or a kill
+/// at any moment leaves a record that claims nothing that is not on disk. Bytes written after
+/// the last record update are fetched again.
+///
+/// **Size.** When the bytes held exceed ``capacity``, whole resources are evicted, least recently
+/// used first (never one that is open).
+///
+/// File I/O runs on the cache's own serial queue, never on a thread of Swift's cooperative pool.
+public final class AudioDiskCache: @unchecked Sendable {
+    /// The folder holding the cache's files.
+    public let directory: URL
+    /// The most bytes held before least recently used resources are evicted.
+    public let capacity: Int64
+    /// Bytes written between two record updates (each costs an `fdatasync`).
+    let commitInterval: Int64
+    private let queue = DispatchQueue(label: "AudioDiskCache.io")
+    private let lock = NSLock()
+    private var entries: [String: Entry] = [:]
+
+    /// Opens (creating it if needed) a cache in `directory` of at most `capacity` bytes.
+    /// - Throws: the error creating the folder.
+    public init(directory: String, capacity: Int64 = 1 << 30, commitInterval: Int64 = 256 << 10) throws {
+        self.directory = URL(fileURLWithPath: directory, isDirectory: true)
+        self.capacity = max(capacity, 0)
+        self.commitInterval = max(commitInterval, 4096)
+        try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true)
+    }
+
+    /// What the record of one resource holds.
+    struct Record: Codable, Equatable {
+        var key: String
+        var etag: String?
+        var lastModified: String?
+        var length: Int64?
+        var contentType: String?
+        var acceptsRanges: Bool
+        /// Held byte ranges, sorted and disjoint: [start, end).
+        var ranges: [[Int64]]
+        /// Seconds since 1970 of the last use (for eviction).
+        var lastUsed: Double
+
+        var heldBytes: Int64 { ranges.reduce(0) { $0 + $1[1] - $1[0] } }
+        var isComplete: Bool { length.map { $0 == 0 || ranges == [[0, $0]] } ?? false }
+    }
+
+    /// The validator a response carries: a resource whose validator changed is fetched anew.
+    struct Validator: Equatable {
+        var etag: String?
+        var lastModified: String?
+        var length: Int64?
+    }
+
+    /// A summary of one cached resource.
+    public struct Item: Sendable, Equatable {
+        public var key: String
+        public var length: Int64?
+        public var heldBytes: Int64
+        public var heldRanges: [Range<Int64>]
+        public var isComplete: Bool
+    }
+
+    /// Every resource the cache holds (from the records on disk).
+    public func items() -> [Item] {
+        queue.sync { loadRecords() }.map { record in
+            Item(key: record.key, length: record.length, heldBytes: record.heldBytes,
+                 heldRanges: record.ranges.map { $0[0]..<$0[1] }, isComplete: record.isComplete)
+        }
+    }
+
+    /// The bytes held in total.
+    public var heldBytes: Int64 { items().reduce(0) { $0 + $1.heldBytes } }
+
+    /// The summary of the resource at `key` (a URL, or a URL and byte range for HLS segments).
+    public func item(forKey key: String) -> Item? { items().first { $0.key == key } }
+
+    /// Forgets every resource.
+    public func removeAll() {
+        queue.sync {
+            for record in loadRecords() where !isOpen(record.key) { remove(Self.name(record.key)) }
+        }
+    }
+
+    // MARK: entries
+
+    /// The open entry for `key` (shared while open); ``Entry/release()`` when done.
+    func entry(forKey key: String) async throws -> Entry {
+        if let open = lock.withLock({ () -> Entry? in
+            let found = entries[key]
+            found?.users += 1
+            return found
+        }) { return open }
+        let made = try await run { () throws -> Entry in
+            let name = Self.name(key)
+            let data = self.directory.appendingPathComponent(name + ".data").path
+            let fd = open(data, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: data]) }
+            var record = self.readRecord(name) ?? Record(key: key, acceptsRanges: false, ranges: [], lastUsed: 0)
+            if record.key != key { record = Record(key: key, acceptsRanges: false, ranges: [], lastUsed: 0) }
+            // Ranges beyond the data file's end were never written (a record from elsewhere): drop them.
+            var status = stat()
+            if fstat(fd, &status) == 0 { record.ranges = record.ranges.compactMap { $0[1] <= Int64(status.st_size) ? $0 : nil } }
+            record.lastUsed = Date().timeIntervalSince1970
+            return Entry(cache: self, key: key, name: name, fd: fd, record: record)
+        }
+        return lock.withLock {
+            // Another caller may have opened it meanwhile: share theirs.
+            if let open = entries[key] {
+                open.users += 1
+                close(made.fd)
+                return open
+            }
+            entries[key] = made
+            return made
+        }
+    }
+
+    fileprivate func released(_ entry: Entry) {
+        let last = lock.withLock { () -> Bool in
+            entry.users -= 1
+            guard entry.users == 0 else { return false }
+            entries[entry.key] = nil
+            return true
+        }
+        if last { queue.async { close(entry.fd) } }
+    }
+
+    private func isOpen(_ key: String) -> Bool { lock.withLock { entries[key] != nil } }
+
+    /// Runs `body` on the cache's I/O queue.
+    func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    // MARK: files (on the queue)
+
+    static func name(_ key: String) -> String {
+        SHA256.hash(data: Array(key.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+    }
+
+    private func recordURL(_ name: String) -> URL { directory.appendingPathComponent(name + ".json") }
+
+    private func readRecord(_ name: String) -> Record? {
+        guard let data = try? Data(contentsOf: recordURL(name)) else { return nil }
+        return try? JSONDecoder().decode(Record.self, from: data)
+    }
+
+    /// Replaces the record atomically: written aside, flushed, renamed over the old one.
+    func writeRecord(_ record: Record, name: String) throws {
+        let data = try JSONEncoder().encode(record)
+        let aside = directory.appendingPathComponent(name + ".json.tmp").path
+        let fd = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: aside]) }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        fsync(fd)
+        close(fd)
+        guard written == data.count, rename(aside, recordURL(name).path) == 0 else {
+            unlink(aside)
+            throw CocoaError(.fileWriteOutOfSpace, userInfo: [NSFilePathErrorKey: aside])
+        }
+    }
+
+    private func loadRecords() -> [Record] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return names.filter { $0.hasSuffix(".json") }.compactMap { readRecord(String($0.dropLast(5))) }
+    }
+
+    private func remove(_ name: String) {
+        unlink(recordURL(name).path)
+        unlink(directory.appendingPathComponent(name + ".data").path)
+    }
+
+    /// Evicts least recently used resources (not open ones) until the bytes held fit.
+    func enforceCapacity() {
+        var records = loadRecords()
+        var total = records.reduce(0) { $0 + $1.heldBytes }
+        guard total > capacity else { return }
+        records.sort { $0.lastUsed < $1.lastUsed }
+        for record in records where total > capacity && !isOpen(record.key) {
+            // The record goes first: a crash in between leaves a data file without a record,
+            // which holds nothing.
+            remove(Self.name(record.key))
+            total -= record.heldBytes
+        }
+    }
+
+    /// One open resource: its data file and record.
+    final class Entry: @unchecked Sendable {
+        let key: String
+        let name: String
+        fileprivate let fd: Int32
+        fileprivate var users = 1
+        private unowned let cache: AudioDiskCache
+        /// Guarded by `lock`: the record as last written, and ranges written since.
+        private let lock = NSLock()
+        private var record: Record
+        private var unsynced: [[Int64]] = []
+        private var unsyncedBytes: Int64 = 0
+
+        fileprivate init(cache: AudioDiskCache, key: String, name: String, fd: Int32, record: Record) {
+            self.cache = cache
+            self.key = key
+            self.name = name
+            self.fd = fd
+            self.record = record
+        }
+
+        /// Done with the entry: what was written is recorded, and the file closed when no one else has it open.
+        func release() async {
+            try? await commit()
+            cache.released(self)
+        }
+
+        var snapshot: Record { lock.withLock { record } }
+        var validator: Validator { lock.withLock { Validator(etag: record.etag, lastModified: record.lastModified, length: record.length) } }
+        var isComplete: Bool { lock.withLock { record.isComplete } }
+        var hasData: Bool { lock.withLock { !record.ranges.isEmpty || !unsynced.isEmpty } }
+
+        /// The held range (recorded or written) that contains `offset`.
+        func held(containing offset: Int64) -> Range<Int64>? {
+            lock.withLock {
+                let all = Self.merged(record.ranges + unsynced)
+                return all.first { $0[0] <= offset && offset < $0[1] }.map { $0[0]..<$0[1] }
+            }
+        }
+
+        /// Where the next held range after `offset` starts (the end of the missing bytes).
+        func nextHeld(after offset: Int64) -> Int64? {
+            lock.withLock { Self.merged(record.ranges + unsynced).first { $0[0] > offset }?[0] }
+        }
+
+        /// The server's answer for the resource: a different validator than the record's drops
+        /// what is held (it belongs to another version). Returns whether anything was dropped.
+        @discardableResult
+        func validate(_ seen: Validator, contentType: String?, acceptsRanges: Bool) async throws -> Bool {
+            let (dropped, updated) = lock.withLock { () -> (Bool, Record) in
+                let old = Validator(etag: record.etag, lastModified: record.lastModified, length: record.length)
+                let differs = (!record.ranges.isEmpty || !unsynced.isEmpty) && Self.differs(old, seen)
+                if differs {
+                    record.ranges = []
+                    unsynced = []
+                    unsyncedBytes = 0
+                }
+                record.etag = seen.etag
+                record.lastModified = seen.lastModified
+                record.length = seen.length
+                record.contentType = contentType
+                record.acceptsRanges = acceptsRanges
+                return (differs, record)
+            }
+            let fd = self.fd, name = self.name, cache = self.cache
+            try await cache.run {
+                if dropped { _ = ftruncate(fd, 0) }
+                try cache.writeRecord(updated, name: name)
+            }
+            return dropped
+        }
+
+        static func differs(_ a: Validator, _ b: Validator) -> Bool {
+            if let x = a.etag, let y = b.etag { return x != y }
+            if let x = a.lastModified, let y = b.lastModified, x != y { return true }
+            if let x = a.length, let y = b.length, x != y { return true }
+            // Without any validator in common the bytes cannot be trusted to be the same.
+            return a.etag == nil && a.lastModified == nil && a.length == nil
+        }
+
+        /// `If-Range` for a request of missing bytes: the strongest validator held.
+        var ifRange: String? { lock.withLock { record.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? record.lastModified } }
+
+        func read(_ range: Range<Int64>) async throws -> [UInt8] {
+            let fd = self.fd
+            return try await cache.run {
+                var bytes = [UInt8](repeating: 0, count: Int(range.count))
+                var done = 0
+                while done < bytes.count {
+                    let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(range.lowerBound) + off_t(done)) }
+                    guard n > 0 else { throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "the cache's data file is shorter than its record"]) }
+                    done += n
+                }
+                return bytes
+            }
+        }
+
+        /// Writes bytes of the resource at `offset`; every ``AudioDiskCache/commitInterval``
+        /// bytes they are flushed and recorded.
+        func write(_ bytes: [UInt8], at offset: Int64) async throws {
+            guard !bytes.isEmpty else { return }
+            let fd = self.fd
+            try await cache.run {
+                var done = 0
+                while done < bytes.count {
+                    let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
+                    guard n > 0 else { throw CocoaError(.fileWriteOutOfSpace) }
+                    done += n
+                }
+            }
+            let due = lock.withLock { () -> Bool in
+                unsynced = Self.merged(unsynced + [[offset, offset + Int64(bytes.count)]])
+                unsyncedBytes += Int64(bytes.count)
+                return unsyncedBytes >= cache.commitInterval
+            }
+            if due { try await commit() }
+        }
+
+        /// Flushes the written bytes to disk, then records them.
+        func commit() async throws {
+            let (adding, updated) = lock.withLock { () -> ([[Int64]], Record) in
+                var next = record
+                next.ranges = Self.merged(record.ranges + unsynced)
+                next.lastUsed = Date().timeIntervalSince1970
+                return (unsynced, next)
+            }
+            let fd = self.fd, name = self.name, cache = self.cache
+            try await cache.run {
+                // The bytes reach the disk before the record claims them.
+                if !adding.isEmpty { _ = fdatasync(fd) }
+                try cache.writeRecord(updated, name: name)
+            }
+            lock.withLock {
+                record.ranges = Self.merged(record.ranges + adding)
+                record.lastUsed = updated.lastUsed
+                let held = record.ranges
+                unsynced = unsynced.filter { range in !held.contains { $0[0] <= range[0] && range[1] <= $0[1] } }
+                unsyncedBytes = unsynced.reduce(0) { $0 + $1[1] - $1[0] }
+            }
+            if !adding.isEmpty { try await cache.run { cache.enforceCapacity() } }
+        }
+
+        static func merged(_ ranges: [[Int64]]) -> [[Int64]] {
+            var out: [[Int64]] = []
+            for range in ranges.filter({ $0[1] > $0[0] }).sorted(by: { $0[0] < $1[0] }) {
+                if let last = out.last, range[0] <= last[1] {
+                    out[out.count - 1][1] = max(last[1], range[1])
+                } else {
+                    out.append(range)
+                }
+            }
+            return out
+        }
+    }
+}
