@@ -216,7 +216,7 @@ let package = Package(
 if ProcessInfo.processInfo.environment["AQ_FUZZ"] != nil {
     package.targets.append(.target(name: "FuzzSupport", dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder"],
                                    path: "Fuzz/Support"))
-    for name in ["mp3", "adts", "mp4", "caf", "riff", "amr", "decode-mp3", "decode-aac", "decode-apple", "icy"] {
+    for name in ["mp3", "adts", "mp4", "caf", "riff", "amr", "decode-mp3", "decode-aac", "decode-apple", "icy", "ts", "hls-playlist"] {
         package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzSupport", "AudioFileStream", "AudioStreaming"],
                                                  path: "Fuzz/Targets/fuzz-\(name)"))
         package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))

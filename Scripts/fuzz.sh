@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"mp3 adts mp4 caf riff amr decode-mp3 decode-aac decode-apple icy"}
+targets=${FUZZ_TARGETS:-"mp3 adts mp4 caf riff amr decode-mp3 decode-aac decode-apple icy ts hls-playlist"}
 mkdir -p .fuzz Fuzz/crashes
 summary=.fuzz/summary.tsv
 printf 'target\truns\tseconds\truns/s\tcoverage (edges)\tfeatures\tcorpus\tresult\n' > "$summary"
@@ -35,6 +35,10 @@ for t in $targets; do
     amr) seed "$t" Fixtures/*.amr Fixtures/*.awb ;;
     decode-apple) seed "$t" Fixtures/alac-* Fixtures/ima* Fixtures/ulaw-* Fixtures/alaw-* Fixtures/amr-* ;;
     icy) seed "$t" Fixtures/lame-cbr128-44k-stereo.mp3 ;;
+    ts) ffmpeg -v error -y -i Fixtures/demo-melody.m4a -c:a copy -f mpegts .fuzz/demo-melody.ts
+        head -c 8192 .fuzz/demo-melody.ts > .fuzz/demo-melody-head.ts
+        seed "$t" .fuzz/demo-melody-head.ts ;;
+    hls-playlist) seed "$t" Fuzz/Seeds/hls/*.m3u8 ;;
   esac
   mkdir -p ".fuzz/corpus/$t"
   log=.fuzz/$t.log

@@ -80,6 +80,9 @@ public final class MPEGTransportStreamDemuxer {
     /// of audio (PAT and PMT are repeated every 100 ms or so in practice).
     public static let packetsToFindProgram = 4096
 
+    /// Sync was lost and not yet found again (what is held starts at an undecided candidate).
+    private var resyncing = false
+
     public init() {}
 
     /// Demultiplexes more bytes, handing every event to `handle` in order.
@@ -127,6 +130,7 @@ public final class MPEGTransportStreamDemuxer {
     /// counters): partial packets and PES are dropped, and continuity counters start afresh.
     public func discontinuity() {
         held.removeAll()
+        resyncing = false
         counters.removeAll()
         sections.removeAll()
         audioPES = PESReader()
@@ -149,15 +153,19 @@ public final class MPEGTransportStreamDemuxer {
         let size = Self.packetSize
         var offset = 0
         while bytes.count - offset >= size || (atEnd && offset < bytes.count) {
-            if bytes[offset] != 0x47 {
+            if bytes[offset] != 0x47 || resyncing {
                 // Lost sync: the next offset where three packets (or what is left) start with 0x47.
-                guard let found = resync(bytes, from: offset, atEnd: atEnd) else {
+                // Until one is found, a 0x47 at the start of what was kept proves nothing either
+                // (so the outcome does not depend on where the bytes were cut).
+                guard let found = resync(bytes, from: offset, includingStart: bytes[offset] == 0x47, atEnd: atEnd) else {
                     // Undecided: keep from the last 2 packets' worth, or drop all at the end.
                     let keep = atEnd ? bytes.count : max(offset, bytes.count - 2 * size)
+                    resyncing = !atEnd
                     noteSkipped(keep - offset)
                     try checkJunk()
                     return keep
                 }
+                resyncing = false
                 noteSkipped(found - offset)
                 try checkJunk()
                 offset = found
@@ -176,9 +184,9 @@ public final class MPEGTransportStreamDemuxer {
         return offset
     }
 
-    private func resync(_ bytes: UnsafeRawBufferPointer, from: Int, atEnd: Bool) -> Int? {
+    private func resync(_ bytes: UnsafeRawBufferPointer, from: Int, includingStart: Bool, atEnd: Bool) -> Int? {
         let size = Self.packetSize
-        var candidate = from + 1
+        var candidate = includingStart ? from : from + 1
         while candidate < bytes.count {
             if bytes[candidate] == 0x47 {
                 var inStep = true

@@ -151,12 +151,13 @@ private struct HLSPlaylistParser {
                 renditions.append(.init(groupID: group, name: name, language: a["LANGUAGE"], isDefault: a["DEFAULT"] == "YES",
                                         url: try a["URI"].map { try resolve($0, number) }))
             } else if !line.isEmpty && !line.hasPrefix("#"), let (a, tagLine) = pending {
-                guard let bandwidth = a["BANDWIDTH"].flatMap({ Int($0) }) else {
+                // A decimal-integer (RFC 8216 4.2): no sign.
+                guard let bandwidth = a["BANDWIDTH"].flatMap({ Int($0) }), bandwidth >= 0 else {
                     throw fail(tagLine, "EXT-X-STREAM-INF has no decimal BANDWIDTH")
                 }
                 let codecs = a["CODECS"].map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
                 variants.append(.init(url: try resolve(line, number), bandwidth: bandwidth,
-                                      averageBandwidth: a["AVERAGE-BANDWIDTH"].flatMap { Int($0) }, codecs: codecs, audioGroup: a["AUDIO"]))
+                                      averageBandwidth: a["AVERAGE-BANDWIDTH"].flatMap { Int($0) }.flatMap { $0 >= 0 ? $0 : nil }, codecs: codecs, audioGroup: a["AUDIO"]))
                 pending = nil
             }
         }
@@ -219,9 +220,12 @@ private struct HLSPlaylistParser {
                 targetDuration = seconds
             case "#EXT-X-MEDIA-SEQUENCE":
                 guard let sequence = Int(value), sequence >= 0 else { throw fail(number, "EXT-X-MEDIA-SEQUENCE '\(value)' is not a decimal integer") }
+                // It numbers the segments from the first: after one, the numbers would disagree.
+                guard segments.isEmpty else { throw fail(number, "EXT-X-MEDIA-SEQUENCE comes after the first segment (RFC 8216 4.3.3.2: it must come before)") }
                 mediaSequence = sequence
             case "#EXT-X-DISCONTINUITY-SEQUENCE":
                 guard let sequence = Int(value), sequence >= 0 else { throw fail(number, "EXT-X-DISCONTINUITY-SEQUENCE '\(value)' is not a decimal integer") }
+                guard segments.isEmpty else { throw fail(number, "EXT-X-DISCONTINUITY-SEQUENCE comes after the first segment (RFC 8216 4.3.3.3: it must come before)") }
                 discontinuitySequence = sequence
             case "#EXT-X-PLAYLIST-TYPE":
                 playlistType = String(value)

@@ -131,4 +131,16 @@ import TestSupport
             #expect(playlist.segments.allSatisfy { ($0.map != nil) == (type == "fmp4") })
         }
     }
+
+    /// What the fuzz target found: numbering tags after the first segment, and a signed BANDWIDTH.
+    @Test func misplacedSequenceTagsAndSignedBandwidthAreErrors() throws {
+        let url = try #require(URL(string: "http://example.com/a/index.m3u8"))
+        let late = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\ns0.ts\n#EXT-X-MEDIA-SEQUENCE:42\n#EXTINF:4,\ns1.ts\n"
+        #expect(throws: HLSPlaylistError.self) { try HLSPlaylist.parse(late, url: url) }
+        do { _ = try HLSPlaylist.parse(late, url: url) } catch let error as HLSPlaylistError {
+            #expect(error.line == 5 && error.message.contains("after the first segment"), "\(error)")
+        }
+        let signed = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=-30000\nlow.m3u8\n"
+        #expect(throws: HLSPlaylistError.self) { try HLSPlaylist.parse(signed, url: url) }
+    }
 }
