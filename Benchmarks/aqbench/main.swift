@@ -496,6 +496,29 @@ func wallSeconds(_ path: String, _ arguments: [String], runs: Int = 5) throws ->
     return median(times)
 }
 
+/// Five runs of: play `url` until the sink renders (`playing`), then seek to 20 s until it renders
+/// again; the seconds each took.
+func startAndSeekLatencies(_ url: String) -> (start: [Double], seek: [Double]) {
+    var firstFrame: [Double] = [], seekLatency: [Double] = []
+    for _ in 0..<5 {
+        let events = TimedEvents()
+        let player = AudioFilePlayer(items: [.url(url)], buffering: .init(startSeconds: 0.1, restartSeconds: 0.5, maximumSeconds: 2),
+                                     makeSink: { NullSink(pacing: .realTime) }, onEvent: { events.add($0) })
+        let begin = ContinuousClock.now
+        let thread = Thread { _ = try? player.run() }
+        thread.start()
+        waitFor(10) { events.first(.playing, after: begin) != nil }
+        if let playing = events.first(.playing, after: begin) { firstFrame.append(seconds(playing - begin)) }
+        let seekAt = ContinuousClock.now
+        Task { await player.seek(to: 20) }
+        waitFor(10) { events.first(.playing, after: seekAt) != nil }
+        if let playing = events.first(.playing, after: seekAt) { seekLatency.append(seconds(playing - seekAt)) }
+        player.stop()
+        waitFor(5) { thread.isFinished }
+    }
+    return (firstFrame, seekLatency)
+}
+
 func streamingBenchmarks() throws -> [String] {
     MPG123Decoder.register()
     FAADDecoder.register()
@@ -506,23 +529,7 @@ func streamingBenchmarks() throws -> [String] {
         let path = try makeFile(name, seconds: 30, in: folder)
         let server = try LoopbackServer(body: Array(try Data(contentsOf: URL(fileURLWithPath: path))))
         defer { server.shutdown() }
-        var firstFrame: [Double] = [], seekLatency: [Double] = []
-        for _ in 0..<5 {
-            let events = TimedEvents()
-            let player = AudioFilePlayer(items: [.url(server.url(name))], buffering: .init(startSeconds: 0.1, restartSeconds: 0.5, maximumSeconds: 2),
-                                         makeSink: { NullSink(pacing: .realTime) }, onEvent: { events.add($0) })
-            let begin = ContinuousClock.now
-            let thread = Thread { _ = try? player.run() }
-            thread.start()
-            waitFor(10) { events.first(.playing, after: begin) != nil }
-            if let playing = events.first(.playing, after: begin) { firstFrame.append(seconds(playing - begin)) }
-            let seekAt = ContinuousClock.now
-            Task { await player.seek(to: 20) }
-            waitFor(10) { events.first(.playing, after: seekAt) != nil }
-            if let playing = events.first(.playing, after: seekAt) { seekLatency.append(seconds(playing - seekAt)) }
-            player.stop()
-            waitFor(5) { thread.isFinished }
-        }
+        let (firstFrame, seekLatency) = startAndSeekLatencies(server.url(name))
         let url = server.url(name)
         let theirs = try wallSeconds("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", url, "-frames:a", "1", "-f", "null", "-"])
         let theirsSeek = try wallSeconds("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-ss", "20", "-i", url, "-frames:a", "1", "-f", "null", "-"])
@@ -536,9 +543,61 @@ func streamingBenchmarks() throws -> [String] {
     return lines
 }
 
+/// HLS VOD over loopback: ffmpeg's HLS muxer cuts a 30-second and a 10-minute AAC file into 2 s
+/// MPEG-TS segments (`-c:a copy`), served by the test suite's `LoopbackServer`.
+func hlsBenchmarks() throws -> [String] {
+    MPG123Decoder.register()
+    FAADDecoder.register()
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    var lines = ["HLS VOD over loopback HTTP (2 s MPEG-TS segments of AAC 128 kb/s; medians of 5; ours in-process, ffmpeg as a process)"]
+    func presentation(_ source: String, _ name: String) throws -> [String: [UInt8]] {
+        let dir = folder + "/" + name
+        if !FileManager.default.fileExists(atPath: dir + "/index.m3u8") {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", source, "-c:a", "copy", "-f", "hls", "-hls_time", "2",
+                                             "-hls_playlist_type", "vod", "-hls_segment_filename", dir + "/seg%04d.ts", dir + "/index.m3u8"])
+        }
+        var files: [String: [UInt8]] = [:]
+        for file in try FileManager.default.contentsOfDirectory(atPath: dir) {
+            files[name + "/" + file] = Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/" + file)))
+        }
+        return files
+    }
+    let short = try presentation(try makeFile("thirty-seconds.m4a", seconds: 30, in: folder), "hls-30s")
+    let long = try presentation(try makeFile("ten-minutes.m4a", seconds: 600, in: folder), "hls-10min")
+    let server = try LoopbackServer(files: short.merging(long) { a, _ in a }, faultyPath: nil)
+    defer { server.shutdown() }
+    let url = server.url("hls-30s/index.m3u8")
+    let (firstFrame, seekLatency) = startAndSeekLatencies(url)
+    let theirs = try wallSeconds("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", url, "-frames:a", "1", "-f", "null", "-"])
+    let theirsSeek = try wallSeconds("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-ss", "20", "-i", url, "-frames:a", "1", "-f", "null", "-"])
+    let startup = try wallSeconds("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-version"])
+    lines.append(String(format: "  play(url) -> first frame at the sink : %6.1f ms   ffmpeg -i URL -frames:a 1 -f null -       : %6.1f ms",
+                        median(firstFrame) * 1000, theirs * 1000))
+    lines.append(String(format: "  seek(20 s) -> playing again          : %6.1f ms   ffmpeg -ss 20 -i URL -frames:a 1 -f null - : %6.1f ms",
+                        median(seekLatency) * 1000, theirsSeek * 1000))
+    lines.append(String(format: "  (ffmpeg -version alone takes %.1f ms)", startup * 1000))
+    // CPU of playing 10 minutes (unpaced: the same work as real time, without the waiting),
+    // scaled to an hour; ffmpeg decoding the same URL to nothing beside it.
+    let aqplay = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqplay").path
+    let longURL = server.url("hls-10min/index.m3u8")
+    var ours: [Double] = [], ffmpeg: [Double] = []
+    for _ in 0..<3 {
+        ours.append(try gnuTime("%U %S", aqplay, ["--fast", longURL]).reduce(0, +))
+        ffmpeg.append(try gnuTime("%U %S", "/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-i", longURL, "-f", "null", "-"]).reduce(0, +))
+    }
+    lines.append(String(format: "  CPU per hour of audio: aqplay --fast URL %.2f s   ffmpeg -i URL -f null - %.2f s   ratio %.2f (user+system, medians of 3, 10-minute presentation x 6)",
+                        median(ours) * 6, median(ffmpeg) * 6, median(ours) / median(ffmpeg)))
+    return lines
+}
+
 if sections.isEmpty || sections.contains("streaming") {
     print("")
     for line in try streamingBenchmarks() { print(line) }
+}
+if sections.isEmpty || sections.contains("streaming") || sections.contains("hls") {
+    print("")
+    for line in try hlsBenchmarks() { print(line) }
 }
 
 // MARK: 6. long run: one queue loops a file offline for hours of audio
