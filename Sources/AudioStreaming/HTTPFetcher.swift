@@ -380,7 +380,8 @@ final class HTTPFetcher: @unchecked Sendable {
                          generation: Int, progress: () -> Void, first: Bool) async throws -> Bool {
         var entry = entry
         var fields = [("User-Agent", "AudioStreaming/1 (swift-audio-queue)")]
-        if configuration.requestICYMetadata && entry == nil { fields.append(("Icy-MetaData", "1")) }
+        // (A station that interleaves metadata is live: its answer turns the cache off below.)
+        if configuration.requestICYMetadata { fields.append(("Icy-MetaData", "1")) }
         let known = info.withLock { $0 }
         let finite = known?.isFinite ?? false
         if offset > 0 && (finite || known == nil) || until != nil {
