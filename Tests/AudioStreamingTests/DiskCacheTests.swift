@@ -163,6 +163,7 @@ import Glibc
 
         let first = Process()
         first.executableURL = URL(fileURLWithPath: aqplay)
+        first.standardInput = FileHandle.nullDevice
         first.arguments = ["--fast", "--cache", directory + "/cache", url]
         first.standardOutput = FileHandle.nullDevice
         first.standardError = FileHandle.nullDevice

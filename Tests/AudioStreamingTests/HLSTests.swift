@@ -113,6 +113,7 @@ final class NginxServer: @unchecked Sendable {
         let adts = root + "/packed/all.aac"
         let made = Process()
         made.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        made.standardInput = FileHandle.nullDevice
         made.arguments = ["-v", "error", "-y", "-i", TestPaths.fixture("demo-melody.m4a"), "-c:a", "copy", "-f", "adts", adts]
         try made.run()
         made.waitUntilExit()
@@ -271,6 +272,7 @@ final class NginxServer: @unchecked Sendable {
 
         init(input: String, folder: String, extra: [String] = []) throws {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+            process.standardInput = FileHandle.nullDevice
             process.arguments = ["-v", "verbose", "-nostats", "-y", "-re", "-i", input, "-c:a", "copy", "-f", "hls", "-hls_time", "1",
                                  "-hls_list_size", "3", "-hls_flags", "delete_segments",
                                  "-hls_segment_filename", folder + "/seg%03d.ts"] + extra + [folder + "/index.m3u8"]

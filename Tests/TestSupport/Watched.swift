@@ -88,6 +88,8 @@ public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .
     let process = Process()
     process.executableURL = URL(fileURLWithPath: tool)
     process.arguments = arguments
+    // No terminal input: ffmpeg reads its stdin for commands, and a background run would stop on it.
+    process.standardInput = FileHandle.nullDevice
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = FileHandle.nullDevice
