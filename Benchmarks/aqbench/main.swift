@@ -457,21 +457,28 @@ if sections.isEmpty || sections.contains("playback") {
 
 struct BenchError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
 
-/// Events of a player, with the time each arrived.
+/// Events of a player, with the time each arrived; a waiter is woken by each new one.
 final class TimedEvents: @unchecked Sendable {
-    private let lock = NSLock()
+    private let condition = NSCondition()
     private var list: [(ContinuousClock.Instant, AudioPlayerEvent)] = []
-    func add(_ event: AudioPlayerEvent) { lock.lock(); list.append((.now, event)); lock.unlock() }
-    /// When the player first reported `state` after `after`.
-    func first(_ state: AudioPlayerState, after: ContinuousClock.Instant) -> ContinuousClock.Instant? {
-        lock.lock(); defer { lock.unlock() }
-        return list.first { if case .state(let s) = $0.1, s == state, $0.0 >= after { return true } else { return false } }?.0
+    func add(_ event: AudioPlayerEvent) {
+        condition.lock()
+        list.append((.now, event))
+        condition.broadcast()
+        condition.unlock()
     }
-}
-
-func waitFor(_ seconds: Double, _ condition: () -> Bool) {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while !condition() && ContinuousClock.now < deadline { usleep(1000) }
+    /// When the player first reported `state` after `after`, waiting up to `timeout` seconds for it.
+    func first(_ state: AudioPlayerState, after: ContinuousClock.Instant, timeout: Double) -> ContinuousClock.Instant? {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let found = list.first(where: { if case .state(let s) = $0.1, s == state, $0.0 >= after { return true } else { return false } }) {
+                return found.0
+            }
+            if !condition.wait(until: deadline) { return nil }
+        }
+    }
 }
 
 /// Wall time of a command (the median of `runs`).
@@ -505,16 +512,15 @@ func startAndSeekLatencies(_ url: String) -> (start: [Double], seek: [Double]) {
         let player = AudioFilePlayer(items: [.url(url)], buffering: .init(startSeconds: 0.1, restartSeconds: 0.5, maximumSeconds: 2),
                                      makeSink: { NullSink(pacing: .realTime) }, onEvent: { events.add($0) })
         let begin = ContinuousClock.now
-        let thread = Thread { _ = try? player.run() }
+        let finished = DispatchSemaphore(value: 0)
+        let thread = Thread { _ = try? player.run(); finished.signal() }
         thread.start()
-        waitFor(10) { events.first(.playing, after: begin) != nil }
-        if let playing = events.first(.playing, after: begin) { firstFrame.append(seconds(playing - begin)) }
+        if let playing = events.first(.playing, after: begin, timeout: 10) { firstFrame.append(seconds(playing - begin)) }
         let seekAt = ContinuousClock.now
         Task { await player.seek(to: 20) }
-        waitFor(10) { events.first(.playing, after: seekAt) != nil }
-        if let playing = events.first(.playing, after: seekAt) { seekLatency.append(seconds(playing - seekAt)) }
+        if let playing = events.first(.playing, after: seekAt, timeout: 10) { seekLatency.append(seconds(playing - seekAt)) }
         player.stop()
-        waitFor(5) { thread.isFinished }
+        _ = finished.wait(timeout: .now() + 5)
     }
     return (firstFrame, seekLatency)
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import NIOHTTP1
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -20,7 +21,8 @@ import Glibc
 /// the last record update are fetched again.
 ///
 /// **Size.** When the bytes held exceed ``capacity``, whole resources are evicted, least recently
-/// used first (never one that is open).
+/// used first (never one that is open). The bytes held are tallied in memory, so checking the cap
+/// costs no I/O until it is exceeded.
 ///
 /// File I/O runs on the cache's own serial queue, never on a thread of Swift's cooperative pool.
 public final class AudioDiskCache: @unchecked Sendable {
@@ -33,6 +35,9 @@ public final class AudioDiskCache: @unchecked Sendable {
     private let queue = DispatchQueue(label: "AudioDiskCache.io")
     private let lock = NSLock()
     private var entries: [String: Entry] = [:]
+    /// Bytes held per key, read from the records once (on the I/O queue) and kept up to date by
+    /// every record written here: a commit checks the cap without reading every record again.
+    private var tally: [String: Int64]?
 
     /// Opens (creating it if needed) a cache in `directory` of at most `capacity` bytes.
     /// - Throws: the error creating the folder.
@@ -67,6 +72,14 @@ public final class AudioDiskCache: @unchecked Sendable {
         var length: Int64?
     }
 
+    /// The validator of an HTTP answer: its `ETag`, `Last-Modified`, and the whole resource's
+    /// length (from `Content-Range` for a 206, else `Content-Length`), unless `length` is known.
+    static func validator(status: Int, headers: HTTPHeaders, length: Int64? = nil) -> Validator {
+        let total = length ?? (status == 206 ? headers.first(name: "content-range")?.split(separator: "/").last.flatMap { Int64($0) }
+                                             : headers.first(name: "content-length").flatMap { Int64($0) })
+        return Validator(etag: headers.first(name: "etag"), lastModified: headers.first(name: "last-modified"), length: total)
+    }
+
     /// A summary of one cached resource.
     public struct Item: Sendable, Equatable {
         public var key: String
@@ -76,7 +89,7 @@ public final class AudioDiskCache: @unchecked Sendable {
         public var isComplete: Bool
     }
 
-    /// Every resource the cache holds (from the records on disk).
+    /// Every resource the cache holds (read from the records on disk, synchronously).
     public func items() -> [Item] {
         queue.sync { loadRecords() }.map { record in
             Item(key: record.key, length: record.length, heldBytes: record.heldBytes,
@@ -93,7 +106,7 @@ public final class AudioDiskCache: @unchecked Sendable {
     /// Forgets every resource.
     public func removeAll() {
         queue.sync {
-            for record in loadRecords() where !isOpen(record.key) { remove(Self.name(record.key)) }
+            for record in loadRecords() where !isOpen(record.key) { remove(record.key) }
         }
     }
 
@@ -176,6 +189,7 @@ public final class AudioDiskCache: @unchecked Sendable {
             unlink(aside)
             throw CocoaError(.fileWriteOutOfSpace, userInfo: [NSFilePathErrorKey: aside])
         }
+        recorded(record)
     }
 
     private func loadRecords() -> [Record] {
@@ -183,21 +197,38 @@ public final class AudioDiskCache: @unchecked Sendable {
         return names.filter { $0.hasSuffix(".json") }.compactMap { readRecord(String($0.dropLast(5))) }
     }
 
-    private func remove(_ name: String) {
+    private func remove(_ key: String) {
+        let name = Self.name(key)
+        // The record goes first: a crash in between leaves a data file without a record, which
+        // holds nothing.
         unlink(recordURL(name).path)
         unlink(directory.appendingPathComponent(name + ".data").path)
+        lock.withLock { tally?[key] = nil }
     }
 
-    /// Evicts least recently used resources (not open ones) until the bytes held fit.
-    func enforceCapacity() {
-        var records = loadRecords()
+    /// A record was written: the tally follows it, then the cap is enforced (on the I/O queue).
+    func recorded(_ record: Record) {
+        let known = lock.withLock { tally != nil }
+        if !known {
+            let all = Dictionary(loadRecords().map { ($0.key, $0.heldBytes) }, uniquingKeysWith: { a, _ in a })
+            lock.withLock { tally = all }
+        }
+        let total = lock.withLock { () -> Int64 in
+            tally?[record.key] = record.heldBytes
+            return tally?.values.reduce(0, +) ?? 0
+        }
+        if total > capacity { evict() }
+    }
+
+    /// Evicts least recently used resources (not open ones) until the bytes held fit. The records
+    /// are read again here (another process may share the folder); the tally is rebuilt from them.
+    private func evict() {
+        var records = loadRecords().sorted { $0.lastUsed < $1.lastUsed }
         var total = records.reduce(0) { $0 + $1.heldBytes }
-        guard total > capacity else { return }
-        records.sort { $0.lastUsed < $1.lastUsed }
-        for record in records where total > capacity && !isOpen(record.key) {
-            // The record goes first: a crash in between leaves a data file without a record,
-            // which holds nothing.
-            remove(Self.name(record.key))
+        lock.withLock { tally = Dictionary(records.map { ($0.key, $0.heldBytes) }, uniquingKeysWith: { a, _ in a }) }
+        while total > capacity, let index = records.firstIndex(where: { !isOpen($0.key) }) {
+            let record = records.remove(at: index)
+            remove(record.key)
             total -= record.heldBytes
         }
     }
@@ -341,7 +372,6 @@ public final class AudioDiskCache: @unchecked Sendable {
                 unsynced = unsynced.filter { range in !held.contains { $0[0] <= range[0] && range[1] <= $0[1] } }
                 unsyncedBytes = unsynced.reduce(0) { $0 + $1[1] - $1[0] }
             }
-            if !adding.isEmpty { try await cache.run { cache.enforceCapacity() } }
         }
 
         static func merged(_ ranges: [[Int64]]) -> [[Int64]] {

@@ -144,13 +144,14 @@ final class HLSLoader: @unchecked Sendable {
                     let segment = media.segments[position]
                     if let map = segment.map, map != lastMap {
                         let key = Self.cacheKey(map.url, map.byteRange)
-                        var section = media.isLive ? nil : await cached(key: key)
-                        if section == nil {
-                            let fetched = try await fetchWhole(map.url, range: map.byteRange, what: "the init section")
-                            if !media.isLive { await store(fetched, key: key) }
-                            section = fetched
+                        let section: [UInt8]
+                        if !media.isLive, let cached = await cached(key: key) {
+                            section = cached
+                        } else {
+                            section = try await fetchWhole(map.url, range: map.byteRange, what: "the init section")
+                            if !media.isLive { await store(section, key: key) }
                         }
-                        try await push(.initSection(section ?? []))
+                        try await push(.initSection(section))
                         lastMap = map
                     }
                     let startTime = media.segments[..<position].reduce(0) { $0 + $1.duration }
@@ -293,19 +294,22 @@ final class HLSLoader: @unchecked Sendable {
         // A cached master or VOD playlist is used without asking the server: a VOD playlist
         // cannot change (RFC 8216, 4.3.3.5), and a master playlist lists the same variants. A live
         // playlist is never cached.
-        if let cached = await cached(key: url.absoluteString) {
+        if let cached = await cached(key: url.absoluteString), let text = String(bytes: cached, encoding: .utf8),
+           let playlist = try? HLSPlaylist.parse(text, url: url) {
             report(.property(name: "hls-cache", value: "\(url.absoluteString) from the cache"))
-            if let text = String(bytes: cached, encoding: .utf8), let playlist = try? HLSPlaylist.parse(text, url: url) { return playlist }
+            return playlist
         }
         let bytes = try await fetchWhole(url, range: nil, what: "the playlist", limit: 16 << 20)
-        if configuration.http.cache != nil, let text = String(bytes: bytes, encoding: .utf8),
-           text.contains("#EXT-X-ENDLIST") || text.contains("#EXT-X-STREAM-INF") {
-            await store(bytes, key: url.absoluteString)
-        }
         guard let text = String(bytes: bytes, encoding: .utf8) else {
             throw HLSPlaylistError(line: 0, message: "the playlist is not UTF-8 text", url: url)
         }
-        return try HLSPlaylist.parse(text, url: url)
+        let playlist = try HLSPlaylist.parse(text, url: url)
+        switch playlist {
+        case .master: await store(bytes, key: url.absoluteString)
+        case .media(let media) where media.hasEndList: await store(bytes, key: url.absoluteString)
+        case .media: break
+        }
+        return playlist
     }
 
     // MARK: fetching
@@ -450,12 +454,7 @@ final class HLSLoader: @unchecked Sendable {
                 var skip = status == 200 ? from : 0
                 var limit = end.map { $0 - from }
                 if let entry {
-                    var length = segment.byteRange?.length
-                    if length == nil {
-                        length = status == 206 ? response.headers.first(name: "content-range")?.split(separator: "/").last.flatMap { Int64($0) }
-                            : response.headers.first(name: "content-length").flatMap { Int64($0) }
-                    }
-                    let seen = AudioDiskCache.Validator(etag: response.headers.first(name: "etag"), lastModified: response.headers.first(name: "last-modified"), length: length)
+                    let seen = AudioDiskCache.validator(status: status, headers: response.headers, length: segment.byteRange?.length)
                     if try await entry.validate(seen, contentType: nil, acceptsRanges: status == 206), fromCache {
                         throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: from,
                                               message: "the segment changed on the server (its validator differs from the cached copy's); the cached copy was dropped")

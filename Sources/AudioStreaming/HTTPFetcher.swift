@@ -300,7 +300,7 @@ final class HTTPFetcher: @unchecked Sendable {
                 }
             } catch {
                 // A cache that cannot be read is bypassed: the bytes are fetched.
-                cacheFailed.withLock { $0 = "\(error)" }
+                bypassCache("\(error)")
             }
             if servedFromCache {
                 // Bytes came from the disk: ask the server only once the reader needs more.
@@ -311,8 +311,9 @@ final class HTTPFetcher: @unchecked Sendable {
             let wasFirst = first
             first = false
             do {
-                let until = cacheFailed.withLock({ $0 }) == nil ? entry?.nextHeld(after: offset) : nil
-                let finished = try await request(from: &offset, until: until, entry: cacheFailed.withLock({ $0 }) == nil ? entry : nil,
+                let usable = cacheBypassed.withLock { $0 } ? nil : entry
+                let until = usable?.nextHeld(after: offset)
+                let finished = try await request(from: &offset, until: until, entry: usable,
                                                  generation: generation, progress: { failures = 0 }, first: wasFirst)
                 if finished {
                     // Recorded before the end is reported: a player started next finds it whole.
@@ -357,13 +358,20 @@ final class HTTPFetcher: @unchecked Sendable {
     private func cacheEntry() async -> AudioDiskCache.Entry? {
         guard let cache = configuration.cache, info.withLock({ $0?.isFinite ?? true }) else { return nil }
         do { return try await cache.entry(forKey: url) } catch {
-            cacheFailed.withLock { $0 = "\(error)" }
+            bypassCache("\(error)")
             return nil
         }
     }
 
-    /// Why the cache was bypassed, if it was.
-    let cacheFailed = Lock<String?>(nil)
+    /// The cache is not used for this resource (it is live, or the cache failed).
+    private let cacheBypassed = Lock(false)
+
+    /// Stops using the cache for this resource; a failure (`why`) is reported as a `cache`
+    /// property, once.
+    private func bypassCache(_ why: String?) {
+        let first = cacheBypassed.withLock { bypassed -> Bool in defer { bypassed = true }; return !bypassed }
+        if first, let why { report(.property(name: "cache", value: "the disk cache failed (\(why)); fetching without it")) }
+    }
     /// Bytes were delivered from the cache: a validator change from now on is an error.
     private let deliveredFromCache = Lock(false)
 
@@ -421,13 +429,11 @@ final class HTTPFetcher: @unchecked Sendable {
         }
         if let cached = entry {
             // The answer's validator against the record's: another version drops what is held.
-            var length = headers.first(name: "content-length").flatMap { Int64($0) }
-            if status == 206 { length = headers.first(name: "content-range")?.split(separator: "/").last.flatMap { Int64($0) } }
-            let seen = AudioDiskCache.Validator(etag: headers.first(name: "etag"), lastModified: headers.first(name: "last-modified"), length: length)
-            if length == nil || headers.first(name: "icy-metaint") != nil {
+            let seen = AudioDiskCache.validator(status: status, headers: headers)
+            if seen.length == nil || headers.first(name: "icy-metaint") != nil {
                 // A live stream: not cached.
                 entry = nil
-                cacheFailed.withLock { $0 = "a live stream is not cached" }
+                bypassCache(nil)
             } else if try await cached.validate(seen, contentType: headers.first(name: "content-type"),
                                                acceptsRanges: status == 206 || headers.first(name: "accept-ranges")?.lowercased() == "bytes"),
                       deliveredFromCache.withLock({ $0 }) {
@@ -458,8 +464,8 @@ final class HTTPFetcher: @unchecked Sendable {
             }
             guard !audio.isEmpty else { continue }
             if let until, offset + Int64(audio.count) > until { audio.removeLast(Int(offset + Int64(audio.count) - until)) }
-            if let entry, cacheFailed.withLock({ $0 }) == nil {
-                do { try await entry.write(audio, at: offset) } catch { cacheFailed.withLock { $0 = "\(error)" } }
+            if let entry, !cacheBypassed.withLock({ $0 }) {
+                do { try await entry.write(audio, at: offset) } catch { bypassCache("\(error)") }
             }
             offset += Int64(audio.count)
             guard await channel.push(.bytes(audio), generation: generation) else { return false }
