@@ -157,3 +157,35 @@ func thdPlusN(_ samples: [Float], frequency: Double, rate: Double, range: Range<
         #expect(ourTHD < -100)
     }
 }
+
+@Suite struct InputQueueConversionTests {
+    /// A source at 48 kHz recorded by a 44.1 kHz queue: the queue resamples, the length is exactly
+    /// round(N × 44100 / 48000), and the frames are the converter's own output for the same input.
+    @Test func aSourceAtAnotherRateIsResampledToTheExactLength() async throws {
+        let registry = AudioResamplerRegistry()
+        SoxrConverter.register(in: registry)
+        let input = sine(frequency: 1000, rate: 48000, frames: 48_000 + 17)
+        let source = NullSource(signal: .frames(input), pacing: .unpaced, sampleRate: 48000)
+        let format = AudioStreamDescription.float32(sampleRate: 44100, channels: 1)
+        let recorded = Watched<[Float]>([])
+        let finished = Watched(false)
+        let queue = try AudioInputQueue(format: format, configuration: .init(source: source, resamplerRegistry: registry)) { queue, buffer, _ in
+            let samples = buffer.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+            recorded.update { $0 += samples }
+            try? queue.enqueue(buffer)
+        }
+        let events = queue.events()
+        Task {
+            for await event in events { if case .runningChanged(false) = event { finished.update { $0 = true } } }
+        }
+        for _ in 0..<3 { try queue.enqueue(queue.allocateBuffer(capacity: 4000 * 4)) }
+        try queue.start()
+        #expect(await finished.wait { $0 })
+        #expect(queue.sourceFormat?.sampleRate == 48000)
+        let expected = try convert(try AudioConverter(from: .float32(sampleRate: 48000, channels: 1), to: format, registry: registry), input)
+        #expect(recorded.current.count == Int((Double(input.count) * 44100 / 48000).rounded()))
+        let same = recorded.current == expected
+        #expect(same)
+        queue.dispose(immediately: true)
+    }
+}

@@ -1,0 +1,534 @@
+import Dispatch
+import Synchronization
+
+/// Something that happened in an input queue, delivered in order on the queue's callback executor.
+public enum AudioInputQueueEvent: Sendable, CustomStringConvertible {
+    /// A buffer holds captured frames and belongs to the caller again (the input callback got it too).
+    case bufferFilled(AudioQueueBuffer, AudioCapturedFrames)
+    /// A buffer came back empty (a ``AudioInputQueue/reset()``); it belongs to the caller again.
+    case bufferReturned(AudioQueueBuffer)
+    /// Capture started or stopped.
+    case runningChanged(Bool)
+    /// Frames were lost: no buffer was there to take them in time (or the device dropped them).
+    /// The timeline jumps by exactly `framesLost`: the next buffer starts at `atSampleTime + framesLost`.
+    case overrun(framesLost: Int, atSampleTime: Int64)
+    /// A problem: the source failed (server gone, device removed) — capture stops — or a converter error.
+    case error(AudioQueueError)
+
+    public var description: String {
+        switch self {
+        case .bufferFilled(let buffer, let frames): return "bufferFilled(\(buffer.id), \(frames.frameCount) frames at \(frames.startSampleTime))"
+        case .bufferReturned(let buffer): return "bufferReturned(\(buffer.id))"
+        case .runningChanged(let running): return "runningChanged(\(running))"
+        case .overrun(let lost, let time): return "overrun(\(lost) frames lost at \(time))"
+        case .error(let error): return "error(\(error))"
+        }
+    }
+}
+
+/// Where a filled buffer's frames lie on the input queue's timeline (Core Audio passes the same as
+/// the input callback's `inStartTime` and packet count).
+public struct AudioCapturedFrames: Hashable, Sendable {
+    /// Timeline frame of the buffer's first frame: frames captured since ``AudioInputQueue/start()``,
+    /// counting frames lost in overruns.
+    public var startSampleTime: Int64
+    /// Frames in the buffer (its byte size divided by the bytes per frame); 0 for a buffer returned
+    /// empty by ``AudioInputQueue/reset()``.
+    public var frameCount: Int
+}
+
+/// A recording audio queue: Apple's `AudioQueueNewInput` for Linux.
+///
+/// It has the output queue's shape turned around: allocate buffers, enqueue them empty, and the
+/// input callback hands each back filled — with its start sample time and frame count — for the
+/// caller to consume and enqueue again. Frames come from an ``AudioSource`` (`PulseAudioSource`, a
+/// ``NullSource``), and are converted to the queue's linear PCM format (16/24/32-bit integer or
+/// float, any rate and channel count; a source at another rate goes through the resampler of
+/// ``Configuration/resamplerRegistry``).
+///
+/// ```swift
+/// let queue = try AudioInputQueue(format: .linearPCM(sampleRate: 48000, channels: 2, bitsPerChannel: 16),
+///                                 configuration: .init(source: PulseAudioSource())) { queue, buffer, frames in
+///     write(buffer)                      // frames.frameCount frames from frames.startSampleTime
+///     try? queue.enqueue(buffer)
+/// }
+/// for _ in 0..<3 { try queue.enqueue(queue.allocateBuffer(capacity: 19200)) }
+/// try queue.start()
+/// ```
+///
+/// Nothing is invented: when the caller does not hand buffers back in time the capture ring fills,
+/// later frames are lost, and the queue reports an ``AudioInputQueueEvent/overrun(framesLost:atSampleTime:)``
+/// with the exact count; the buffer being filled is handed back short, and the next one starts
+/// that many frames later on the timeline.
+///
+/// Threads: every method may be called from any thread (including the input callback). Callbacks
+/// and ``events(bufferingPolicy:)`` are delivered serially on the configured callback queue, never
+/// on the source's thread, and never after ``dispose(immediately:)`` has returned (unless it was
+/// called from inside a callback).
+public final class AudioInputQueue: Sendable {
+    /// Choices made when creating an input queue.
+    public struct Configuration: Sendable {
+        /// Where frames come from. `nil`: a real-time ``NullSource`` of silence.
+        public var source: (any AudioSource)?
+        /// Frames (at the source's rate) the capture ring holds while no buffer is there to take
+        /// them. `nil`: half a second.
+        public var captureBufferFrames: Int?
+        /// The dispatch queue callbacks run on (serialized either way). `nil`: a private one.
+        public var callbackQueue: DispatchQueue?
+        /// Where the resampler comes from when the source delivers another rate.
+        public var resamplerRegistry: AudioResamplerRegistry
+        /// How hard the resampler works.
+        public var converterQuality: AudioConverterQuality
+
+        public init(source: (any AudioSource)? = nil, captureBufferFrames: Int? = nil, callbackQueue: DispatchQueue? = nil,
+                    resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh) {
+            self.source = source
+            self.captureBufferFrames = captureBufferFrames
+            self.callbackQueue = callbackQueue
+            self.resamplerRegistry = resamplerRegistry
+            self.converterQuality = converterQuality
+        }
+    }
+
+    /// What a queue is doing.
+    enum Phase: Equatable {
+        case stopped, running, paused, stopping, disposed
+    }
+
+    struct Control {
+        var phase = Phase.stopped
+        /// Enqueued empty buffers, oldest first.
+        var buffers: [AudioQueueBuffer] = []
+        var discontinuity = false
+        var metering = false
+    }
+
+    /// The format recorded into the buffers.
+    public let streamDescription: AudioStreamDescription
+    let source: any AudioSource
+    let configuration: Configuration
+    let layout: PCMSampleLayout
+    let control: Lock<Control>
+    let worker: CaptureWorker
+    let workQueue = DispatchQueue(label: "BufferQueue.input")
+    let wake: WakeSignal
+    let callbacks: DispatchQueue
+    private let callbackKey = DispatchSpecificKey<UInt8>()
+    private let streams = Lock<[Int: AsyncStream<AudioInputQueueEvent>.Continuation]>([:])
+    private let nextStreamID = Atomic<Int>(0)
+    private let nextBufferID = Atomic<Int>(0)
+    private let closed = Atomic<Bool>(false)
+    private let meters = Lock<[AudioLevelMeter]>([])
+    private let inputCallback: (@Sendable (AudioInputQueue, AudioQueueBuffer, AudioCapturedFrames) -> Void)?
+
+    /// - Parameters:
+    ///   - format: interleaved linear PCM to record (8-bit unsigned, 16/24/32-bit signed, 32/64-bit float).
+    ///   - configuration: source, capture ring size, callback queue, resampler.
+    ///   - inputCallback: called with each filled buffer, its frames and where they lie on the timeline.
+    /// - Throws: ``AudioQueueError/Code/codecNotFound`` for a format that is not linear PCM,
+    ///   ``AudioQueueError/Code/invalidPropertyValue`` for an impossible one.
+    public init(format: AudioStreamDescription, configuration: Configuration = Configuration(),
+                inputCallback: (@Sendable (AudioInputQueue, AudioQueueBuffer, AudioCapturedFrames) -> Void)? = nil) throws {
+        layout = try PCMSampleLayout(format)
+        guard format.channelsPerFrame <= RenderStage.maxChannels else {
+            throw AudioQueueError(.invalidPropertyValue, "recording \(format.channelsPerFrame) channels is not supported (1...\(RenderStage.maxChannels))")
+        }
+        if let frames = configuration.captureBufferFrames, !(64...(1 << 24)).contains(frames) {
+            throw AudioQueueError(.invalidPropertyValue, "capture buffer of \(frames) frames is out of range (64...16777216)")
+        }
+        streamDescription = format
+        self.configuration = configuration
+        source = configuration.source ?? NullSource()
+        control = Lock(Control())
+        worker = CaptureWorker(format: format, layout: layout)
+        wake = WakeSignal(queue: workQueue)
+        callbacks = DispatchQueue(label: "BufferQueue.input.callbacks", target: configuration.callbackQueue)
+        callbacks.setSpecific(key: callbackKey, value: 1)
+        self.inputCallback = inputCallback
+        let weakSelf = WeakInputQueue()
+        weakSelf.queue = self
+        wake.setHandler { weakSelf.queue?.service() }
+    }
+
+    deinit {
+        wake.cancel()
+        if worker.target != nil { source.close() }
+    }
+
+    // MARK: buffers
+
+    /// Allocates a buffer owned by this queue (Core Audio's `AudioQueueAllocateBuffer`). A buffer
+    /// holds `capacity / bytesPerFrame` frames.
+    public func allocateBuffer(capacity: Int) throws -> AudioQueueBuffer {
+        guard capacity >= streamDescription.bytesPerFrame, capacity <= 1 << 30 else {
+            throw AudioQueueError(.invalidParameter,
+                "buffer capacity \(capacity) is out of range (\(streamDescription.bytesPerFrame)...1073741824 bytes: at least one frame)")
+        }
+        if control.withLock({ $0.phase == .disposed }) {
+            throw AudioQueueError(.disposalPending, "the input queue has been disposed of")
+        }
+        let id = nextBufferID.add(1, ordering: .relaxed).newValue
+        return AudioQueueBuffer(capacity: capacity, packetDescriptionCapacity: 0, id: id, queueID: ObjectIdentifier(self))
+    }
+
+    /// Hands an empty buffer to the queue to be filled (Core Audio's `AudioQueueEnqueueBuffer` on
+    /// an input queue). Whatever it held is overwritten.
+    /// - Throws: ``AudioQueueError/Code/invalidBuffer`` for another queue's buffer,
+    ///   ``AudioQueueError/Code/bufferInQueue`` when it is already enqueued,
+    ///   ``AudioQueueError/Code/enqueueDuringReset`` while an asynchronous stop finishes,
+    ///   ``AudioQueueError/Code/disposalPending`` after disposal.
+    public func enqueue(_ buffer: AudioQueueBuffer) throws {
+        guard buffer.queueID == ObjectIdentifier(self) else {
+            throw AudioQueueError(.invalidBuffer, "buffer \(buffer.id) was allocated by another queue")
+        }
+        try control.withLock { control in
+            switch control.phase {
+            case .disposed: throw AudioQueueError(.disposalPending, "the input queue has been disposed of")
+            case .stopping: throw AudioQueueError(.enqueueDuringReset, "the input queue is stopping after its enqueued buffers")
+            default: break
+            }
+            guard buffer.claim() else {
+                throw AudioQueueError(.bufferInQueue, "buffer \(buffer.id) is already in the queue; wait for the input callback")
+            }
+            buffer.setByteSizeInternal(0)
+            control.buffers.append(buffer)
+        }
+        wake.signal()
+    }
+
+    // MARK: lifecycle
+
+    /// Starts (or resumes) recording. The first start after creation or a stop opens the source and
+    /// starts a new timeline at 0.
+    /// - Throws: ``AudioQueueError/Code/cannotStart`` when the source cannot be opened or started,
+    ///   ``AudioQueueError/Code/disposalPending`` after disposal.
+    public func start() throws {
+        let phase = control.withLock { $0.phase }
+        switch phase {
+        case .disposed: throw AudioQueueError(.disposalPending, "the input queue has been disposed of")
+        case .running, .stopping: return
+        case .stopped, .paused: break
+        }
+        if phase == .stopped || workQueue.sync(execute: { worker.target == nil }) { try openSource() }
+        // Running before the source starts: a source may deliver (and even end) at once.
+        control.withLock { $0.phase = .running }
+        deliver(.runningChanged(true))
+        do { try source.start() } catch {
+            control.withLock { $0.phase = phase }
+            deliver(.runningChanged(false))
+            throw error as? AudioQueueError ?? AudioQueueError(.cannotStart, "the source did not start: \(error)")
+        }
+    }
+
+    /// Stops capturing; the timeline holds. Frames already captured still fill buffers.
+    public func pause() throws {
+        let wasRunning = try control.withLock { control -> Bool in
+            if control.phase == .disposed { throw AudioQueueError(.disposalPending, "the input queue has been disposed of") }
+            guard control.phase == .running else { return false }
+            control.phase = .paused
+            return true
+        }
+        guard wasRunning else { return }
+        source.pause()
+        deliver(.runningChanged(false))
+    }
+
+    /// Stops recording.
+    ///
+    /// - Parameter immediately: `true` stops capture now: every frame captured is handed back (the
+    ///   buffer being filled comes back short), and frames no enqueued buffer can take are reported as
+    ///   an overrun. `false` records on until every buffer enqueued now is full, then stops; enqueues
+    ///   are refused meanwhile. Either way the buffers still enqueued stay for the next start, and the
+    ///   next start begins a new timeline.
+    public func stop(immediately: Bool) throws {
+        let phase = try control.withLock { control -> Phase in
+            if control.phase == .disposed { throw AudioQueueError(.disposalPending, "the input queue has been disposed of") }
+            let old = control.phase
+            if !immediately && old == .running { control.phase = .stopping }
+            return old
+        }
+        if phase == .stopped { return }
+        if !immediately && phase == .running {
+            wake.signal()
+            return
+        }
+        finishStop()
+    }
+
+    /// Whether capture is under way (started, not paused or stopped; true while an asynchronous stop finishes).
+    public var isRunning: Bool { control.withLock { $0.phase == .running || $0.phase == .stopping } }
+
+    /// Whether an asynchronous stop is finishing.
+    public var isStopping: Bool { control.withLock { $0.phase == .stopping } }
+
+    /// Discards every frame captured and not yet handed back, and returns every enqueued buffer
+    /// empty (``AudioInputQueueEvent/bufferReturned(_:)``; the input callback gets it with 0
+    /// frames). A running queue keeps running; the timeline keeps counting.
+    public func reset() throws {
+        let phase = control.withLock { $0.phase }
+        if phase == .disposed { throw AudioQueueError(.disposalPending, "the input queue has been disposed of") }
+        if phase == .running { source.pause() }
+        let returned = workQueue.sync { () -> [AudioQueueBuffer] in
+            var returned = worker.discardAll()
+            returned += control.withLock { control in
+                defer { control.buffers.removeAll() }
+                return control.buffers
+            }
+            return returned
+        }
+        control.withLock { $0.discontinuity = true }
+        deliverReturned(returned)
+        if phase == .running {
+            do { try source.start() } catch {
+                deliver(.error(error as? AudioQueueError ?? AudioQueueError(.sinkError, "the source did not restart: \(error)")))
+            }
+        }
+    }
+
+    /// Stops and releases the source. After it returns no callback runs (unless called from one)
+    /// and every method throws ``AudioQueueError/Code/disposalPending``.
+    /// - Parameter immediately: `false` first hands back what was captured, as ``stop(immediately:)`` with `true` does.
+    public func dispose(immediately: Bool) {
+        let phase = control.withLock { control -> Phase in
+            let old = control.phase
+            control.phase = .disposed
+            return old
+        }
+        guard phase != .disposed else { return }
+        source.pause()
+        workQueue.sync {
+            if !immediately { drainForStop() }
+            for buffer in worker.discardAll() { buffer.release() }
+            if worker.target != nil { source.close() }
+            requeue(worker.close())
+        }
+        let buffers = control.withLock { control in
+            defer { control.buffers.removeAll() }
+            return control.buffers
+        }
+        for buffer in buffers { buffer.release() }
+        wake.cancel()
+        closed.store(true, ordering: .releasing)
+        if DispatchQueue.getSpecific(key: callbackKey) == nil { callbacks.sync {} }
+        let continuations = streams.withLock { list -> [AsyncStream<AudioInputQueueEvent>.Continuation] in
+            defer { list.removeAll() }
+            return Array(list.values)
+        }
+        for continuation in continuations { continuation.finish() }
+    }
+
+    // MARK: time and meters
+
+    /// The timeline position of the frame the source captured last: frames captured since the
+    /// start (at the queue's rate), counting frames lost. `discontinuity` is true when an overrun
+    /// or a reset happened since the last call.
+    public func currentTime() -> AudioQueueTime {
+        let captured = workQueue.sync { worker.capturedOutputFrames }
+        let discontinuity = control.withLock { control -> Bool in
+            defer { control.discontinuity = false }
+            return control.discontinuity
+        }
+        return AudioQueueTime(sampleTime: Int64(captured), discontinuity: discontinuity)
+    }
+
+    /// Whether the queue measures levels of what it records (Core Audio's `kAudioQueueProperty_EnableLevelMetering`).
+    public var isLevelMeteringEnabled: Bool {
+        get { control.withLock { $0.metering } }
+    }
+
+    /// Turns level metering on or off.
+    public func setLevelMeteringEnabled(_ enabled: Bool) {
+        control.withLock { $0.metering = enabled }
+        workQueue.async { [worker] in worker.metering = enabled }
+        if !enabled { meters.withLock { $0 = [] } }
+    }
+
+    /// Levels of each channel over the last buffer filled (empty while metering is off).
+    public var currentLevelMeters: [AudioLevelMeter] { meters.withLock { $0 } }
+
+    /// The format the source delivers now (nil before the first start): its rate may differ from
+    /// ``streamDescription``'s, in which case the queue resamples.
+    public var sourceFormat: AudioStreamDescription? { workQueue.sync { worker.sourceFormat } }
+
+    // MARK: events
+
+    /// A stream of everything that happens in the queue, in order. Each call makes a new stream
+    /// that receives events from then on; it finishes when the queue is disposed of.
+    public func events(bufferingPolicy: AsyncStream<AudioInputQueueEvent>.Continuation.BufferingPolicy = .unbounded) -> AsyncStream<AudioInputQueueEvent> {
+        let (stream, continuation) = AsyncStream<AudioInputQueueEvent>.makeStream(bufferingPolicy: bufferingPolicy)
+        if closed.load(ordering: .acquiring) {
+            continuation.finish()
+            return stream
+        }
+        let id = nextStreamID.add(1, ordering: .relaxed).newValue
+        streams.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.streams.withLock { $0.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Blocks until every callback and event produced so far has been delivered. Not from inside a callback.
+    public func waitForCallbacks() {
+        workQueue.sync {}
+        if DispatchQueue.getSpecific(key: callbackKey) == nil { callbacks.sync {} }
+    }
+
+    // MARK: internals
+
+    private func openSource() throws {
+        let weakSelf = WeakInputQueue()
+        weakSelf.queue = self
+        let workQueue = self.workQueue
+        try workQueue.sync {
+            if worker.target != nil { source.close(); requeue(worker.close()) }
+            let wake = self.wake
+            let target = AudioCaptureTarget(notify: { wake.signal() },
+                                            errorHandler: { error in workQueue.async { weakSelf.queue?.sourceFailed(error) } },
+                                            endHandler: { workQueue.async { weakSelf.queue?.worker.sourceEnded = true; weakSelf.queue?.service() } })
+            let delivered: AudioStreamDescription
+            do { delivered = try source.open(format: streamDescription, target: target) } catch {
+                throw error as? AudioQueueError ?? AudioQueueError(.cannotStart, "the source did not open: \(error)")
+            }
+            guard delivered.isFloat32Interleaved, (1...RenderStage.maxChannels).contains(delivered.channelsPerFrame),
+                  delivered.sampleRate > 0, delivered.sampleRate <= 1_536_000 else {
+                source.close()
+                throw AudioQueueError(.cannotStart, "the source delivers \(delivered), not interleaved float32 the queue can take")
+            }
+            target.prepare(capacityFrames: configuration.captureBufferFrames ?? max(Int(delivered.sampleRate / 2), 1024),
+                           channels: delivered.channelsPerFrame)
+            try worker.open(target: target, sourceFormat: delivered, configuration: configuration)
+            worker.metering = control.withLock { $0.metering }
+        }
+    }
+
+    /// On the worker: moves captured frames into buffers and hands full ones back.
+    func service() {
+        guard worker.target != nil else { return }
+        var outgoing: [CaptureWorker.Outgoing] = []
+        let stopping = control.withLock { $0.phase == .stopping }
+        worker.run(takeBuffer: { [control] in
+            control.withLock { control in control.buffers.isEmpty ? nil : control.buffers.removeFirst() }
+        }, into: &outgoing)
+        if outgoing.contains(where: { if case .overrun = $0 { return true } else { return false } }) {
+            control.withLock { $0.discontinuity = true }
+        }
+        publish(outgoing)
+        let noMoreBuffers = worker.current == nil && control.withLock { $0.buffers.isEmpty }
+        if worker.sourceEnded && worker.isDrained {
+            completeStop(final: [])
+        } else if stopping && noMoreBuffers {
+            completeStop(final: [])
+        }
+        worker.target?.spaceFreed()
+    }
+
+    /// On the worker: the source has stopped writing; hand back everything, close it.
+    private func completeStop(final: [CaptureWorker.Outgoing]) {
+        let changed = control.withLock { control -> Bool in
+            guard control.phase == .running || control.phase == .stopping || control.phase == .paused else { return false }
+            control.phase = .stopped
+            return true
+        }
+        source.pause()
+        drainForStop()
+        source.close()
+        requeue(worker.close())
+        if changed { deliver(.runningChanged(false)) }
+    }
+
+    /// On the worker, with the source paused: everything held goes into buffers; what none can take is an overrun.
+    private func drainForStop() {
+        var outgoing: [CaptureWorker.Outgoing] = []
+        worker.run(takeBuffer: { [control] in
+            control.withLock { control in control.buffers.isEmpty ? nil : control.buffers.removeFirst() }
+        }, into: &outgoing, finishing: true)
+        publish(outgoing)
+    }
+
+    private func finishStop() {
+        let changed = control.withLock { control -> Bool in
+            let was = control.phase
+            guard was == .running || was == .paused || was == .stopping else { return false }
+            control.phase = .stopped
+            return was != .paused
+        }
+        source.pause()
+        workQueue.sync {
+            drainForStop()
+            if worker.target != nil { source.close() }
+            requeue(worker.close())
+        }
+        if changed { deliver(.runningChanged(false)) }
+    }
+
+    /// On the worker: the source failed. What was captured is handed back, capture stops.
+    private func sourceFailed(_ error: AudioQueueError) {
+        guard worker.target != nil else { return }
+        deliver(.error(error))
+        completeStop(final: [])
+    }
+
+    /// Puts back an empty buffer the worker had taken (it stays first in line).
+    private func requeue(_ buffer: AudioQueueBuffer?) {
+        guard let buffer else { return }
+        if control.withLock({ $0.phase == .disposed }) {
+            buffer.release()
+        } else {
+            control.withLock { $0.buffers.insert(buffer, at: 0) }
+        }
+    }
+
+    private func publish(_ outgoing: [CaptureWorker.Outgoing]) {
+        guard !outgoing.isEmpty else { return }
+        for item in outgoing {
+            switch item {
+            case .filled(let buffer, let frames, let levels):
+                if let levels { meters.withLock { $0 = levels } }
+                deliverFilled(buffer, frames)
+            case .overrun(let lost, let time):
+                deliver(.overrun(framesLost: lost, atSampleTime: time))
+            case .error(let error):
+                deliver(.error(error))
+            }
+        }
+    }
+
+    private func deliverFilled(_ buffer: AudioQueueBuffer, _ frames: AudioCapturedFrames) {
+        callbacks.async { [self] in
+            buffer.release()
+            guard !closed.load(ordering: .acquiring) else { return }
+            inputCallback?(self, buffer, frames)
+            yield(.bufferFilled(buffer, frames))
+        }
+    }
+
+    private func deliverReturned(_ buffers: [AudioQueueBuffer]) {
+        guard !buffers.isEmpty else { return }
+        callbacks.async { [self] in
+            for buffer in buffers {
+                buffer.setByteSizeInternal(0)
+                buffer.release()
+                guard !closed.load(ordering: .acquiring) else { continue }
+                inputCallback?(self, buffer, AudioCapturedFrames(startSampleTime: Int64(worker.capturedOutputFramesSnapshot), frameCount: 0))
+                yield(.bufferReturned(buffer))
+            }
+        }
+    }
+
+    func deliver(_ event: AudioInputQueueEvent) {
+        callbacks.async { [self] in
+            guard !closed.load(ordering: .acquiring) else { return }
+            yield(event)
+        }
+    }
+
+    private func yield(_ event: AudioInputQueueEvent) {
+        let continuations = streams.withLock { Array($0.values) }
+        for continuation in continuations { continuation.yield(event) }
+    }
+}
+
+final class WeakInputQueue: @unchecked Sendable {
+    weak var queue: AudioInputQueue?
+}

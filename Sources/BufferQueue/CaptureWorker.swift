@@ -1,0 +1,257 @@
+import Synchronization
+
+/// The input queue's worker state: takes frames out of the capture ring, converts them when the
+/// source runs at another rate or channel count, and writes them into the caller's buffers in the
+/// queue's sample format. Used only on the queue's work queue.
+final class CaptureWorker: @unchecked Sendable {
+    enum Outgoing {
+        case filled(AudioQueueBuffer, AudioCapturedFrames, [AudioLevelMeter]?)
+        case overrun(Int, Int64)
+        case error(AudioQueueError)
+    }
+
+    static let chunkFrames = 4096
+
+    let format: AudioStreamDescription
+    let layout: PCMSampleLayout
+    private(set) var target: AudioCaptureTarget?
+    private(set) var sourceFormat: AudioStreamDescription?
+    private var converter: AudioConverter?
+    private var converterFinished = false
+    private var scratch: UnsafeMutablePointer<Float>?
+    private var staging: DecodedAudio
+    private var stagingOffset = 0
+    private var pendingGap = 0
+    private(set) var current: AudioQueueBuffer?
+    private var currentFill = 0
+    private var currentStart = 0
+    /// Timeline position (queue frames) of the next frame placed in a buffer.
+    private var timeline = 0
+    var metering = false
+    private var sumSquares: [Double]
+    private var peaks: [Float]
+    var sourceEnded = false
+    private let capturedSnapshot = Atomic<Int>(0)
+
+    init(format: AudioStreamDescription, layout: PCMSampleLayout) {
+        self.format = format
+        self.layout = layout
+        staging = DecodedAudio(format: .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame))
+        sumSquares = Array(repeating: 0, count: format.channelsPerFrame)
+        peaks = Array(repeating: 0, count: format.channelsPerFrame)
+    }
+
+    deinit { scratch?.deallocate() }
+
+    func open(target: AudioCaptureTarget, sourceFormat: AudioStreamDescription, configuration: AudioInputQueue.Configuration) throws {
+        if sourceFormat.sampleRate != format.sampleRate || sourceFormat.channelsPerFrame != format.channelsPerFrame {
+            converter = try AudioConverter(from: sourceFormat, to: format, quality: configuration.converterQuality,
+                                           registry: configuration.resamplerRegistry)
+        } else {
+            converter = nil
+        }
+        scratch?.deallocate()
+        scratch = .allocate(capacity: Self.chunkFrames * sourceFormat.channelsPerFrame)
+        self.target = target
+        self.sourceFormat = sourceFormat
+        converterFinished = false
+        staging.truncate(toSampleCount: 0)
+        stagingOffset = 0
+        pendingGap = 0
+        timeline = 0
+        sourceEnded = false
+        capturedSnapshot.store(0, ordering: .relaxed)
+    }
+
+    /// Forgets the source. Returns the buffer being filled when it holds nothing (it goes back to
+    /// the queue's list).
+    func close() -> AudioQueueBuffer? {
+        target = nil
+        converter = nil
+        sourceEnded = false
+        staging.truncate(toSampleCount: 0)
+        stagingOffset = 0
+        pendingGap = 0
+        defer { current = nil }
+        return currentFill == 0 ? current : nil
+    }
+
+    /// Queue frames the source has captured (or lost) since the start.
+    var capturedOutputFrames: Int {
+        guard let target, let sourceFormat else { return 0 }
+        let captured = target.ring.framesCaptured
+        let frames = converter == nil ? captured : Int((Double(captured) * format.sampleRate / sourceFormat.sampleRate).rounded())
+        capturedSnapshot.store(frames, ordering: .relaxed)
+        return frames
+    }
+
+    /// The last value of ``capturedOutputFrames`` (readable off the worker).
+    var capturedOutputFramesSnapshot: Int { capturedSnapshot.load(ordering: .relaxed) }
+
+    /// Whether nothing captured is waiting anywhere.
+    var isDrained: Bool {
+        guard let target else { return true }
+        return target.ring.isEmpty && stagingAvailable == 0 && pendingGap == 0 && currentFill == 0
+    }
+
+    private var stagingAvailable: Int { (staging.sampleCount - stagingOffset) / format.channelsPerFrame }
+
+    /// Moves what is captured into buffers. With `finishing` (the source no longer writes) it also
+    /// ends the converter's stream, hands back the buffer being filled even if short, and reports
+    /// frames no buffer could take as an overrun.
+    func run(takeBuffer: () -> AudioQueueBuffer?, into out: inout [Outgoing], finishing: Bool = false) {
+        guard let target, let scratch else { return }
+        let ring = target.ring
+        let channels = format.channelsPerFrame
+        var unplaced = 0
+        // Frames no buffer can take are dropped only when stopping; at the source's end they wait
+        // for the caller's buffers like any others.
+        let ending = finishing
+        loop: while true {
+            if stagingAvailable > 0 {
+                guard ensureCurrent(takeBuffer) else {
+                    if ending {
+                        unplaced += stagingAvailable
+                        stagingOffset = staging.sampleCount
+                        continue
+                    }
+                    break
+                }
+                let take = min(stagingAvailable, room)
+                staging.withUnsafeSamples { samples in
+                    if let base = samples.baseAddress { place(base + stagingOffset, frames: take, into: &out) }
+                }
+                stagingOffset += take * channels
+                if stagingOffset == staging.sampleCount {
+                    staging.truncate(toSampleCount: 0)
+                    stagingOffset = 0
+                }
+                continue
+            }
+            if pendingGap > 0 {
+                deliverCurrent(into: &out)
+                out.append(.overrun(pendingGap, Int64(timeline)))
+                timeline += pendingGap
+                pendingGap = 0
+                continue
+            }
+            switch ring.next() {
+            case .gap(let lost):
+                if let converter, let sourceFormat {
+                    finishConverter(converter, into: &out)
+                    converterFinished = false
+                    pendingGap = Int((Double(lost) * format.sampleRate / sourceFormat.sampleRate).rounded())
+                } else {
+                    pendingGap = lost
+                }
+            case .frames(let available):
+                if let converter {
+                    guard ensureCurrent(takeBuffer) || ending else { break loop }
+                    let take = ring.read(into: scratch, frames: min(available, Self.chunkFrames))
+                    do {
+                        try converter.convert(UnsafeBufferPointer(start: scratch, count: take * ring.channels), into: staging)
+                    } catch {
+                        out.append(.error(error as? AudioQueueError ?? AudioQueueError(.decoderError, "the converter failed: \(error)")))
+                    }
+                    converterFinished = false
+                } else {
+                    guard ensureCurrent(takeBuffer) else {
+                        if ending {
+                            unplaced += ring.read(into: scratch, frames: min(available, Self.chunkFrames))
+                            continue
+                        }
+                        break loop
+                    }
+                    let take = ring.read(into: scratch, frames: min(available, room, Self.chunkFrames))
+                    place(scratch, frames: take, into: &out)
+                }
+            case .empty:
+                if finishing || sourceEnded {
+                    if let converter, !converterFinished {
+                        finishConverter(converter, into: &out)
+                        continue
+                    }
+                    deliverCurrent(into: &out)
+                }
+                break loop
+            }
+        }
+        if unplaced > 0 {
+            out.append(.overrun(unplaced, Int64(timeline)))
+            timeline += unplaced
+        }
+        _ = capturedOutputFrames
+    }
+
+    /// Discards everything captured and not handed back; returns the buffer being filled.
+    func discardAll() -> [AudioQueueBuffer] {
+        if let target { _ = target.ring.discardReadable() }
+        converter?.reset()
+        converterFinished = false
+        staging.truncate(toSampleCount: 0)
+        stagingOffset = 0
+        pendingGap = 0
+        timeline = capturedOutputFrames
+        defer { current = nil; currentFill = 0 }
+        return current.map { [$0] } ?? []
+    }
+
+    private func finishConverter(_ converter: AudioConverter, into out: inout [Outgoing]) {
+        do { try converter.finish(into: staging) } catch {
+            out.append(.error(error as? AudioQueueError ?? AudioQueueError(.decoderError, "the converter failed: \(error)")))
+        }
+        converterFinished = true
+    }
+
+    private var room: Int {
+        guard let current else { return 0 }
+        return current.capacity / format.bytesPerFrame - currentFill
+    }
+
+    private func ensureCurrent(_ takeBuffer: () -> AudioQueueBuffer?) -> Bool {
+        if current != nil { return true }
+        guard let buffer = takeBuffer() else { return false }
+        current = buffer
+        currentFill = 0
+        currentStart = timeline
+        for channel in 0..<sumSquares.count { sumSquares[channel] = 0; peaks[channel] = 0 }
+        return true
+    }
+
+    /// Writes `frames` float frames (the queue's channel count) into the current buffer.
+    private func place(_ samples: UnsafePointer<Float>, frames: Int, into out: inout [Outgoing]) {
+        guard let current, frames > 0 else { return }
+        let channels = format.channelsPerFrame
+        current.withStorage { storage in
+            if let base = storage.baseAddress {
+                layout.fromFloat(samples, count: frames * channels, into: base + currentFill * format.bytesPerFrame)
+            }
+        }
+        if metering {
+            for frame in 0..<frames {
+                for channel in 0..<channels {
+                    let value = samples[frame * channels + channel]
+                    sumSquares[channel] += Double(value) * Double(value)
+                    peaks[channel] = max(peaks[channel], abs(value))
+                }
+            }
+        }
+        currentFill += frames
+        timeline += frames
+        if room == 0 { deliverCurrent(into: &out) }
+    }
+
+    private func deliverCurrent(into out: inout [Outgoing]) {
+        guard let current, currentFill > 0 else { return }
+        current.setByteSizeInternal(currentFill * format.bytesPerFrame)
+        var levels: [AudioLevelMeter]?
+        if metering {
+            levels = (0..<format.channelsPerFrame).map {
+                AudioLevelMeter(average: Float((sumSquares[$0] / Double(currentFill)).squareRoot()), peak: peaks[$0])
+            }
+        }
+        out.append(.filled(current, AudioCapturedFrames(startSampleTime: Int64(currentStart), frameCount: currentFill), levels))
+        self.current = nil
+        currentFill = 0
+    }
+}
