@@ -37,8 +37,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     }
 
     public let configuration: Configuration
-    private var mainloop: OpaquePointer?
-    private var context: OpaquePointer?
+    private var connection: PulseConnection?
     private var stream: OpaquePointer?
     private var source: AudioRenderSource?
     private var format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
@@ -66,9 +65,9 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
 
     /// Whether a PulseAudio server answers (the default one, or `server`).
     public static func serverIsReachable(server: String? = nil) -> Bool {
-        let probe = PulseAudioSink(configuration: Configuration(server: server))
-        defer { probe.teardown() }
-        return (try? probe.connectContext()) != nil
+        let probe = PulseConnection(server: server, applicationName: "BufferQueue", role: "music")
+        defer { probe.disconnect() }
+        return (try? probe.connect()) != nil
     }
 
     // MARK: AudioSink
@@ -86,16 +85,11 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         }
         // A server that went away leaves a failed context: connect afresh (the server may be back).
         // (Before taking the source: tearing down releases it.)
-        if let context, let mainloop {
-            pa_threaded_mainloop_lock(mainloop)
-            let state = pa_context_get_state(context)
-            pa_threaded_mainloop_unlock(mainloop)
-            if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED { teardown() }
-        }
+        if connection?.hasFailed == true { teardown() }
         self.format = format
         setSource(source)
         failureReported.store(false, ordering: .relaxed)
-        if context == nil { try connectContext() }
+        if connection == nil { try connectContext() }
         try createStream()
     }
 
@@ -119,15 +113,15 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
                 if success != 0 { source.reportPlaybackStarted() }
             }, box)
             if uncork == nil, let box { Unmanaged<SourceBox>.fromOpaque(box).release() }
-            release(uncork)
-            release(pa_stream_trigger(stream, nil, nil))
+            releaseOperation(uncork)
+            releaseOperation(pa_stream_trigger(stream, nil, nil))
         }
     }
 
     public func pause() {
         try? withLock {
             pulling = false
-            if let stream { release(pa_stream_cork(stream, 1, nil, nil)) }
+            if let stream { releaseOperation(pa_stream_cork(stream, 1, nil, nil)) }
         }
     }
 
@@ -135,9 +129,9 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         try? withLock {
             guard let stream else { return }
             let wasPulling = pulling
-            release(pa_stream_cork(stream, 1, nil, nil))
-            release(pa_stream_flush(stream, nil, nil))
-            if wasPulling { release(pa_stream_cork(stream, 0, nil, nil)) }
+            releaseOperation(pa_stream_cork(stream, 1, nil, nil))
+            releaseOperation(pa_stream_flush(stream, nil, nil))
+            if wasPulling { releaseOperation(pa_stream_cork(stream, 0, nil, nil)) }
         }
     }
 
@@ -146,7 +140,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         let issued = (try? withLock { () -> Bool in
             guard let stream else { return false }
             draining = true
-            release(pa_stream_drain(stream, { _, _, userdata in
+            releaseOperation(pa_stream_drain(stream, { _, _, userdata in
                 guard let userdata else { return }
                 let box = Unmanaged<CompletionBox>.fromOpaque(userdata).takeRetainedValue()
                 DispatchQueue.global().async { box.completion() }
@@ -162,6 +156,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     public func close() {
         try? withLock {
             pulling = false
+            streamReady = false
             if let stream {
                 pa_stream_set_write_callback(stream, nil, nil)
                 pa_stream_set_state_callback(stream, nil, nil)
@@ -195,63 +190,27 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     // MARK: connection
 
     private func withLock<R>(_ body: () throws -> R) throws -> R {
-        guard let mainloop else { throw AudioQueueError(.sinkError, "the PulseAudio connection is closed") }
-        let inLoop = pa_threaded_mainloop_in_thread(mainloop) != 0
-        if !inLoop { pa_threaded_mainloop_lock(mainloop) }
-        defer { if !inLoop { pa_threaded_mainloop_unlock(mainloop) } }
-        return try body()
+        guard let connection else { throw AudioQueueError(.sinkError, "the PulseAudio connection is closed") }
+        return try connection.withLock(body)
     }
 
     private func connectContext() throws {
-        guard let loop = pa_threaded_mainloop_new() else { throw AudioQueueError(.cannotStart, "libpulse could not make a main loop") }
-        mainloop = loop
-        let properties = pa_proplist_new()
-        defer { pa_proplist_free(properties) }
-        pa_proplist_sets(properties, PA_PROP_APPLICATION_NAME, configuration.applicationName)
-        pa_proplist_sets(properties, PA_PROP_MEDIA_ROLE, configuration.role)
-        guard let made = pa_context_new_with_proplist(pa_threaded_mainloop_get_api(loop), configuration.applicationName, properties) else {
-            throw AudioQueueError(.cannotStart, "libpulse could not make a context")
-        }
-        context = made
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        pa_context_set_state_callback(made, { context, userdata in
-            guard let userdata else { return }
-            let sink = Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue()
-            sink.contextStateChanged(context)
-        }, me)
-        pa_threaded_mainloop_lock(loop)
-        defer { pa_threaded_mainloop_unlock(loop) }
-        guard pa_threaded_mainloop_start(loop) == 0 else { throw AudioQueueError(.cannotStart, "libpulse could not start its main loop") }
-        guard pa_context_connect(made, configuration.server, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0 else {
-            throw AudioQueueError(.cannotStart, "no PulseAudio server at \(configuration.server ?? "the default address"): \(String(cString: pa_strerror(pa_context_errno(made))))")
-        }
-        while true {
-            let state = pa_context_get_state(made)
-            if state == PA_CONTEXT_READY { return }
-            if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED {
-                throw AudioQueueError(.cannotStart, "no PulseAudio server answered at \(configuration.server ?? "the default address"): \(String(cString: pa_strerror(pa_context_errno(made))))")
-            }
-            pa_threaded_mainloop_wait(loop)
-        }
+        let made = PulseConnection(server: configuration.server, applicationName: configuration.applicationName, role: configuration.role)
+        connection = made
+        made.onFailure = { [unowned self] message in reportFailure("the PulseAudio server connection ended: \(message)") }
+        try made.connect()
     }
 
-    private func contextStateChanged(_ context: OpaquePointer?) {
-        guard let context, let mainloop else { return }
-        let state = pa_context_get_state(context)
-        pa_threaded_mainloop_signal(mainloop, 0)
-        if (state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED), let source,
-           !failureReported.exchange(true, ordering: .relaxed) {
-            let message = String(cString: pa_strerror(pa_context_errno(context)))
-            // Not on the main-loop thread: the queue will call back into the sink.
-            DispatchQueue.global().async {
-                source.reportError(AudioQueueError(.sinkError, "the PulseAudio server connection ended: \(message)"))
-            }
-        }
+    /// Reports a failure to the queue once (from the main loop's thread, lock held).
+    private func reportFailure(_ message: String) {
+        guard let source, !failureReported.exchange(true, ordering: .relaxed) else { return }
+        // Not on the main-loop thread: the queue will call back into the sink.
+        DispatchQueue.global().async { source.reportError(AudioQueueError(.sinkError, message)) }
     }
 
     private func createStream() throws {
         try withLock {
-            guard let context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
+            guard let connection, let context = connection.context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
             if let stream { pa_stream_disconnect(stream); pa_stream_unref(stream) }
             var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(format.sampleRate), channels: UInt8(format.channelsPerFrame))
             let properties = pa_proplist_new()
@@ -264,33 +223,45 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
             }
             stream = made
             let me = Unmanaged.passUnretained(self).toOpaque()
-            pa_stream_set_state_callback(made, { _, userdata in
+            pa_stream_set_state_callback(made, { stream, userdata in
                 guard let userdata else { return }
-                let sink = Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue()
-                if let loop = sink.mainloop { pa_threaded_mainloop_signal(loop, 0) }
+                Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(stream)
             }, me)
             pa_stream_set_write_callback(made, { _, bytes, userdata in
                 guard let userdata else { return }
                 Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue().write(bytes)
             }, me)
-            let bytesPerFrame = 4 * format.channelsPerFrame
-            let latencyBytes = UInt32(max(Int(configuration.targetLatency.components.seconds) * Int(format.sampleRate)
-                                          + Int(Double(configuration.targetLatency.components.attoseconds) * 1e-18 * format.sampleRate), 64) * bytesPerFrame)
-            var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: latencyBytes, prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
+            var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: latencyBytes(configuration.targetLatency, format: format), prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
+            // A device named by the caller is not swapped for another when it goes away: the stream
+            // fails and the queue gets an error event.
             let flags = pa_stream_flags_t(rawValue: PA_STREAM_START_CORKED.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
-                                          | PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue)
+                                          | PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue
+                                          | (configuration.device == nil ? 0 : PA_STREAM_DONT_MOVE.rawValue))
             guard pa_stream_connect_playback(made, configuration.device, &attributes, flags, nil, nil) >= 0 else {
                 throw AudioQueueError(.cannotStart, "PulseAudio could not connect the stream to \(configuration.device ?? "the default sink"): \(String(cString: pa_strerror(pa_context_errno(context))))")
             }
-            guard let loop = mainloop else { return }
             while true {
                 let state = pa_stream_get_state(made)
-                if state == PA_STREAM_READY { return }
+                if state == PA_STREAM_READY { streamReady = true; return }
                 if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
-                    throw AudioQueueError(.cannotStart, "the PulseAudio stream failed: \(String(cString: pa_strerror(pa_context_errno(context))))")
+                    throw AudioQueueError(.cannotStart, "the PulseAudio stream failed: \(connection.lastError)")
                 }
-                pa_threaded_mainloop_wait(loop)
+                connection.wait()
             }
+        }
+    }
+
+    /// Set once the stream is ready; a failure after that (the device removed) is reported.
+    private var streamReady = false
+
+    /// The stream's state changed (main loop's thread, lock held).
+    private func streamStateChanged(_ changed: OpaquePointer?) {
+        connection?.signal()
+        guard let changed, changed == stream, streamReady else { return }
+        let state = pa_stream_get_state(changed)
+        if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
+            streamReady = false
+            reportFailure("the PulseAudio stream to \(configuration.device ?? "the default sink") ended: \(connection?.lastError ?? "") (was the device removed?)")
         }
     }
 
@@ -341,25 +312,9 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
 
     private func teardown() {
         close()
-        if let context, let mainloop {
-            pa_threaded_mainloop_lock(mainloop)
-            pa_context_set_state_callback(context, nil, nil)
-            pa_context_disconnect(context)
-            pa_context_unref(context)
-            pa_threaded_mainloop_unlock(mainloop)
-        }
-        context = nil
-        if let mainloop {
-            pa_threaded_mainloop_stop(mainloop)
-            pa_threaded_mainloop_free(mainloop)
-        }
-        mainloop = nil
+        connection?.disconnect()
+        connection = nil
     }
-}
-
-/// Drops an operation reference; libpulse returns none when the connection is gone.
-private func release(_ operation: OpaquePointer?) {
-    if let operation { pa_operation_unref(operation) }
 }
 
 private final class SourceBox {

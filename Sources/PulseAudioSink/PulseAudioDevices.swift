@@ -1,0 +1,88 @@
+import BufferQueue
+import CPulseAudio
+
+extension PulseAudioSink {
+    /// The server's sinks (playback devices), the default one marked.
+    /// - Parameter server: the server address; nil = the default server.
+    /// - Throws: ``AudioQueueError/Code/cannotStart`` when no server answers.
+    public static func devices(server: String? = nil) throws -> [AudioDeviceInfo] {
+        try PulseDeviceList.fetch(server: server, sources: false)
+    }
+}
+
+extension PulseAudioSource {
+    /// The server's sources (capture devices), monitors of sinks included and marked, the default one marked.
+    /// - Parameter server: the server address; nil = the default server.
+    /// - Throws: ``AudioQueueError/Code/cannotStart`` when no server answers.
+    public static func devices(server: String? = nil) throws -> [AudioDeviceInfo] {
+        try PulseDeviceList.fetch(server: server, sources: true)
+    }
+}
+
+/// Collects what libpulse's introspection callbacks report.
+private final class PulseDeviceList {
+    var defaultSink = ""
+    var defaultSource = ""
+    var devices: [AudioDeviceInfo] = []
+    let connection: PulseConnection
+
+    init(connection: PulseConnection) { self.connection = connection }
+
+    static func fetch(server: String?, sources: Bool) throws -> [AudioDeviceInfo] {
+        let connection = PulseConnection(server: server, applicationName: "BufferQueue", role: "music")
+        defer { connection.disconnect() }
+        try connection.connect()
+        let list = PulseDeviceList(connection: connection)
+        let me = Unmanaged.passUnretained(list).toOpaque()
+        try connection.withLock {
+            guard let context = connection.context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
+            let gotInfo = connection.await(pa_context_get_server_info(context, { _, info, userdata in
+                guard let userdata else { return }
+                let list = Unmanaged<PulseDeviceList>.fromOpaque(userdata).takeUnretainedValue()
+                if let info {
+                    if let name = info.pointee.default_sink_name { list.defaultSink = String(cString: name) }
+                    if let name = info.pointee.default_source_name { list.defaultSource = String(cString: name) }
+                }
+                list.connection.signal()
+            }, me))
+            let gotList: Bool
+            if sources {
+                gotList = connection.await(pa_context_get_source_info_list(context, { _, info, eol, userdata in
+                    guard let userdata else { return }
+                    let list = Unmanaged<PulseDeviceList>.fromOpaque(userdata).takeUnretainedValue()
+                    if eol == 0, let info {
+                        let name = info.pointee.name.map { String(cString: $0) } ?? ""
+                        list.devices.append(AudioDeviceInfo(
+                            name: name, description: info.pointee.description.map { String(cString: $0) } ?? name,
+                            sampleRate: Double(info.pointee.sample_spec.rate), channels: Int(info.pointee.sample_spec.channels),
+                            isDefault: name == list.defaultSource, isMonitor: info.pointee.monitor_of_sink != UInt32.max))
+                    }
+                    list.connection.signal()
+                }, me))
+            } else {
+                gotList = connection.await(pa_context_get_sink_info_list(context, { _, info, eol, userdata in
+                    guard let userdata else { return }
+                    let list = Unmanaged<PulseDeviceList>.fromOpaque(userdata).takeUnretainedValue()
+                    if eol == 0, let info {
+                        let name = info.pointee.name.map { String(cString: $0) } ?? ""
+                        list.devices.append(AudioDeviceInfo(
+                            name: name, description: info.pointee.description.map { String(cString: $0) } ?? name,
+                            sampleRate: Double(info.pointee.sample_spec.rate), channels: Int(info.pointee.sample_spec.channels),
+                            isDefault: name == list.defaultSink))
+                    }
+                    list.connection.signal()
+                }, me))
+            }
+            guard gotInfo, gotList else {
+                throw AudioQueueError(.sinkError, "the PulseAudio server did not list its devices: \(connection.lastError)")
+            }
+        }
+        return list.devices
+    }
+}
+
+/// The device a stream is connected to now (for reports); nil when unknown.
+func pulseDeviceName(of stream: OpaquePointer) -> String? {
+    if let name = pa_stream_get_device_name(stream) { return String(cString: name) }
+    return nil
+}

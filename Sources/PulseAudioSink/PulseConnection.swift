@@ -1,0 +1,148 @@
+import BufferQueue
+import CPulseAudio
+
+/// One connection to a PulseAudio server: libpulse's threaded main loop and a context, shared by
+/// the sink, the source and the device list.
+///
+/// Everything that touches libpulse objects runs under the main loop's lock (``withLock(_:)``),
+/// or on the main loop's own thread inside a callback, where the lock is already held.
+final class PulseConnection: @unchecked Sendable {
+    let server: String?
+    let applicationName: String
+    let role: String
+    private(set) var mainloop: OpaquePointer?
+    private(set) var context: OpaquePointer?
+    /// Called on the main loop's thread once when the context fails or ends, with libpulse's reason.
+    var onFailure: ((String) -> Void)?
+
+    init(server: String?, applicationName: String, role: String) {
+        self.server = server
+        self.applicationName = applicationName
+        self.role = role
+    }
+
+    deinit { disconnect() }
+
+    /// Whether the context failed or ended (a server that went away).
+    var hasFailed: Bool {
+        guard let context, let mainloop else { return false }
+        pa_threaded_mainloop_lock(mainloop)
+        defer { pa_threaded_mainloop_unlock(mainloop) }
+        let state = pa_context_get_state(context)
+        return state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED
+    }
+
+    var isConnected: Bool { context != nil }
+
+    /// Runs `body` under the main loop's lock (or directly on the main loop's thread).
+    func withLock<R>(_ body: () throws -> R) throws -> R {
+        guard let mainloop else { throw AudioQueueError(.sinkError, "the PulseAudio connection is closed") }
+        let inLoop = pa_threaded_mainloop_in_thread(mainloop) != 0
+        if !inLoop { pa_threaded_mainloop_lock(mainloop) }
+        defer { if !inLoop { pa_threaded_mainloop_unlock(mainloop) } }
+        return try body()
+    }
+
+    /// Waits for a main-loop signal (under the lock, not on the main loop's thread).
+    func wait() { if let mainloop { pa_threaded_mainloop_wait(mainloop) } }
+
+    /// Wakes ``wait()`` (from a callback).
+    func signal() { if let mainloop { pa_threaded_mainloop_signal(mainloop, 0) } }
+
+    /// libpulse's message for the context's last error.
+    var lastError: String {
+        guard let context else { return "not connected" }
+        return String(cString: pa_strerror(pa_context_errno(context)))
+    }
+
+    /// Connects and returns once the context is ready.
+    func connect() throws {
+        guard let loop = pa_threaded_mainloop_new() else { throw AudioQueueError(.cannotStart, "libpulse could not make a main loop") }
+        mainloop = loop
+        let properties = pa_proplist_new()
+        defer { pa_proplist_free(properties) }
+        pa_proplist_sets(properties, PA_PROP_APPLICATION_NAME, applicationName)
+        pa_proplist_sets(properties, PA_PROP_MEDIA_ROLE, role)
+        guard let made = pa_context_new_with_proplist(pa_threaded_mainloop_get_api(loop), applicationName, properties) else {
+            throw AudioQueueError(.cannotStart, "libpulse could not make a context")
+        }
+        context = made
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        pa_context_set_state_callback(made, { context, userdata in
+            guard let userdata else { return }
+            Unmanaged<PulseConnection>.fromOpaque(userdata).takeUnretainedValue().contextStateChanged(context)
+        }, me)
+        pa_threaded_mainloop_lock(loop)
+        defer { pa_threaded_mainloop_unlock(loop) }
+        guard pa_threaded_mainloop_start(loop) == 0 else { throw AudioQueueError(.cannotStart, "libpulse could not start its main loop") }
+        guard pa_context_connect(made, server, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0 else {
+            throw AudioQueueError(.cannotStart, "no PulseAudio server at \(server ?? "the default address"): \(lastError)")
+        }
+        while true {
+            let state = pa_context_get_state(made)
+            if state == PA_CONTEXT_READY { return }
+            if state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED {
+                throw AudioQueueError(.cannotStart, "no PulseAudio server answered at \(server ?? "the default address"): \(lastError)")
+            }
+            pa_threaded_mainloop_wait(loop)
+        }
+    }
+
+    private var failureReported = false
+
+    private func contextStateChanged(_ context: OpaquePointer?) {
+        guard let context else { return }
+        let state = pa_context_get_state(context)
+        signal()
+        if (state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED), !failureReported {
+            failureReported = true
+            onFailure?(String(cString: pa_strerror(pa_context_errno(context))))
+        }
+    }
+
+    /// Waits (under the lock) until `operation` is done, then releases it. False when libpulse
+    /// gave no operation (the connection is gone).
+    func await(_ operation: OpaquePointer?) -> Bool {
+        guard let operation else { return false }
+        defer { pa_operation_unref(operation) }
+        while pa_operation_get_state(operation) == PA_OPERATION_RUNNING {
+            if hasFailedLocked { pa_operation_cancel(operation); return false }
+            wait()
+        }
+        return true
+    }
+
+    private var hasFailedLocked: Bool {
+        guard let context else { return true }
+        let state = pa_context_get_state(context)
+        return state == PA_CONTEXT_FAILED || state == PA_CONTEXT_TERMINATED
+    }
+
+    func disconnect() {
+        if let context, let mainloop {
+            pa_threaded_mainloop_lock(mainloop)
+            pa_context_set_state_callback(context, nil, nil)
+            pa_context_disconnect(context)
+            pa_context_unref(context)
+            pa_threaded_mainloop_unlock(mainloop)
+        }
+        context = nil
+        if let mainloop {
+            pa_threaded_mainloop_stop(mainloop)
+            pa_threaded_mainloop_free(mainloop)
+        }
+        mainloop = nil
+        failureReported = false
+    }
+}
+
+/// Drops an operation reference; libpulse returns none when the connection is gone.
+func releaseOperation(_ operation: OpaquePointer?) {
+    if let operation { pa_operation_unref(operation) }
+}
+
+/// A target latency in bytes of `format` (at least 64 frames).
+func latencyBytes(_ latency: Duration, format: AudioStreamDescription) -> UInt32 {
+    let seconds = Double(latency.components.seconds) + Double(latency.components.attoseconds) * 1e-18
+    return UInt32(max(Int(seconds * format.sampleRate), 64) * format.bytesPerFrame)
+}

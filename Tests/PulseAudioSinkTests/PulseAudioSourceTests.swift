@@ -1,0 +1,202 @@
+import Foundation
+import Testing
+import BufferQueue
+import PulseAudioSink
+import TestSupport
+
+/// What an input queue recorded: every buffer (start, frame count, samples) and every event.
+final class Recorder: Sendable {
+    struct Take: Sendable {
+        var starts: [Int64] = []
+        var counts: [Int] = []
+        var samples: [Float] = []
+        var overruns: [(lost: Int, at: Int64)] = []
+        var running: [Bool] = []
+        var errors: [AudioQueueError] = []
+        /// Frames of sound (not all-zero) recorded so far, and how many silent frames follow the last.
+        var soundFrames = 0
+        var silentTail = 0
+    }
+
+    let take = Watched(Take())
+    /// Runs inside the input callback before the buffer is enqueued again (a test's stall).
+    let onBuffer: (@Sendable (Take) -> Void)?
+
+    init(onBuffer: (@Sendable (Take) -> Void)? = nil) { self.onBuffer = onBuffer }
+
+    func record(_ buffer: AudioQueueBuffer, _ frames: AudioCapturedFrames, channels: Int) {
+        let samples = buffer.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        let now = take.update { take -> Take in
+            take.starts.append(frames.startSampleTime)
+            take.counts.append(frames.frameCount)
+            take.samples += samples
+            for frame in 0..<frames.frameCount {
+                if (0..<channels).contains(where: { samples[frame * channels + $0] != 0 }) {
+                    take.soundFrames += 1
+                    take.silentTail = 0
+                } else {
+                    take.silentTail += 1
+                }
+            }
+            return take
+        }
+        onBuffer?(now)
+    }
+
+    func watch(_ queue: AudioInputQueue) {
+        let events = queue.events()
+        let take = self.take
+        Task {
+            for await event in events {
+                switch event {
+                case .overrun(let lost, let at): take.update { $0.overruns.append((lost, at)) }
+                case .runningChanged(let running): take.update { $0.running.append(running) }
+                case .error(let error): take.update { $0.errors.append(error) }
+                default: break
+                }
+            }
+        }
+    }
+}
+
+@Suite(.serialized, .enabled(if: !PrivateServer.missing, "pulseaudio or parec is missing (make deps installs pulseaudio and pulseaudio-utils): PulseAudio tests skipped"))
+struct PulseAudioSourceTests {
+    let format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
+
+    /// An input queue recording the private server's sink monitor, re-enqueuing every buffer.
+    func recordingQueue(_ server: PrivateServer, _ recorder: Recorder, bufferFrames: Int = 4410, buffers: Int = 4,
+                        captureFrames: Int? = nil) throws -> AudioInputQueue {
+        let source = PulseAudioSource(configuration: .monitor(of: "out", server: server.address))
+        let queue = try AudioInputQueue(format: format, configuration: .init(source: source, captureBufferFrames: captureFrames)) { queue, buffer, frames in
+            recorder.record(buffer, frames, channels: 2)
+            try? queue.enqueue(buffer)
+        }
+        recorder.watch(queue)
+        for _ in 0..<buffers { try queue.enqueue(queue.allocateBuffer(capacity: bufferFrames * format.bytesPerFrame)) }
+        return queue
+    }
+
+    /// Plays `samples` to the server's sink and returns once the queue has stopped.
+    func play(_ samples: [Float], on server: PrivateServer) async throws {
+        let sink = PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50)))
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 1 << 18))
+        let events = Events(queue)
+        let buffer = try queue.allocateBuffer(capacity: samples.count * 4)
+        try samples.withUnsafeBytes { try buffer.setData($0) }
+        try queue.enqueue(buffer)
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped(), "playback did not end")
+        #expect(events.errors.isEmpty, "playback failed: \(events.errors)")
+        queue.dispose(immediately: true)
+    }
+
+    @Test func theMonitorRecordsWhatWasPlayedBitForBit() async throws {
+        let server = try await PrivateServer.start()
+        let recorder = Recorder()
+        let queue = try recordingQueue(server, recorder)
+        try queue.start()
+        // The record stream delivers (silence) once connected.
+        #expect(await recorder.take.wait { $0.counts.count >= 2 })
+        #expect(queue.sourceFormat == format)
+        let played = signal(frames: 66_150)
+        try await play(played, on: server)
+        // Everything played, then a tenth of a second of silence, has been recorded.
+        #expect(await recorder.take.wait { $0.soundFrames >= 66_150 && $0.silentTail >= 4410 })
+        try queue.stop(immediately: true)
+        #expect(await recorder.take.wait { $0.running == [true, false] })
+        let take = recorder.take.current
+        #expect(difference(trimSilence(take.samples, channels: 2), played) == nil)
+        // Full buffers, each starting where the previous ended, the last one short; nothing lost.
+        #expect(take.counts.dropLast().allSatisfy { $0 == 4410 })
+        #expect(zip(take.starts, take.starts.dropFirst()).allSatisfy { $0.0 + 4410 == $0.1 })
+        #expect(take.overruns.isEmpty)
+        #expect(take.errors.isEmpty)
+        queue.dispose(immediately: true)
+    }
+
+    /// The callback stalls for half a second once sound arrives (the fault this test injects), with
+    /// a capture ring of a tenth of a second: frames are lost, reported, and the timeline jumps by
+    /// exactly their number — every frame recorded after the gap sits at its true place.
+    @Test func aStalledCallbackIsAnOverrunOfExactlyTheFramesLost() async throws {
+        let server = try await PrivateServer.start()
+        let stalled = Watched(false)
+        let recorder = Recorder { take in
+            guard take.soundFrames > 0, !stalled.current else { return }
+            stalled.update { $0 = true }
+            _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .milliseconds(500))
+        }
+        let queue = try recordingQueue(server, recorder, bufferFrames: 2205, buffers: 2, captureFrames: 4410)
+        try queue.start()
+        #expect(await recorder.take.wait { $0.counts.count >= 2 })
+        // A ramp: frame i holds (i + 1) / 2^20 and its negative, exact in float32 and never repeated.
+        let frames = 132_300
+        let played = (0..<frames).flatMap { i -> [Float] in let v = Float(i + 1) / 1_048_576; return [v, -v] }
+        try await play(played, on: server)
+        #expect(await recorder.take.wait { $0.overruns.count >= 1 && $0.silentTail >= 4410 })
+        try queue.stop(immediately: true)
+        #expect(await recorder.take.wait { $0.running == [true, false] })
+        let take = recorder.take.current
+        let lost = take.overruns.reduce(0) { $0 + $1.lost }
+        #expect(lost > 4410, "a half-second stall with a 0.1 s ring loses more than 0.1 s")
+        // Every frame of sound lies at its ramp value's timeline position: position - value × 2^20 is one constant.
+        var offsets = Set<Int64>()
+        var offset = 0
+        for (start, count) in zip(take.starts, take.counts) {
+            for frame in 0..<count {
+                let value = take.samples[(offset + frame) * 2]
+                if value != 0 { offsets.insert(start + Int64(frame) - Int64((value * 1_048_576).rounded())) }
+            }
+            offset += count
+        }
+        #expect(offsets.count == 1, "frames after the overrun are displaced: \(offsets.sorted().prefix(4))")
+        // What was heard plus what was lost is the whole ramp.
+        #expect(take.soundFrames + lost >= frames)
+        #expect(take.soundFrames < frames)
+        #expect(Int64(take.counts.reduce(0, +) + lost) == take.starts.last.map { $0 + Int64(take.counts.last ?? 0) })
+        queue.dispose(immediately: true)
+    }
+
+    @Test func devicesAreListed() async throws {
+        let server = try await PrivateServer.start()
+        let sinks = try PulseAudioSink.devices(server: server.address)
+        let out = try #require(sinks.first { $0.name == "out" })
+        #expect(out.sampleRate == 44100 && out.channels == 2 && out.isDefault)
+        let sources = try PulseAudioSource.devices(server: server.address)
+        let monitor = try #require(sources.first { $0.name == "out.monitor" })
+        #expect(monitor.isMonitor && monitor.sampleRate == 44100)
+        #expect(throws: AudioQueueError.self) { _ = try PulseAudioSink.devices(server: "unix:/nonexistent/socket") }
+    }
+
+    @Test func aRemovedDeviceIsAnErrorEventNotAHang() async throws {
+        let server = try await PrivateServer.start()
+        let recorder = Recorder()
+        let input = try recordingQueue(server, recorder)
+        try input.start()
+        #expect(await recorder.take.wait { $0.counts.count >= 1 })
+        let sink = PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50)))
+        let output = try AudioQueue(format: format, configuration: .init(sink: sink))
+        let events = Events(output)
+        let buffer = try output.allocateBuffer(capacity: 441_000 * 8)
+        try signal(frames: 441_000).withUnsafeBytes { try buffer.setData($0) }
+        try output.enqueue(buffer)
+        try output.start()
+        #expect(await events.waitForRunning([true]))
+        // The device goes away: pactl unloads the null sink. What the test waits for is the effect
+        // (the events below); pactl's own exit is not awaited (Foundation did not report it while
+        // libpulse clients were connected in this process).
+        let pactl = Process()
+        pactl.executableURL = URL(fileURLWithPath: "/usr/bin/pactl")
+        pactl.arguments = ["-s", server.address, "unload-module", "module-null-sink"]
+        pactl.standardInput = FileHandle.nullDevice
+        pactl.standardOutput = FileHandle.nullDevice
+        pactl.standardError = FileHandle.nullDevice
+        try pactl.run()
+        #expect(await events.wait { Events.hasSinkError($0) })
+        #expect(await recorder.take.wait { !$0.errors.isEmpty && $0.running == [true, false] })
+        #expect(recorder.take.current.errors.first?.message.contains("out.monitor") == true)
+        output.dispose(immediately: true)
+        input.dispose(immediately: true)
+    }
+}
