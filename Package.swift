@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "aqinfo", targets: ["aqinfo"]),
         .executable(name: "aqrender", targets: ["aqrender"]),
         .executable(name: "aqplay", targets: ["aqplay"]),
+        .executable(name: "aqrecord", targets: ["aqrecord"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -157,6 +158,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqplay"
+        ),
+        .executableTarget(
+            name: "aqrecord",
+            dependencies: [
+                "AudioPlayback", "BufferQueue", "PulseAudioSink", "SoxrConverter",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/aqrecord"
         ),
         .executableTarget(
             name: "quickstart",

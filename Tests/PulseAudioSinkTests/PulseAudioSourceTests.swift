@@ -183,20 +183,93 @@ struct PulseAudioSourceTests {
         try output.enqueue(buffer)
         try output.start()
         #expect(await events.waitForRunning([true]))
-        // The device goes away: pactl unloads the null sink. What the test waits for is the effect
-        // (the events below); pactl's own exit is not awaited (Foundation did not report it while
-        // libpulse clients were connected in this process).
-        let pactl = Process()
-        pactl.executableURL = URL(fileURLWithPath: "/usr/bin/pactl")
-        pactl.arguments = ["-s", server.address, "unload-module", "module-null-sink"]
-        pactl.standardInput = FileHandle.nullDevice
-        pactl.standardOutput = FileHandle.nullDevice
-        pactl.standardError = FileHandle.nullDevice
-        try pactl.run()
+        // The device goes away: pactl unloads the null sink.
+        let unload = try await runTool("/usr/bin/pactl", ["-s", server.address, "unload-module", "module-null-sink"], timeout: .seconds(20))
+        #expect(unload.status == 0)
         #expect(await events.wait { Events.hasSinkError($0) })
         #expect(await recorder.take.wait { !$0.errors.isEmpty && $0.running == [true, false] })
         #expect(recorder.take.current.errors.first?.message.contains("out.monitor") == true)
         output.dispose(immediately: true)
         input.dispose(immediately: true)
+    }
+}
+
+/// The `aqrecord` example, run as a user runs it.
+@Suite(.serialized) struct AQRecordTests {
+    static let binary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent("aqrecord").path
+
+    /// The WAV header's RIFF and data sizes, and the file's size.
+    func wavSizes(_ path: String) throws -> (riff: Int, data: Int, file: Int) {
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        func le32(_ offset: Int) -> Int { Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2]) << 16 | Int(bytes[offset + 3]) << 24 }
+        return (le32(4), le32(40), bytes.count)
+    }
+
+    func folder() throws -> String {
+        let path = NSTemporaryDirectory() + "aqrecord-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary), "aqrecord is not built beside the tests"))
+    func aDurationWritesExactlyThatManyFramesWithAFinishedHeader() async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let run = try await runTool(Self.binary, ["--source", "null", "--fast", "--duration", "1.25", "--rate", "44100", "--format", "s16", "\(dir)/a.wav"])
+        #expect(run.status == 0)
+        let sizes = try wavSizes("\(dir)/a.wav")
+        #expect(sizes.data == 55_125 * 4)
+        #expect(sizes.riff == sizes.file - 8)
+        #expect(sizes.file == 44 + 55_125 * 4)
+        // A CAF of 24-bit samples: ffprobe reads the frame count from the finished header.
+        let caf = try await runTool(Self.binary, ["--source", "null", "--fast", "--duration", "0.5", "--rate", "48000", "--format", "s24", "\(dir)/b.caf"])
+        #expect(caf.status == 0)
+        let probe = try await runTool("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,duration_ts", "-of", "csv=p=0", "\(dir)/b.caf"])
+        #expect(String(decoding: probe.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "pcm_s24le,24000")
+    }
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary), "aqrecord is not built beside the tests"))
+    func anInterruptFinishesTheFile() async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["--source", "null", "--rate", "44100", "--format", "s16", "\(dir)/c.wav"]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        let stderr = Pipe()
+        process.standardError = stderr
+        let started = Watched(false)
+        let exit = Watched<Int32?>(nil)
+        process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
+        let reader = LineReader(stderr.fileHandleForReading, onEnd: {}) { line in
+            if line.contains("recording") { started.update { $0 = true } }
+        }
+        try process.run()
+        reader.start()
+        #expect(await started.wait { $0 })
+        kill(process.processIdentifier, SIGINT)
+        guard await exit.wait(timeout: .seconds(10), until: { $0 != nil }) else {
+            kill(process.processIdentifier, SIGKILL)
+            Issue.record("aqrecord did not finish after SIGINT")
+            return
+        }
+        #expect(exit.current == 0)
+        let sizes = try wavSizes("\(dir)/c.wav")
+        #expect(sizes.riff == sizes.file - 8)
+        #expect(sizes.data == sizes.file - 44)
+        #expect(sizes.data % 4 == 0)
+    }
+
+    @Test(.enabled(if: !PrivateServer.missing && FileManager.default.isExecutableFile(atPath: binary), "pulseaudio or aqrecord is missing"))
+    func recordsAServersMonitorForExactlyTheDuration() async throws {
+        let server = try await PrivateServer.start()
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let run = try await runTool(Self.binary, ["--server", server.address, "--device", "out.monitor", "--duration", "0.5", "--format", "f32", "\(dir)/m.wav"])
+        #expect(run.status == 0)
+        let probe = try await runTool("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,sample_rate,duration_ts", "-of", "csv=p=0", "\(dir)/m.wav"])
+        #expect(String(decoding: probe.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "pcm_f32le,44100,22050")
     }
 }

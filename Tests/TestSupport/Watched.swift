@@ -99,6 +99,18 @@ public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .
     // The output is read while the exit is awaited: a tool that hangs is killed at the deadline
     // (which closes its pipe) instead of keeping the read waiting.
     let reading = Task { await onOwnThread { pipe.fileHandleForReading.readDataToEndOfFile() } }
+    // Foundation's own exit notice did not arrive in a test process that had started a PulseAudio
+    // daemon earlier (seen with pactl and aqrecord): once the output closes, reap the tool here too;
+    // whichever reaps it first reports the status.
+    let pid = process.processIdentifier
+    Task {
+        _ = await reading.value
+        let status = await onOwnThread { () -> Int32? in
+            var status: Int32 = 0
+            return waitpid(pid, &status, 0) == pid ? status : nil
+        }
+        if let status { exit.update { $0 = $0 ?? ((status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)) } }
+    }
     guard await exit.wait(timeout: timeout, until: { $0 != nil }), let status = exit.current else {
         kill(process.processIdentifier, SIGKILL)
         _ = await reading.value
