@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "FAADDecoder", targets: ["FAADDecoder"]),
         .library(name: "OpenCoreAMRDecoder", targets: ["OpenCoreAMRDecoder"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
+        .library(name: "ALSASink", targets: ["ALSASink"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
         .library(name: "SoxrConverter", targets: ["SoxrConverter"]),
         // GPL-2.0-or-later (links the Rubber Band Library).
@@ -93,6 +94,17 @@ let package = Package(
             dependencies: ["BufferQueue", "CRubberBand"],
             path: "Sources/RubberBandTimePitch"
         ),
+        .systemLibrary(
+            name: "CALSA",
+            path: "Sources/CALSA",
+            providers: [.apt(["libasound2-dev"])]
+        ),
+        // LGPL-2.1+: links libasound2.
+        .target(
+            name: "ALSASink",
+            dependencies: ["BufferQueue", "CALSA"],
+            path: "Sources/ALSASink"
+        ),
         .target(
             name: "PulseAudioSink",
             dependencies: ["BufferQueue", "CPulseAudio"],
@@ -124,7 +136,7 @@ let package = Package(
         .executableTarget(
             name: "playpcm",
             dependencies: [
-                "BufferQueue", "AudioFileStream", "PulseAudioSink",
+                "BufferQueue", "AudioFileStream", "PulseAudioSink", "ALSASink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/playpcm"
@@ -154,7 +166,7 @@ let package = Package(
             name: "aqplay",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
-                "PulseAudioSink", "SoxrConverter", "RubberBandTimePitch", "ExampleOptions",
+                "PulseAudioSink", "ALSASink", "SoxrConverter", "RubberBandTimePitch", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqplay"
@@ -202,6 +214,11 @@ let package = Package(
             dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
                            "TestSupport"],
             path: "Tests/CodecTests"
+        ),
+        .testTarget(
+            name: "ALSASinkTests",
+            dependencies: ["ALSASink", "BufferQueue", "TestSupport"],
+            path: "Tests/ALSASinkTests"
         ),
         .testTarget(
             name: "ConverterTests",

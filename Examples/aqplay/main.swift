@@ -10,6 +10,7 @@ import FAADDecoder
 import OpenCoreAMRDecoder
 import Foundation
 import MPG123Decoder
+import ALSASink
 import PulseAudioSink
 import RubberBandTimePitch
 import SoxrConverter
@@ -18,17 +19,19 @@ import SoxrConverter
 struct AQPlay: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "aqplay",
-        abstract: "Play audio files in order, gaplessly, through PulseAudio or the null sink.",
+        abstract: "Play audio files in order, gaplessly, through PulseAudio, ALSA or the null sink.",
         discussion: "With no input it plays the short sample in Fixtures/ (the repository's demo).")
 
-    enum SinkChoice: String, ExpressibleByArgument, CaseIterable { case pulse, null }
+    enum SinkChoice: String, ExpressibleByArgument, CaseIterable { case pulse, alsa, null }
 
     @Argument(help: "Audio files (MP3, AAC, ALAC, AMR, IMA4, G.711 or PCM in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS), or http(s):// URLs of them, of live streams or of HLS playlists (.m3u8).")
     var inputs: [String] = []
-    @Option(help: "pulse or null; default: pulse when a server answers, else null.")
+    @Option(help: "pulse, alsa or null; default: pulse when a server answers, else null.")
     var sink: SinkChoice?
-    @Option(help: "PulseAudio sink (device) name.")
+    @Option(help: "The device: a PulseAudio sink name, or an ALSA PCM (default, hw:0,0, plughw:1...) with --sink alsa.")
     var device: String?
+    @Flag(help: "List the devices of the chosen sink (PulseAudio's sinks, or ALSA's PCMs with --sink alsa) and exit.")
+    var listDevices = false
     @Option(help: "Play the list this many times.")
     var loops: Int = 1
     @Option(help: "Volume, 0...1.")
@@ -64,19 +67,28 @@ struct AQPlay: ParsableCommand {
                 .deletingLastPathComponent().appendingPathComponent("Fixtures/demo-melody.m4a").path
             paths = [FileManager.default.fileExists(atPath: demo) ? demo : "Fixtures/demo-melody.m4a"]
         }
+        if listDevices {
+            let devices = sink == .alsa ? ALSASink.devices() : try PulseAudioSink.devices()
+            for device in devices {
+                let details = device.sampleRate > 0 ? "; \(Int(device.sampleRate)) Hz, \(device.channels) ch" : ""
+                print("\(device.isDefault ? "*" : " ") \(device.name)  (\(device.description)\(details))")
+            }
+            return
+        }
         let device = self.device
         var choice = fast ? .null : sink
         if choice == nil {
             choice = PulseAudioSink.serverIsReachable() ? .pulse : .null
             if choice == .null { FileHandle.standardError.write(Data("aqplay: no PulseAudio server answers; playing through the null sink\n".utf8)) }
         }
-        let usePulse = choice == .pulse, unpaced = fast
+        let usePulse = choice == .pulse, useALSA = choice == .alsa, unpaced = fast
         let writer = Recorder(path: record)
         let makeSink: @Sendable () -> any AudioSink = {
             if usePulse {
                 // A file player needs no 50 ms latency; 200 ms means fewer wake-ups.
                 return PulseAudioSink(configuration: .init(device: device, targetLatency: .milliseconds(200), applicationName: "aqplay", streamName: "aqplay"))
             }
+            if useALSA { return ALSASink(configuration: .init(device: device ?? "default", targetLatency: .milliseconds(200))) }
             return NullSink(pacing: unpaced ? .unpaced : .realTime)
         }
         var recording: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
@@ -137,7 +149,7 @@ struct AQPlay: ParsableCommand {
         writer.close()
         if isatty(1) != 0 { print("") }
         if interrupted.isSet { throw ExitCode(130) }
-        print("Played \(frames) frames through the \(usePulse ? "PulseAudio" : unpaced ? "unpaced null" : "null") sink in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
+        print("Played \(frames) frames through the \(usePulse ? "PulseAudio" : useALSA ? "ALSA" : unpaced ? "unpaced null" : "null") sink in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
     }
 }
 

@@ -5,6 +5,7 @@ import AudioFileStream
 import BufferQueue
 import Dispatch
 import Foundation
+import ALSASink
 import PulseAudioSink
 
 @main
@@ -14,7 +15,7 @@ struct PlayPCM: AsyncParsableCommand {
         abstract: "Play raw linear PCM, or a WAV file, through an audio queue.")
 
     enum SinkChoice: String, ExpressibleByArgument, CaseIterable {
-        case pulse, null
+        case pulse, alsa, null
     }
 
     @Argument(help: "A raw PCM file, or a WAV file (its header gives the format).")
@@ -32,7 +33,10 @@ struct PlayPCM: AsyncParsableCommand {
     @Option(help: "Volume, 0...1.")
     var volume: Float = 1
 
-    @Option(help: "Where the sound goes: pulse or null; default: PulseAudio when a server answers, else a real-time null sink.")
+    @Option(help: "ALSA PCM name with --sink alsa (default, hw:0,0, plughw:1...).")
+    var device: String = "default"
+
+    @Option(help: "Where the sound goes: pulse, alsa or null; default: PulseAudio when a server answers, else a real-time null sink.")
     var sink: SinkChoice?
 
     @Flag(help: "Do not pace the null sink in real time: as fast as the queue decodes.")
@@ -61,9 +65,12 @@ struct PlayPCM: AsyncParsableCommand {
             choice = PulseAudioSink.serverIsReachable() ? .pulse : .null
             if choice == .null { FileHandle.standardError.write(Data("playpcm: no PulseAudio server answers; playing through the null sink\n".utf8)) }
         }
-        let output: any AudioSink = choice == .pulse
-            ? PulseAudioSink(configuration: .init(applicationName: "playpcm", streamName: (file as NSString).lastPathComponent))
-            : NullSink(pacing: fast ? .unpaced : .realTime)
+        let output: any AudioSink
+        switch choice {
+        case .pulse: output = PulseAudioSink(configuration: .init(applicationName: "playpcm", streamName: (file as NSString).lastPathComponent))
+        case .alsa: output = ALSASink(configuration: .init(device: device))
+        default: output = NullSink(pacing: fast ? .unpaced : .realTime)
+        }
         let queue = try AudioQueue(format: format, configuration: .init(sink: output)) { queue, buffer in
             source.refill(buffer, queue: queue)
         }

@@ -88,6 +88,15 @@ public final class AudioRenderSource: @unchecked Sendable {
         stage.notify()
     }
 
+    /// Tells the queue the device ran dry although the sink kept feeding it (an ALSA xrun the sink
+    /// recovered from): the queue reports an ``AudioQueueEvent/underrun`` and marks its timeline
+    /// discontinuous. Safe from any thread (two atomic additions and a wake-up).
+    public func reportDeviceUnderrun() {
+        stage.underrunCount.add(1, ordering: .releasing)
+        stage.discontinuities.add(1, ordering: .releasing)
+        stage.notify()
+    }
+
     /// Tells the queue the sink failed (server gone, device lost). Not for the real-time thread;
     /// safe from inside the sink's own control methods (the queue handles it on its worker).
     public func reportError(_ error: AudioQueueError) { errorHandler(error) }

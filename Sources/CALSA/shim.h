@@ -1,0 +1,3 @@
+#include <alsa/asoundlib.h>
+#include <sys/eventfd.h>
+#include <poll.h>
