@@ -114,8 +114,7 @@ public final class AudioInputQueue: Sendable {
     let wake: WakeSignal
     let callbacks: DispatchQueue
     private let callbackKey = DispatchSpecificKey<UInt8>()
-    private let streams = Lock<[Int: AsyncStream<AudioInputQueueEvent>.Continuation]>([:])
-    private let nextStreamID = Atomic<Int>(0)
+    private let streams = EventStreams<AudioInputQueueEvent>()
     private let nextBufferID = Atomic<Int>(0)
     private let closed = Atomic<Bool>(false)
     private let meters = Lock<[AudioLevelMeter]>([])
@@ -310,11 +309,7 @@ public final class AudioInputQueue: Sendable {
         wake.cancel()
         closed.store(true, ordering: .releasing)
         if DispatchQueue.getSpecific(key: callbackKey) == nil { callbacks.sync {} }
-        let continuations = streams.withLock { list -> [AsyncStream<AudioInputQueueEvent>.Continuation] in
-            defer { list.removeAll() }
-            return Array(list.values)
-        }
-        for continuation in continuations { continuation.finish() }
+        streams.finishAll()
     }
 
     // MARK: time and meters
@@ -355,17 +350,7 @@ public final class AudioInputQueue: Sendable {
     /// A stream of everything that happens in the queue, in order. Each call makes a new stream
     /// that receives events from then on; it finishes when the queue is disposed of.
     public func events(bufferingPolicy: AsyncStream<AudioInputQueueEvent>.Continuation.BufferingPolicy = .unbounded) -> AsyncStream<AudioInputQueueEvent> {
-        let (stream, continuation) = AsyncStream<AudioInputQueueEvent>.makeStream(bufferingPolicy: bufferingPolicy)
-        if closed.load(ordering: .acquiring) {
-            continuation.finish()
-            return stream
-        }
-        let id = nextStreamID.add(1, ordering: .relaxed).newValue
-        streams.withLock { $0[id] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.streams.withLock { $0.removeValue(forKey: id) }
-        }
-        return stream
+        streams.make(bufferingPolicy: bufferingPolicy)
     }
 
     /// Blocks until every callback and event produced so far has been delivered. Not from inside a callback.
@@ -523,10 +508,7 @@ public final class AudioInputQueue: Sendable {
         }
     }
 
-    private func yield(_ event: AudioInputQueueEvent) {
-        let continuations = streams.withLock { Array($0.values) }
-        for continuation in continuations { continuation.yield(event) }
-    }
+    private func yield(_ event: AudioInputQueueEvent) { streams.yield(event) }
 }
 
 final class WeakInputQueue: @unchecked Sendable {

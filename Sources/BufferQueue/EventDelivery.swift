@@ -10,8 +10,7 @@ final class EventDelivery: Sendable {
     private let queue: DispatchQueue
     private let key = DispatchSpecificKey<UInt8>()
     private let closed = Atomic<Bool>(false)
-    private let streams = Lock<[Int: AsyncStream<AudioQueueEvent>.Continuation]>([:])
-    private let nextStreamID = Atomic<Int>(0)
+    private let streams = EventStreams<AudioQueueEvent>()
     private let outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?
 
     init(label: String, target: DispatchQueue?, outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?) {
@@ -59,34 +58,17 @@ final class EventDelivery: Sendable {
 
     func deliver(_ event: AudioQueueEvent) { deliver([.event(event)]) }
 
-    private func yield(_ event: AudioQueueEvent) {
-        let continuations = streams.withLock { Array($0.values) }
-        for continuation in continuations { continuation.yield(event) }
-    }
+    private func yield(_ event: AudioQueueEvent) { streams.yield(event) }
 
     func makeStream(bufferingPolicy: AsyncStream<AudioQueueEvent>.Continuation.BufferingPolicy) -> AsyncStream<AudioQueueEvent> {
-        let (stream, continuation) = AsyncStream<AudioQueueEvent>.makeStream(bufferingPolicy: bufferingPolicy)
-        if closed.load(ordering: .acquiring) {
-            continuation.finish()
-            return stream
-        }
-        let id = nextStreamID.add(1, ordering: .relaxed).newValue
-        streams.withLock { $0[id] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.streams.withLock { $0.removeValue(forKey: id) }
-        }
-        return stream
+        streams.make(bufferingPolicy: bufferingPolicy)
     }
 
     /// Stops all delivery. Waits for a callback in progress unless called from inside one.
     func shutDown() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if !isCurrent { queue.sync {} }
-        let continuations = streams.withLock { list -> [AsyncStream<AudioQueueEvent>.Continuation] in
-            defer { list.removeAll() }
-            return Array(list.values)
-        }
-        for continuation in continuations { continuation.finish() }
+        streams.finishAll()
     }
 
     /// Waits until everything delivered so far has been handled (for tests and orderly shutdown).

@@ -28,6 +28,13 @@ private final class PulseDeviceList {
 
     init(connection: PulseConnection) { self.connection = connection }
 
+    func add(_ name: UnsafePointer<CChar>?, _ description: UnsafePointer<CChar>?, _ spec: pa_sample_spec, defaultName: String, isMonitor: Bool) {
+        let name = name.map { String(cString: $0) } ?? ""
+        devices.append(AudioDeviceInfo(name: name, description: description.map { String(cString: $0) } ?? name,
+                                       sampleRate: Double(spec.rate), channels: Int(spec.channels),
+                                       isDefault: name == defaultName, isMonitor: isMonitor))
+    }
+
     static func fetch(server: String?, sources: Bool) throws -> [AudioDeviceInfo] {
         let connection = PulseConnection(server: server, applicationName: "BufferQueue", role: "music")
         defer { connection.disconnect() }
@@ -51,11 +58,8 @@ private final class PulseDeviceList {
                     guard let userdata else { return }
                     let list = Unmanaged<PulseDeviceList>.fromOpaque(userdata).takeUnretainedValue()
                     if eol == 0, let info {
-                        let name = info.pointee.name.map { String(cString: $0) } ?? ""
-                        list.devices.append(AudioDeviceInfo(
-                            name: name, description: info.pointee.description.map { String(cString: $0) } ?? name,
-                            sampleRate: Double(info.pointee.sample_spec.rate), channels: Int(info.pointee.sample_spec.channels),
-                            isDefault: name == list.defaultSource, isMonitor: info.pointee.monitor_of_sink != UInt32.max))
+                        list.add(info.pointee.name, info.pointee.description, info.pointee.sample_spec, defaultName: list.defaultSource,
+                                 isMonitor: info.pointee.monitor_of_sink != UInt32.max)
                     }
                     list.connection.signal()
                 }, me))
@@ -64,11 +68,7 @@ private final class PulseDeviceList {
                     guard let userdata else { return }
                     let list = Unmanaged<PulseDeviceList>.fromOpaque(userdata).takeUnretainedValue()
                     if eol == 0, let info {
-                        let name = info.pointee.name.map { String(cString: $0) } ?? ""
-                        list.devices.append(AudioDeviceInfo(
-                            name: name, description: info.pointee.description.map { String(cString: $0) } ?? name,
-                            sampleRate: Double(info.pointee.sample_spec.rate), channels: Int(info.pointee.sample_spec.channels),
-                            isDefault: name == list.defaultSink))
+                        list.add(info.pointee.name, info.pointee.description, info.pointee.sample_spec, defaultName: list.defaultSink, isMonitor: false)
                     }
                     list.connection.signal()
                 }, me))

@@ -177,15 +177,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     /// The queue's `isRunning` turns true when the server acknowledges the uncork.
     public var reportsPlaybackStart: Bool { true }
 
-    public var latencyFrames: Int {
-        (try? withLock { () -> Int in
-            guard let stream else { return 0 }
-            var usec: pa_usec_t = 0
-            var negative: Int32 = 0
-            guard pa_stream_get_latency(stream, &usec, &negative) == 0, negative == 0 else { return 0 }
-            return Int(Double(usec) * format.sampleRate / 1_000_000)
-        }) ?? 0
-    }
+    public var latencyFrames: Int { connection?.latencyFrames(of: stream, rate: format.sampleRate) ?? 0 }
 
     // MARK: connection
 
@@ -256,13 +248,9 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
 
     /// The stream's state changed (main loop's thread, lock held).
     private func streamStateChanged(_ changed: OpaquePointer?) {
-        connection?.signal()
-        guard let changed, changed == stream, streamReady else { return }
-        let state = pa_stream_get_state(changed)
-        if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
-            streamReady = false
-            reportFailure("the PulseAudio stream to \(configuration.device ?? "the default sink") ended: \(connection?.lastError ?? "") (was the device removed?)")
-        }
+        guard connection?.streamEnded(changed, ours: stream, wasReady: streamReady) == true else { return }
+        streamReady = false
+        reportFailure("the PulseAudio stream to \(configuration.device ?? "the default sink") ended: \(connection?.lastError ?? "") (was the device removed?)")
     }
 
     /// PulseAudio's channel map for a layout: each label to its position, anything else to AUXn.

@@ -109,15 +109,7 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
     }
 
     /// Frames captured by the device and not yet delivered.
-    public var latencyFrames: Int {
-        (try? withLock { () -> Int in
-            guard let stream else { return 0 }
-            var usec: pa_usec_t = 0
-            var negative: Int32 = 0
-            guard pa_stream_get_latency(stream, &usec, &negative) == 0, negative == 0 else { return 0 }
-            return Int(Double(usec) * format.sampleRate / 1_000_000)
-        }) ?? 0
-    }
+    public var latencyFrames: Int { connection?.latencyFrames(of: stream, rate: format.sampleRate) ?? 0 }
 
     // MARK: stream
 
@@ -207,13 +199,9 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
     }
 
     private func streamStateChanged(_ changed: OpaquePointer?) {
-        connection?.signal()
-        guard let changed, changed == stream, streamReady else { return }
-        let state = pa_stream_get_state(changed)
-        if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
-            streamReady = false
-            reportFailure("the PulseAudio record stream on \(configuration.device ?? "the default source") ended: \(connection?.lastError ?? "") (was the device removed?)")
-        }
+        guard connection?.streamEnded(changed, ours: stream, wasReady: streamReady) == true else { return }
+        streamReady = false
+        reportFailure("the PulseAudio record stream on \(configuration.device ?? "the default source") ended: \(connection?.lastError ?? "") (was the device removed?)")
     }
 
     private func reportFailure(_ message: String) {

@@ -146,3 +146,26 @@ func latencyBytes(_ latency: Duration, format: AudioStreamDescription) -> UInt32
     let seconds = Double(latency.components.seconds) + Double(latency.components.attoseconds) * 1e-18
     return UInt32(max(Int(seconds * format.sampleRate), 64) * format.bytesPerFrame)
 }
+
+extension PulseConnection {
+    /// Frames a stream holds (played: not yet heard; recorded: not yet delivered) at `rate`; 0 when
+    /// unknown or closed.
+    func latencyFrames(of stream: OpaquePointer?, rate: Double) -> Int {
+        (try? withLock { () -> Int in
+            guard let stream else { return 0 }
+            var usec: pa_usec_t = 0
+            var negative: Int32 = 0
+            guard pa_stream_get_latency(stream, &usec, &negative) == 0, negative == 0 else { return 0 }
+            return Int(Double(usec) * rate / 1_000_000)
+        }) ?? 0
+    }
+
+    /// Whether a stream that was ready has failed or ended (a removed device), after a state
+    /// callback (main loop's thread); wakes waiters either way.
+    func streamEnded(_ changed: OpaquePointer?, ours: OpaquePointer?, wasReady: Bool) -> Bool {
+        signal()
+        guard let changed, changed == ours, wasReady else { return false }
+        let state = pa_stream_get_state(changed)
+        return state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED
+    }
+}
