@@ -73,6 +73,7 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
     private var writesFloat = true
     private var scratch: [Float] = []
     private var scratch16: [Int16] = []
+    private let int16Layout = PCMSampleLayout.signed(bits: 16, bytes: 2, alignedHigh: true, bigEndian: false)
     private let wakeFD: Int32
     private let delay = Atomic<Int>(0)
     private let delayStamp = Atomic<UInt64>(0)
@@ -279,9 +280,12 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
                 }
                 condition.withLock { inRender = false; condition.broadcast() }
                 if !writesFloat {
-                    for index in 0..<(periodFrames * channels) {
-                        let scaled = (scratch[index] * 32768).rounded()
-                        scratch16[index] = scaled.isNaN ? 0 : Int16(max(min(scaled, 32767), -32768))
+                    scratch.withUnsafeBufferPointer { samples in
+                        scratch16.withUnsafeMutableBytes { out in
+                            if let from = samples.baseAddress, let to = out.baseAddress {
+                                int16Layout.fromFloat(from, count: periodFrames * channels, into: to)
+                            }
+                        }
                     }
                 }
                 pending = periodFrames

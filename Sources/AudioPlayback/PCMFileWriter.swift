@@ -30,7 +30,6 @@ public final class PCMFileWriter {
     public private(set) var framesWritten: Int64 = 0
     private let file: UnsafeMutablePointer<FILE>
     private var closed = false
-    private var dataOffset = 0
 
     /// - Throws: ``AudioFileStreamError`` when the file cannot be created or the format is not
     ///   interleaved little-endian linear PCM.
@@ -104,7 +103,6 @@ public final class PCMFileWriter {
             be64(dataBytes.map { UInt64(4 + $0) } ?? UInt64.max)
             be32(0)  // edit count
         }
-        dataOffset = header.count
         fseeko(file, 0, SEEK_SET)
         _ = header.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
         fseeko(file, 0, SEEK_END)

@@ -267,16 +267,16 @@ public final class AudioInputQueue: Sendable {
         let phase = control.withLock { $0.phase }
         if phase == .disposed { throw AudioQueueError(.disposalPending, "the input queue has been disposed of") }
         if phase == .running { source.pause() }
-        let returned = workQueue.sync { () -> [AudioQueueBuffer] in
+        let (returned, time) = workQueue.sync { () -> ([AudioQueueBuffer], Int) in
             var returned = worker.discardAll()
             returned += control.withLock { control in
                 defer { control.buffers.removeAll() }
                 return control.buffers
             }
-            return returned
+            return (returned, worker.capturedOutputFrames)
         }
         control.withLock { $0.discontinuity = true }
-        deliverReturned(returned)
+        deliverReturned(returned, at: time)
         if phase == .running {
             do { try source.start() } catch {
                 deliver(.error(error as? AudioQueueError ?? AudioQueueError(.sinkError, "the source did not restart: \(error)")))
@@ -307,8 +307,11 @@ public final class AudioInputQueue: Sendable {
         }
         for buffer in buffers { buffer.release() }
         wake.cancel()
+        let onCallbackQueue = DispatchQueue.getSpecific(key: callbackKey) != nil
+        // What `immediately: false` handed back reaches the callback before delivery closes.
+        if !immediately && !onCallbackQueue { callbacks.sync {} }
         closed.store(true, ordering: .releasing)
-        if DispatchQueue.getSpecific(key: callbackKey) == nil { callbacks.sync {} }
+        if !onCallbackQueue { callbacks.sync {} }
         streams.finishAll()
     }
 
@@ -488,14 +491,14 @@ public final class AudioInputQueue: Sendable {
         }
     }
 
-    private func deliverReturned(_ buffers: [AudioQueueBuffer]) {
+    private func deliverReturned(_ buffers: [AudioQueueBuffer], at time: Int) {
         guard !buffers.isEmpty else { return }
         callbacks.async { [self] in
             for buffer in buffers {
                 buffer.setByteSizeInternal(0)
                 buffer.release()
                 guard !closed.load(ordering: .acquiring) else { continue }
-                inputCallback?(self, buffer, AudioCapturedFrames(startSampleTime: Int64(worker.capturedOutputFramesSnapshot), frameCount: 0))
+                inputCallback?(self, buffer, AudioCapturedFrames(startSampleTime: Int64(time), frameCount: 0))
                 yield(.bufferReturned(buffer))
             }
         }

@@ -24,8 +24,8 @@ final class CaptureRing: @unchecked Sendable {
     private let gapsWritten = Atomic<Int>(0)
     private let gapsRead = Atomic<Int>(0)
     private let ended = Atomic<Bool>(false)
-    /// Producer-only: frames dropped and not yet recorded as a gap.
-    private var pendingLoss = 0
+    /// Frames dropped and not yet recorded as a gap (written by the producer only).
+    private let pendingLoss = Atomic<Int>(0)
 
     init(capacityFrames: Int, channels: Int) {
         self.capacityFrames = max(capacityFrames, 64)
@@ -51,13 +51,12 @@ final class CaptureRing: @unchecked Sendable {
     }
 
     /// Frames the source delivered or lost since the last reset: the capture clock.
-    var framesCaptured: Int { written.load(ordering: .acquiring) + lostTotal.load(ordering: .acquiring) + pendingLossSnapshot.load(ordering: .relaxed) }
-    private let pendingLossSnapshot = Atomic<Int>(0)
+    var framesCaptured: Int { written.load(ordering: .acquiring) + lostTotal.load(ordering: .acquiring) + pendingLoss.load(ordering: .relaxed) }
 
     func write(_ samples: UnsafePointer<Float>, frames: Int) {
         let head = written.load(ordering: .relaxed)
         let free = capacityFrames - (head - readCount.load(ordering: .acquiring))
-        if pendingLoss > 0 {
+        if pendingLoss.load(ordering: .relaxed) > 0 {
             let gapSlotFree = gapsWritten.load(ordering: .relaxed) - gapsRead.load(ordering: .acquiring) < Self.gapSlots
             guard free >= capacityFrames / 2, gapSlotFree else {
                 addLoss(frames)
@@ -80,23 +79,23 @@ final class CaptureRing: @unchecked Sendable {
     func reportLost(frames: Int) { addLoss(frames) }
 
     private func addLoss(_ frames: Int) {
-        pendingLoss += frames
-        pendingLossSnapshot.store(pendingLoss, ordering: .relaxed)
+        pendingLoss.add(frames, ordering: .relaxed)
     }
 
     private func recordGap(at position: Int) {
         let index = gapsWritten.load(ordering: .relaxed)
         gapPositions[index % Self.gapSlots] = position
-        gapCounts[index % Self.gapSlots] = pendingLoss
-        lostTotal.add(pendingLoss, ordering: .releasing)
-        pendingLoss = 0
-        pendingLossSnapshot.store(0, ordering: .relaxed)
+        // Counted as lost before it stops being pending, so the capture clock never steps back.
+        let lost = pendingLoss.load(ordering: .relaxed)
+        gapCounts[index % Self.gapSlots] = lost
+        lostTotal.add(lost, ordering: .releasing)
+        pendingLoss.subtract(lost, ordering: .relaxed)
         gapsWritten.store(index + 1, ordering: .releasing)
     }
 
     /// The source has no more frames (a loss still pending is recorded at the end).
     func markEnded() {
-        if pendingLoss > 0, gapsWritten.load(ordering: .relaxed) - gapsRead.load(ordering: .acquiring) < Self.gapSlots {
+        if pendingLoss.load(ordering: .relaxed) > 0, gapsWritten.load(ordering: .relaxed) - gapsRead.load(ordering: .acquiring) < Self.gapSlots {
             recordGap(at: written.load(ordering: .relaxed))
         }
         ended.store(true, ordering: .releasing)
@@ -160,8 +159,7 @@ final class CaptureRing: @unchecked Sendable {
         gapsWritten.store(0, ordering: .releasing)
         gapsRead.store(0, ordering: .releasing)
         ended.store(false, ordering: .releasing)
-        pendingLoss = 0
-        pendingLossSnapshot.store(0, ordering: .relaxed)
+        pendingLoss.store(0, ordering: .relaxed)
     }
 
     /// Drops what is held now (frames and gaps) without touching the clock. Consumer side; the

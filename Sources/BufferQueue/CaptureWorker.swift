@@ -1,5 +1,3 @@
-import Synchronization
-
 /// The input queue's worker state: takes frames out of the capture ring, converts them when the
 /// source runs at another rate or channel count, and writes them into the caller's buffers in the
 /// queue's sample format. Used only on the queue's work queue.
@@ -31,7 +29,6 @@ final class CaptureWorker: @unchecked Sendable {
     private var sumSquares: [Double]
     private var peaks: [Float]
     var sourceEnded = false
-    private let capturedSnapshot = Atomic<Int>(0)
 
     init(format: AudioStreamDescription, layout: PCMSampleLayout) {
         self.format = format
@@ -60,7 +57,6 @@ final class CaptureWorker: @unchecked Sendable {
         pendingGap = 0
         timeline = 0
         sourceEnded = false
-        capturedSnapshot.store(0, ordering: .relaxed)
     }
 
     /// Forgets the source. Returns the buffer being filled when it holds nothing (it goes back to
@@ -80,13 +76,8 @@ final class CaptureWorker: @unchecked Sendable {
     var capturedOutputFrames: Int {
         guard let target, let sourceFormat else { return 0 }
         let captured = target.ring.framesCaptured
-        let frames = converter == nil ? captured : Int((Double(captured) * format.sampleRate / sourceFormat.sampleRate).rounded())
-        capturedSnapshot.store(frames, ordering: .relaxed)
-        return frames
+        return converter == nil ? captured : Int((Double(captured) * format.sampleRate / sourceFormat.sampleRate).rounded())
     }
-
-    /// The last value of ``capturedOutputFrames`` (readable off the worker).
-    var capturedOutputFramesSnapshot: Int { capturedSnapshot.load(ordering: .relaxed) }
 
     /// Whether nothing captured is waiting anywhere.
     var isDrained: Bool {
@@ -180,7 +171,6 @@ final class CaptureWorker: @unchecked Sendable {
             out.append(.overrun(unplaced, Int64(timeline)))
             timeline += unplaced
         }
-        _ = capturedOutputFrames
     }
 
     /// Discards everything captured and not handed back; returns the buffer being filled.

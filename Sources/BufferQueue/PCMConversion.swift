@@ -110,8 +110,10 @@ public enum PCMSampleLayout: Hashable, Sendable {
         }
     }
 
-    /// Converts `count` float samples to this layout at `destination`, clamping to the integer range.
-    func fromFloat(_ source: UnsafePointer<Float>, count: Int, into destination: UnsafeMutableRawPointer) {
+    /// Converts `count` float samples to this layout at `destination`: integers are rounded to
+    /// nearest and clamped to their range (NaN becomes 0). Used by the offline render, the input
+    /// queue, the WAV writer and the ALSA sink.
+    public func fromFloat(_ source: UnsafePointer<Float>, count: Int, into destination: UnsafeMutableRawPointer) {
         switch self {
         case .unsigned8:
             let out = destination.assumingMemoryBound(to: UInt8.self)

@@ -164,6 +164,28 @@ private func indexRamp(from start: Int, frames: Int, channels: Int) -> [Float] {
         queue.dispose(immediately: true)
     }
 
+    @Test func disposingAfterTheCapturedFramesHandsThemBackFirst() async throws {
+        let source = NullSource(pacing: .manual)
+        let handed = Watched<[Float]>([])
+        let callbackQueue = DispatchQueue(label: "test.callbacks")
+        let queue = try AudioInputQueue(format: format, configuration: .init(source: source, callbackQueue: callbackQueue)) { _, buffer, _ in
+            let samples = buffer.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+            handed.update { $0 += samples }
+        }
+        try queue.enqueue(queue.allocateBuffer(capacity: 1000 * format.bytesPerFrame))
+        try queue.start()
+        #expect(source.push(indexRamp(from: 0, frames: 500, channels: 2)))
+        // The callback queue is held (at most 0.3 s) while dispose runs, so the short buffer's
+        // delivery cannot win a race against dispose: it must be waited for.
+        let held = DispatchSemaphore(value: 0)
+        callbackQueue.async { _ = held.wait(timeout: .now() + .milliseconds(300)) }
+        queue.dispose(immediately: false)
+        held.signal()
+        // dispose returned: the 500 frames already reached the callback, short buffer and all.
+        let same = handed.current == indexRamp(from: 0, frames: 500, channels: 2)
+        #expect(same)
+    }
+
     @Test func resetReturnsEveryBufferEmptyAndDiscardsWhatWasCaptured() async throws {
         let source = NullSource(pacing: .manual)
         let queue = try AudioInputQueue(format: format, configuration: .init(source: source))

@@ -249,7 +249,9 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["--source", "null", "--rate", "44100", "--format", "s16", "\(dir)/c.wav"]
+        // Unpaced: the source fills the capture ring before aqrecord says it records, so the
+        // interrupted file must hold frames.
+        process.arguments = ["--source", "null", "--fast", "--rate", "44100", "--channels", "1", "--format", "s16", "\(dir)/c.wav"]
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         let stderr = Pipe()
@@ -273,7 +275,13 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         let sizes = try wavSizes("\(dir)/c.wav")
         #expect(sizes.riff == sizes.file - 8)
         #expect(sizes.data == sizes.file - 44)
-        #expect(sizes.data % 4 == 0)
+        #expect(sizes.data >= 4410 * 2)
+        // The frames are the source's sine (0.5 × sin(2π·440·n/44100)), rounded to 16 bits, from frame 0.
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(dir)/c.wav")))
+        let recorded = (0..<4410).map { Int16(bitPattern: UInt16(bytes[44 + 2 * $0]) | UInt16(bytes[45 + 2 * $0]) << 8) }
+        let expected = (0..<4410).map { Int16((Float(0.5) * Float(sin(2 * Double.pi * 440 / 44100 * Double($0))) * 32768).rounded()) }
+        let same = recorded == expected
+        #expect(same)
     }
 
     @Test(.enabled(if: !PrivateServer.missing && FileManager.default.isExecutableFile(atPath: binary), "pulseaudio or aqrecord is missing"))
@@ -285,6 +293,10 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         let output = try launchTool(Self.binary, ["--server", server.address, "--device", "out.monitor", "--duration", "0.5", "--format", "f32", "\(dir)/m.wav"])
         let printed = await onOwnThread { String(decoding: output.readDataToEndOfFile(), as: UTF8.self) }
         #expect(printed.contains("Recorded 22050 frames"))
+        let sizes = try wavSizes("\(dir)/m.wav")
+        // A float WAV's header is 46 bytes (its fmt chunk has the cbSize field): data at 42.
+        #expect(sizes.file == 46 + 22_050 * 8)
+        #expect(sizes.riff == sizes.file - 8)
         let probe = try await runTool("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,sample_rate,duration_ts", "-of", "csv=p=0", "\(dir)/m.wav"])
         #expect(String(decoding: probe.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "pcm_f32le,44100,22050")
     }
