@@ -200,7 +200,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PulseAudioSinkTests",
-            dependencies: ["BufferQueue", "PulseAudioSink", "AudioFileStream", "AudioPlayback", "MPG123Decoder", "FAADDecoder",
+            dependencies: ["BufferQueue", "PulseAudioSink", "ALSASink", "AudioFileStream", "AudioPlayback", "MPG123Decoder", "FAADDecoder",
                            "SoxrConverter", "TestSupport"],
             path: "Tests/PulseAudioSinkTests"
         ),

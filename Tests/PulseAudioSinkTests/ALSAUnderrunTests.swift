@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+import ALSASink
+import BufferQueue
+
+/// Where ALSA's `pulse` PCM plugin is, if installed.
+enum ALSAPulsePlugin {
+    static let path = ["/usr/lib/x86_64-linux-gnu/alsa-lib", "/usr/lib/aarch64-linux-gnu/alsa-lib", "/usr/lib/alsa-lib"]
+        .map { $0 + "/libasound_module_pcm_pulse.so" }
+        .first { FileManager.default.fileExists(atPath: $0) }
+}
+
+/// ALSA underrun recovery against a device with a clock. ALSA's `null` PCM takes frames as fast
+/// as they come and never runs dry, so this test plays through ALSA's `pulse` plugin (Debian's
+/// `libasound2-plugins`) to the private PulseAudio server, with `handle_underrun` on so that a
+/// server underflow is an xrun, under a `file` PCM that keeps every frame the sink wrote.
+@Suite(.serialized, .enabled(if: !PrivateServer.missing && ALSAPulsePlugin.path != nil,
+                             "pulseaudio or ALSA's pulse plugin is missing (make deps installs pulseaudio and libasound2-plugins): ALSA underrun test skipped"))
+struct ALSAUnderrunTests {
+    let format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
+
+    /// A ramp that never repeats within the test and is never zero: frame i is (i+1)/2^20 on the
+    /// left and its negative on the right, exact in float32.
+    func ramp(frames: Int) -> [Float] {
+        (0..<frames).flatMap { i -> [Float] in let v = Float(i + 1) / Float(1 << 20); return [v, -v] }
+    }
+
+    @Test func aStalledProducerIsAnUnderrunAndNoFrameIsLostOrRepeated() async throws {
+        let server = try await PrivateServer.start()
+        defer { Task { await server.kill() } }
+        let path = NSTemporaryDirectory() + "aq-alsa-pulse-\(UUID().uuidString.prefix(8)).raw"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let configuration = """
+        pcm.aqpulse { type file; file "\(path)"; format "raw"
+          slave.pcm { type pulse; server "\(server.address)"; device "out"; handle_underrun true } }
+        """
+        let sink = ALSASink(configuration: .init(device: "aqpulse", targetLatency: .milliseconds(40), extraConfiguration: configuration))
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 1 << 18))
+        let events = Events(queue)
+        // The injected fault: once 0.5 s has been pulled, the render thread stalls for 0.4 s (ten
+        // times the device's buffer) inside the tap. A deadline, not a wait for a condition: the
+        // thread that would see the xrun is the one stalled.
+        let stalled = Watched(false)
+        try queue.installProcessingTap(.preEffects) { tap, frames, output, _ in
+            let got = tap.getSourceAudio(frames: frames, into: output)
+            if got.sampleTime >= 22_050, stalled.update({ done in defer { done = true }; return !done }) {
+                Thread.sleep(forTimeInterval: 0.4)
+            }
+            return got.frames
+        }
+        let played = ramp(frames: 88_200)
+        let buffer = try queue.allocateBuffer(capacity: played.count * 4)
+        try played.withUnsafeBytes { try buffer.setData($0) }
+        try queue.enqueue(buffer)
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped(), "playback did not end")
+        #expect(events.errors.isEmpty, "\(events.errors)")
+        queue.dispose(immediately: true)
+        #expect(stalled.current, "the tap never stalled")
+        let underruns = events.all.filter { if case .underrun = $0 { return true } else { return false } }.count
+        #expect(underruns >= 1, "the device ran dry for 0.4 s and no underrun was reported: \(events.all)")
+
+        // Every frame the sink wrote reached the device once, in order: the file holds the ramp
+        // whole (the recovery neither dropped nor repeated a period), then only padding silence.
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let written: [Float] = data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        #expect(written.count >= played.count, "the file holds \(written.count / 2) frames, \(played.count / 2) were played")
+        let firstDifference = zip(written, played).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(firstDifference == nil, "the file differs from what was played at frame \((firstDifference ?? 0) / 2)")
+        let tailSilent = written.dropFirst(played.count).allSatisfy { $0 == 0 }
+        #expect(tailSilent)
+    }
+}
