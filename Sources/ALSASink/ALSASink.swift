@@ -60,6 +60,8 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
     // Guarded by `condition`.
     private var wanted = Wanted.paused
     private var inRender = false
+    /// The device thread waits on `condition` for a command (paused, or failed).
+    private var parked = false
     private var flushRequested = false
     private var threadRunning = false
     private var completions: [@Sendable () -> Void] = []
@@ -126,17 +128,25 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
         try condition.withLock {
             guard threadRunning else { throw AudioQueueError(.cannotStart, "the ALSA device \(configuration.device) is not open") }
             wanted = .running
+            // A paused device thread waits on the condition, not on the eventfd.
+            condition.broadcast()
         }
         wake()
     }
 
+    /// Returns once the device thread has paused the device and waits for the next command (a
+    /// render in progress finishes first), so a ``start()`` that follows always finds it waiting.
     public func pause() {
-        condition.withLock {
-            guard threadRunning else { return }
+        let pausing = condition.withLock { () -> Bool in
+            guard threadRunning else { return false }
             if wanted == .running { wanted = .paused }
-            while inRender { condition.wait() }
+            return true
         }
+        guard pausing else { return }
         wake()
+        condition.withLock {
+            while threadRunning && (inRender || (wanted == .paused && !parked)) { condition.wait() }
+        }
     }
 
     public func flush() {
@@ -210,7 +220,10 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
             let flush = flushRequested
             var want = wanted
             if !flush && (failed || (want == .paused && applied == .paused)) && want != .closed {
+                parked = true
+                condition.broadcast()
                 condition.wait()
+                parked = false
                 condition.unlock()
                 continue
             }

@@ -28,13 +28,9 @@ struct ALSAUnderrunTests {
     @Test func aStalledProducerIsAnUnderrunAndNoFrameIsLostOrRepeated() async throws {
         let server = try await PrivateServer.start()
         defer { Task { await server.kill() } }
-        let path = NSTemporaryDirectory() + "aq-alsa-pulse-\(UUID().uuidString.prefix(8)).raw"
+        let path = temporaryFile()
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let configuration = """
-        pcm.aqpulse { type file; file "\(path)"; format "raw"
-          slave.pcm { type pulse; server "\(server.address)"; device "out"; handle_underrun true } }
-        """
-        let sink = ALSASink(configuration: .init(device: "aqpulse", targetLatency: .milliseconds(40), extraConfiguration: configuration))
+        let sink = clockedSink(server, file: path)
         let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 1 << 18))
         let events = Events(queue)
         // The injected fault: once 0.5 s has been pulled, the render thread stalls for 0.4 s (ten
@@ -62,8 +58,58 @@ struct ALSAUnderrunTests {
         let underruns = events.all.filter { if case .underrun = $0 { return true } else { return false } }.count
         #expect(underruns >= 1, "the device ran dry for 0.4 s and no underrun was reported: \(events.all)")
 
-        // Every frame the sink wrote reached the device once, in order: the file holds the ramp
-        // whole (the recovery neither dropped nor repeated a period), then only padding silence.
+        // The recovery neither dropped nor repeated a period.
+        try expectFile(path, holds: played)
+    }
+
+    @Test func aPausedDeviceResumesAndPlaysEveryFrameOnce() async throws {
+        let server = try await PrivateServer.start()
+        defer { Task { await server.kill() } }
+        let path = temporaryFile()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let queue = try AudioQueue(format: format, configuration: .init(sink: clockedSink(server, file: path), decodeBufferFrames: 1 << 18))
+        let events = Events(queue)
+        // The render thread says how far it has pulled (the device plays in real time).
+        let pulled = Watched(Int64(0))
+        try queue.installProcessingTap(.preEffects) { tap, frames, output, _ in
+            let got = tap.getSourceAudio(frames: frames, into: output)
+            pulled.update { $0 = got.sampleTime + Int64(got.frames) }
+            return got.frames
+        }
+        let played = ramp(frames: 44_100)
+        let buffer = try queue.allocateBuffer(capacity: played.count * 4)
+        try played.withUnsafeBytes { try buffer.setData($0) }
+        try queue.enqueue(buffer)
+        try queue.prime()
+        try queue.start()
+        #expect(await pulled.wait { $0 >= 11_025 }, "the device did not take 0.25 s")
+        // Paused, the device thread waits on a condition; the start must wake it.
+        try queue.pause()
+        try queue.start()
+        // Nothing but the start wakes it: the stop comes once everything has been rendered.
+        #expect(await pulled.wait { $0 >= 44_100 }, "the device thread did not resume (pulled \(pulled.current) frames)")
+        try queue.stop(immediately: false)
+        // Running changes with the pause, the resumption and the end.
+        #expect(await events.waitForRunning([true, false, true, false]), "playback did not end after the pause: \(events.all)")
+        #expect(events.errors.isEmpty, "\(events.errors)")
+        queue.dispose(immediately: true)
+        try expectFile(path, holds: played)
+    }
+
+    func temporaryFile() -> String { NSTemporaryDirectory() + "aq-alsa-pulse-\(UUID().uuidString.prefix(8)).raw" }
+
+    /// An ALSA sink on a file PCM over the private server's sink: a device with a clock.
+    func clockedSink(_ server: PrivateServer, file path: String) -> ALSASink {
+        let configuration = """
+        pcm.aqpulse { type file; file "\(path)"; format "raw"
+          slave.pcm { type pulse; server "\(server.address)"; device "out"; handle_underrun true } }
+        """
+        return ALSASink(configuration: .init(device: "aqpulse", targetLatency: .milliseconds(40), extraConfiguration: configuration))
+    }
+
+    /// Every frame the sink wrote reached the device once, in order: the file holds `played`
+    /// whole (nothing dropped or repeated), then only the silence that pads the last period.
+    func expectFile(_ path: String, holds played: [Float]) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
         let written: [Float] = data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
         #expect(written.count >= played.count, "the file holds \(written.count / 2) frames, \(played.count / 2) were played")
