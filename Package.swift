@@ -189,8 +189,13 @@ let package = Package(
             dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder", "PulseAudioSink", "TestSupport"],
             path: "Benchmarks/aqbench"
         ),
+        .systemLibrary(
+            name: "CProcessWait",
+            path: "Tests/CProcessWait"
+        ),
         .target(
             name: "TestSupport",
+            dependencies: ["CProcessWait"],
             path: "Tests/TestSupport"
         ),
         .testTarget(

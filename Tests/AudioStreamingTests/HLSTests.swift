@@ -103,20 +103,16 @@ final class NginxServer: @unchecked Sendable {
         try Data(key).write(to: URL(fileURLWithPath: root + "/aes/key.bin"))
         try "key.bin\n\(root)/aes/key.bin\n".write(toFile: root + "/aes/keyinfo", atomically: true, encoding: .utf8)
         try await hls(aac, "aes", ["-hls_segment_type", "mpegts", "-hls_key_info_file", root + "/aes/keyinfo"])
-        try makePacked(root: root)
+        try await makePacked(root: root)
         return root
     }
 
     /// Packed audio: the fixture's ADTS frames cut into segments of 43 frames, each opening with an
     /// ID3 tag whose PRIV frame carries the segment's 90 kHz timestamp (what Apple's packagers write).
-    static func makePacked(root: String) throws {
+    static func makePacked(root: String) async throws {
         let adts = root + "/packed/all.aac"
-        let made = Process()
-        made.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        made.standardInput = FileHandle.nullDevice
-        made.arguments = ["-v", "error", "-y", "-i", TestPaths.fixture("demo-melody.m4a"), "-c:a", "copy", "-f", "adts", adts]
-        try made.run()
-        made.waitUntilExit()
+        let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", TestPaths.fixture("demo-melody.m4a"), "-c:a", "copy", "-f", "adts", adts])
+        #expect(made.status == 0, "ffmpeg could not extract the ADTS stream")
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: adts)))
         var frames: [[UInt8]] = [], i = 0
         while i + 7 <= bytes.count {

@@ -20,6 +20,7 @@ final class IcecastServer: @unchecked Sendable {
     let folder: String
     private var server: Process?
     private var source: Process?
+    private var sourceExit: ChildExit?
 
     init() throws {
         folder = NSTemporaryDirectory() + "aq-icecast-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -110,13 +111,18 @@ final class IcecastServer: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         mountsBefore = log.current.filter { $0.contains(Self.mounted) }.count
-        try process.run()
+        sourceExit = try runWatched(process)
         source = process
     }
 
-    func stopSource() {
-        if let source, source.isRunning { kill(source.processIdentifier, SIGKILL); source.waitUntilExit() }
+    /// Kills the source and returns once it is gone (its connection closed), so that a new one
+    /// can take the mount.
+    func stopSource() async {
+        if let source, let sourceExit, !(await killAndWait(source, sourceExit)) {
+            Issue.record("ffmpeg (the Icecast source) did not exit within 10 s of SIGKILL")
+        }
         source = nil
+        sourceExit = nil
     }
 
     /// Sets the mount's title through the admin interface (what a source client's metadata update does).
@@ -135,9 +141,11 @@ final class IcecastServer: @unchecked Sendable {
         guard text.contains(" 200 ") else { throw IcecastError("icecast refused the metadata update: \(text.prefix(200))") }
     }
 
+    /// Kills the source and the server (not waiting: each test has its own port and folder).
     func stop() {
-        stopSource()
-        if let server, server.isRunning { kill(server.processIdentifier, SIGKILL); server.waitUntilExit() }
+        if let source { kill(source.processIdentifier, SIGKILL) }
+        if let server { kill(server.processIdentifier, SIGKILL) }
+        source = nil
         server = nil
         try? FileManager.default.removeItem(atPath: folder)
     }
@@ -237,7 +245,7 @@ struct IcecastTests {
         #expect(peak > 0.05, "peak \(peak) over \(body.count) samples")   // it is the sine, not silence
 
         // The source goes away and comes back: the listener reconnects and audio flows again.
-        icecast.stopSource()
+        await icecast.stopSource()
         try icecast.startSource()
         let before = samples.count
         try await take(seconds: 2)

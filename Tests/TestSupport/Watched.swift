@@ -1,4 +1,5 @@
 import Foundation
+import CProcessWait
 
 /// A value that tests wait on: every change wakes the waiters whose condition now holds; a waiter
 /// whose deadline passes first gets `false`. Nothing polls; the deadline is the only timer.
@@ -80,10 +81,74 @@ public struct ToolResult: Sendable {
     public let status: Int32
 }
 
+/// A child process's exit, watched through a pidfd (a descriptor naming that process only).
+///
+/// Foundation on Linux learns that a child exited when a socket it gave the child closes; every
+/// process the child's siblings start while it runs inherits that socket too (swift-corelibs-
+/// foundation issue 4795), so a long-lived daemon started by the same test process (a private
+/// PulseAudio server) can hide a tool's exit from Foundation for ever. The pidfd becomes readable
+/// when the process exits, whoever else holds its descriptors, and `waitid(P_PIDFD)` reaps exactly
+/// that process: no recycled pid can be taken for it.
+public final class ChildExit: Sendable {
+    private let descriptor: Int32
+    private let status = Watched<Int32?>(nil)
+
+    /// Starts watching `process`, which has been started with `run()` and has a termination
+    /// handler that calls ``foundationReported(_:)`` (Foundation may still reap it first).
+    public init(_ process: Process) {
+        descriptor = pidfd_open(process.processIdentifier, 0)
+        let descriptor = self.descriptor, status = self.status
+        guard descriptor >= 0 else { return }   // already reaped: Foundation's handler reports it
+        Thread {
+            var wake = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            while poll(&wake, 1, -1) < 0 && errno == EINTR {}
+            var info = siginfo_t()
+            if waitid(P_PIDFD, id_t(descriptor), &info, WEXITED) == 0 {
+                let code = info._sifields._sigchld.si_status
+                let exited = info.si_code == Int32(CLD_EXITED)
+                status.update { $0 = $0 ?? (exited ? code : 128 + code) }
+            }
+            close(descriptor)
+        }.start()
+    }
+
+    /// What a termination handler saw (when Foundation reaped the process before the pidfd did).
+    public func foundationReported(_ process: Process) {
+        let code = process.terminationStatus
+        let signalled = process.terminationReason == .uncaughtSignal
+        status.update { $0 = $0 ?? (signalled ? 128 + code : code) }
+    }
+
+    /// The exit status (128 + the signal for a killed process), or nil when it has not exited by
+    /// the deadline.
+    public func wait(timeout: Duration) async -> Int32? {
+        _ = await status.wait(timeout: timeout) { $0 != nil }
+        return status.current
+    }
+}
+
+/// Starts `process` with its exit watched by ``ChildExit`` (sets its termination handler).
+public func runWatched(_ process: Process) throws -> ChildExit {
+    let box = Watched<ChildExit?>(nil)
+    process.terminationHandler = { finished in box.current?.foundationReported(finished) }
+    try process.run()
+    let exit = ChildExit(process)
+    box.update { $0 = exit }
+    // The handler may have run before the watcher existed: ask Foundation once more.
+    if !process.isRunning { exit.foundationReported(process) }
+    return exit
+}
+
+/// Kills `process` (SIGKILL) and waits until it is gone, at most `timeout`; false if it is not.
+public func killAndWait(_ process: Process, _ exit: ChildExit, timeout: Duration = .seconds(10)) async -> Bool {
+    kill(process.processIdentifier, SIGKILL)
+    return await exit.wait(timeout: timeout) != nil
+}
+
 /// Runs a command-line tool and returns its standard output and exit status. Its output is read
-/// on a thread of its own and its exit comes from Foundation's termination handler, so no thread
-/// of Swift's cooperative pool blocks (`Process.waitUntilExit` would spin one).
-/// - Throws: when the tool cannot start, or has not exited `timeout` after closing its output.
+/// on a thread of its own and its exit is watched by ``ChildExit``, so no thread of Swift's
+/// cooperative pool blocks (`Process.waitUntilExit` would spin one).
+/// - Throws: when the tool cannot start, or has not exited by `timeout`.
 public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .seconds(120)) async throws -> ToolResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: tool)
@@ -93,25 +158,11 @@ public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = FileHandle.nullDevice
-    let exit = Watched<Int32?>(nil)
-    process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
-    try process.run()
+    let exit = try runWatched(process)
     // The output is read while the exit is awaited: a tool that hangs is killed at the deadline
     // (which closes its pipe) instead of keeping the read waiting.
     let reading = Task { await onOwnThread { pipe.fileHandleForReading.readDataToEndOfFile() } }
-    // Foundation's own exit notice did not arrive in a test process that had started a PulseAudio
-    // daemon earlier (seen with pactl and aqrecord): once the output closes, reap the tool here too;
-    // whichever reaps it first reports the status.
-    let pid = process.processIdentifier
-    Task {
-        _ = await reading.value
-        let status = await onOwnThread { () -> Int32? in
-            var status: Int32 = 0
-            return waitpid(pid, &status, 0) == pid ? status : nil
-        }
-        if let status { exit.update { $0 = $0 ?? ((status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)) } }
-    }
-    guard await exit.wait(timeout: timeout, until: { $0 != nil }), let status = exit.current else {
+    guard let status = await exit.wait(timeout: timeout) else {
         kill(process.processIdentifier, SIGKILL)
         _ = await reading.value
         throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(tool) did not exit within \(timeout)"])
