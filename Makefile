@@ -38,6 +38,7 @@ bench:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(BENCH_PACKAGES)"
 	$(SWIFT) build -c release --product aqrender
 	$(SWIFT) build -c release --product aqplay
+	$(SWIFT) build -c release --product aqrecord
 	$(SWIFT) run -c release aqbench
 
 # libFuzzer targets with AddressSanitizer, FUZZ_SECONDS each (default 60); fails on a crash, leak or timeout.

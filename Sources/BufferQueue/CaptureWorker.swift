@@ -218,13 +218,26 @@ final class CaptureWorker: @unchecked Sendable {
             }
         }
         if metering {
-            for frame in 0..<frames {
-                for channel in 0..<channels {
-                    let value = samples[frame * channels + channel]
-                    sumSquares[channel] += Double(value) * Double(value)
-                    peaks[channel] = max(peaks[channel], abs(value))
+            // On local buffers: a stored array touched per sample costs an exclusivity check and
+            // a uniqueness check each time (most of a recording's CPU).
+            var sums: [Double] = [], highs: [Float] = []
+            swap(&sums, &sumSquares)
+            swap(&highs, &peaks)
+            sums.withUnsafeMutableBufferPointer { sums in
+                highs.withUnsafeMutableBufferPointer { highs in
+                    var index = 0
+                    for _ in 0..<frames {
+                        for channel in 0..<channels {
+                            let value = samples[index]
+                            sums[channel] += Double(value) * Double(value)
+                            highs[channel] = max(highs[channel], abs(value))
+                            index += 1
+                        }
+                    }
                 }
             }
+            swap(&sums, &sumSquares)
+            swap(&highs, &peaks)
         }
         currentFill += frames
         timeline += frames
