@@ -111,13 +111,17 @@ public enum PCMSampleLayout: Hashable, Sendable {
     }
 
     /// Converts `count` float samples to this layout at `destination`: integers are rounded to
-    /// nearest and clamped to their range (NaN becomes 0). Used by the offline render, the input
-    /// queue, the WAV writer and the ALSA sink.
+    /// nearest, halves away from zero, and clamped to their range (NaN becomes 0). Used by the
+    /// offline render, the input queue, the WAV writer and the ALSA sink.
+    ///
+    /// The integer loops have no branch and no library call (rounding is done with the
+    /// round-to-nearest of an addition, corrected to halves away from zero), so the compiler
+    /// vectorises them.
     public func fromFloat(_ source: UnsafePointer<Float>, count: Int, into destination: UnsafeMutableRawPointer) {
         switch self {
         case .unsigned8:
             let out = destination.assumingMemoryBound(to: UInt8.self)
-            for i in 0..<count { out[i] = UInt8(Self.quantize(source[i], scale: 128, min: -128, max: 127) + 128) }
+            for i in 0..<count { out[i] = UInt8(truncatingIfNeeded: Self.quantizeShort(source[i], scale: 128) &+ 128) }
         case .float(4, let big):
             if !big {
                 destination.assumingMemoryBound(to: Float.self).update(from: source, count: count)
@@ -130,37 +134,65 @@ public enum PCMSampleLayout: Hashable, Sendable {
                 destination.storeBytes(of: big ? bits.bigEndian : bits.littleEndian, toByteOffset: i * 8, as: UInt64.self)
             }
         case .signed(16, 2, _, let big):
-            for i in 0..<count {
-                let value = UInt16(bitPattern: Int16(Self.quantize(source[i], scale: 32768, min: -32768, max: 32767)))
-                destination.storeBytes(of: big ? value.bigEndian : value.littleEndian, toByteOffset: i * 2, as: UInt16.self)
+            if big {
+                for i in 0..<count {
+                    destination.storeBytes(of: UInt16(truncatingIfNeeded: Self.quantizeShort(source[i], scale: 32768)).bigEndian, toByteOffset: i * 2, as: UInt16.self)
+                }
+            } else {
+                for i in 0..<count {
+                    destination.storeBytes(of: UInt16(truncatingIfNeeded: Self.quantizeShort(source[i], scale: 32768)).littleEndian, toByteOffset: i * 2, as: UInt16.self)
+                }
             }
         case .signed(24, 3, _, let big):
             let out = destination.assumingMemoryBound(to: UInt8.self)
             for i in 0..<count {
-                let value = UInt32(bitPattern: Int32(Self.quantize(source[i], scale: 8_388_608, min: -8_388_608, max: 8_388_607)))
+                let value = UInt32(bitPattern: Self.quantize32(source[i], bits: 24))
                 let b0 = UInt8(truncatingIfNeeded: value), b1 = UInt8(truncatingIfNeeded: value >> 8), b2 = UInt8(truncatingIfNeeded: value >> 16)
                 if big { out[i * 3] = b2; out[i * 3 + 1] = b1; out[i * 3 + 2] = b0 } else { out[i * 3] = b0; out[i * 3 + 1] = b1; out[i * 3 + 2] = b2 }
             }
         case .signed(let bits, _, let alignedHigh, let big):
+            // 32-bit containers: 32-bit samples, or 24 bits in the high or low bits.
+            let shift: Int32 = bits == 24 && alignedHigh ? 8 : 0
+            let depth = bits == 24 ? 24 : 32
             for i in 0..<count {
-                var value: Int32
-                if bits == 24 {
-                    value = Int32(Self.quantize(source[i], scale: 8_388_608, min: -8_388_608, max: 8_388_607))
-                    if alignedHigh { value <<= 8 }
-                } else {
-                    value = Int32(Self.quantize(source[i], scale: 2_147_483_648, min: -2_147_483_648, max: 2_147_483_647))
-                }
-                let raw = UInt32(bitPattern: value)
+                let raw = UInt32(bitPattern: Self.quantize32(source[i], bits: depth) << shift)
                 destination.storeBytes(of: big ? raw.bigEndian : raw.littleEndian, toByteOffset: i * 4, as: UInt32.self)
             }
         }
     }
 
+    /// A sample scaled by `scale` (2^7 or 2^15), rounded (halves away from zero) and clamped to
+    /// -scale...scale-1; NaN is 0. Float arithmetic is exact here: the scale is a power of two
+    /// and the values stay below 2^22.
     @inline(__always)
-    static func quantize(_ sample: Float, scale: Double, min: Double, max: Double) -> Int64 {
-        let scaled = (Double(sample) * scale).rounded()
-        if scaled.isNaN { return 0 }
-        return Int64(Swift.min(Swift.max(scaled, min), max))
+    static func quantizeShort(_ sample: Float, scale: Float) -> Int32 {
+        var v = sample * scale
+        v = v == v ? v : 0
+        v = v > -scale ? v : -scale
+        v = v < scale - 1 ? v : scale - 1
+        let magic: Float = 12_582_912               // 1.5 × 2^23: adding it rounds to an integer
+        var r = (v + magic) - magic                 // v rounded to nearest, halves to even
+        let d = v - r                               // exact: ±0.5 only for a half
+        r = d == 0.5 && v > 0 ? r + 1 : r           // halves away from zero instead
+        r = d == -0.5 && v < 0 ? r - 1 : r
+        return Int32(bitPattern: (r + magic).bitPattern) &- 0x4B40_0000
+    }
+
+    /// A sample scaled by 2^(bits-1), rounded (halves away from zero) and clamped to `bits`
+    /// signed bits (24 or 32); NaN is 0. In Double, where all of it is exact.
+    @inline(__always)
+    static func quantize32(_ sample: Float, bits: Int) -> Int32 {
+        let scale: Double = bits == 24 ? 8_388_608 : 2_147_483_648
+        var v = Double(sample) * scale
+        v = v == v ? v : 0
+        v = v > -scale ? v : -scale
+        v = v < scale - 1 ? v : scale - 1
+        let magic: Double = 6_755_399_441_055_744   // 1.5 × 2^52
+        var r = (v + magic) - magic
+        let d = v - r
+        r = d == 0.5 && v > 0 ? r + 1 : r
+        r = d == -0.5 && v < 0 ? r - 1 : r
+        return Int32(truncatingIfNeeded: (r + magic).bitPattern)
     }
 }
 

@@ -169,3 +169,71 @@ import Testing
         #expect(queue.outputFormat == .float32(sampleRate: 44100, channels: 2))
     }
 }
+
+/// The branch-free quantiser against the plain formula: round half away from zero in Double,
+/// clamp, NaN to 0 — on edge values, every exact half between them, and a long random run.
+@Suite struct QuantiserTests {
+    func reference(_ x: Float, scale: Double) -> Int64 {
+        let scaled = (Double(x) * scale).rounded()
+        if scaled.isNaN { return 0 }
+        return Int64(min(max(scaled, -scale), scale - 1))
+    }
+
+    var samples: [Float] {
+        var values: [Float] = [0, -0, 1, -1, 2, -2, .nan, .infinity, -.infinity, .greatestFiniteMagnitude, -.greatestFiniteMagnitude,
+                               .leastNonzeroMagnitude, -.leastNonzeroMagnitude, 1 - .ulpOfOne, -1 + .ulpOfOne, 0.99999, -0.99999]
+        // Exact halves of every depth's step, and their neighbours.
+        for scale in [128.0, 32768.0, 8_388_608.0, 2_147_483_648.0] {
+            for k in [0.5, 1.5, 2.5, 100.5, -0.5, -1.5, -2.5, -100.5, scale - 1.5, scale - 0.5, -scale + 0.5, -scale - 0.5] {
+                let x = Float(k / scale)
+                values += [x, x.nextUp, x.nextDown]
+            }
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200_000 { values.append(Float.random(in: -1.2...1.2, using: &generator)) }
+        // Halves as a decoder's float output produces them: n / 2^16 for int16.
+        for n in stride(from: -65_537, through: 65_537, by: 7) { values.append(Float(n) / 65536) }
+        return values
+    }
+
+    func check(_ format: AudioStreamDescription, bytes: Int, scale: Double, read: (UnsafeRawPointer) -> Int64) throws {
+        let layout = try PCMSampleLayout(format)
+        let input = samples
+        var output = [UInt8](repeating: 0, count: input.count * bytes)
+        input.withUnsafeBufferPointer { source in
+            output.withUnsafeMutableBytes { layout.fromFloat(source.baseAddress!, count: input.count, into: $0.baseAddress!) }
+        }
+        var mismatches: [String] = []
+        output.withUnsafeBytes { raw in
+            for (i, x) in input.enumerated() where read(raw.baseAddress! + i * bytes) != reference(x, scale: scale) {
+                if mismatches.count < 5 { mismatches.append("\(x) → \(read(raw.baseAddress! + i * bytes)), expected \(reference(x, scale: scale))") }
+            }
+        }
+        #expect(mismatches.isEmpty, "\(format.bitsPerChannel)-bit: \(mismatches)")
+    }
+
+    @Test func unsigned8() throws {
+        try check(.linearPCM(sampleRate: 44100, channels: 1, bitsPerChannel: 8), bytes: 1, scale: 128) {
+            Int64($0.load(as: UInt8.self)) - 128
+        }
+    }
+
+    @Test func signed16() throws {
+        try check(.linearPCM(sampleRate: 44100, channels: 1, bitsPerChannel: 16), bytes: 2, scale: 32768) {
+            Int64(Int16(littleEndian: $0.loadUnaligned(as: Int16.self)))
+        }
+    }
+
+    @Test func signed24Packed() throws {
+        try check(.linearPCM(sampleRate: 44100, channels: 1, bitsPerChannel: 24), bytes: 3, scale: 8_388_608) {
+            let b = $0.assumingMemoryBound(to: UInt8.self)
+            return Int64(Int32(bitPattern: UInt32(b[0]) << 8 | UInt32(b[1]) << 16 | UInt32(b[2]) << 24) >> 8)
+        }
+    }
+
+    @Test func signed32() throws {
+        try check(.linearPCM(sampleRate: 44100, channels: 1, bitsPerChannel: 32), bytes: 4, scale: 2_147_483_648) {
+            Int64(Int32(littleEndian: $0.loadUnaligned(as: Int32.self)))
+        }
+    }
+}

@@ -45,11 +45,7 @@ struct ALSAUnderrunTests {
             return got.frames
         }
         let played = ramp(frames: 88_200)
-        let buffer = try queue.allocateBuffer(capacity: played.count * 4)
-        try played.withUnsafeBytes { try buffer.setData($0) }
-        try queue.enqueue(buffer)
-        try queue.prime()
-        try queue.start()
+        try startPlaying(played, on: queue)
         try queue.stop(immediately: false)
         #expect(await events.waitUntilStopped(), "playback did not end")
         #expect(events.errors.isEmpty, "\(events.errors)")
@@ -77,11 +73,7 @@ struct ALSAUnderrunTests {
             return got.frames
         }
         let played = ramp(frames: 44_100)
-        let buffer = try queue.allocateBuffer(capacity: played.count * 4)
-        try played.withUnsafeBytes { try buffer.setData($0) }
-        try queue.enqueue(buffer)
-        try queue.prime()
-        try queue.start()
+        try startPlaying(played, on: queue)
         #expect(await pulled.wait { $0 >= 11_025 }, "the device did not take 0.25 s")
         // Paused, the device thread waits on a condition; the start must wake it.
         try queue.pause()
@@ -94,6 +86,15 @@ struct ALSAUnderrunTests {
         #expect(events.errors.isEmpty, "\(events.errors)")
         queue.dispose(immediately: true)
         try expectFile(path, holds: played)
+    }
+
+    /// Enqueues `samples` in one buffer, decodes them all ahead (`prime`) and starts.
+    func startPlaying(_ samples: [Float], on queue: AudioQueue) throws {
+        let buffer = try queue.allocateBuffer(capacity: samples.count * 4)
+        try samples.withUnsafeBytes { try buffer.setData($0) }
+        try queue.enqueue(buffer)
+        try queue.prime()
+        try queue.start()
     }
 
     func temporaryFile() -> String { NSTemporaryDirectory() + "aq-alsa-pulse-\(UUID().uuidString.prefix(8)).raw" }
