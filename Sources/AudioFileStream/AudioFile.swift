@@ -33,13 +33,11 @@ public final class AudioFile {
 
     private let descriptor: Int32
     /// Variable-size packets: offset, size, frames.
-    private let offsets: [Int64]
-    private let sizes: [Int32]
-    private let frames: [Int32]
+    private let index: PacketIndex
     /// Constant-size packets: runs of (first packet, offset, count).
     private let runs: [(first: Int64, offset: Int64, count: Int64)]
     /// The packets' bytes when the file does not hold them contiguously (a transport stream);
-    /// `offsets` then index this.
+    /// `index` then points into this.
     private let resident: [UInt8]?
     public let packetCount: Int64
 
@@ -59,7 +57,9 @@ public final class AudioFile {
 
         let driver = AudioFileStreamDriver(fileTypeHint: fileTypeHint)
         let stream = driver.stream
-        var offsets: [Int64] = [], sizes: [Int32] = [], frames: [Int32] = []
+        // Only where each packet is: its bytes are read again when played.
+        stream.keepsPacketBytes = false
+        var index = PacketIndex(maximumOffset: fileSize)
         var runs: [(Int64, Int64, Int64)] = []
         var damage: AudioFileStreamError?
         var resident: [UInt8] = []
@@ -71,9 +71,8 @@ public final class AudioFile {
                 resident.append(contentsOf: packets.data)
                 let perPacket = stream.dataFormat?.framesPerPacket ?? 0
                 for description in packets.descriptions {
-                    offsets.append(base + Int64(description.startOffset))
-                    sizes.append(Int32(description.dataByteSize))
-                    frames.append(Int32(description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket))
+                    index.append(offset: base + Int64(description.startOffset), size: description.dataByteSize,
+                                 frames: description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket)
                 }
                 return
             }
@@ -91,9 +90,8 @@ public final class AudioFile {
             } else {
                 let perPacket = stream.dataFormat?.framesPerPacket ?? 0
                 for (description, offset) in zip(packets.descriptions, packets.fileOffsets) {
-                    offsets.append(offset)
-                    sizes.append(Int32(description.dataByteSize))
-                    frames.append(Int32(description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket))
+                    index.append(offset: offset, size: description.dataByteSize,
+                                 frames: description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket)
                 }
             }
         }
@@ -106,7 +104,7 @@ public final class AudioFile {
                 return count
             }, handle)
         } catch let error as AudioFileStreamError {
-            guard stream.isReadyToProducePackets, !(offsets.isEmpty && runs.isEmpty) else {
+            guard stream.isReadyToProducePackets, !(index.isEmpty && runs.isEmpty) else {
                 close(fd)
                 throw error
             }
@@ -126,66 +124,56 @@ public final class AudioFile {
         dataOffset = stream.dataOffset
         bitRate = stream.bitRate
         // The whole file was read: the largest packet is known (a fragmented MP4 cannot say up front).
-        maximumPacketSize = max(stream.maximumPacketSize ?? 0, Int(sizes.max() ?? 0), format.bytesPerPacket)
+        maximumPacketSize = max(stream.maximumPacketSize ?? 0, index.largestSize, format.bytesPerPacket)
         channelLayout = stream.channelLayout
         packetTableInfo = stream.packetTableInfo
         packetRollDistance = stream.packetRollDistance
         metadata = stream.metadata
         warnings = stream.warnings
         self.damage = damage
-        self.offsets = offsets
-        self.sizes = sizes
-        self.frames = frames
+        self.index = index
         self.runs = runs
         self.resident = type == .mpegTransportStream ? resident : nil
-        packetCount = offsets.isEmpty ? runs.reduce(0) { $0 + $1.2 } : Int64(offsets.count)
-        audioDataByteCount = offsets.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : sizes.reduce(Int64(0)) { $0 + Int64($1) }
+        packetCount = index.isEmpty ? runs.reduce(0) { $0 + $1.2 } : Int64(index.count)
+        audioDataByteCount = index.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : index.sizes.reduce(Int64(0)) { $0 + Int64($1) }
     }
 
     deinit { close(descriptor) }
 
     /// Decoded frames of every packet together (priming and remainder included).
     public var totalFrames: Int64 {
-        offsets.isEmpty ? packetCount * Int64(max(dataFormat.framesPerPacket, 1)) : frames.reduce(Int64(0)) { $0 + Int64($1) }
+        index.isEmpty ? packetCount * Int64(max(dataFormat.framesPerPacket, 1)) : index.totalFrames
     }
 
     /// Frames of packet `index`.
-    public func frames(ofPacket index: Int64) -> Int {
-        offsets.isEmpty ? max(dataFormat.framesPerPacket, 1) : Int(frames[Int(index)])
+    public func frames(ofPacket packet: Int64) -> Int {
+        index.isEmpty ? max(dataFormat.framesPerPacket, 1) : index.frames(Int(packet))
     }
 
     /// Decoded frames before packet `index` (priming included), in the container's frames.
-    public func frame(forPacket index: Int64) -> Int64 {
-        let end = min(max(index, 0), packetCount)
-        if offsets.isEmpty { return end * Int64(max(dataFormat.framesPerPacket, 1)) }
-        var total: Int64 = 0
-        for packet in 0..<Int(end) { total += Int64(frames[packet]) }
-        return total
+    public func frame(forPacket packet: Int64) -> Int64 {
+        let end = min(max(packet, 0), packetCount)
+        if index.isEmpty { return end * Int64(max(dataFormat.framesPerPacket, 1)) }
+        return index.frames(before: Int(end))
     }
 
     /// The packet holding decoded frame `frame` (priming included, the container's frames) and
     /// the frame's offset in it; nil past the last packet.
     public func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
         guard frame >= 0 else { return nil }
-        if offsets.isEmpty {
+        if index.isEmpty {
             let perPacket = Int64(max(dataFormat.framesPerPacket, 1))
             let packet = frame / perPacket
             return packet < packetCount ? (packet, Int(frame % perPacket)) : nil
         }
-        var start: Int64 = 0
-        for packet in 0..<frames.count {
-            let next = start + Int64(frames[packet])
-            if frame < next { return (Int64(packet), Int(frame - start)) }
-            start = next
-        }
-        return nil
+        return index.packet(forFrame: frame)
     }
 
     /// Byte offset of packet `index` in the file.
-    public func byteOffset(ofPacket index: Int64) -> Int64? {
-        guard index >= 0, index < packetCount else { return nil }
-        if !offsets.isEmpty { return offsets[Int(index)] }
-        return run(containing: index)?.offset
+    public func byteOffset(ofPacket packet: Int64) -> Int64? {
+        guard packet >= 0, packet < packetCount else { return nil }
+        if !index.isEmpty { return index.offset(Int(packet)) }
+        return run(containing: packet)?.offset
     }
 
     /// Constant-size packets: the byte offset of packet `index` and the packet after its run.
@@ -208,35 +196,35 @@ public final class AudioFile {
         }
         var packets = AudioFilePackets(data: [], descriptions: [], fileOffsets: [], firstPacketIndex: first, packetCount: Int(end - first))
         guard end > first else { return packets }
-        if offsets.isEmpty {
+        if index.isEmpty {
             let bytesPerPacket = Int64(dataFormat.bytesPerPacket)
-            var index = first
-            while index < end {
-                guard let (offset, runEnd) = run(containing: index) else { break }
+            var packet = first
+            while packet < end {
+                guard let (offset, runEnd) = run(containing: packet) else { break }
                 let run = min(end, runEnd) - 1
-                try read(at: offset, count: Int((run - index + 1) * bytesPerPacket), into: &packets.data)
+                try read(at: offset, count: Int((run - packet + 1) * bytesPerPacket), into: &packets.data)
                 if packets.fileOffsets.isEmpty { packets.fileOffsets.append(offset) }
-                index = run + 1
+                packet = run + 1
             }
             return packets
         }
         let perPacket = dataFormat.framesPerPacket
-        var index = Int(first)
-        while index < Int(end) {
+        var packet = Int(first)
+        while packet < Int(end) {
             // Read contiguous packets in one call.
-            var last = index
-            while last + 1 < Int(end), offsets[last + 1] == offsets[last] + Int64(sizes[last]) { last += 1 }
+            var last = packet
+            while last + 1 < Int(end), index.offset(last + 1) == index.offset(last) + Int64(index.size(last)) { last += 1 }
             let start = packets.data.count
-            try read(at: offsets[index], count: Int(offsets[last] - offsets[index]) + Int(sizes[last]), into: &packets.data)
+            try read(at: index.offset(packet), count: Int(index.offset(last) - index.offset(packet)) + index.size(last), into: &packets.data)
             var position = start
-            for packet in index...last {
-                let frameCount = Int(frames[packet])
+            for current in packet...last {
+                let frameCount = index.frames(current)
                 packets.descriptions.append(AudioPacketDescription(startOffset: position, variableFramesInPacket: frameCount != perPacket ? frameCount : 0,
-                                                                   dataByteSize: Int(sizes[packet])))
-                packets.fileOffsets.append(offsets[packet])
-                position += Int(sizes[packet])
+                                                                   dataByteSize: index.size(current)))
+                packets.fileOffsets.append(index.offset(current))
+                position += index.size(current)
             }
-            index = last + 1
+            packet = last + 1
         }
         return packets
     }

@@ -48,6 +48,14 @@ public final class AudioFileStream {
         self.sourceIsSeekable = sourceIsSeekable
     }
 
+    /// False: packets are described (file offset, size, frames) without their bytes, for a
+    /// caller that reads them again from the file (``AudioFile`` while indexing). A transport
+    /// stream's packets keep their bytes. Set before the first bytes.
+    package var keepsPacketBytes: Bool {
+        get { out.keepsPacketBytes }
+        set { out.keepsPacketBytes = newValue }
+    }
+
     // MARK: properties
 
     public var fileType: AudioFileType? { out.fileType }

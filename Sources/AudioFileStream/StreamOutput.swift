@@ -34,6 +34,13 @@ final class StreamOutput {
         return false
     }
     private var batch: AudioFilePackets?
+    /// False while indexing a file (``AudioFile``): packets are described (offset, size, frames)
+    /// but their bytes are not copied. A transport stream's packets are kept whole either way:
+    /// their bytes are spread over transport packets, so the file offset cannot find them again.
+    var keepsPacketBytes = true
+    /// Bytes the current batch describes (its data's length when bytes are kept).
+    private var batchBytes = 0
+    private var copiesBytes: Bool { keepsPacketBytes || fileType == .mpegTransportStream }
     /// Index of the next packet to emit.
     var nextPacketIndex: Int64 = 0
     /// Frames per packet of the current format (0 when packets carry their own count).
@@ -72,13 +79,13 @@ final class StreamOutput {
     /// Emits the next `size` bytes of `input` as a packet of `frames` frames and consumes them.
     func emitPacket(from input: ByteInput, size: Int, frames: Int) {
         let offset = input.position
-        appendToBatch(frames: frames, fileOffset: offset) { input.copy(size, into: &$0) }
+        appendToBatch(frames: frames, fileOffset: offset, size: size) { input.copy(size, into: &$0) }
         input.consume(size)
     }
 
     /// Emits a packet from bytes already in hand.
     func emitPacket(_ bytes: [UInt8], frames: Int, fileOffset: Int64) {
-        appendToBatch(frames: frames, fileOffset: fileOffset) { $0.append(contentsOf: bytes) }
+        appendToBatch(frames: frames, fileOffset: fileOffset, size: bytes.count) { $0.append(contentsOf: bytes) }
     }
 
     /// Emits `count` constant-size packets of `bytesPerPacket` from `input` and consumes them.
@@ -88,21 +95,21 @@ final class StreamOutput {
         if batch == nil {
             batch = AudioFilePackets(data: [], descriptions: [], fileOffsets: [input.position], firstPacketIndex: nextPacketIndex, packetCount: 0)
         }
-        input.copy(count * bytesPerPacket, into: &batch!.data)
+        if copiesBytes { input.copy(count * bytesPerPacket, into: &batch!.data) }
         batch!.packetCount += count
         input.consume(count * bytesPerPacket)
         nextPacketIndex += Int64(count)
     }
 
-    private func appendToBatch(frames: Int, fileOffset: Int64, _ fill: (inout [UInt8]) -> Void) {
+    private func appendToBatch(frames: Int, fileOffset: Int64, size: Int, _ fill: (inout [UInt8]) -> Void) {
         if let current = batch, current.descriptions.isEmpty, current.packetCount > 0 { flushBatch() }
         if batch == nil {
             batch = AudioFilePackets(data: [], descriptions: [], fileOffsets: [], firstPacketIndex: nextPacketIndex, packetCount: 0)
         }
         batch!.packetCount += 1
-        let start = batch!.data.count
-        fill(&batch!.data)
-        let size = batch!.data.count - start
+        let start = batchBytes
+        if copiesBytes { fill(&batch!.data) }
+        batchBytes += size
         let variable = frames != framesPerPacket ? frames : 0
         batch!.descriptions.append(AudioPacketDescription(startOffset: start, variableFramesInPacket: variable, dataByteSize: size))
         batch!.fileOffsets.append(fileOffset)
@@ -112,6 +119,7 @@ final class StreamOutput {
     func flushBatch() {
         if let batch, batch.packetCount > 0 { events.append(.packets(batch)) }
         batch = nil
+        batchBytes = 0
     }
 
     func takeEvents() -> [AudioFileStreamEvent] {
