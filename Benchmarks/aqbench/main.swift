@@ -423,7 +423,7 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
-/// `aqbench [codecs] [apple] [transform] [timepitch] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
+/// `aqbench [codecs] [apple] [transform] [timepitch] [commands] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
 /// figures always print; `longrun` runs only when named).
 let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
@@ -454,6 +454,10 @@ if sections.isEmpty || sections.contains("timepitch") {
 if sections.isEmpty || sections.contains("playback") {
     print("")
     for line in try playbackBenchmarks() { print(line) }
+}
+if sections.isEmpty || sections.contains("commands") {
+    print("")
+    for line in try commandBenchmarks() { print(line) }
 }
 if sections.isEmpty || sections.contains("recording") {
     print("")

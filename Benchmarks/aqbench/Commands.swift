@@ -1,0 +1,90 @@
+// The `commands` section (issue 17): whole commands as a user runs them, `aqrender` against the
+// simplest tool doing the same work, wall and CPU seconds and peak memory from GNU time, medians of
+// three runs taken alternately; and the cost per minute of audio at 1, 10 and 60 minutes.
+import Foundation
+
+/// One run under GNU time: wall seconds, CPU seconds (user + system), peak RSS in KiB.
+struct CommandCost {
+    let wall: Double, cpu: Double, rssKiB: Double
+}
+
+func commandCost(_ path: String, _ arguments: [String]) throws -> CommandCost {
+    let numbers = try gnuTime("%e %U %S %M", path, arguments)
+    guard numbers.count == 4 else { throw BenchError("GNU time printed \(numbers) for \(path)") }
+    return CommandCost(wall: numbers[0], cpu: numbers[1] + numbers[2], rssKiB: numbers[3])
+}
+
+/// Medians of `runs` alternating runs of two commands.
+func compare(_ ours: (String, [String]), _ theirs: (String, [String]), runs: Int = 3) throws -> (ours: CommandCost, theirs: CommandCost) {
+    var a: [CommandCost] = [], b: [CommandCost] = []
+    for _ in 0..<runs {
+        a.append(try commandCost(ours.0, ours.1))
+        b.append(try commandCost(theirs.0, theirs.1))
+    }
+    func med(_ list: [CommandCost]) -> CommandCost {
+        CommandCost(wall: median(list.map(\.wall)), cpu: median(list.map(\.cpu)), rssKiB: median(list.map(\.rssKiB)))
+    }
+    return (med(a), med(b))
+}
+
+/// A source file of `minutes` minutes in `kind` (wav16, wavf32, mp3, m4a), made once.
+func benchFile(_ kind: String, minutes: Int, in folder: String) throws -> String {
+    switch kind {
+    case "wav16": return try makeFile("\(minutes)-min-s16.wav", seconds: minutes * 60, in: folder)
+    case "wavf32":
+        let path = folder + "/\(minutes)-min-f32.wav"
+        if !FileManager.default.fileExists(atPath: path) {
+            let s16 = try benchFile("wav16", minutes: minutes, in: folder)
+            _ = try runTool("/usr/bin/sox", [s16, "-e", "floating-point", "-b", "32", path])
+        }
+        return path
+    case "mp3": return try makeFile("\(minutes)-min.mp3", seconds: minutes * 60, in: folder)
+    default: return try makeFile("\(minutes)-min.m4a", seconds: minutes * 60, in: folder)
+    }
+}
+
+func commandBenchmarks() throws -> [String] {
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let aqrender = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqrender").path
+    guard FileManager.default.isExecutableFile(atPath: aqrender) else { return ["commands: \(aqrender) not built (make bench builds it)"] }
+    let out = folder + "/out-ours.wav", other = folder + "/out-tool.wav"
+    defer {
+        try? FileManager.default.removeItem(atPath: out)
+        try? FileManager.default.removeItem(atPath: other)
+    }
+    var lines = ["whole commands, 10-minute files (wall / CPU seconds, user + system; medians of 3, alternating; ratio ours / tool)"]
+    func row(_ label: String, _ ours: (String, [String]), _ tool: (String, [String]), _ toolLabel: String) throws {
+        let (a, b) = try compare(ours, tool)
+        func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0) }
+        lines.append("  " + pad(label, 40) + String(format: " %6.2f / %5.2f s   ", a.wall, a.cpu) + pad(toolLabel, 30)
+                     + String(format: " %6.2f / %5.2f s   wall %.2f  CPU %.2f", b.wall, b.cpu, a.wall / max(b.wall, 0.001), a.cpu / max(b.cpu, 0.001)))
+    }
+    let f32 = try benchFile("wavf32", minutes: 10, in: folder)
+    let s16 = try benchFile("wav16", minutes: 10, in: folder)
+    let mp3 = try benchFile("mp3", minutes: 10, in: folder)
+    let m4a = try benchFile("m4a", minutes: 10, in: folder)
+    try row("aqrender F32.wav OUT.wav --format f32", (aqrender, [f32, out, "--format", "f32"]), ("/usr/bin/sox", [f32, other]), "sox F32.wav OUT.wav")
+    try row("aqrender S16.wav OUT.wav --format f32", (aqrender, [s16, out, "--format", "f32"]),
+            ("/usr/bin/sox", [s16, "-e", "floating-point", "-b", "32", other]), "sox S16.wav -e float OUT.wav")
+    try row("aqrender F32.wav OUT.wav --format s16", (aqrender, [f32, out, "--format", "s16"]),
+            ("/usr/bin/sox", [f32, "-D", "-b", "16", other]), "sox F32.wav -D -b 16 OUT.wav")
+    try row("aqrender FILE.mp3 OUT.wav --format s16", (aqrender, [mp3, out, "--format", "s16"]), ("/usr/bin/mpg123", ["-q", "-w", other, mp3]), "mpg123 -w OUT.wav FILE.mp3")
+    try row("aqrender FILE.m4a OUT.wav --format s16", (aqrender, [m4a, out, "--format", "s16"]), ("/usr/bin/faad", ["-q", "-o", other, m4a]), "faad -o OUT.wav FILE.m4a")
+
+    // Linear: CPU per minute of audio at 1, 10 and 60 minutes, and peak memory over --help.
+    let help = try commandCost(aqrender, ["--help"])
+    lines.append("")
+    lines.append(String(format: "cost per minute of audio, aqrender FILE OUT.wav --format s16 (CPU ms per minute; peak RSS above `aqrender --help`, %.1f MiB)", help.rssKiB / 1024))
+    for kind in ["wavf32", "wav16", "mp3", "m4a"] {
+        var cells: [String] = []
+        for minutes in [1, 10, 60] {
+            let file = try benchFile(kind, minutes: minutes, in: folder)
+            let runs = try (0..<3).map { _ in try commandCost(aqrender, [file, out, "--format", "s16"]) }
+            let cpu = median(runs.map(\.cpu)), rss = median(runs.map(\.rssKiB))
+            cells.append(String(format: "%2d min: %6.1f ms/min, +%.1f MiB", minutes, cpu * 1000 / Double(minutes), (rss - help.rssKiB) / 1024))
+        }
+        lines.append("  " + kind.padding(toLength: 7, withPad: " ", startingAt: 0) + cells.joined(separator: "   "))
+    }
+    return lines
+}
