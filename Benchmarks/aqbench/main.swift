@@ -435,33 +435,15 @@ print(String(format: "  ratio queue / memcpy     : %8.2f", ratio))
 print("")
 print("output callback round trips (enqueue -> decode -> unpaced null sink -> callback -> enqueue), 2 buffers of 64 frames")
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
-if sections.isEmpty || sections.contains("codecs") {
+// The sections run when no section is named, in this order.
+let namedSections: [(name: String, run: () throws -> [String])] = [
+    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("transform", transformBenchmarks),
+    ("timepitch", timePitchBenchmarks), ("playback", playbackBenchmarks), ("commands", commandBenchmarks),
+    ("recording", recordingBenchmarks),
+]
+for section in namedSections where sections.isEmpty || sections.contains(section.name) {
     print("")
-    for line in try codecBenchmarks() { print(line) }
-}
-if sections.isEmpty || sections.contains("apple") {
-    print("")
-    for line in try appleFormatBenchmarks() { print(line) }
-}
-if sections.isEmpty || sections.contains("transform") {
-    print("")
-    for line in try transformBenchmarks() { print(line) }
-}
-if sections.isEmpty || sections.contains("timepitch") {
-    print("")
-    for line in try timePitchBenchmarks() { print(line) }
-}
-if sections.isEmpty || sections.contains("playback") {
-    print("")
-    for line in try playbackBenchmarks() { print(line) }
-}
-if sections.isEmpty || sections.contains("commands") {
-    print("")
-    for line in try commandBenchmarks() { print(line) }
-}
-if sections.isEmpty || sections.contains("recording") {
-    print("")
-    for line in try recordingBenchmarks() { print(line) }
+    for line in try section.run() { print(line) }
 }
 
 // MARK: 5. streaming over loopback HTTP
