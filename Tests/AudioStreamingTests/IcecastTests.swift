@@ -19,6 +19,7 @@ final class IcecastServer: @unchecked Sendable {
     let port: Int
     let folder: String
     private var server: Process?
+    private var serverExit: ChildExit?
     private var source: Process?
     private var sourceExit: ChildExit?
 
@@ -58,9 +59,15 @@ final class IcecastServer: @unchecked Sendable {
         reader = LineReader(log.fileHandleForReading, onEnd: { lines.update { $0.append("(log ended)") } }) { line in
             lines.update { $0.append(line) }
         }
-        try process.run()
+        serverExit = try runWatched(process)
         reader?.start()
         server = process
+    }
+
+    /// How the server and the source ended, if they did (for a failure's message).
+    func exits() async -> String {
+        let server = await serverExit?.wait(timeout: .zero), source = await sourceExit?.wait(timeout: .zero)
+        return "icecast: \(server.map { "exited with status \($0)" } ?? "running"), ffmpeg: \(source.map { "exited with status \($0)" } ?? "running")"
     }
 
     /// Returns once the server says it has started and its port answers.
@@ -262,7 +269,9 @@ extension IcecastServer {
     func setTitleWhenMounted(_ title: String) async throws {
         let before = mountsBefore
         let mounted = await log.wait(timeout: .seconds(15)) { lines in lines.filter { $0.contains(Self.mounted) }.count > before }
-        guard mounted else { throw IcecastError("the mount never appeared: \(log.current.suffix(5).joined(separator: " | "))") }
+        guard mounted else {
+            throw IcecastError("the mount never appeared (\(await exits())): \(log.current.suffix(5).joined(separator: " | "))")
+        }
         try setTitle(title)
     }
 }

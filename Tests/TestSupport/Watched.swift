@@ -87,8 +87,8 @@ public struct ToolResult: Sendable {
 /// process the child's siblings start while it runs inherits that socket too (swift-corelibs-
 /// foundation issue 4795), so a long-lived daemon started by the same test process (a private
 /// PulseAudio server) can hide a tool's exit from Foundation for ever. The pidfd becomes readable
-/// when the process exits, whoever else holds its descriptors, and `waitid(P_PIDFD)` reaps exactly
-/// that process: no recycled pid can be taken for it.
+/// when the process exits, whoever else holds its descriptors, and `waitid(P_PIDFD, WNOWAIT)`
+/// reads that process's status only (no recycled pid can be taken for it) without reaping it.
 public final class ChildExit: Sendable {
     private let descriptor: Int32
     private let status = Watched<Int32?>(nil)
@@ -103,7 +103,9 @@ public final class ChildExit: Sendable {
             var wake = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             while poll(&wake, 1, -1) < 0 && errno == EINTR {}
             var info = siginfo_t()
-            if waitid(P_PIDFD, id_t(descriptor), &info, WEXITED) == 0 {
+            // WNOWAIT: read the status but leave the reaping to Foundation, so that its own
+            // waitpid can never meet a recycled pid (another child of this process).
+            if waitid(P_PIDFD, id_t(descriptor), &info, WEXITED | WNOWAIT) == 0 {
                 let code = info._sifields._sigchld.si_status
                 let exited = info.si_code == Int32(CLD_EXITED)
                 status.update { $0 = $0 ?? (exited ? code : 128 + code) }
