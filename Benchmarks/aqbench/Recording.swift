@@ -1,5 +1,6 @@
 // The `recording` section: round-trip latency played → recorded through a private PulseAudio
 // server against paplay → parecord, and the CPU cost of recording against parecord and sox.
+import AudioPlayback
 import BufferQueue
 import Dispatch
 import Foundation
@@ -189,15 +190,10 @@ func toolRoundTrip(server: String, latency: Int, trials: Int, stepFile: String) 
 
 /// The step as a float32 WAV for paplay.
 func writeStepFile(_ path: String) throws {
-    var data = Data()
-    func u32(_ v: Int) { withUnsafeBytes(of: UInt32(v).littleEndian) { data.append(contentsOf: $0) } }
-    func u16(_ v: Int) { withUnsafeBytes(of: UInt16(v).littleEndian) { data.append(contentsOf: $0) } }
-    let bytes = stepFrames * 8
-    data.append(contentsOf: Array("RIFF".utf8)); u32(36 + bytes); data.append(contentsOf: Array("WAVEfmt ".utf8))
-    u32(16); u16(3); u16(2); u32(44100); u32(44100 * 8); u16(8); u16(32)
-    data.append(contentsOf: Array("data".utf8)); u32(bytes)
-    for _ in 0..<(stepFrames * 2) { withUnsafeBytes(of: stepValue.bitPattern.littleEndian) { data.append(contentsOf: $0) } }
-    try data.write(to: URL(fileURLWithPath: path))
+    let writer = try WAVFileWriter(path: path, sampleRate: 44100, channels: 2)
+    let step = [Float](repeating: stepValue, count: stepFrames * 2)
+    step.withUnsafeBufferPointer { writer.write($0) }
+    writer.close()
 }
 
 func recordingBenchmarks() throws -> [String] {

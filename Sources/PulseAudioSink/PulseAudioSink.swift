@@ -204,15 +204,8 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         try withLock {
             guard let connection, let context = connection.context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
             if let stream { pa_stream_disconnect(stream); pa_stream_unref(stream) }
-            var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(format.sampleRate), channels: UInt8(format.channelsPerFrame))
-            let properties = pa_proplist_new()
-            defer { pa_proplist_free(properties) }
-            pa_proplist_sets(properties, PA_PROP_MEDIA_NAME, configuration.streamName)
-            pa_proplist_sets(properties, PA_PROP_MEDIA_ROLE, configuration.role)
-            var map = Self.channelMap(channelLayout)
-            guard let made = pa_stream_new_with_proplist(context, configuration.streamName, &spec, &map, properties) else {
-                throw AudioQueueError(.cannotStart, "PulseAudio refused a \(format) stream: \(String(cString: pa_strerror(pa_context_errno(context))))")
-            }
+            let made = try connection.makeStream(name: configuration.streamName, role: configuration.role, format: format,
+                                                 channelMap: Self.channelMap(channelLayout), kind: "stream")
             stream = made
             let me = Unmanaged.passUnretained(self).toOpaque()
             pa_stream_set_state_callback(made, { stream, userdata in

@@ -141,17 +141,11 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
 
     /// Makes and connects the record stream (lock held).
     private func createStream(_ connection: PulseConnection) throws {
-        guard let context = connection.context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
         if let stream { pa_stream_disconnect(stream); pa_stream_unref(stream) }
         stream = nil
-        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(format.sampleRate), channels: UInt8(format.channelsPerFrame))
-        let properties = pa_proplist_new()
-        defer { pa_proplist_free(properties) }
-        pa_proplist_sets(properties, PA_PROP_MEDIA_NAME, configuration.streamName)
-        var map = PulseAudioSink.channelMap(.default(channels: format.channelsPerFrame))
-        guard let made = pa_stream_new_with_proplist(context, configuration.streamName, &spec, &map, properties) else {
-            throw AudioQueueError(.cannotStart, "PulseAudio refused a \(format) record stream: \(connection.lastError)")
-        }
+        let made = try connection.makeStream(name: configuration.streamName, role: nil, format: format,
+                                             channelMap: PulseAudioSink.channelMap(.default(channels: format.channelsPerFrame)),
+                                             kind: "record stream")
         stream = made
         let me = Unmanaged.passUnretained(self).toOpaque()
         pa_stream_set_state_callback(made, { stream, userdata in

@@ -55,6 +55,23 @@ final class PulseConnection: @unchecked Sendable {
         return String(cString: pa_strerror(pa_context_errno(context)))
     }
 
+    /// A new, unconnected stream of interleaved float32 frames in `format` (lock held): its
+    /// `media.name` is `name`, its `media.role` `role` when given. `kind` names it in the error.
+    func makeStream(name: String, role: String?, format: AudioStreamDescription, channelMap: pa_channel_map,
+                    kind: String) throws -> OpaquePointer {
+        guard let context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
+        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(format.sampleRate), channels: UInt8(format.channelsPerFrame))
+        var map = channelMap
+        let properties = pa_proplist_new()
+        defer { pa_proplist_free(properties) }
+        pa_proplist_sets(properties, PA_PROP_MEDIA_NAME, name)
+        if let role { pa_proplist_sets(properties, PA_PROP_MEDIA_ROLE, role) }
+        guard let made = pa_stream_new_with_proplist(context, name, &spec, &map, properties) else {
+            throw AudioQueueError(.cannotStart, "PulseAudio refused a \(format) \(kind): \(lastError)")
+        }
+        return made
+    }
+
     /// Connects and returns once the context is ready.
     func connect() throws {
         guard let loop = pa_threaded_mainloop_new() else { throw AudioQueueError(.cannotStart, "libpulse could not make a main loop") }
