@@ -39,6 +39,7 @@ func benchFile(_ kind: String, minutes: Int, in folder: String) throws -> String
         }
         return path
     case "mp3": return try makeFile("\(minutes)-min.mp3", seconds: minutes * 60, in: folder)
+    case "m4a-nopns": return try makeFile("\(minutes)-min-nopns.m4a", seconds: minutes * 60, in: folder)
     default: return try makeFile("\(minutes)-min.m4a", seconds: minutes * 60, in: folder)
     }
 }
@@ -64,27 +65,41 @@ func commandBenchmarks() throws -> [String] {
     let s16 = try benchFile("wav16", minutes: 10, in: folder)
     let mp3 = try benchFile("mp3", minutes: 10, in: folder)
     let m4a = try benchFile("m4a", minutes: 10, in: folder)
-    try row("aqrender F32.wav OUT.wav --format f32", (aqrender, [f32, out, "--format", "f32"]), ("/usr/bin/sox", [f32, other]), "sox F32.wav OUT.wav")
-    try row("aqrender S16.wav OUT.wav --format f32", (aqrender, [s16, out, "--format", "f32"]),
+    let plainAAC = try benchFile("m4a-nopns", minutes: 10, in: folder)
+    let one = ["--jobs", "1"]
+    try row("aqrender F32.wav OUT.wav --format f32", (aqrender, [f32, out, "--format", "f32"] + one), ("/usr/bin/sox", [f32, other]), "sox F32.wav OUT.wav")
+    try row("aqrender S16.wav OUT.wav --format f32", (aqrender, [s16, out, "--format", "f32"] + one),
             ("/usr/bin/sox", [s16, "-e", "floating-point", "-b", "32", other]), "sox S16.wav -e float OUT.wav")
-    try row("aqrender F32.wav OUT.wav --format s16", (aqrender, [f32, out, "--format", "s16"]),
+    try row("aqrender F32.wav OUT.wav --format s16", (aqrender, [f32, out, "--format", "s16"] + one),
             ("/usr/bin/sox", [f32, "-D", "-b", "16", other]), "sox F32.wav -D -b 16 OUT.wav")
+    try row("aqrender FILE.mp3 OUT.wav --format s16 --jobs 1", (aqrender, [mp3, out, "--format", "s16"] + one), ("/usr/bin/mpg123", ["-q", "-w", other, mp3]), "mpg123 -w OUT.wav FILE.mp3")
+    try row("aqrender FILE.m4a OUT.wav --format s16 --jobs 1", (aqrender, [m4a, out, "--format", "s16"] + one), ("/usr/bin/faad", ["-q", "-o", other, m4a]), "faad -o OUT.wav FILE.m4a")
+    // Split over the cores (AAC-LC without noise substitution, so the output is bit-identical).
+    let cores = ProcessInfo.processInfo.activeProcessorCount
+    lines.append("split over \(cores) cores (--jobs \(cores), the default), same tools")
     try row("aqrender FILE.mp3 OUT.wav --format s16", (aqrender, [mp3, out, "--format", "s16"]), ("/usr/bin/mpg123", ["-q", "-w", other, mp3]), "mpg123 -w OUT.wav FILE.mp3")
-    try row("aqrender FILE.m4a OUT.wav --format s16", (aqrender, [m4a, out, "--format", "s16"]), ("/usr/bin/faad", ["-q", "-o", other, m4a]), "faad -o OUT.wav FILE.m4a")
+    try row("aqrender PLAIN.m4a OUT.wav --format s16", (aqrender, [plainAAC, out, "--format", "s16"]),
+            ("/usr/bin/faad", ["-q", "-o", other, plainAAC]), "faad -o OUT.wav PLAIN.m4a")
 
     // Linear: CPU per minute of audio at 1, 10 and 60 minutes, and peak memory over --help.
     let help = try commandCost(aqrender, ["--help"])
     lines.append("")
-    lines.append(String(format: "cost per minute of audio, aqrender FILE OUT.wav --format s16 (CPU ms per minute; peak RSS above `aqrender --help`, %.1f MiB)", help.rssKiB / 1024))
-    for kind in ["wavf32", "wav16", "mp3", "m4a"] {
-        var cells: [String] = []
-        for minutes in [1, 10, 60] {
-            let file = try benchFile(kind, minutes: minutes, in: folder)
-            let runs = try (0..<3).map { _ in try commandCost(aqrender, [file, out, "--format", "s16"]) }
-            let cpu = median(runs.map(\.cpu)), rss = median(runs.map(\.rssKiB))
-            cells.append(String(format: "%2d min: %6.1f ms/min, +%.1f MiB", minutes, cpu * 1000 / Double(minutes), (rss - help.rssKiB) / 1024))
+    lines.append(String(format: "cost per minute of audio, aqrender FILE OUT.wav --format s16 --jobs 1 (CPU ms per minute; peak RSS above `aqrender --help`, %.1f MiB)", help.rssKiB / 1024))
+    func perMinute(_ kinds: [String], _ extra: [String]) throws {
+        for kind in kinds {
+            var cells: [String] = []
+            for minutes in [1, 10, 60] {
+                let file = try benchFile(kind, minutes: minutes, in: folder)
+                let runs = try (0..<3).map { _ in try commandCost(aqrender, [file, out, "--format", "s16"] + extra) }
+                let cpu = median(runs.map(\.cpu)), rss = median(runs.map(\.rssKiB))
+                cells.append(String(format: "%2d min: %6.1f ms/min, +%.1f MiB", minutes, cpu * 1000 / Double(minutes), (rss - help.rssKiB) / 1024))
+            }
+            lines.append("  " + kind.padding(toLength: 7, withPad: " ", startingAt: 0) + cells.joined(separator: "   "))
         }
-        lines.append("  " + kind.padding(toLength: 7, withPad: " ", startingAt: 0) + cells.joined(separator: "   "))
     }
+    try perMinute(["wavf32", "wav16", "mp3", "m4a"], one)
+    // The same with the default split (one decoder per core): memory and total CPU.
+    lines.append("the same, split (--jobs \(cores))")
+    try perMinute(["mp3", "m4a"], [])
     return lines
 }

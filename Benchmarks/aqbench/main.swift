@@ -177,7 +177,7 @@ func makeFile(_ name: String, seconds: Int, in folder: String) throws -> String 
     } else if name.hasSuffix(".wav") {
         arguments += ["-c:a", "pcm_s16le"]
     } else {
-        arguments += ["-c:a", "aac", "-b:a", "128k"]
+        arguments += ["-c:a", "aac", "-b:a", "128k"] + (name.contains("nopns") ? ["-aac_pns", "0"] : [])
     }
     try runTool("/usr/bin/ffmpeg", arguments + [path])
     return path

@@ -32,9 +32,14 @@ struct AQRender: ParsableCommand {
     @Option(help: "Render this many channels (mono ↔ stereo: see the Converting guide for the matrix).")
     var channels: Int?
     @OptionGroup var timePitchOptions: TimePitchOptions
+    @Option(help: "Decode on this many threads (default: the number of cores) when the file allows it (MP3, AAC-LC, ALAC, G.711), the output can seek and no loop, rate, channel or play-rate change is asked for. The output is bit-identical to --jobs 1.")
+    var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Flag(help: "Say on stderr whether the render was split and why not.")
+    var verbose = false
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
+        guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1") }
         if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
         if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
     }
@@ -46,28 +51,36 @@ struct AQRender: ParsableCommand {
         SoxrConverter.register()
         RubberBandTimePitch.register()
         let file: AudioFile
+        do { file = try AudioFile(path: input) } catch { fail("\(input): \(error)") }
+        let transforms = loops != 1 || sampleRate != nil || channels != nil || (timePitchOptions.rate ?? 1) != 1 || timePitchOptions.pitch != nil
+        if jobs > 1 && !transforms {
+            renderConcurrently(file)
+        } else {
+            if verbose { note(jobs > 1 ? "one thread: a loop, rate, channel or play-rate change joins chunks inexactly" : "one thread: --jobs 1") }
+            renderSequentially(file)
+        }
+        for warning in file.warnings { note("warning: \(warning)") }
+    }
+
+    func renderSequentially(_ file: AudioFile) {
         let renderer: AudioFileRenderer
         do {
-            file = try AudioFile(path: input)
             renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
                                              playRate: timePitchOptions.rate, timePitch: timePitchOptions.algorithm,
                                              pitch: timePitchOptions.pitch)
         } catch {
             fail("\(input): \(error)")
         }
-        let out = renderer.outputFormat
-        let writer: WAVFileWriter
-        do { writer = try WAVFileWriter(path: output, sampleRate: Int(out.sampleRate), channels: out.channelsPerFrame, float: format == .f32) } catch {
-            fail("\(error)")
-        }
+        let writer = makeWriter(renderer.outputFormat)
+        let channels = renderer.outputFormat.channelsPerFrame
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
-        var scratch = [Float](repeating: 0, count: 8192 * out.channelsPerFrame)
+        var scratch = [Float](repeating: 0, count: 8192 * channels)
         var failure: String?
         do {
             while true {
                 let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 8192) }
                 if n == 0 { break }
-                scratch.withUnsafeBufferPointer { writer.write(UnsafeBufferPointer(rebasing: $0[0..<(n * out.channelsPerFrame)])) }
+                scratch.withUnsafeBufferPointer { writer.write(UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
                 progress?.update(renderer.framesRendered)
             }
         } catch {
@@ -75,17 +88,59 @@ struct AQRender: ParsableCommand {
         }
         writer.close()
         progress?.finish()
+        finish(file, failure: failure, frames: renderer.framesRendered, converterError: renderer.lastConverterError)
+    }
+
+    /// Chunks decoded on `jobs` threads, each piece written where it belongs.
+    func renderConcurrently(_ file: AudioFile) {
+        let renderer: ConcurrentFileRenderer
+        do { renderer = try ConcurrentFileRenderer(file: file, jobs: jobs) } catch { fail("\(input): \(error)") }
+        let writer = makeWriter(renderer.outputFormat)
+        guard writer.canWriteAtPositions else {
+            writer.close()
+            if verbose { note("one thread: \(output) cannot seek") }
+            return renderSequentially(file)
+        }
+        let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
+        var failure: String?
+        var frames: Int64 = 0
+        do {
+            frames = try renderer.render { frame, samples in
+                try writer.write(samples, atFrame: frame)
+                progress?.update(renderer.framesRendered)
+            }
+            writer.truncate(toFrames: frames)
+        } catch {
+            failure = "\(error)"
+            frames = renderer.framesRendered
+        }
+        writer.close()
+        progress?.finish()
+        if verbose {
+            note(renderer.sequentialReason.map { "one thread: \($0)" } ?? "\(renderer.chunks.count) chunks on \(renderer.jobs) threads")
+        }
+        finish(file, failure: failure, frames: frames, converterError: renderer.lastConverterError)
+    }
+
+    func makeWriter(_ format: AudioStreamDescription) -> WAVFileWriter {
+        do {
+            return try WAVFileWriter(path: output, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame, float: self.format == .f32)
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    /// Reports damage and decoding problems after the frames before them were written.
+    func finish(_ file: AudioFile, failure: String?, frames: Int64, converterError: AudioQueueError?) {
         // Damage found while indexing the file: its frames up to there were written.
-        if let damage = file.damage { failure = failure ?? "\(damage)" }
-        if let failure {
-            fail("\(input): \(failure) — wrote the \(renderer.framesRendered) frames decoded before it to \(output)")
+        if let failure = failure ?? file.damage.map({ "\($0)" }) {
+            fail("\(input): \(failure) — wrote the \(frames) frames decoded before it to \(output)")
         }
-        for warning in file.warnings {
-            FileHandle.standardError.write(Data("aqrender: warning: \(warning)\n".utf8))
-        }
-        if let error = renderer.lastConverterError {
-            FileHandle.standardError.write(Data("aqrender: warning: \(error)\n".utf8))
-        }
+        if let converterError { note("warning: \(converterError)") }
+    }
+
+    func note(_ message: String) {
+        FileHandle.standardError.write(Data("aqrender: \(message)\n".utf8))
     }
 
     func fail(_ message: String) -> Never {
@@ -94,14 +149,17 @@ struct AQRender: ParsableCommand {
     }
 }
 
-/// A progress bar on stderr.
-final class Progress {
+/// A progress bar on stderr (updated from any thread).
+final class Progress: @unchecked Sendable {
     let total: Int64?
-    var last = -1
+    private var last = -1
+    private let lock = NSLock()
     init(total: Int64?) { self.total = total }
     func update(_ frames: Int64) {
         guard let total, total > 0 else { return }
         let percent = Int(min(frames * 100 / total, 100))
+        lock.lock()
+        defer { lock.unlock() }
         guard percent != last else { return }
         last = percent
         let bar = String(repeating: "#", count: percent / 4) + String(repeating: ".", count: 25 - percent / 4)

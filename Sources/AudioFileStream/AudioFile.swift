@@ -11,7 +11,10 @@ import BufferQueue
 /// so MP4 files with the index at the end work) and keeps an index of where every packet lies, not
 /// the audio itself. ``readPackets(from:count:)`` then reads any run of packets. (A transport
 /// stream interleaves its packets' bytes with headers, so its audio is kept in memory.)
-public final class AudioFile {
+///
+/// It does not change once opened and reads with `pread`, so several threads may read one file at
+/// once (AudioPlayback's `ConcurrentFileRenderer` does).
+public final class AudioFile: Sendable {
     public let path: String
     public let fileType: AudioFileType
     public let fileSize: Int64

@@ -31,6 +31,7 @@ public final class AudioFileRenderer {
     private let bufferCount = 4
     private var rendered: Int64 = 0
     private let skipped: Int64
+    private let endFrame: Int64?
     /// The rate the decoder gives (before any conversion).
     private var decodedRate: Double = 0
 
@@ -38,6 +39,8 @@ public final class AudioFileRenderer {
     ///   - startFrame: the first valid frame to render (a seek): decoding starts a few packets
     ///     earlier (pre-roll, see ``PacketFeeder/preRollPackets(for:rollDistance:)``) and the
     ///     frames before the target are trimmed, so it is frame-exact. Applies to the first loop.
+    ///   - endFrame: the first valid frame not to render (nil: to the end); with one loop only.
+    ///     Packets after the one holding the frame before it are not read.
     ///   - packetsPerBuffer: packets in each enqueued buffer (PCM: about 4096 frames per buffer).
     ///   - sampleRate: the rate to render at (nil: the decoded rate). Another rate is converted by
     ///     the queue with a resampler from `resamplers` (register `SoxrConverter`), with exact
@@ -50,13 +53,20 @@ public final class AudioFileRenderer {
     ///     ``TimePitchAlgorithm/spectral`` keeps it or shifts it by `pitch` (length exact; needs an
     ///     engine in `timePitchEngines`: register `RubberBandTimePitch`).
     ///   - pitch: pitch shift in cents, -2400...2400 (spectral only).
-    public init(file: AudioFile, loops: Int = 1, startFrame: Int64 = 0, packetsPerBuffer: Int = 32,
+    public init(file: AudioFile, loops: Int = 1, startFrame: Int64 = 0, endFrame: Int64? = nil, packetsPerBuffer: Int = 32,
                 sampleRate: Double? = nil, channels: Int? = nil, playRate: Double? = nil,
                 timePitch: TimePitchAlgorithm = .timeDomain, pitch: Double? = nil,
                 registry: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
                 timePitchEngines: TimePitchEngineRegistry = .shared) throws {
         guard loops >= 1 else { throw AudioQueueError(.invalidParameter, "loops must be at least 1 (got \(loops))") }
         guard startFrame >= 0 else { throw AudioQueueError(.invalidParameter, "cannot start at frame \(startFrame)") }
+        if let endFrame {
+            guard loops == 1 else { throw AudioQueueError(.invalidParameter, "an end frame needs a single loop (got \(loops) loops)") }
+            guard endFrame >= startFrame else {
+                throw AudioQueueError(.invalidParameter, "cannot end at frame \(endFrame) before the start at \(startFrame)")
+            }
+        }
+        self.endFrame = endFrame
         self.file = file
         self.loops = loops
         source = FilePacketSource(file: file)
@@ -80,7 +90,7 @@ public final class AudioFileRenderer {
             try queue.setParameters(.init(playRate: Float(playRate ?? 1), pitch: pitch.map(Float.init)))
         }
         self.playRate = playRate ?? 1
-        feeder = PacketFeeder(source: source, startFrame: startFrame)
+        feeder = PacketFeeder(source: source, startFrame: startFrame, endFrame: endFrame)
         skipped = startFrame
         outputFormat = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
         let perBuffer = format.bytesPerPacket > 0 ? max(4096 / max(format.framesPerPacket, 1), 1) * format.bytesPerPacket
@@ -97,9 +107,12 @@ public final class AudioFileRenderer {
     }
 
     /// Frames the whole render will produce when the file has gapless numbers (nil otherwise).
+    /// With an end frame, the frames up to it (clipped to the file's valid frames when known).
     public var expectedFrames: Int64? {
-        file.packetTableInfo.map { table in
-            let frames = max(table.validFrames * Int64(loops) - skipped, 0)
+        let valid = file.packetTableInfo.map { $0.validFrames * Int64(loops) }
+        let end = endFrame.map { min($0, valid ?? .max) } ?? valid
+        return end.map { end in
+            let frames = max(end - skipped, 0)
             guard decodedRate > 0, outputFormat.sampleRate != decodedRate || playRate != 1 else { return frames }
             return Int64((Double(frames) * outputFormat.sampleRate / decodedRate / playRate).rounded())
         }

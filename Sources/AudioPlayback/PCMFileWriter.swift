@@ -12,7 +12,11 @@ import BufferQueue
 /// Until it is closed the header says "size unknown" where the container allows it (a CAF `data`
 /// chunk of size −1; a WAV's zero sizes), so a recording cut short by a crash is still readable by
 /// tools that accept that. Formats: 8-bit unsigned, 16/24/32-bit signed integer, 32/64-bit float.
-public final class PCMFileWriter {
+///
+/// Frames go in either appended in order (``write(_:)``, one thread) or each at its position
+/// (``write(_:atFrame:)``, from any number of threads at once, as a ``ConcurrentFileRenderer``
+/// delivers them); one file uses one way.
+public final class PCMFileWriter: @unchecked Sendable {
     /// The container written.
     public enum Container: Sendable {
         case wav, caf
@@ -26,10 +30,19 @@ public final class PCMFileWriter {
     public let path: String
     public let format: AudioStreamDescription
     public let container: Container
-    /// Frames written so far.
-    public private(set) var framesWritten: Int64 = 0
+    /// Frames written so far (positional writes: up to the furthest frame written, or what
+    /// ``truncate(toFrames:)`` set).
+    public var framesWritten: Int64 {
+        appended + positional.withLock { $0.length ?? $0.end }
+    }
+    private var appended: Int64 = 0
     private let file: UnsafeMutablePointer<FILE>
     private var closed = false
+    /// Bytes before the first frame.
+    private var headerBytes = 0
+    /// Positional writes: whether stdio's buffer was flushed, the end of the furthest frame
+    /// written, the length set by `truncate`.
+    private let positional = Lock((flushed: false, end: Int64(0), length: Int64?.none))
 
     /// - Throws: ``AudioFileStreamError`` when the file cannot be created or the format is not
     ///   interleaved little-endian linear PCM.
@@ -58,7 +71,45 @@ public final class PCMFileWriter {
         guard let base = bytes.baseAddress, !closed, !bytes.isEmpty else { return }
         let frames = bytes.count / format.bytesPerFrame
         fwrite(base, 1, frames * format.bytesPerFrame, file)
-        framesWritten += Int64(frames)
+        appended += Int64(frames)
+    }
+
+    /// Writes whole frames of the writer's format at frame `frame` (0: the first after the header),
+    /// wherever the file ends now. Safe to call from several threads at once (`pwrite`).
+    /// - Throws: ``AudioFileStreamError`` when the bytes cannot be written (a full disk, an output
+    ///   that cannot seek such as a pipe).
+    public func write(_ bytes: UnsafeRawBufferPointer, atFrame frame: Int64) throws {
+        guard let base = bytes.baseAddress, !bytes.isEmpty, frame >= 0 else { return }
+        let frames = bytes.count / format.bytesPerFrame
+        let count = frames * format.bytesPerFrame
+        let offset = Int64(headerBytes) + frame * Int64(format.bytesPerFrame)
+        let descriptor = positional.withLock { state in
+            if !state.flushed {
+                fflush(file)
+                state.flushed = true
+            }
+            return fileno(file)
+        }
+        var done = 0
+        while done < count {
+            let n = pwrite(descriptor, base + done, count - done, off_t(offset + Int64(done)))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                throw AudioFileStreamError(.invalidOperation, container == .wav ? .wave : .caf, offset + Int64(done),
+                                           "cannot write \(count - done) bytes at \(offset + Int64(done)) to \(path): \(String(cString: strerror(errno)))")
+            }
+            done += n
+        }
+        positional.withLock { $0.end = max($0.end, frame + Int64(frames)) }
+    }
+
+    /// Whether ``write(_:atFrame:)`` can work: the file can seek (a pipe cannot).
+    public var canWriteAtPositions: Bool { lseek(fileno(file), 0, SEEK_CUR) >= 0 }
+
+    /// Sets the file's length to `frames` frames of positional writes: ``close()`` cuts off what
+    /// was written past them (a render that started over and came out shorter).
+    public func truncate(toFrames frames: Int64) {
+        positional.withLock { $0.length = max(frames, 0) }
     }
 
     /// Fills in the header's sizes and closes the file. Returns false when the file could not be
@@ -68,6 +119,12 @@ public final class PCMFileWriter {
         guard !closed else { return true }
         closed = true
         let dataBytes = Int(framesWritten) * format.bytesPerFrame
+        let (flushed, end, length) = positional.withLock { $0 }
+        if flushed, let length, length < end {
+            fflush(file)
+            ftruncate(fileno(file), off_t(headerBytes + Int(length) * format.bytesPerFrame))
+        }
+        fseeko(file, 0, SEEK_END)
         if container == .wav && dataBytes % 2 == 1 { fputc(0, file) }
         writeHeader(dataBytes: dataBytes)
         let failed = ferror(file) != 0
@@ -103,6 +160,7 @@ public final class PCMFileWriter {
             be64(dataBytes.map { UInt64(4 + $0) } ?? UInt64.max)
             be32(0)  // edit count
         }
+        headerBytes = header.count
         fseeko(file, 0, SEEK_SET)
         _ = header.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
         fseeko(file, 0, SEEK_END)

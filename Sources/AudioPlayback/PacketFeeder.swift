@@ -30,6 +30,14 @@ public protocol PacketSource: AnyObject {
     func seek(toPacket packet: Int64) throws
     /// The next packets, at most `maxPackets` (ignored for constant-size packets) and `maxBytes`.
     func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead
+    /// Where to start decoding, at or before `packet - preRoll`, so that from `packet` on the
+    /// decoder gives the bits of a decode from the first packet, not only the same values within
+    /// rounding (see ``MP3SynthesisPhase``); nil: `packet - preRoll`. The default is nil.
+    func preRollStart(before packet: Int64, preRoll: Int) -> Int64?
+}
+
+extension PacketSource {
+    public func preRollStart(before packet: Int64, preRoll: Int) -> Int64? { nil }
 }
 
 /// What a ``PacketSource`` has now.
@@ -66,6 +74,9 @@ public final class PacketFeeder {
     public private(set) var position: Int64 = 0
     /// Frames enqueued that will be heard.
     public private(set) var framesKept: Int64 = 0
+    /// The first valid frame not to play (nil: to the item's end); reading stops after the packet
+    /// holding the frame before it.
+    public let endFrame: Int64?
     private var started = false
     private var overridePreRoll: Int?
     /// All packets were read.
@@ -83,10 +94,14 @@ public final class PacketFeeder {
 
     /// - Parameters:
     ///   - startFrame: the first valid frame to play, in the source format's frames.
+    ///   - endFrame: the first valid frame not to play (nil: play to the end). The packets after the
+    ///     one holding the frame before it are not read: a decoder's output for a packet never
+    ///     depends on the packets after it.
     ///   - preRollPackets: packets decoded before the start (nil: ``preRollPackets(for:rollDistance:)``).
-    public init(source: any PacketSource, startFrame: Int64 = 0, preRollPackets: Int? = nil) {
+    public init(source: any PacketSource, startFrame: Int64 = 0, endFrame: Int64? = nil, preRollPackets: Int? = nil) {
         self.source = source
         self.startFrame = max(startFrame, 0)
+        self.endFrame = endFrame
         overridePreRoll = preRollPackets
     }
 
@@ -95,6 +110,7 @@ public final class PacketFeeder {
     public init(source: any PacketSource, startSeconds: Double, preRollPackets: Int? = nil) {
         self.source = source
         startFrame = 0
+        endFrame = nil
         self.startSeconds = max(startSeconds, 0)
         overridePreRoll = preRollPackets
     }
@@ -128,18 +144,19 @@ public final class PacketFeeder {
         let priming = Int64(table?.primingFrames ?? 0)
         keepFrom = priming + startFrame
         keepUntil = table.map { priming + $0.validFrames }
+        if let endFrame { keepUntil = min(keepUntil ?? .max, priming + max(endFrame, 0)) }
         started = true
-        guard startFrame > 0 else { return }
-        if let keepUntil, keepFrom >= keepUntil {
+        if startFrame > 0 || endFrame != nil, let keepUntil, keepFrom >= keepUntil {
             isFinished = true
             return
         }
+        guard startFrame > 0 else { return }
         guard let packet = source.packet(forFrame: keepFrom) else {
             isFinished = true   // past the last packet: nothing to play
             return
         }
         let preRoll = overridePreRoll ?? Self.preRollPackets(for: source.format, rollDistance: source.rollDistance)
-        let first = max(packet - Int64(preRoll), 0)
+        let first = source.preRollStart(before: packet, preRoll: preRoll) ?? max(packet - Int64(preRoll), 0)
         guard let firstFrame = source.frame(forPacket: first) else {
             throw AudioQueueError(.invalidParameter, "cannot find where packet \(first) starts to begin at frame \(startFrame)")
         }
@@ -154,6 +171,10 @@ public final class PacketFeeder {
         guard source.isReady else { return .waiting }
         if !started { try start() }
         while !isFinished {
+            if endFrame != nil, let keepUntil, position >= keepUntil {
+                isFinished = true
+                break
+            }
             let format = source.format
             let maxPackets = format.bytesPerPacket > 0 ? Int.max : max(buffer.packetDescriptionCapacity, 1)
             switch try source.read(maxPackets: maxPackets, maxBytes: buffer.capacity) {
@@ -217,6 +238,16 @@ public final class FilePacketSource: PacketSource {
     public func frame(forPacket packet: Int64) -> Int64? { file.frame(forPacket: packet) * Int64(scale) }
 
     public func seek(toPacket packet: Int64) throws { next = min(max(packet, 0), file.packetCount) }
+
+    /// MP3: the packet ``MP3SynthesisPhase`` finds (nil when it finds none); other formats: nil.
+    public func preRollStart(before packet: Int64, preRoll: Int) -> Int64? {
+        guard format.formatID == .mpegLayer3 else { return nil }
+        let file = self.file
+        return MP3SynthesisPhase(framesPerPacket: format.framesPerPacket) { first, count in
+            guard let packets = try? file.readPackets(from: first, count: count) else { return [] }
+            return packets.descriptions.map { Array(packets.data[$0.startOffset..<($0.startOffset + $0.dataByteSize)]) }
+        }.decodeStart(before: packet, preRoll: preRoll)
+    }
 
     public func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {
         guard next < file.packetCount else { return .end }

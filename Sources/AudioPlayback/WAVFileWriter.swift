@@ -3,7 +3,10 @@ import BufferQueue
 
 /// Writes interleaved float frames to a RIFF/WAVE file as IEEE float32 or 16-bit PCM; the sizes
 /// in the header are filled in by ``close()``. A float front end of ``PCMFileWriter``.
-public final class WAVFileWriter {
+///
+/// Frames go in either appended in order (``write(_:)``, one thread) or each at its position
+/// (``write(_:atFrame:)``, from several threads at once); one file uses one way.
+public final class WAVFileWriter: @unchecked Sendable {
     public let path: String
     public let sampleRate: Int
     public let channels: Int
@@ -44,6 +47,28 @@ public final class WAVFileWriter {
             }
         }
     }
+
+    /// Writes interleaved frames at frame `frame`, converted like ``write(_:)``. Safe to call from
+    /// several threads at once.
+    /// - Throws: ``AudioFileStreamError`` when they cannot be written (a full disk, a pipe).
+    public func write(_ samples: UnsafeBufferPointer<Float>, atFrame frame: Int64) throws {
+        guard let base = samples.baseAddress, !samples.isEmpty else { return }
+        if isFloat {
+            try writer.write(UnsafeRawBufferPointer(samples), atFrame: frame)
+            return
+        }
+        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: samples.count * 2, alignment: 16)
+        defer { bytes.deallocate() }
+        guard let out = bytes.baseAddress else { return }
+        layout.fromFloat(base, count: samples.count, into: out)
+        try writer.write(UnsafeRawBufferPointer(bytes), atFrame: frame)
+    }
+
+    /// Whether ``write(_:atFrame:)`` can work: the file can seek (a pipe cannot).
+    public var canWriteAtPositions: Bool { writer.canWriteAtPositions }
+
+    /// Sets the length of a file written by position (see ``PCMFileWriter/truncate(toFrames:)``).
+    public func truncate(toFrames frames: Int64) { writer.truncate(toFrames: frames) }
 
     /// Fills in the header's sizes and closes the file.
     public func close() { writer.close() }

@@ -79,6 +79,8 @@ public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
 public struct ToolResult: Sendable {
     public let output: Data
     public let status: Int32
+    /// What it wrote to standard error.
+    public let errorOutput: Data
 }
 
 /// A child process's exit, watched through a pidfd (a descriptor naming that process only).
@@ -147,8 +149,8 @@ public func killAndWait(_ process: Process, _ exit: ChildExit, timeout: Duration
     return await exit.wait(timeout: timeout) != nil
 }
 
-/// Runs a command-line tool and returns its standard output and exit status. Its output is read
-/// on a thread of its own and its exit is watched by ``ChildExit``, so no thread of Swift's
+/// Runs a command-line tool and returns its standard output and error and exit status. Its output
+/// is read on threads of its own and its exit is watched by ``ChildExit``, so no thread of Swift's
 /// cooperative pool blocks (`Process.waitUntilExit` would spin one).
 /// - Throws: when the tool cannot start, or has not exited by `timeout`.
 public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .seconds(120)) async throws -> ToolResult {
@@ -157,19 +159,21 @@ public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .
     process.arguments = arguments
     // No terminal input: ffmpeg reads its stdin for commands, and a background run would stop on it.
     process.standardInput = FileHandle.nullDevice
-    let pipe = Pipe()
+    let pipe = Pipe(), errorPipe = Pipe()
     process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice
+    process.standardError = errorPipe
     let exit = try runWatched(process)
     // The output is read while the exit is awaited: a tool that hangs is killed at the deadline
-    // (which closes its pipe) instead of keeping the read waiting.
+    // (which closes its pipes) instead of keeping the reads waiting.
     let reading = Task { await onOwnThread { pipe.fileHandleForReading.readDataToEndOfFile() } }
+    let readingErrors = Task { await onOwnThread { errorPipe.fileHandleForReading.readDataToEndOfFile() } }
     guard let status = await exit.wait(timeout: timeout) else {
         kill(process.processIdentifier, SIGKILL)
         _ = await reading.value
+        _ = await readingErrors.value
         throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(tool) did not exit within \(timeout)"])
     }
-    return ToolResult(output: await reading.value, status: status)
+    return ToolResult(output: await reading.value, status: status, errorOutput: await readingErrors.value)
 }
 
 /// Reads lines from a pipe on a thread of its own until it closes (a server's log, say).

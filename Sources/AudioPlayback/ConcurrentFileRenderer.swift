@@ -1,0 +1,303 @@
+import AudioFileStream
+import BufferQueue
+import Dispatch
+import Foundation
+
+/// Renders a whole ``AudioFile`` offline on several threads, with output bit-identical to
+/// ``AudioFileRenderer``'s: the file's valid frames are split into chunks at packet boundaries,
+/// each chunk is decoded by its own ``AudioFileRenderer`` (its own queue and decoder handle)
+/// starting a few packets early — the pre-roll of ``PacketFeeder/preRollPackets(for:rollDistance:)``,
+/// enough for the MP3 bit reservoir and synthesis overlap or the AAC overlap to converge — and the
+/// frames are handed out with their position, so a seekable destination joins them by writing
+/// each piece where it belongs.
+///
+/// Only codecs whose decoders converge bit-exactly are split; any other file renders on the
+/// calling thread (``sequentialReason`` says why), so one code path serves every file:
+/// - **Split:** MP3 (libmpg123), AAC-LC (libfaad2), ALAC, µ-law and A-law.
+/// - **Not split:** linear PCM (nothing to decode), HE-AAC and HE-AAC v2 — declared, or found by
+///   the decoder's output rate or channel count (FAAD2's SBR and PS state does not converge to
+///   the same bits from another start) —, AMR and IMA ADPCM (their predictors approach but do not
+///   reach the continuous decode's values), files shorter than two chunks.
+/// - **AAC with perceptual noise substitution:** FAAD2 fills noise bands from a random generator
+///   whose state runs on from the first frame, so a chunk's noise bands differ from the
+///   sequential render (every other band and every length are identical). AAC-LC encoded
+///   without it (`ffmpeg … -c:a aac -aac_pns 0`) renders bit-identically.
+///
+/// A chunk that cannot be joined exactly — the decoded format differs from the first chunk's,
+/// the stream changes rate inside it, a packet fails to decode, or it yields another number of
+/// frames than its range — makes the whole render start over sequentially from frame 0
+/// (``sequentialReason`` then says what was found); pieces already delivered are delivered again.
+///
+/// ```swift
+/// let renderer = try ConcurrentFileRenderer(file: file, jobs: 2)
+/// let writer = try WAVFileWriter(path: "out.wav", sampleRate: Int(renderer.outputFormat.sampleRate),
+///                                channels: renderer.outputFormat.channelsPerFrame)
+/// let frames = try renderer.render { frame, samples in try writer.write(samples, atFrame: frame) }
+/// writer.truncate(toFrames: frames)
+/// writer.close()
+/// ```
+public final class ConcurrentFileRenderer: Sendable {
+    public let file: AudioFile
+    /// Threads the render uses (1 when the file is not split).
+    public let jobs: Int
+    /// The chunks, as ranges of valid frames (the last one open-ended: it runs to the end of the
+    /// file whatever its length); one chunk when the file is not split.
+    public let chunks: [Range<Int64>]
+    /// Interleaved float32 at the decoded rate and channel count, as ``AudioFileRenderer`` gives.
+    public let outputFormat: AudioStreamDescription
+    /// Frames the render will produce when the file has gapless numbers (nil otherwise).
+    public let expectedFrames: Int64?
+    private let registry: AudioDecoderRegistry
+    private let decodedFormat: AudioStreamDescription
+    private let state: Lock<State>
+
+    private struct State {
+        var first: AudioFileRenderer?
+        var sequentialReason: String?
+        var rendered: Int64 = 0
+        var rendering = false
+        var converterError: AudioQueueError?
+    }
+
+    /// Frames in a chunk when none is asked for: about a quarter of each job's share, at least
+    /// 10 s, so the pre-roll costs under 1 % and a slow chunk holds no other thread up for long.
+    public static let minimumChunkSeconds = 10.0
+
+    /// Why `file` cannot be split, or nil when it can (before decoding: the decoder's output can
+    /// still reveal HE-AAC signalled implicitly).
+    public static func splitRefusal(for file: AudioFile) -> String? {
+        let format = file.formatList.first ?? file.dataFormat
+        switch format.formatID {
+        case .mpegLayer3, .aacLC, .appleLossless, .uLaw, .aLaw:
+            return file.packetCount >= 2 ? nil : "the file has fewer than two packets"
+        case .heAAC, .heAACv2:
+            return "\(format.formatID): FAAD2's SBR and parametric-stereo state does not converge to the same bits from another start"
+        case .amr, .amrWideband, .dviIntelIMA, .appleIMA4:
+            return "\(format.formatID): its predictors do not reach the continuous decode's values from another start"
+        default:
+            return format.isLinearPCM ? "linear PCM needs no decoding" : "\(format.formatID) is not known to converge bit-exactly"
+        }
+    }
+
+    /// - Parameters:
+    ///   - jobs: threads to decode on (at least 1; more than the chunks are not used).
+    ///   - chunkFrames: frames per chunk, in valid frames of the file's format (nil: the file's
+    ///     valid frames divided into four chunks per job, each at least
+    ///     ``minimumChunkSeconds`` long). Chunks end at packet boundaries.
+    ///   - registry: where decoders come from (register `MPG123Decoder` / `FAADDecoder` first).
+    /// - Throws: what ``AudioFileRenderer`` throws for the file (no decoder registered, …).
+    public init(file: AudioFile, jobs: Int, chunkFrames: Int64? = nil, registry: AudioDecoderRegistry = .shared) throws {
+        self.file = file
+        self.registry = registry
+        var refusal = Self.splitRefusal(for: file)
+        let source = FilePacketSource(file: file)
+        let format = source.format
+        let priming = Int64(file.packetTableInfo?.primingFrames ?? 0)
+        let valid = source.duration?.frames ?? 0
+        // Chunk boundaries on packet starts.
+        var bounds: [Int64] = [0]
+        if refusal == nil {
+            let wanted = chunkFrames ?? max(valid / Int64(max(jobs, 1) * 4), Int64(Self.minimumChunkSeconds * format.sampleRate))
+            var target = Int64(max(wanted, 1))
+            while target < valid {
+                if let packet = source.packet(forFrame: priming + target), let start = source.frame(forPacket: packet) {
+                    let boundary = start - priming
+                    if boundary > bounds[bounds.count - 1] && boundary < valid { bounds.append(boundary) }
+                }
+                target = max(target, bounds[bounds.count - 1]) + max(wanted, 1)
+            }
+            if bounds.count < 2 { refusal = "the file is shorter than two chunks" }
+            // MP3: every chunk's decode must reach its start in the synthesis phase of the whole
+            // decode (see MP3SynthesisPhase).
+            let preRoll = PacketFeeder.preRollPackets(for: format, rollDistance: source.rollDistance)
+            if format.formatID == .mpegLayer3, let unmatched = bounds.dropFirst().first(where: { boundary in
+                source.packet(forFrame: priming + boundary).map { source.preRollStart(before: $0, preRoll: preRoll) == nil } ?? true
+            }) {
+                refusal = "no packet before valid frame \(unmatched) starts a decode in libmpg123's synthesis phase there (a damaged stream?)"
+            }
+        }
+        var chunks: [Range<Int64>] = []
+        for (index, start) in bounds.enumerated() {
+            chunks.append(start..<(index + 1 < bounds.count ? bounds[index + 1] : Int64.max))
+        }
+        let first = try AudioFileRenderer(file: file, endFrame: refusal == nil ? chunks[0].upperBound : nil, registry: registry)
+        decodedFormat = first.queue.outputFormat
+        outputFormat = first.outputFormat
+        if refusal == nil, decodedFormat.sampleRate != format.sampleRate || decodedFormat.channelsPerFrame != format.channelsPerFrame {
+            refusal = "the decoder gives \(decodedFormat.sampleRate) Hz, \(decodedFormat.channelsPerFrame) channels where the stream declares "
+                + "\(format.sampleRate) Hz, \(format.channelsPerFrame) (HE-AAC signalled implicitly, whose SBR and PS do not converge bit-exactly, "
+                + "or a stream that changes format)"
+        }
+        if refusal != nil {
+            state = Lock(State(first: try AudioFileRenderer(file: file, registry: registry), sequentialReason: refusal))
+            self.chunks = [0..<Int64.max]
+            self.jobs = 1
+        } else {
+            state = Lock(State(first: first))
+            self.chunks = chunks
+            self.jobs = max(1, min(jobs, chunks.count))
+        }
+        expectedFrames = file.packetTableInfo?.validFrames
+    }
+
+    /// Why the render runs on one thread (the file cannot be split, or a chunk could not be joined
+    /// exactly and the render started over); nil while it is split.
+    public var sequentialReason: String? { state.withLock { $0.sequentialReason } }
+    /// Problems the decoder reported (corrupt packets) in a render on one thread, if any; a split
+    /// render has none (a chunk with one starts the render over on one thread).
+    public var lastConverterError: AudioQueueError? { state.withLock { $0.converterError } }
+    /// Frames delivered so far (a restart counts again from 0).
+    public var framesRendered: Int64 { state.withLock { $0.rendered } }
+
+    /// Renders every frame once and returns how many there are. `deliver(frame, samples)` gets
+    /// interleaved float32 in ``outputFormat`` for the frames from `frame` on: in order within a
+    /// chunk, concurrently across chunks (from threads of its own), in pieces of at most 8192
+    /// frames. After a restart (see ``sequentialReason``) it gets every frame again, from frame 0,
+    /// on the calling thread; the last delivery of a frame is the one to keep, and frames at or past
+    /// the returned count are not part of the file (a destination that saw more truncates).
+    ///
+    /// Blocks the calling thread until every thread is done: call it from a thread of your own,
+    /// not from a task of Swift's cooperative pool. It can run once.
+    /// - Throws: what `deliver` throws (the other threads stop at their next piece); what the
+    ///   sequential render throws for a damaged file, after delivering the frames before it;
+    ///   ``AudioQueueError/Code/invalidRunState`` on a second call.
+    public func render(_ deliver: @escaping @Sendable (_ frame: Int64, _ samples: UnsafeBufferPointer<Float>) throws -> Void) throws -> Int64 {
+        let starts = state.withLock { state in
+            defer { state.rendering = true }
+            return !state.rendering
+        }
+        guard starts else { throw AudioQueueError(.invalidRunState, "a ConcurrentFileRenderer renders once") }
+        if chunks.count == 1, let first = takeFirst() { return try renderSequentially(first, deliver) }
+        let work = Lock(Work())
+        let group = DispatchGroup()
+        for _ in 0..<jobs {
+            group.enter()
+            let thread = Thread { [self] in
+                defer { group.leave() }
+                while let index = work.withLock({ $0.take(of: chunks.count) }) {
+                    do {
+                        let end = try renderChunk(index, index == 0 ? takeFirst() : nil, deliver, stopped: { work.withLock { $0.stopped } })
+                        if index == chunks.count - 1 { work.withLock { $0.frames = end } }
+                    } catch let problem as ChunkProblem {
+                        work.withLock { $0.fail(chunk: index, reason: problem.reason) }
+                    } catch {
+                        work.withLock { $0.fail(delivering: error) }
+                    }
+                }
+            }
+            thread.name = "ConcurrentFileRenderer"
+            thread.start()
+        }
+        group.wait()
+        let outcome = work.withLock { $0 }
+        if let error = outcome.deliveryError { throw error }
+        if let (chunk, reason) = outcome.problem {
+            let start = chunks[chunk].lowerBound
+            state.withLock {
+                $0.sequentialReason = "the chunk from valid frame \(start) could not be joined exactly (\(reason)); rendered again on one thread"
+                $0.rendered = 0
+            }
+            return try renderSequentially(AudioFileRenderer(file: file, registry: registry), deliver)
+        }
+        return outcome.frames
+    }
+
+    /// The renderer made by `init` for the first chunk (or the whole file), once.
+    private func takeFirst() -> AudioFileRenderer? {
+        state.withLock { state in
+            defer { state.first = nil }
+            return state.first
+        }
+    }
+
+    private func renderSequentially(_ renderer: AudioFileRenderer,
+                                    _ deliver: (Int64, UnsafeBufferPointer<Float>) throws -> Void) throws -> Int64 {
+        let channels = outputFormat.channelsPerFrame
+        var scratch = [Float](repeating: 0, count: Self.piece * channels)
+        var position: Int64 = 0
+        defer { state.withLock { $0.converterError = renderer.lastConverterError } }
+        while true {
+            let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: Self.piece) }
+            if n == 0 { return position }
+            try scratch.withUnsafeBufferPointer { try deliver(position, UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
+            position += Int64(n)
+            state.withLock { $0.rendered += Int64(n) }
+        }
+    }
+
+    private static let piece = 8192
+
+    /// Why a chunk cannot be joined exactly (the render starts over on one thread).
+    private struct ChunkProblem: Error { let reason: String }
+
+    /// Renders chunk `index` and delivers it; returns the valid frame after its last one when it
+    /// is done or the render stopped.
+    private func renderChunk(_ index: Int, _ given: AudioFileRenderer?, _ deliver: (Int64, UnsafeBufferPointer<Float>) throws -> Void,
+                             stopped: () -> Bool) throws -> Int64 {
+        let range = chunks[index]
+        let isLast = index == chunks.count - 1
+        let renderer: AudioFileRenderer
+        do {
+            renderer = try given ?? AudioFileRenderer(file: file, startFrame: range.lowerBound, endFrame: isLast ? nil : range.upperBound,
+                                                      registry: registry, resamplers: AudioResamplerRegistry())
+        } catch {
+            throw ChunkProblem(reason: "\(error)")
+        }
+        guard renderer.queue.outputFormat == decodedFormat else {
+            throw ChunkProblem(reason: "it decodes to \(renderer.queue.outputFormat), the first chunk to \(decodedFormat)")
+        }
+        let channels = outputFormat.channelsPerFrame
+        var scratch = [Float](repeating: 0, count: Self.piece * channels)
+        var position = range.lowerBound
+        while !stopped() {
+            let wanted = isLast ? Self.piece : Int(min(Int64(Self.piece), range.upperBound - position))
+            let n: Int
+            do {
+                // A full chunk asks once more, to see it ends where planned.
+                n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: max(wanted, 1)) }
+            } catch {
+                throw ChunkProblem(reason: "\(error)")
+            }
+            if let error = renderer.lastConverterError { throw ChunkProblem(reason: "\(error)") }
+            if wanted == 0 {
+                if n > 0 { throw ChunkProblem(reason: "it renders more than its \(range.count) frames") }
+                break
+            }
+            if n == 0 {
+                if isLast { break }
+                throw ChunkProblem(reason: "it ends after \(position - range.lowerBound) of its \(range.count) frames")
+            }
+            try scratch.withUnsafeBufferPointer { try deliver(position, UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
+            position += Int64(n)
+            state.withLock { $0.rendered += Int64(n) }
+        }
+        return position
+    }
+}
+
+/// The shared progress of a concurrent render: the next chunk, the first failure.
+private struct Work {
+    var next = 0
+    var stopped = false
+    var deliveryError: (any Error)?
+    var problem: (chunk: Int, reason: String)?
+    var frames: Int64 = 0
+
+    mutating func take(of count: Int) -> Int? {
+        guard !stopped, next < count else { return nil }
+        defer { next += 1 }
+        return next
+    }
+
+    /// A chunk cannot be joined: stop, and remember the earliest such chunk.
+    mutating func fail(chunk: Int, reason: String) {
+        stopped = true
+        if problem.map({ chunk < $0.chunk }) ?? true { problem = (chunk, reason) }
+    }
+
+    /// The destination failed: stop; this error is the render's.
+    mutating func fail(delivering error: any Error) {
+        stopped = true
+        if deliveryError == nil { deliveryError = error }
+    }
+}
