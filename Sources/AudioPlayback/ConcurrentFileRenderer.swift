@@ -16,8 +16,9 @@ import Foundation
 /// - **Split:** MP3 (libmpg123), AAC-LC (libfaad2), ALAC, µ-law and A-law.
 /// - **Not split:** linear PCM (nothing to decode), HE-AAC and HE-AAC v2 — declared, or found by
 ///   the decoder's output rate or channel count (FAAD2's SBR and PS state does not converge to
-///   the same bits from another start) —, AMR and IMA ADPCM (their predictors approach but do not
-///   reach the continuous decode's values), files shorter than two chunks.
+///   the same bits from another start) —, IMA ADPCM (a packet's header restarts the predictor
+///   coarser than a continuous decode keeps it), AMR (its predictors settle towards the continuous
+///   decode's values; not shown to reach them exactly), files shorter than two chunks.
 /// - **AAC with perceptual noise substitution:** FAAD2 fills noise bands from a random generator
 ///   whose state runs on from the first frame, so a chunk's noise bands differ from the
 ///   sequential render (every other band and every length are identical). AAC-LC encoded
@@ -72,8 +73,10 @@ public final class ConcurrentFileRenderer: Sendable {
             return file.packetCount >= 2 ? nil : "the file has fewer than two packets"
         case .heAAC, .heAACv2:
             return "\(format.formatID): FAAD2's SBR and parametric-stereo state does not converge to the same bits from another start"
-        case .amr, .amrWideband, .dviIntelIMA, .appleIMA4:
-            return "\(format.formatID): its predictors do not reach the continuous decode's values from another start"
+        case .dviIntelIMA, .appleIMA4:
+            return "IMA ADPCM: a packet's header restarts the predictor coarser than the continuous decode keeps it"
+        case .amr, .amrWideband:
+            return "AMR: its predictors settle towards the continuous decode's values from another start, not known to reach them exactly"
         default:
             return format.isLinearPCM ? "linear PCM needs no decoding" : "\(format.formatID) is not known to converge bit-exactly"
         }

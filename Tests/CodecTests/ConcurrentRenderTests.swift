@@ -127,7 +127,8 @@ func bandEnergies(_ samples: ArraySlice<Float>, channel: Int, channels: Int, rat
 
 @Suite(.serialized) struct ConcurrentRenderTests {
     /// The proof the issue asks for: on every fixture, a render split into chunks of three
-    /// packets (a join every few thousand frames, each with its pre-roll) is the sequential
+    /// packets or 2048 frames, whichever is more (a join every few thousand frames, each with its
+    /// pre-roll), is the sequential
     /// render, bit for bit, with the same error where one ends it — or the file is declined and
     /// rendered on one thread, with the reason given.
     @Test(arguments: everyFixture)
@@ -136,7 +137,7 @@ func bandEnergies(_ samples: ArraySlice<Float>, channel: Int, channels: Int, rat
         let name = URL(fileURLWithPath: path).lastPathComponent
         let file = try? AudioFile(path: path)
         let framesPerPacket = Int64(max(file.map { ($0.formatList.first ?? $0.dataFormat).framesPerPacket } ?? 1, 1))
-        let (split, renderer) = await concurrentOutcome(path, chunkFrames: 3 * framesPerPacket)
+        let (split, renderer) = await concurrentOutcome(path, chunkFrames: max(3 * framesPerPacket, 2048))
         let sequential = await withCheckedContinuation { continuation in decodingWork.async { continuation.resume(returning: sequentialOutcome(path)) } }
         #expect(split.error == sequential.error, "\(name)")
         guard let renderer else { return }   // both failed to open: same error, checked above
