@@ -46,6 +46,15 @@ extension AudioDecoder {
     public var decodesPacketRuns: Bool { false }
 }
 
+/// A decoder of constant-size packets whose output is a fixed function of each packet (linear
+/// PCM): the queue may have it convert straight into its sample ring, skipping the staging copy,
+/// where no trim, gap or format change falls.
+package protocol DirectPacketDecoding: AudioDecoder {
+    /// Converts whole packets `packets` (their frames' worth of samples fits `destination`) and
+    /// returns the frames written.
+    func decode(packets: UnsafeRawBufferPointer, into destination: UnsafeMutablePointer<Float>) -> Int
+}
+
 /// Where a decoder puts its frames: a growable block of interleaved float samples owned by the queue.
 ///
 /// The storage is kept between packets, so after the first few packets appending allocates nothing.

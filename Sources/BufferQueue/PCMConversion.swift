@@ -197,7 +197,7 @@ public enum PCMSampleLayout: Hashable, Sendable {
 }
 
 /// Decodes interleaved linear PCM of any ``PCMSampleLayout`` to float32 at the source rate.
-public final class PCMDecoder: AudioDecoder {
+public final class PCMDecoder: AudioDecoder, DirectPacketDecoding {
     public let inputFormat: AudioStreamDescription
     public let outputFormat: AudioStreamDescription
     let layout: PCMSampleLayout
@@ -226,4 +226,11 @@ public final class PCMDecoder: AudioDecoder {
     public func finish(into output: DecodedAudio) throws {}
     public func reset() {}
     public var decodesPacketRuns: Bool { true }
+
+    package func decode(packets: UnsafeRawBufferPointer, into destination: UnsafeMutablePointer<Float>) -> Int {
+        guard let base = packets.baseAddress else { return 0 }
+        let frameCount = packets.count / inputFormat.bytesPerFrame
+        layout.toFloat(base, count: frameCount * inputFormat.channelsPerFrame, into: destination)
+        return frameCount
+    }
 }

@@ -229,11 +229,42 @@ final class Producer {
         return total
     }
 
+    /// Converts the current buffer's next packets straight into the ring when nothing needs the
+    /// staging block: a direct decoder, nothing staged, the buffer's account the only one, begun
+    /// and inside its kept frames, and contiguous room for whole packets. Returns whether it did.
+    private func stepDirect(_ pending: PendingBuffer, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard pending.packets.isEmpty, let direct = decoder as? DirectPacketDecoding, stagingRead >= staging.sampleCount,
+              staging.formatChanges.isEmpty, staging.format == ringFormat, accounts.count == 1, let account = accounts.first,
+              account.started, let total = total(account), scale == 1 else { return false }
+        let keepEnd = total - account.trimEnd
+        guard account.consumed >= account.trimStart, account.consumed < keepEnd else { return false }
+        let packetBytes = max(format.bytesPerPacket, 1), framesPerPacket = max(format.framesPerPacket, 1)
+        let channels = max(ringFormat.channelsPerFrame, 1)
+        let packetsTotal = bytes.count / packetBytes
+        let wanted = min(pcmChunkFrames, (packetsTotal - nextPacket) * framesPerPacket, keepEnd - account.consumed)
+        let room = stage.ring.contiguousWritable(upTo: wanted * channels)
+        let packets = room.count / channels / framesPerPacket
+        guard packets > 0, let destination = room.baseAddress else { return false }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[(nextPacket * packetBytes)..<((nextPacket + packets) * packetBytes)])
+        let frames = direct.decode(packets: slice, into: destination)
+        stage.ring.commitWrite(count: frames * channels)
+        nextPacket += packets
+        accounts[0].consumed += frames
+        accounts[0].producedDuringDecode += frames
+        writeTimeline += frames
+        if nextPacket >= packetsTotal {
+            current = nil
+            outbox.append(.buffer(pending.buffer))
+        }
+        return true
+    }
+
     /// Decodes the next packet (or PCM chunk) of the current buffer, or finishes the buffer.
     private func step() {
         guard let pending = current else { return }
         let bytes = pending.buffer.storage.baseAddress.map { UnsafeRawBufferPointer(start: $0, count: pending.byteSize) }
             ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        if stepDirect(pending, bytes) { return }
         let before = staging.frameCount
         var finished = false
         if let decoder {

@@ -622,8 +622,24 @@ final class RenderStage: @unchecked Sendable {
             let count = min(frames - done, available / ch)
             if count <= 0 { return (done, .starved) }
             let destination = out + done * ch
-            ring.consume(count: count * ch) { source, offset, n in (destination + offset).update(from: source, count: n) }
-            if gain { applyGain(destination, frames: count, channels: ch) }
+            if gain, ch <= 2, let (left, right) = steadyGains(channels: ch) {
+                // One pass: the gain is applied while copying out (the ring holds whole frames and
+                // its size is a power of two, so a stereo run never starts mid-frame).
+                ring.consume(count: count * ch) { source, offset, n in
+                    let target = destination + offset
+                    if ch == 1 {
+                        for i in 0..<n { target[i] = source[i] * left }
+                    } else {
+                        for i in 0..<(n / 2) {
+                            target[2 * i] = source[2 * i] * left
+                            target[2 * i + 1] = source[2 * i + 1] * right
+                        }
+                    }
+                }
+            } else {
+                ring.consume(count: count * ch) { source, offset, n in (destination + offset).update(from: source, count: n) }
+                if gain { applyGain(destination, frames: count, channels: ch) }
+            }
             done += count
         }
         return (done, .filled)
@@ -736,6 +752,12 @@ final class RenderStage: @unchecked Sendable {
 
     /// Multiplies frames in place by volume and pan (balance on channels 0 and 1).
     @inline(__always)
+    /// The left and right gains when no volume or pan ramp is running (nil while one is).
+    private func steadyGains(channels ch: Int) -> (Float, Float)? {
+        guard volumeRampLeft == 0 && panRampLeft == 0 else { return nil }
+        return (ch >= 2 ? volume * Self.panGain(pan, channel: 0) : volume, volume * Self.panGain(pan, channel: 1))
+    }
+
     private func applyGain(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels ch: Int) {
         if volumeRampLeft == 0 && panRampLeft == 0 {
             let left = ch >= 2 ? volume * Self.panGain(pan, channel: 0) : volume

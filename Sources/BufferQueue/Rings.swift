@@ -38,6 +38,19 @@ package final class SampleRing: @unchecked Sendable {
         writeIndex.store(start + count, ordering: .releasing)
     }
 
+    /// The free storage at the write position up to where it wraps, at most `count` samples: a
+    /// producer that converts straight into the ring writes there, then calls ``commitWrite(count:)``.
+    package func contiguousWritable(upTo count: Int) -> UnsafeMutableBufferPointer<Float> {
+        let start = writeIndex.load(ordering: .relaxed)
+        let run = min(count, writable, capacity - (start & mask))
+        return UnsafeMutableBufferPointer(start: storage + (start & mask), count: max(run, 0))
+    }
+
+    /// Publishes `count` samples written into ``contiguousWritable(upTo:)``.
+    package func commitWrite(count: Int) {
+        writeIndex.store(writeIndex.load(ordering: .relaxed) + count, ordering: .releasing)
+    }
+
     /// Writes `count` zero samples (the caller checked ``writable``).
     package func writeZeros(count: Int) {
         let start = writeIndex.load(ordering: .relaxed)
