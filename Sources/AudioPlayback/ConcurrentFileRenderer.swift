@@ -60,7 +60,7 @@ public final class ConcurrentFileRenderer: Sendable {
         var converterError: AudioQueueError?
     }
 
-    /// Frames in a chunk when none is asked for: about a quarter of each job's share, at least
+    /// Frames in a chunk when none is asked for: an eighth of each job's share, at least
     /// 10 s, so the pre-roll costs under 1 % and a slow chunk holds no other thread up for long.
     public static let minimumChunkSeconds = 10.0
 
@@ -85,7 +85,7 @@ public final class ConcurrentFileRenderer: Sendable {
     /// - Parameters:
     ///   - jobs: threads to decode on (at least 1; more than the chunks are not used).
     ///   - chunkFrames: frames per chunk, in valid frames of the file's format (nil: the file's
-    ///     valid frames divided into four chunks per job, each at least
+    ///     valid frames divided into eight chunks per job, each at least
     ///     ``minimumChunkSeconds`` long). Chunks end at packet boundaries.
     ///   - registry: where decoders come from (register `MPG123Decoder` / `FAADDecoder` first).
     /// - Throws: what ``AudioFileRenderer`` throws for the file (no decoder registered, …).
@@ -100,7 +100,7 @@ public final class ConcurrentFileRenderer: Sendable {
         // Chunk boundaries on packet starts.
         var bounds: [Int64] = [0]
         if refusal == nil {
-            let wanted = chunkFrames ?? max(valid / Int64(max(jobs, 1) * 4), Int64(Self.minimumChunkSeconds * format.sampleRate))
+            let wanted = chunkFrames ?? max(valid / Int64(max(jobs, 1) * 8), Int64(Self.minimumChunkSeconds * format.sampleRate))
             var target = Int64(max(wanted, 1))
             while target < valid {
                 if let packet = source.packet(forFrame: priming + target), let start = source.frame(forPacket: packet) {
