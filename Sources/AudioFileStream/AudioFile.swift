@@ -63,6 +63,7 @@ public final class AudioFile: Sendable {
         // Only where each packet is: its bytes are read again when played.
         stream.keepsPacketBytes = false
         var index = PacketIndex(maximumOffset: fileSize)
+        let sizeOfFile = fileSize
         var runs: [(Int64, Int64, Int64)] = []
         var damage: AudioFileStreamError?
         var resident: [UInt8] = []
@@ -91,6 +92,11 @@ public final class AudioFile: Sendable {
                     runs.append((packets.firstPacketIndex, offset, count))
                 }
             } else {
+                // The container's packet count, when it gives one, sizes the index once (a packet
+                // takes at least a byte, so a count beyond the file's size is not believed).
+                if index.isEmpty, let expected = stream.audioDataPacketCount, expected > 0, expected <= sizeOfFile {
+                    index.reserve(Int(expected))
+                }
                 let perPacket = stream.dataFormat?.framesPerPacket ?? 0
                 for (description, offset) in zip(packets.descriptions, packets.fileOffsets) {
                     index.append(offset: offset, size: description.dataByteSize,

@@ -678,6 +678,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
             table.append((first, samples))
         }
         var samples = MP4SampleTable()
+        samples.reserveListed(sizes.count)
         var sample = 0
         for (index, run) in table.enumerated() {
             let lastChunk = index + 1 < table.count ? table[index + 1].firstChunk - 1 : chunkOffsets.count

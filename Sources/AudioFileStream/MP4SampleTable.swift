@@ -18,8 +18,9 @@ struct MP4SampleTable {
     }
 
     private var runs: [Run] = []
-    /// For runs with sizes listed one by one: each sample's offset and size.
-    private var listedOffsets: [Int64] = []
+    /// For runs with sizes listed one by one: each sample's offset from its run's start, and its
+    /// size (a run is a chunk or a fragment's `trun`, far below 4 GiB).
+    private var listedOffsets: [UInt32] = []
     private var listedSizes: [Int32] = []
     private(set) var count = 0
     private(set) var totalBytes: Int64 = 0
@@ -32,7 +33,14 @@ struct MP4SampleTable {
     /// The offset of the last sample, where the next run may not start before.
     var lastOffset: Int64? {
         guard let run = runs.last else { return nil }
-        return run.size > 0 ? run.start + Int64(run.count - 1) * Int64(run.size) : listedOffsets[run.listed + run.count - 1]
+        return run.size > 0 ? run.start + Int64(run.count - 1) * Int64(run.size) : run.start + Int64(listedOffsets[run.listed + run.count - 1])
+    }
+
+    /// Makes room for `count` more sizes listed one by one, so a table whose sample count is known
+    /// (`stsz`) is allocated once, at its size.
+    mutating func reserveListed(_ count: Int) {
+        listedOffsets.reserveCapacity(listedOffsets.count + count)
+        listedSizes.reserveCapacity(listedSizes.count + count)
     }
 
     /// Appends `count` samples of `size` bytes each, the first at `start`.
@@ -53,14 +61,19 @@ struct MP4SampleTable {
     mutating func append(start: Int64, sizes: some Collection<Int32>) {
         guard !sizes.isEmpty else { return }
         // Listed sizes only ever grow at the end, so the last listed run ends with the arrays.
-        if let last = runs.last, last.size == 0, let end = listedOffsets.last.map({ $0 + Int64(listedSizes[listedSizes.count - 1]) }), end == start {
+        let runStart: Int64
+        if let last = runs.last, last.size == 0, let lastOffset = listedOffsets.last,
+           last.start + Int64(lastOffset) + Int64(listedSizes[listedSizes.count - 1]) == start,
+           start - last.start + totalSize(sizes) <= Int64(UInt32.max) {
             runs[runs.count - 1].count += sizes.count
+            runStart = last.start
         } else {
             runs.append(Run(first: count, count: sizes.count, start: start, size: 0, listed: listedSizes.count))
+            runStart = start
         }
         var offset = start
         for size in sizes {
-            listedOffsets.append(offset)
+            listedOffsets.append(UInt32(truncatingIfNeeded: offset - runStart))
             listedSizes.append(size)
             offset += Int64(size)
             maximumSize = max(maximumSize, size)
@@ -74,7 +87,13 @@ struct MP4SampleTable {
         let run = runs[runIndex(of: index)]
         let within = index - run.first
         if run.size > 0 { return (run.start + Int64(within) * Int64(run.size), Int(run.size)) }
-        return (listedOffsets[run.listed + within], Int(listedSizes[run.listed + within]))
+        return (run.start + Int64(listedOffsets[run.listed + within]), Int(listedSizes[run.listed + within]))
+    }
+
+    private func totalSize(_ sizes: some Collection<Int32>) -> Int64 {
+        var total: Int64 = 0
+        for size in sizes { total += Int64(size) }
+        return total
     }
 
     private func runIndex(of index: Int) -> Int {

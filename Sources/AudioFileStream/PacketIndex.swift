@@ -19,6 +19,14 @@ struct PacketIndex {
     var count: Int { sizes.count }
     var isEmpty: Bool { sizes.isEmpty }
 
+    /// Makes room for `packets` packets at once (the container said how many), so the arrays are
+    /// not regrown — and briefly held twice — as they fill.
+    mutating func reserve(_ packets: Int) {
+        guard packets > 0 else { return }
+        if wide { wideOffsets.reserveCapacity(packets) } else { narrowOffsets.reserveCapacity(packets) }
+        sizes.reserveCapacity(packets)
+    }
+
     mutating func append(offset: Int64, size: Int, frames: Int) {
         if wide { wideOffsets.append(offset) } else { narrowOffsets.append(UInt32(truncatingIfNeeded: offset)) }
         sizes.append(UInt32(truncatingIfNeeded: size))
