@@ -8,7 +8,7 @@ APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev librubberband
                 pulseaudio pulseaudio-utils libasound2-plugins \
                 lame ffmpeg sox mpg123 faad time icecast2 nginx-light
 # What the benchmarks compare against besides: Rubber Band's own command, and a speech synthesiser.
-BENCH_PACKAGES := rubberband-cli espeak-ng
+BENCH_PACKAGES := rubberband-cli espeak-ng valgrind
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps demo test test-tsan bench fuzz fixtures clean

@@ -369,6 +369,25 @@ func cpuSeconds(_ path: String, _ arguments: [String], server: String, allowFail
         .reduce(0, +)
 }
 
+/// Instructions a whole run executes, every thread, as valgrind's callgrind counts them ("Collected").
+func instructionCount(_ path: String, _ arguments: [String], server: String) throws -> Int {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/valgrind")
+    process.arguments = ["--tool=callgrind", "--callgrind-out-file=/dev/null", path] + arguments
+    process.environment = ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"]
+    let pipe = Pipe()
+    process.standardError = pipe
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard let line = text.split(separator: "\n").last(where: { $0.contains("Collected :") }),
+          let count = line.split(separator: " ").last.flatMap({ Int($0) }) else {
+        throw BenchError("callgrind gave no count for \(path): \(text.suffix(400))")
+    }
+    return count
+}
+
 func playbackBenchmarks() throws -> [String] {
     guard FileManager.default.isExecutableFile(atPath: "/usr/bin/pulseaudio") else { return ["playback: pulseaudio is not installed"] }
     let folder = NSTemporaryDirectory() + "aqbench-files"
@@ -387,6 +406,26 @@ func playbackBenchmarks() throws -> [String] {
             let runs = { (values: [Double]) in values.map { String(format: "%.2f", $0) }.joined(separator: " ") }
             lines.append(String(format: "  aqplay FILE --sink pulse : median %.2f s", a) + " (runs \(runs(ours)))")
             lines.append(String(format: "  mpg123 -o pulse FILE     : median %.2f s", b) + " (runs \(runs(theirs)))" + String(format: "   ratio %.2f", a / b))
+            // Instructions executed (valgrind's callgrind): repeatable where seconds are not.
+            if FileManager.default.isExecutableFile(atPath: "/usr/bin/valgrind") {
+                // Valgrind 3.19 cannot read the Swift binary's DWARF 5 debug information (it stops
+                // with "exceeds valid image size"): it runs a copy without it.
+                let stripped = NSTemporaryDirectory() + "aqplay-stripped-\(getpid())"
+                try? FileManager.default.removeItem(atPath: stripped)
+                _ = try runTool("/usr/bin/strip", ["--strip-debug", "-o", stripped, aqplay])
+                defer { try? FileManager.default.removeItem(atPath: stripped) }
+                let ourCount = try instructionCount(stripped, [mp3, "--sink", "pulse"], server: server)
+                let theirCount = try instructionCount("/usr/bin/mpg123", ["-q", "-o", "pulse", mp3], server: server)
+                // What starting a Swift program costs before any audio: the dynamic linker, the
+                // runtime's conformance tables, Foundation.
+                let startUp = try instructionCount(stripped, ["--help"], server: server)
+                lines.append(String(format: "  instructions (callgrind): aqplay %.1f M (of which %.1f M is start-up, `aqplay --help`), mpg123 %.1f M"
+                                    + "   ratio %.2f, %.2f without start-up",
+                                    Double(ourCount) / 1e6, Double(startUp) / 1e6, Double(theirCount) / 1e6,
+                                    Double(ourCount) / Double(max(theirCount, 1)), Double(ourCount - startUp) / Double(max(theirCount, 1))))
+            } else {
+                lines.append("  valgrind is not installed (make bench installs it): no instruction counts")
+            }
         } else {
             lines.append("  \(aqplay) not built (make bench builds it)")
         }
