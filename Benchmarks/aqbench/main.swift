@@ -193,9 +193,17 @@ func bestOf(_ count: Int, _ body: () throws -> Duration) rethrows -> Duration {
 /// `allowFailure`: a non-zero exit is expected (a tool stopped by `timeout`).
 func gnuTime(_ format: String, _ path: String, _ arguments: [String], environment: [String: String]? = nil,
              allowFailure: Bool = false) throws -> [Double] {
+    let (text, status) = try standardError(of: "/usr/bin/time", ["-f", format, path] + arguments, environment: environment)
+    let numbers = text.split(separator: "\n").last?.split(separator: " ").compactMap { Double($0) } ?? []
+    guard status == 0 || allowFailure, !numbers.isEmpty else { throw ExitMessage("\(path) failed: \(text)") }
+    return numbers
+}
+
+/// Runs a command to its end; returns what it wrote to standard error and its exit status.
+func standardError(of path: String, _ arguments: [String], environment: [String: String]?) throws -> (String, Int32) {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/time")
-    process.arguments = ["-f", format, path] + arguments
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
     if let environment { process.environment = environment }
     let pipe = Pipe()
     process.standardError = pipe
@@ -203,9 +211,7 @@ func gnuTime(_ format: String, _ path: String, _ arguments: [String], environmen
     try process.run()
     let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
-    let numbers = text.split(separator: "\n").last?.split(separator: " ").compactMap { Double($0) } ?? []
-    guard process.terminationStatus == 0 || allowFailure, !numbers.isEmpty else { throw ExitMessage("\(path) failed: \(text)") }
-    return numbers
+    return (text, process.terminationStatus)
 }
 
 /// Peak resident memory of one run of a command, in KiB.
@@ -371,16 +377,8 @@ func cpuSeconds(_ path: String, _ arguments: [String], server: String, allowFail
 
 /// Instructions a whole run executes, every thread, as valgrind's callgrind counts them ("Collected").
 func instructionCount(_ path: String, _ arguments: [String], server: String) throws -> Int {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/valgrind")
-    process.arguments = ["--tool=callgrind", "--callgrind-out-file=/dev/null", path] + arguments
-    process.environment = ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"]
-    let pipe = Pipe()
-    process.standardError = pipe
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
-    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
+    let (text, _) = try standardError(of: "/usr/bin/valgrind", ["--tool=callgrind", "--callgrind-out-file=/dev/null", path] + arguments,
+                                      environment: ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"])
     guard let line = text.split(separator: "\n").last(where: { $0.contains("Collected :") }),
           let count = line.split(separator: " ").last.flatMap({ Int($0) }) else {
         throw BenchError("callgrind gave no count for \(path): \(text.suffix(400))")
