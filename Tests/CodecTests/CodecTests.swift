@@ -65,6 +65,20 @@ func run(_ tool: String, _ arguments: [String]) async throws -> Data {
     return result.output
 }
 
+/// A temporary copy of a file with one packet's bytes overwritten (0xFF); the caller removes it.
+func copyWithPacketOverwritten(_ path: String, packet index: Int64) throws -> URL {
+    let file = try AudioFile(path: path)
+    var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+    let packet = try file.readPackets(from: index, count: 1)
+    guard let offset = file.byteOffset(ofPacket: index).map(Int.init), let description = packet.descriptions.first else {
+        throw CocoaError(.fileReadCorruptFile, userInfo: [NSLocalizedDescriptionKey: "\(path) has no packet \(index)"])
+    }
+    for i in offset..<(offset + description.dataByteSize) { bytes[i] = 0xFF }
+    let copy = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID())." + URL(fileURLWithPath: path).pathExtension)
+    try bytes.write(to: copy)
+    return copy
+}
+
 func floats(wav data: Data) -> [Float] {
     guard let range = data.range(of: Data("data".utf8)) else { return [] }
     let body = data[(range.upperBound + 4)...]
@@ -214,15 +228,7 @@ struct SharedDecodingTests {
 
 @Suite struct DecoderBehaviourTests {
     @Test func corruptAACPacketsBecomeSilenceOfTheirLength() async throws {
-        // Overwrite one packet's bytes in a copy of the file.
-        let path = Where.fixture("ffmpeg-aac-44k-moov-first.m4a")
-        let file = try AudioFile(path: path)
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-        let packet = try file.readPackets(from: 20, count: 1)
-        let offset = Int(try #require(file.byteOffset(ofPacket: 20)))
-        for i in offset..<(offset + packet.descriptions[0].dataByteSize) { bytes[i] = 0xFF }
-        let damaged = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID()).m4a")
-        try bytes.write(to: damaged)
+        let damaged = try copyWithPacketOverwritten(Where.fixture("ffmpeg-aac-44k-moov-first.m4a"), packet: 20)
         defer { try? FileManager.default.removeItem(at: damaged) }
         let (samples, _, renderer) = try await rendered(damaged.path)
         #expect(samples.count == 48510 * 2)   // time stays exact

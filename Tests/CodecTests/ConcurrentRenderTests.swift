@@ -265,14 +265,7 @@ func bandEnergies(_ samples: ArraySlice<Float>, channel: Int, channels: Int, rat
     /// on one thread, says why, and gives the sequential render's samples and error report.
     @Test func aDecodingErrorInAChunkRendersAgainOnOneThread() async throws {
         registerAllDecoders()
-        let path = Where.fixture("ffmpeg-aac-44k-moov-first.m4a")
-        let file = try AudioFile(path: path)
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-        let packet = try file.readPackets(from: 30, count: 1)
-        let offset = Int(try #require(file.byteOffset(ofPacket: 30)))
-        for i in offset..<(offset + packet.descriptions[0].dataByteSize) { bytes[i] = 0xFF }
-        let damaged = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID()).m4a")
-        try bytes.write(to: damaged)
+        let damaged = try copyWithPacketOverwritten(Where.fixture("ffmpeg-aac-44k-moov-first.m4a"), packet: 30)
         defer { try? FileManager.default.removeItem(at: damaged) }
         let (split, renderer) = await concurrentOutcome(damaged.path, chunkFrames: 8192)
         let sequential = sequentialOutcome(damaged.path)
