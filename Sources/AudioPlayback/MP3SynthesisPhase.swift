@@ -49,12 +49,16 @@ public struct MP3SynthesisPhase {
     }
 
     /// Frames a fresh decoder started at `start` drops before synthesis, counted until its
-    /// reservoir is full (after which none can be).
+    /// reservoir is full (after which none can be). Every valid frame adds to it: an MPEG-1 frame
+    /// at least 58 bytes (32 kb/s at 48 kHz), an MPEG-2 frame as little as 1 byte (8 kb/s at
+    /// 24 kHz, stereo, with CRC), so it fills within 255 frames. Frames that add nothing (a damaged
+    /// stream) stop the count at ``replayLimit`` frames, so a seek never reads on to the end of
+    /// the file.
     public func droppedFrames(from start: Int64) -> Int {
         var reservoir = 0
         var dropped = 0
         var next = start
-        while true {
+        while next - start < Self.replayLimit {
             let packets = read(next, 16)
             if packets.isEmpty { return dropped }
             for bytes in packets {
@@ -68,7 +72,11 @@ public struct MP3SynthesisPhase {
             }
             next += Int64(packets.count)
         }
+        return dropped
     }
+
+    /// Frames replayed at most from one start.
+    static let replayLimit: Int64 = 256
 
     /// What the bookkeeping needs from a layer III frame.
     struct SideInfo {
