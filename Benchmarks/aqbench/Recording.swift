@@ -192,8 +192,8 @@ func toolRoundTrip(server: String, latency: Int, trials: Int, stepFile: String) 
 func writeStepFile(_ path: String) throws {
     let writer = try WAVFileWriter(path: path, sampleRate: 44100, channels: 2)
     let step = [Float](repeating: stepValue, count: stepFrames * 2)
-    step.withUnsafeBufferPointer { writer.write($0) }
-    writer.close()
+    try step.withUnsafeBufferPointer { try writer.write($0) }
+    try writer.close()
 }
 
 func recordingBenchmarks() throws -> [String] {

@@ -140,14 +140,18 @@ struct AQPlay: ParsableCommand {
         let frames: Int64
         do { frames = try player.run() } catch {
             status?.cancel()
-            writer.close()
+            if let recordError = writer.close() { FileHandle.standardError.write(Data("\naqplay: --record: \(recordError)".utf8)) }
             FileHandle.standardError.write(Data("\naqplay: \(error)\n".utf8))
             throw ExitCode(1)
         }
         status?.cancel()
         interrupt.cancel()
-        writer.close()
+        let recordError = writer.close()
         if isatty(1) != 0 { print("") }
+        if let recordError {
+            FileHandle.standardError.write(Data("aqplay: --record: \(recordError)\n".utf8))
+            throw ExitCode(1)
+        }
         if interrupted.isSet { throw ExitCode(130) }
         print("Played \(frames) frames through the \(usePulse ? "PulseAudio" : useALSA ? "ALSA" : unpaced ? "unpaced null" : "null") sink in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
     }
@@ -164,17 +168,28 @@ final class InterruptFlag: @unchecked Sendable {
     var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
 }
 
-/// The --record file, opened at the first frames (their format decides the header).
+/// The --record file, opened at the first frames (their format decides the header). The first
+/// error creating or writing it is kept, and nothing more is written after it.
 final class Recorder: @unchecked Sendable {
     let path: String?
     private let lock = NSLock()
     private var writer: WAVFileWriter?
+    private var error: (any Error)?
     init(path: String?) { self.path = path }
     func write(_ samples: UnsafeBufferPointer<Float>, _ format: AudioStreamDescription) {
         lock.lock(); defer { lock.unlock() }
-        guard let path else { return }
-        if writer == nil { writer = try? WAVFileWriter(path: path, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame) }
-        writer?.write(samples)
+        guard let path, error == nil else { return }
+        do {
+            if writer == nil { writer = try WAVFileWriter(path: path, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame) }
+            try writer?.write(samples)
+        } catch {
+            self.error = error
+        }
     }
-    func close() { lock.lock(); writer?.close(); lock.unlock() }
+    /// Closes the file; the first error creating, writing or closing it, if any.
+    func close() -> (any Error)? {
+        lock.lock(); defer { lock.unlock() }
+        do { try writer?.close() } catch { if self.error == nil { self.error = error } }
+        return error
+    }
 }

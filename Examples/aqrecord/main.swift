@@ -134,16 +134,17 @@ struct AQRecord: AsyncParsableCommand {
         }
         for interrupt in interrupts { interrupt.cancel() }
         queue.dispose(immediately: true)
-        let complete = writer.close()
+        var writeError = state.writeError
+        do { try writer.close() } catch { writeError = writeError ?? error }
         if state.meter { FileHandle.standardError.write(Data("\n".utf8)) }
+        if let writeError {
+            FileHandle.standardError.write(Data("aqrecord: \(output) could not be written completely: \(writeError)\n".utf8))
+            throw ExitCode(1)
+        }
         let seconds = Double(writer.framesWritten) / sampleRate
         print("Recorded \(writer.framesWritten) frames (\(String(format: "%.2f", seconds)) s) to \(output)")
         if let failure {
             FileHandle.standardError.write(Data("aqrecord: \(failure)\n".utf8))
-            throw ExitCode(1)
-        }
-        if !complete {
-            FileHandle.standardError.write(Data("aqrecord: \(output) could not be written completely\n".utf8))
             throw ExitCode(1)
         }
     }
@@ -162,12 +163,22 @@ final class RecordingState: @unchecked Sendable {
         self.meter = meter
     }
 
-    /// Writes the buffer's frames (no more than the duration asks); false once the duration is reached.
+    /// The first error writing the file; the recording stops at it.
+    var writeError: (any Error)?
+
+    /// Writes the buffer's frames (no more than the duration asks); false once the duration is
+    /// reached or the file cannot be written.
     func take(_ buffer: AudioQueueBuffer, frames: Int, meters: [AudioLevelMeter]) -> Bool {
+        guard writeError == nil else { return false }
         var frames = Int64(frames)
         if let remaining { frames = min(frames, remaining) }
         let bytes = Int(frames) * writer.format.bytesPerFrame
-        buffer.withUnsafeBytes { writer.write(UnsafeRawBufferPointer(rebasing: $0.prefix(bytes))) }
+        do {
+            try buffer.withUnsafeBytes { try writer.write(UnsafeRawBufferPointer(rebasing: $0.prefix(bytes))) }
+        } catch {
+            writeError = error
+            return false
+        }
         if let remaining { self.remaining = remaining - frames }
         if meter { drawMeter(meters) }
         return (remaining ?? 1) > 0

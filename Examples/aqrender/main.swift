@@ -53,13 +53,25 @@ struct AQRender: ParsableCommand {
         let file: AudioFile
         do { file = try AudioFile(path: input) } catch { fail("\(input): \(error)") }
         let transforms = loops != 1 || sampleRate != nil || channels != nil || (timePitchOptions.rate ?? 1) != 1 || timePitchOptions.pitch != nil
-        if jobs > 1 && !transforms {
+        if jobs > 1 && !transforms && outputIsFile {
             renderConcurrently(file)
         } else {
-            if verbose { note(jobs > 1 ? "one thread: a loop, rate, channel or play-rate change joins chunks inexactly" : "one thread: --jobs 1") }
+            if verbose {
+                note(jobs == 1 ? "one thread: --jobs 1" : transforms ? "one thread: a loop, rate, channel or play-rate change joins chunks inexactly"
+                    : "one thread: \(output) is not a file that can seek")
+            }
             renderSequentially(file)
         }
         for warning in file.warnings { note("warning: \(warning)") }
+    }
+
+    /// Whether the output is (or will be) a regular file, which a split render writes at positions.
+    /// A pipe is not, and is decided before anything is opened: a writer opened on it and given up
+    /// would leave its header in the stream.
+    var outputIsFile: Bool {
+        var status = stat()
+        guard stat(output, &status) == 0 else { return errno == ENOENT }
+        return status.st_mode & S_IFMT == S_IFREG
     }
 
     func renderSequentially(_ file: AudioFile) {
@@ -80,13 +92,18 @@ struct AQRender: ParsableCommand {
             while true {
                 let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 8192) }
                 if n == 0 { break }
-                scratch.withUnsafeBufferPointer { writer.write(UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
+                do {
+                    try scratch.withUnsafeBufferPointer { try writer.write(UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
+                } catch {
+                    progress?.finish()
+                    fail("cannot write \(output): \(error)")
+                }
                 progress?.update(renderer.framesRendered)
             }
         } catch {
             failure = "\(error)"
         }
-        writer.close()
+        close(writer)
         progress?.finish()
         finish(file, failure: failure, frames: renderer.framesRendered, converterError: renderer.lastConverterError)
     }
@@ -96,17 +113,19 @@ struct AQRender: ParsableCommand {
         let renderer: ConcurrentFileRenderer
         do { renderer = try ConcurrentFileRenderer(file: file, jobs: jobs) } catch { fail("\(input): \(error)") }
         let writer = makeWriter(renderer.outputFormat)
-        guard writer.canWriteAtPositions else {
-            writer.close()
-            if verbose { note("one thread: \(output) cannot seek") }
-            return renderSequentially(file)
-        }
+        guard writer.canWriteAtPositions else { fail("cannot write \(output) at positions: it cannot seek") }
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
         var failure: String?
         var frames: Int64 = 0
+        let writeFailure = WriteFailure()
         do {
             frames = try renderer.render { frame, samples in
-                try writer.write(samples, atFrame: frame)
+                do {
+                    try writer.write(samples, atFrame: frame)
+                } catch {
+                    writeFailure.record(error)
+                    throw error
+                }
                 progress?.update(renderer.framesRendered)
             }
             writer.truncate(toFrames: frames)
@@ -114,7 +133,11 @@ struct AQRender: ParsableCommand {
             failure = "\(error)"
             frames = renderer.framesRendered
         }
-        writer.close()
+        if let error = writeFailure.first {
+            progress?.finish()
+            fail("cannot write \(output): \(error)")
+        }
+        close(writer)
         progress?.finish()
         if verbose {
             note(renderer.sequentialReason.map { "one thread: \($0)" } ?? "\(renderer.chunks.count) chunks on \(renderer.jobs) threads")
@@ -128,6 +151,11 @@ struct AQRender: ParsableCommand {
         } catch {
             fail("\(error)")
         }
+    }
+
+    /// Closes the output, failing when what was written did not all reach it (a full disk).
+    func close(_ writer: WAVFileWriter) {
+        do { try writer.close() } catch { fail("cannot write \(output): \(error)") }
     }
 
     /// Reports damage and decoding problems after the frames before them were written.
@@ -147,6 +175,14 @@ struct AQRender: ParsableCommand {
         FileHandle.standardError.write(Data("aqrender: \(message)\n".utf8))
         Foundation.exit(1)
     }
+}
+
+/// The first error writing the output, from any of the render's threads.
+final class WriteFailure: @unchecked Sendable {
+    private let lock = NSLock()
+    private var error: (any Error)?
+    func record(_ error: any Error) { lock.lock(); if self.error == nil { self.error = error }; lock.unlock() }
+    var first: (any Error)? { lock.lock(); defer { lock.unlock() }; return error }
 }
 
 /// A progress bar on stderr (updated from any thread).

@@ -11,11 +11,18 @@ import BufferQueue
 ///
 /// Until it is closed the header says "size unknown" where the container allows it (a CAF `data`
 /// chunk of size −1; a WAV's zero sizes), so a recording cut short by a crash is still readable by
-/// tools that accept that. Formats: 8-bit unsigned, 16/24/32-bit signed integer, 32/64-bit float.
+/// tools that accept that. An output that cannot seek (a pipe, `/dev/stdout` on a pipe) gets the
+/// streaming header for good: WAV sizes of `0xFFFFFFFF`, as `ffmpeg` writes to a pipe, and CAF's −1.
+/// Formats: 8-bit unsigned, 16/24/32-bit signed integer, 32/64-bit float.
 ///
 /// Frames go in either appended in order (``write(_:)``, one thread) or each at its position
 /// (``write(_:atFrame:)``, from any number of threads at once, as a ``ConcurrentFileRenderer``
 /// delivers them); one file uses one way.
+///
+/// Appended frames are collected in a 64 KiB block and written a block at a time at offsets that
+/// are multiples of the block (the header shares the first block), so the kernel never has to
+/// fill in part of a page. A failed write (a full disk) is thrown by the call that writes the block
+/// — that call or a later one, or ``close()`` — and every later call throws it again.
 public final class PCMFileWriter: @unchecked Sendable {
     /// The container written.
     public enum Container: Sendable {
@@ -30,19 +37,30 @@ public final class PCMFileWriter: @unchecked Sendable {
     public let path: String
     public let format: AudioStreamDescription
     public let container: Container
-    /// Frames written so far (positional writes: up to the furthest frame written, or what
-    /// ``truncate(toFrames:)`` set).
+    /// Frames written so far: appended (a block not yet on disk included), or for positional
+    /// writes up to the furthest frame written or what ``truncate(toFrames:)`` set.
     public var framesWritten: Int64 {
         appended + positional.withLock { $0.length ?? $0.end }
     }
-    private var appended: Int64 = 0
-    private let file: UnsafeMutablePointer<FILE>
+    /// Whether ``write(_:atFrame:)`` can work: the file can seek (a pipe cannot).
+    public let canWriteAtPositions: Bool
+
+    private let descriptor: Int32
     private var closed = false
-    /// Bytes before the first frame.
-    private var headerBytes = 0
-    /// Positional writes: whether stdio's buffer was flushed, the end of the furthest frame
-    /// written, the length set by `truncate`.
-    private let positional = Lock((flushed: false, end: Int64(0), length: Int64?.none))
+    private var appended: Int64 = 0
+    /// The header's bytes (before the first frame).
+    private let headerBytes: Int
+    /// Appending: the block being filled, how much of it is filled, where it goes in the file.
+    private static let blockSize = 65536
+    /// Room past the block for the part of a sample that does not fit in it (8 bytes at most).
+    private static let slack = 16
+    private let block: UnsafeMutableRawPointer
+    private var filled = 0
+    private var blockOffset: Int64 = 0
+    private var failure: AudioFileStreamError?
+    /// Positional writes: whether the header went out, the end of the furthest frame written, the
+    /// length set by `truncate`.
+    private let positional = Lock((headerWritten: false, end: Int64(0), length: Int64?.none))
 
     /// - Throws: ``AudioFileStreamError`` when the file cannot be created or the format is not
     ///   interleaved little-endian linear PCM.
@@ -54,24 +72,91 @@ public final class PCMFileWriter: @unchecked Sendable {
         if case .signed(let bits, let bytes, _, _) = layout, bits != bytes * 8 {
             throw AudioFileStreamError(.unsupportedDataFormat, .wave, 0, "\(bits)-bit samples in \(bytes)-byte containers are not written; use packed samples")
         }
-        guard let file = fopen(path, "wb") else {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        guard descriptor >= 0 else {
             throw AudioFileStreamError(.invalidOperation, .wave, 0, "cannot create \(path): \(String(cString: strerror(errno)))")
         }
         self.path = path
         self.format = format
         self.container = container ?? Container(path: path)
-        self.file = file
-        writeHeader(dataBytes: nil)
+        self.descriptor = descriptor
+        canWriteAtPositions = lseek(descriptor, 0, SEEK_CUR) >= 0
+        block = UnsafeMutableRawPointer.allocate(byteCount: Self.blockSize + Self.slack, alignment: 4096)
+        let header = Self.header(format: format, container: self.container, dataBytes: nil, streaming: !canWriteAtPositions)
+        headerBytes = header.count
+        header.withUnsafeBytes { bytes in
+            if let base = bytes.baseAddress { block.copyMemory(from: base, byteCount: bytes.count) }
+        }
+        filled = header.count
     }
 
-    deinit { close() }
+    deinit {
+        try? close()
+        block.deallocate()
+    }
 
-    /// Appends whole frames of the writer's format.
-    public func write(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, !closed, !bytes.isEmpty else { return }
+    private var containerType: AudioFileType { container == .wav ? .wave : .caf }
+
+    /// Appends whole frames of the writer's format (a trailing partial frame is ignored).
+    /// - Throws: ``AudioFileStreamError`` when the file is closed or a block could not be written
+    ///   (a full disk); the frames of a failed block are lost.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         let frames = bytes.count / format.bytesPerFrame
-        fwrite(base, 1, frames * format.bytesPerFrame, file)
+        try append(samples: frames * format.bytesPerFrame, sampleBytes: 1) { destination, first, count in
+            destination.copyMemory(from: base + first, byteCount: count)
+        }
         appended += Int64(frames)
+    }
+
+    /// Appends `count` float samples converted to the writer's format straight into the block.
+    package func write(converting samples: UnsafePointer<Float>, count: Int, layout: PCMSampleLayout) throws {
+        let channels = format.channelsPerFrame
+        let whole = count - count % channels
+        guard whole > 0 else { return }
+        try append(samples: whole, sampleBytes: format.bytesPerFrame / channels) { destination, first, n in
+            layout.fromFloat(samples + first, count: n, into: destination)
+        }
+        appended += Int64(whole / channels)
+    }
+
+    /// Fills the block with `samples` samples of `sampleBytes` bytes, `fill(destination, first, n)`
+    /// at a time, writing each full block.
+    private func append(samples: Int, sampleBytes: Int,
+                        _ fill: (UnsafeMutableRawPointer, _ first: Int, _ count: Int) -> Void) throws {
+        guard !closed else { throw AudioFileStreamError(.invalidOperation, containerType, 0, "\(path) is closed") }
+        if let failure { throw failure }
+        var done = 0
+        while done < samples {
+            let n = min(samples - done, (Self.blockSize + Self.slack - filled) / sampleBytes)
+            fill(block + filled, done, n)
+            filled += n * sampleBytes
+            done += n
+            if filled >= Self.blockSize {
+                try writeOut(Self.blockSize)
+                // What went past the block starts the next one.
+                filled -= Self.blockSize
+                if filled > 0 { block.copyMemory(from: block + Self.blockSize, byteCount: filled) }
+            }
+        }
+    }
+
+    /// Writes the block's first `count` bytes at the block's offset.
+    private func writeOut(_ count: Int) throws {
+        if let failure { throw failure }
+        var done = 0
+        while done < count {
+            let n = writeBytes(descriptor, block + done, count - done)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                let failure = AudioFileStreamError(.invalidOperation, containerType, blockOffset + Int64(done),
+                                                   "cannot write \(count - done) bytes at \(blockOffset + Int64(done)) to \(path): \(String(cString: strerror(errno)))")
+                self.failure = failure
+                throw failure
+            }
+            done += n
+        }
+        blockOffset += Int64(count)
     }
 
     /// Writes whole frames of the writer's format at frame `frame` (0: the first after the header),
@@ -80,31 +165,29 @@ public final class PCMFileWriter: @unchecked Sendable {
     ///   that cannot seek such as a pipe).
     public func write(_ bytes: UnsafeRawBufferPointer, atFrame frame: Int64) throws {
         guard let base = bytes.baseAddress, !bytes.isEmpty, frame >= 0 else { return }
-        let frames = bytes.count / format.bytesPerFrame
-        let count = frames * format.bytesPerFrame
-        let offset = Int64(headerBytes) + frame * Int64(format.bytesPerFrame)
-        let descriptor = positional.withLock { state in
-            if !state.flushed {
-                fflush(file)
-                state.flushed = true
+        let count = bytes.count / format.bytesPerFrame * format.bytesPerFrame
+        try positional.withLock { state in
+            if !state.headerWritten {
+                try pwriteAll(UnsafeRawPointer(block), count: headerBytes, at: 0)
+                state.headerWritten = true
             }
-            return fileno(file)
         }
+        try pwriteAll(base, count: count, at: Int64(headerBytes) + frame * Int64(format.bytesPerFrame))
+        positional.withLock { $0.end = max($0.end, frame + Int64(count / format.bytesPerFrame)) }
+    }
+
+    private func pwriteAll(_ base: UnsafeRawPointer, count: Int, at offset: Int64) throws {
         var done = 0
         while done < count {
             let n = pwrite(descriptor, base + done, count - done, off_t(offset + Int64(done)))
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else {
-                throw AudioFileStreamError(.invalidOperation, container == .wav ? .wave : .caf, offset + Int64(done),
+                throw AudioFileStreamError(.invalidOperation, containerType, offset + Int64(done),
                                            "cannot write \(count - done) bytes at \(offset + Int64(done)) to \(path): \(String(cString: strerror(errno)))")
             }
             done += n
         }
-        positional.withLock { $0.end = max($0.end, frame + Int64(frames)) }
     }
-
-    /// Whether ``write(_:atFrame:)`` can work: the file can seek (a pipe cannot).
-    public var canWriteAtPositions: Bool { lseek(fileno(file), 0, SEEK_CUR) >= 0 }
 
     /// Sets the file's length to `frames` frames of positional writes: ``close()`` cuts off what
     /// was written past them (a render that started over and came out shorter).
@@ -112,28 +195,52 @@ public final class PCMFileWriter: @unchecked Sendable {
         positional.withLock { $0.length = max(frames, 0) }
     }
 
-    /// Fills in the header's sizes and closes the file. Returns false when the file could not be
-    /// written completely (a full disk).
-    @discardableResult
-    public func close() -> Bool {
-        guard !closed else { return true }
+    /// Writes what is left, fills in the header's sizes (where the file can seek) and closes the
+    /// file. Closing again does nothing.
+    /// - Throws: ``AudioFileStreamError`` when the file could not be written completely (a full
+    ///   disk), naming the offset; the file is closed all the same.
+    public func close() throws {
+        guard !closed else { return }
         closed = true
-        let dataBytes = Int(framesWritten) * format.bytesPerFrame
-        let (flushed, end, length) = positional.withLock { $0 }
-        if flushed, let length, length < end {
-            fflush(file)
-            ftruncate(fileno(file), off_t(headerBytes + Int(length) * format.bytesPerFrame))
+        do {
+            try finishFile()
+        } catch {
+            _ = closeDescriptor(descriptor)
+            throw error
         }
-        fseeko(file, 0, SEEK_END)
-        if container == .wav && dataBytes % 2 == 1 { fputc(0, file) }
-        writeHeader(dataBytes: dataBytes)
-        let failed = ferror(file) != 0
-        return fclose(file) == 0 && !failed
+        if closeDescriptor(descriptor) != 0 {
+            throw AudioFileStreamError(.invalidOperation, containerType, Int64(headerBytes) + framesWritten * Int64(format.bytesPerFrame),
+                                       "cannot close \(path): \(String(cString: strerror(errno)))")
+        }
     }
 
-    private func writeHeader(dataBytes: Int?) {
+    private func finishFile() throws {
+        let (headerWritten, end, length) = positional.withLock { $0 }
+        let frames = appended + (length ?? end)
+        let dataBytes = Int64(frames) * Int64(format.bytesPerFrame)
+        let pad = container == .wav && dataBytes % 2 == 1
+        if headerWritten {
+            let fileEnd = Int64(headerBytes) + dataBytes
+            if let length, length < end { ftruncate(descriptor, off_t(fileEnd)) }
+            if pad { var zero: UInt8 = 0; try pwriteAll(&zero, count: 1, at: fileEnd) }
+        } else {
+            if pad { block.storeBytes(of: 0, toByteOffset: filled, as: UInt8.self); filled += 1 }
+            if filled > 0 { try writeOut(filled) }
+        }
+        if canWriteAtPositions {
+            let header = Self.header(format: format, container: container, dataBytes: dataBytes, streaming: false)
+            try header.withUnsafeBytes { bytes in
+                guard let base = bytes.baseAddress else { return }
+                try pwriteAll(base, count: bytes.count, at: 0)
+            }
+        }
+    }
+
+    /// The header: sizes filled in, unknown (`dataBytes` nil) or, for an output that cannot seek,
+    /// streaming.
+    private static func header(format: AudioStreamDescription, container: Container, dataBytes: Int64?, streaming: Bool) -> [UInt8] {
         var header: [UInt8] = []
-        func le32(_ value: Int) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).littleEndian) { header += $0 } }
+        func le32(_ value: Int64) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).littleEndian) { header += $0 } }
         func le16(_ value: Int) { withUnsafeBytes(of: UInt16(truncatingIfNeeded: value).littleEndian) { header += $0 } }
         func be32(_ value: UInt32) { withUnsafeBytes(of: value.bigEndian) { header += $0 } }
         func be64(_ value: UInt64) { withUnsafeBytes(of: value.bigEndian) { header += $0 } }
@@ -141,14 +248,14 @@ public final class PCMFileWriter: @unchecked Sendable {
         let bytesPerSample = format.bytesPerFrame / format.channelsPerFrame
         switch container {
         case .wav:
-            let data = dataBytes ?? 0
-            let fmtSize = isFloat ? 18 : 16
-            header += Array("RIFF".utf8); le32(dataBytes == nil ? 0 : 4 + 8 + fmtSize + 8 + data + data % 2); header += Array("WAVE".utf8)
+            let fmtSize: Int64 = isFloat ? 18 : 16
+            let riffSize: Int64 = streaming ? 0xFFFF_FFFF : dataBytes.map { 4 + 8 + fmtSize + 8 + $0 + $0 % 2 } ?? 0
+            header += Array("RIFF".utf8); le32(riffSize); header += Array("WAVE".utf8)
             header += Array("fmt ".utf8); le32(fmtSize)
-            le16(isFloat ? 3 : 1); le16(format.channelsPerFrame); le32(Int(format.sampleRate))
-            le32(Int(format.sampleRate) * format.bytesPerFrame); le16(format.bytesPerFrame); le16(bytesPerSample * 8)
+            le16(isFloat ? 3 : 1); le16(format.channelsPerFrame); le32(Int64(format.sampleRate))
+            le32(Int64(format.sampleRate) * Int64(format.bytesPerFrame)); le16(format.bytesPerFrame); le16(bytesPerSample * 8)
             if isFloat { le16(0) }
-            header += Array("data".utf8); le32(data)
+            header += Array("data".utf8); le32(streaming ? 0xFFFF_FFFF : dataBytes ?? 0)
         case .caf:
             header += Array("caff".utf8); header += [0, 1, 0, 0]
             header += Array("desc".utf8); be64(32)
@@ -160,9 +267,14 @@ public final class PCMFileWriter: @unchecked Sendable {
             be64(dataBytes.map { UInt64(4 + $0) } ?? UInt64.max)
             be32(0)  // edit count
         }
-        headerBytes = header.count
-        fseeko(file, 0, SEEK_SET)
-        _ = header.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
-        fseeko(file, 0, SEEK_END)
+        return header
     }
+}
+
+private func writeBytes(_ descriptor: Int32, _ base: UnsafeRawPointer, _ count: Int) -> Int {
+    write(descriptor, base, count)
+}
+
+private func closeDescriptor(_ descriptor: Int32) -> Int32 {
+    close(descriptor)
 }

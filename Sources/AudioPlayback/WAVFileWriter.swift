@@ -13,7 +13,6 @@ public final class WAVFileWriter: @unchecked Sendable {
     public let isFloat: Bool
     private let writer: PCMFileWriter
     private let layout: PCMSampleLayout
-    private var int16Scratch: [Int16] = []
 
     /// Frames written so far.
     public var framesWritten: Int64 { writer.framesWritten }
@@ -31,21 +30,15 @@ public final class WAVFileWriter: @unchecked Sendable {
         isFloat = float
     }
 
-    deinit { close() }
+    deinit { try? close() }
 
-    /// Appends interleaved frames (the sample count is a multiple of the channel count).
-    public func write(_ samples: UnsafeBufferPointer<Float>) {
+    /// Appends interleaved frames (the sample count is a multiple of the channel count), converted
+    /// straight into the file's write block.
+    /// - Throws: ``AudioFileStreamError`` when the file is closed or could not be written (a full
+    ///   disk): see ``PCMFileWriter``.
+    public func write(_ samples: UnsafeBufferPointer<Float>) throws {
         guard let base = samples.baseAddress, !samples.isEmpty else { return }
-        if isFloat {
-            writer.write(UnsafeRawBufferPointer(samples))
-        } else {
-            if int16Scratch.count < samples.count { int16Scratch = [Int16](repeating: 0, count: samples.count) }
-            int16Scratch.withUnsafeMutableBytes { bytes in
-                guard let out = bytes.baseAddress else { return }
-                layout.fromFloat(base, count: samples.count, into: out)
-                writer.write(UnsafeRawBufferPointer(rebasing: bytes.prefix(samples.count * 2)))
-            }
-        }
+        try writer.write(converting: base, count: samples.count, layout: layout)
     }
 
     /// Writes interleaved frames at frame `frame`, converted like ``write(_:)``. Safe to call from
@@ -70,6 +63,7 @@ public final class WAVFileWriter: @unchecked Sendable {
     /// Sets the length of a file written by position (see ``PCMFileWriter/truncate(toFrames:)``).
     public func truncate(toFrames frames: Int64) { writer.truncate(toFrames: frames) }
 
-    /// Fills in the header's sizes and closes the file.
-    public func close() { writer.close() }
+    /// Writes what is left, fills in the header's sizes and closes the file.
+    /// - Throws: ``AudioFileStreamError`` when the file could not be written completely.
+    public func close() throws { try writer.close() }
 }

@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+import AudioFileStream
+import AudioPlayback
+import BufferQueue
+import TestSupport
+
+/// The PCM file writer: appended frames go out in aligned blocks with nothing lost or added at
+/// their joins, a pipe gets a streaming header and nothing after the frames, and a full disk is an
+/// error that names the file.
+@Suite struct FileWriterTests {
+    /// Deterministic piece sizes and samples (a linear congruential generator).
+    struct Numbers {
+        var state: UInt64
+        mutating func next(_ range: ClosedRange<Int>) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return range.lowerBound + Int((state >> 33) % UInt64(range.count))
+        }
+    }
+
+    /// Stereo samples with out-of-range values, halves and NaN among them, to exercise clipping and
+    /// rounding at every block join.
+    static func samples(_ count: Int) -> [Float] {
+        var numbers = Numbers(state: 7)
+        return (0..<count).map { i in
+            switch i % 97 {
+            case 0: return 1.5
+            case 1: return -1.25
+            case 2: return .nan
+            case 3: return 0.5 / 32768 * Float(numbers.next(-300...300) | 1)   // halves of a 16-bit step
+            default: return Float(numbers.next(-1_000_000...1_000_000)) / 1_000_000
+            }
+        }
+    }
+
+    /// Writes `samples` in uneven pieces (1 to 5 000 frames) and returns the file's bytes.
+    static func writtenInPieces(_ samples: [Float], channels: Int, to path: String,
+                                write: (UnsafeBufferPointer<Float>) throws -> Void, close: () throws -> Void) throws -> Data {
+        var numbers = Numbers(state: 11)
+        var start = 0
+        try samples.withUnsafeBufferPointer { all in
+            while start < all.count {
+                let count = min(numbers.next(1...5000) * channels, all.count - start)
+                try write(UnsafeBufferPointer(rebasing: all[start..<(start + count)]))
+                start += count
+            }
+        }
+        try close()
+        return try Data(contentsOf: URL(fileURLWithPath: path))
+    }
+
+    /// 16-bit, 24-bit, float32 and float64 WAV and CAF files written in uneven pieces hold exactly
+    /// the header and the conversion of all the samples at once; sox reads the WAVs at their length,
+    /// the library's parser reads the CAFs at theirs.
+    @Test func piecesJoinExactlyInEveryLayout() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let channels = 2, frames = 150_001
+        let samples = Self.samples(frames * channels)
+        let formats: [AudioStreamDescription] = [
+            .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16),
+            .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 24),
+            .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 8),
+            .float32(sampleRate: 44100, channels: channels),
+        ]
+        for format in formats {
+            let layout = try PCMSampleLayout(format)
+            var expected = Data(count: frames * format.bytesPerFrame)
+            expected.withUnsafeMutableBytes { out in
+                samples.withUnsafeBufferPointer { layout.fromFloat($0.baseAddress!, count: samples.count, into: out.baseAddress!) }
+            }
+            for container in [PCMFileWriter.Container.wav, .caf] {
+                let path = directory.appendingPathComponent("out-\(format.bytesPerFrame)-\(container).\(container == .wav ? "wav" : "caf")").path
+                let writer = try PCMFileWriter(path: path, format: format)
+                let bytes = try Self.writtenInPieces(samples, channels: channels, to: path,
+                                                     write: { try writer.write(converting: $0.baseAddress!, count: $0.count, layout: layout) },
+                                                     close: { try writer.close() })
+                #expect(writer.framesWritten == Int64(frames))
+                let pad = container == .wav && expected.count % 2 == 1 ? 1 : 0
+                let header = bytes.count - expected.count - pad
+                let isFloat = format.formatFlags.contains(.isFloat)
+                #expect(header == (container == .caf ? 68 : isFloat ? 46 : 44), "\(path): \(bytes.count) bytes for \(expected.count) of frames")
+                let same = header >= 0 && bytes.subdata(in: header..<(header + expected.count)) == expected
+                #expect(same, "\(path): the frames differ from one conversion of all the samples")
+                let file = try AudioFile(path: path)
+                #expect(file.totalFrames == Int64(frames), "\(path): \(file.totalFrames) frames")
+            }
+        }
+        // The float32 front end (WAVFileWriter), and sox reading its 16-bit file.
+        guard let soxi = Where.tool("soxi") else { return }
+        for float in [false, true] {
+            let path = directory.appendingPathComponent("front-\(float).wav").path
+            let writer = try WAVFileWriter(path: path, sampleRate: 44100, channels: channels, float: float)
+            let bytes = try Self.writtenInPieces(samples, channels: channels, to: path, write: { try writer.write($0) }, close: { try writer.close() })
+            #expect(bytes.count == (float ? 46 : 44) + frames * channels * (float ? 4 : 2))
+            let output = try await run(soxi, ["-s", path])
+            #expect(String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "\(frames)")
+        }
+    }
+
+    /// `aqrender` to a pipe (its standard output) writes the streaming header — sizes of
+    /// 0xFFFFFFFF, as ffmpeg does — then exactly the frames it writes to a file, and nothing after
+    /// them (it used to append a second header at the end, 11 frames of noise).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: ConcurrentRenderTests.aqrender) && TestPaths.sharedFixtures != nil,
+                   "aqrender is not built beside the tests, or the shared fixtures are absent"))
+    func aPipeGetsAStreamingHeaderAndOnlyTheFrames() async throws {
+        let input = try #require(TestPaths.sharedFixtures).appendingPathComponent("mp3-vbr-lame3.99-xing-mono-44k.mp3").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("piped-\(UUID()).wav").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let piped = try await runTool(ConcurrentRenderTests.aqrender, [input, "/dev/stdout", "--format", "s16"])
+        let written = try await runTool(ConcurrentRenderTests.aqrender, [input, path, "--format", "s16"])
+        #expect(piped.status == 0 && written.status == 0, "\(String(decoding: piped.errorOutput, as: UTF8.self))")
+        let file = try Data(contentsOf: URL(fileURLWithPath: path))
+        let stream = piped.output
+        #expect(file.count > 44 + 65536 * 2, "the render should span several write blocks")
+        #expect(stream.count == file.count, "\(stream.count) bytes through the pipe, \(file.count) in the file")
+        guard stream.count == file.count, file.count > 44 else { return }
+        #expect(stream.subdata(in: 44..<stream.count) == file.subdata(in: 44..<file.count), "the frames differ")
+        #expect(Array(stream[4..<8]) == [0xFF, 0xFF, 0xFF, 0xFF] && Array(stream[40..<44]) == [0xFF, 0xFF, 0xFF, 0xFF])
+        let frames = (file.count - 44) / 2
+        #expect(Array(file[40..<44]) == withUnsafeBytes(of: UInt32(frames * 2).littleEndian, Array.init))
+    }
+
+    /// A full disk (`/dev/full`) is an error naming the file and the reason, from the writer and
+    /// from `aqrender` whichever way it renders, instead of a render that reports success.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/full"), "this system has no /dev/full"))
+    func aFullDiskIsAnError() async throws {
+        let writer = try WAVFileWriter(path: "/dev/full", sampleRate: 44100, channels: 2, float: false)
+        let second = [Float](repeating: 0.25, count: 44100 * 2)
+        let thrown = #expect(throws: AudioFileStreamError.self) {
+            try second.withUnsafeBufferPointer { try writer.write($0) }
+        }
+        #expect(thrown.map { "\($0)" }?.contains("/dev/full: No space left on device") == true, "\(thrown.map { "\($0)" } ?? "")")
+        #expect(throws: AudioFileStreamError.self) { try writer.close() }
+
+        guard FileManager.default.isExecutableFile(atPath: ConcurrentRenderTests.aqrender), let fixtures = TestPaths.sharedFixtures else { return }
+        let input = fixtures.appendingPathComponent("mp3-vbr-lame3.99-xing-mono-44k.mp3").path
+        for jobs in ["1", "2"] {
+            let result = try await runTool(ConcurrentRenderTests.aqrender, [input, "/dev/full", "--format", "s16", "--jobs", jobs])
+            let message = String(decoding: result.errorOutput, as: UTF8.self)
+            #expect(result.status == 1 && message.contains("cannot write /dev/full") && message.contains("No space left on device"),
+                    "--jobs \(jobs): exit \(result.status): \(message)")
+        }
+    }
+}
