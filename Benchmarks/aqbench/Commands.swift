@@ -1,6 +1,6 @@
 // The `commands` section (issue 17): whole commands as a user runs them, `aqrender` against the
 // simplest tool doing the same work, wall and CPU seconds and peak memory from GNU time, medians of
-// three runs taken alternately; and the cost per minute of audio at 1, 10 and 60 minutes.
+// seven runs taken alternately (this shared VM moves a command by ±20 % run to run); and the cost per minute of audio at 1, 10 and 60 minutes.
 import Foundation
 
 /// One run under GNU time: wall seconds, CPU seconds (user + system), peak RSS in KiB.
@@ -15,7 +15,7 @@ func commandCost(_ path: String, _ arguments: [String]) throws -> CommandCost {
 }
 
 /// Medians of `runs` alternating runs of two commands.
-func compare(_ ours: (String, [String]), _ theirs: (String, [String]), runs: Int = 3) throws -> (ours: CommandCost, theirs: CommandCost) {
+func compare(_ ours: (String, [String]), _ theirs: (String, [String]), runs: Int = 7) throws -> (ours: CommandCost, theirs: CommandCost) {
     var a: [CommandCost] = [], b: [CommandCost] = []
     for _ in 0..<runs {
         a.append(try commandCost(ours.0, ours.1))
@@ -54,7 +54,7 @@ func commandBenchmarks() throws -> [String] {
         try? FileManager.default.removeItem(atPath: out)
         try? FileManager.default.removeItem(atPath: other)
     }
-    var lines = ["whole commands, 10-minute files (wall / CPU seconds, user + system; medians of 3, alternating; ratio ours / tool)"]
+    var lines = ["whole commands, 10-minute files (wall / CPU seconds, user + system; medians of 7, alternating; ratio ours / tool)"]
     func row(_ label: String, _ ours: (String, [String]), _ tool: (String, [String]), _ toolLabel: String) throws {
         let (a, b) = try compare(ours, tool)
         func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0) }
