@@ -141,20 +141,15 @@ public final class PCMFileWriter: @unchecked Sendable {
         }
     }
 
-    /// Writes the block's first `count` bytes at the block's offset.
+    /// Writes the block's first `count` bytes where the file is (the block's offset); a failure
+    /// is kept and thrown again by every later call.
     private func writeOut(_ count: Int) throws {
         if let failure { throw failure }
-        var done = 0
-        while done < count {
-            let n = writeBytes(descriptor, block + done, count - done)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                let failure = AudioFileStreamError(.invalidOperation, containerType, blockOffset + Int64(done),
-                                                   "cannot write \(count - done) bytes at \(blockOffset + Int64(done)) to \(path): \(String(cString: strerror(errno)))")
-                self.failure = failure
-                throw failure
-            }
-            done += n
+        do {
+            try writeAll(UnsafeRawPointer(block), count: count, at: blockOffset, positioned: false)
+        } catch {
+            failure = error
+            throw error
         }
         blockOffset += Int64(count)
     }
@@ -168,18 +163,21 @@ public final class PCMFileWriter: @unchecked Sendable {
         let count = bytes.count / format.bytesPerFrame * format.bytesPerFrame
         try positional.withLock { state in
             if !state.headerWritten {
-                try pwriteAll(UnsafeRawPointer(block), count: headerBytes, at: 0)
+                try writeAll(UnsafeRawPointer(block), count: headerBytes, at: 0)
                 state.headerWritten = true
             }
         }
-        try pwriteAll(base, count: count, at: Int64(headerBytes) + frame * Int64(format.bytesPerFrame))
+        try writeAll(base, count: count, at: Int64(headerBytes) + frame * Int64(format.bytesPerFrame))
         positional.withLock { $0.end = max($0.end, frame + Int64(count / format.bytesPerFrame)) }
     }
 
-    private func pwriteAll(_ base: UnsafeRawPointer, count: Int, at offset: Int64) throws {
+    /// Writes `count` bytes at file offset `offset`: with `pwrite` when `positioned`, else with
+    /// `write` where the file is (an output that cannot seek), `offset` naming the place in errors.
+    private func writeAll(_ base: UnsafeRawPointer, count: Int, at offset: Int64, positioned: Bool = true) throws(AudioFileStreamError) {
         var done = 0
         while done < count {
-            let n = pwrite(descriptor, base + done, count - done, off_t(offset + Int64(done)))
+            let n = positioned ? pwrite(descriptor, base + done, count - done, off_t(offset + Int64(done)))
+                : writeBytes(descriptor, base + done, count - done)
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else {
                 throw AudioFileStreamError(.invalidOperation, containerType, offset + Int64(done),
@@ -222,7 +220,7 @@ public final class PCMFileWriter: @unchecked Sendable {
         if headerWritten {
             let fileEnd = Int64(headerBytes) + dataBytes
             if let length, length < end { ftruncate(descriptor, off_t(fileEnd)) }
-            if pad { var zero: UInt8 = 0; try pwriteAll(&zero, count: 1, at: fileEnd) }
+            if pad { var zero: UInt8 = 0; try writeAll(&zero, count: 1, at: fileEnd) }
         } else {
             if pad { block.storeBytes(of: 0, toByteOffset: filled, as: UInt8.self); filled += 1 }
             if filled > 0 { try writeOut(filled) }
@@ -231,7 +229,7 @@ public final class PCMFileWriter: @unchecked Sendable {
             let header = Self.header(format: format, container: container, dataBytes: dataBytes, streaming: false)
             try header.withUnsafeBytes { bytes in
                 guard let base = bytes.baseAddress else { return }
-                try pwriteAll(base, count: bytes.count, at: 0)
+                try writeAll(base, count: bytes.count, at: 0)
             }
         }
     }

@@ -49,50 +49,66 @@ import TestSupport
         return try Data(contentsOf: URL(fileURLWithPath: path))
     }
 
-    /// 16-bit, 24-bit, float32 and float64 WAV and CAF files written in uneven pieces hold exactly
-    /// the header and the conversion of all the samples at once; sox reads the WAVs at their length,
-    /// the library's parser reads the CAFs at theirs.
+    /// What one written file held.
+    struct Written: Sendable {
+        let path: String, framesWritten: Int64, header: Int, expectedHeader: Int, same: Bool, parsedFrames: Int64
+    }
+
+    /// 8, 16 and 24-bit integer and float32 WAV and CAF files written in uneven pieces hold exactly
+    /// the header and the conversion of all the samples at once; the library's parser reads them at
+    /// their length, and sox reads `WAVFileWriter`'s at theirs.
     @Test func piecesJoinExactlyInEveryLayout() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let channels = 2, frames = 150_001
         let samples = Self.samples(frames * channels)
-        let formats: [AudioStreamDescription] = [
-            .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16),
-            .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 24),
-            .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 8),
-            .float32(sampleRate: 44100, channels: channels),
-        ]
-        for format in formats {
-            let layout = try PCMSampleLayout(format)
-            var expected = Data(count: frames * format.bytesPerFrame)
-            expected.withUnsafeMutableBytes { out in
-                samples.withUnsafeBufferPointer { layout.fromFloat($0.baseAddress!, count: samples.count, into: out.baseAddress!) }
+        // The writing and comparing run on a thread of their own, off Swift's cooperative pool.
+        let written = try await onOwnThread { () throws -> [Written] in
+            let formats: [AudioStreamDescription] = [
+                .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16),
+                .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 24),
+                .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 8),
+                .float32(sampleRate: 44100, channels: channels),
+            ]
+            var written: [Written] = []
+            for format in formats {
+                let layout = try PCMSampleLayout(format)
+                var expected = Data(count: frames * format.bytesPerFrame)
+                expected.withUnsafeMutableBytes { out in
+                    samples.withUnsafeBufferPointer { layout.fromFloat($0.baseAddress!, count: samples.count, into: out.baseAddress!) }
+                }
+                for container in [PCMFileWriter.Container.wav, .caf] {
+                    let path = directory.appendingPathComponent("out-\(format.bytesPerFrame)-\(container).\(container == .wav ? "wav" : "caf")").path
+                    let writer = try PCMFileWriter(path: path, format: format)
+                    let bytes = try Self.writtenInPieces(samples, channels: channels, to: path,
+                                                         write: { try writer.write(converting: $0.baseAddress!, count: $0.count, layout: layout) },
+                                                         close: { try writer.close() })
+                    let pad = container == .wav && expected.count % 2 == 1 ? 1 : 0
+                    let header = bytes.count - expected.count - pad
+                    let isFloat = format.formatFlags.contains(.isFloat)
+                    written.append(Written(path: path, framesWritten: writer.framesWritten, header: header,
+                                           expectedHeader: container == .caf ? 68 : isFloat ? 46 : 44,
+                                           same: header >= 0 && bytes.subdata(in: header..<(header + expected.count)) == expected,
+                                           parsedFrames: try AudioFile(path: path).totalFrames))
+                }
             }
-            for container in [PCMFileWriter.Container.wav, .caf] {
-                let path = directory.appendingPathComponent("out-\(format.bytesPerFrame)-\(container).\(container == .wav ? "wav" : "caf")").path
-                let writer = try PCMFileWriter(path: path, format: format)
-                let bytes = try Self.writtenInPieces(samples, channels: channels, to: path,
-                                                     write: { try writer.write(converting: $0.baseAddress!, count: $0.count, layout: layout) },
-                                                     close: { try writer.close() })
-                #expect(writer.framesWritten == Int64(frames))
-                let pad = container == .wav && expected.count % 2 == 1 ? 1 : 0
-                let header = bytes.count - expected.count - pad
-                let isFloat = format.formatFlags.contains(.isFloat)
-                #expect(header == (container == .caf ? 68 : isFloat ? 46 : 44), "\(path): \(bytes.count) bytes for \(expected.count) of frames")
-                let same = header >= 0 && bytes.subdata(in: header..<(header + expected.count)) == expected
-                #expect(same, "\(path): the frames differ from one conversion of all the samples")
-                let file = try AudioFile(path: path)
-                #expect(file.totalFrames == Int64(frames), "\(path): \(file.totalFrames) frames")
-            }
+            return written
+        }
+        #expect(written.count == 8)
+        for file in written {
+            #expect(file.framesWritten == Int64(frames) && file.parsedFrames == Int64(frames), "\(file.path): \(file.framesWritten) written, \(file.parsedFrames) parsed")
+            #expect(file.header == file.expectedHeader, "\(file.path): \(file.header) bytes before the frames")
+            #expect(file.same, "\(file.path): the frames differ from one conversion of all the samples")
         }
         // The float32 front end (WAVFileWriter), and sox reading its 16-bit file.
         guard let soxi = Where.tool("soxi") else { return }
         for float in [false, true] {
             let path = directory.appendingPathComponent("front-\(float).wav").path
-            let writer = try WAVFileWriter(path: path, sampleRate: 44100, channels: channels, float: float)
-            let bytes = try Self.writtenInPieces(samples, channels: channels, to: path, write: { try writer.write($0) }, close: { try writer.close() })
+            let bytes = try await onOwnThread {
+                let writer = try WAVFileWriter(path: path, sampleRate: 44100, channels: channels, float: float)
+                return try Self.writtenInPieces(samples, channels: channels, to: path, write: { try writer.write($0) }, close: { try writer.close() })
+            }
             #expect(bytes.count == (float ? 46 : 44) + frames * channels * (float ? 4 : 2))
             let output = try await run(soxi, ["-s", path])
             #expect(String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "\(frames)")
