@@ -16,6 +16,7 @@ extension AudioQueue {
     public func setOfflineRenderFormat(_ format: AudioStreamDescription?) throws {
         let layout = try format.map { try PCMSampleLayout($0) }
         guard let format else {
+            wake.setMuted(false)
             // Offline mode keeps the sink closed, so this thread may read the stage (and if a
             // concurrent call already left offline mode, the target is nil already).
             if control.withLock({ $0.offlineFormat != nil }) {
@@ -57,6 +58,8 @@ extension AudioQueue {
             c.offlineFormat = format
             c.offlineLayout = layout
         }
+        // The worker has nothing to do for enqueues and ring space while this thread renders.
+        wake.setMuted(true)
     }
 
     /// The frame the next ``offlineRender(at:into:frames:)`` must start at: frames rendered so far
@@ -111,8 +114,20 @@ extension AudioQueue {
         }
         let channels = format.channelsPerFrame
         let endsBefore = stage.endOfStreamCount.load(ordering: .acquiring)
+        // What the render finished with is put in line for delivery under the pipeline lock (so
+        // its order among deliveries is fixed) and, with `.beforeReturning`, delivered on this
+        // thread once the lock is released (a callback may enqueue, stop or reset).
+        var posted = false
+        defer { if posted { delivery.drainOnCallingThread() } }
         let rendered: Int = try pipeline.withLock { producer in
-            defer { flushOutbox(producer) }
+            defer {
+                if offlineCallbacks == .beforeReturning {
+                    posted = delivery.post(producer.outbox) || posted
+                    producer.outbox.removeAll(keepingCapacity: true)
+                } else {
+                    flushOutbox(producer)
+                }
+            }
             let position = stage.outputFrames.load(ordering: .acquiring)
             guard sampleTime == Int64(position) else {
                 throw AudioQueueError(.invalidOfflineMode,
@@ -131,6 +146,10 @@ extension AudioQueue {
             }
             if !direct { layout.fromFloat(producer.offlineScratch, count: done * channels, into: base) }
             return done
+        }
+        if posted {
+            posted = false
+            delivery.drainOnCallingThread()
         }
         // The end of an asynchronous stop completes with the call that rendered it.
         if stage.endOfStreamCount.load(ordering: .acquiring) != endsBefore { handleRenderSignals(offline: true) } else { reportConverterShortfall(always: true) }

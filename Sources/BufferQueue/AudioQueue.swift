@@ -46,12 +46,16 @@ public final class AudioQueue: Sendable {
         /// What the sink plays when the decoded format changes mid-stream or at a
         /// ``AudioQueue/beginStream(format:magicCookie:)``.
         public var sinkFormat: SinkFormat
+        /// When the buffers an offline render finishes with reach the output callback.
+        public var offlineCallbacks: OfflineCallbackDelivery
 
         public init(sink: (any AudioSink)? = nil, decodeBufferFrames: Int = 16384,
                     callbackQueue: DispatchQueue? = nil, decoderRegistry: AudioDecoderRegistry = .shared,
                     resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh,
-                    timePitchRegistry: TimePitchEngineRegistry = .shared, sinkFormat: SinkFormat = .followDecoded) {
+                    timePitchRegistry: TimePitchEngineRegistry = .shared, sinkFormat: SinkFormat = .followDecoded,
+                    offlineCallbacks: OfflineCallbackDelivery = .asynchronous) {
             self.sinkFormat = sinkFormat
+            self.offlineCallbacks = offlineCallbacks
             self.timePitchRegistry = timePitchRegistry
             self.sink = sink
             self.decodeBufferFrames = decodeBufferFrames
@@ -60,6 +64,25 @@ public final class AudioQueue: Sendable {
             self.resamplerRegistry = resamplerRegistry
             self.converterQuality = converterQuality
         }
+    }
+
+    /// When the buffers an ``AudioQueue/offlineRender(at:into:frames:)-(_,UnsafeMutableRawBufferPointer,_)``
+    /// call finishes with reach the output callback (and ``AudioQueueEvent/bufferReturned(_:)``).
+    /// Either way they are delivered in order, serialized with every other callback and event on
+    /// the callback queue.
+    public enum OfflineCallbackDelivery: Sendable, Equatable {
+        /// Handed to the callback queue, which runs them on its own thread, as in playback.
+        case asynchronous
+        /// Run on the rendering thread before the render call returns — what running the callback
+        /// run loop yourself between renders does with Apple's queue. A thread that renders and
+        /// refills in turn then never waits for another thread to hand its buffers back: when
+        /// the call returns, the buffers it used up are free (``AudioQueueBuffer/isInQueue`` is
+        /// false) and the callback has run.
+        ///
+        /// The render waits for a callback already running on another thread. So a callback must
+        /// not wait for the rendering thread, and a render called from inside a callback (or on
+        /// the callback queue) delivers asynchronously instead.
+        case beforeReturning
     }
 
     /// The format the sink plays, when the decoded format changes.
@@ -149,6 +172,7 @@ public final class AudioQueue: Sendable {
     let input: Lock<Input>
     let pipeline: Lock<Producer>
     let delivery: EventDelivery
+    let offlineCallbacks: OfflineCallbackDelivery
     let workQueue: DispatchQueue
     let wake: WakeSignal
     private let nextBufferID = Atomic<Int>(0)
@@ -212,6 +236,7 @@ public final class AudioQueue: Sendable {
         }
         delivery = EventDelivery(label: "BufferQueue.callbacks", target: configuration.callbackQueue,
                                  outputCallback: bufferCallback)
+        offlineCallbacks = configuration.offlineCallbacks
         let workQueue = self.workQueue
         renderSource = AudioRenderSource(stage: stage) { error in
             // Never on the caller's thread: a sink may report from inside its own control methods.
@@ -225,7 +250,7 @@ public final class AudioQueue: Sendable {
             try stage.withExclusiveAccess { try stage.setSinkTarget((rate, channels)) }
         }
         let wake = self.wake
-        stage.notify = { wake.signal() }
+        stage.notify = { wake.signalUnlessMuted() }
         wake.setHandler { weakBox.queue?.serviceWorker() }
     }
 
@@ -317,7 +342,7 @@ public final class AudioQueue: Sendable {
             if let frames { input.scheduledEnd = start + max(frames - trimFramesAtStart - trimFramesAtEnd, 0) }
             return start
         }
-        wake.signal()
+        wake.signalUnlessMuted()
         return Int64(start)
     }
 
@@ -340,7 +365,7 @@ public final class AudioQueue: Sendable {
             input.entries.append(.newStream(format, magicCookie: magicCookie))
             input.format = format
         }
-        wake.signal()
+        wake.signalUnlessMuted()
     }
 
     /// The format of the buffers enqueued now: ``streamDescription``, or the last

@@ -12,6 +12,8 @@ final class EventDelivery: Sendable {
     private let closed = Atomic<Bool>(false)
     private let streams = EventStreams<AudioQueueEvent>()
     private let outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?
+    /// Items waiting for delivery, in order.
+    private let line = Lock<[Outgoing]>([])
 
     init(label: String, target: DispatchQueue?, outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?) {
         queue = DispatchQueue(label: label, target: target)
@@ -29,16 +31,49 @@ final class EventDelivery: Sendable {
     /// Delivers items in order. Buffers are handed back to their owner (no longer in the queue)
     /// even when delivery has shut down; only the callback and the event are skipped then.
     func deliver(_ items: [Outgoing]) {
-        guard !items.isEmpty else { return }
+        guard post(items) else { return }
+        queue.async { [self] in drain() }
+    }
+
+    /// Puts items in line for delivery without running them: the order among deliveries is
+    /// fixed here (call it where that order is decided, under the queue's locks), and
+    /// ``drainOnCallingThread()`` or a later ``deliver(_:)-([Outgoing])`` runs them.
+    /// Returns whether anything was put in line.
+    @discardableResult
+    func post(_ items: [Outgoing]) -> Bool {
+        guard !items.isEmpty else { return false }
         if closed.load(ordering: .acquiring) {
             Self.releaseBuffers(in: items)
-            return
+            return false
         }
-        queue.async { [self] in
+        line.withLock { $0 += items }
+        return true
+    }
+
+    /// Runs what is in line on the calling thread, serialized with the delivery queue: it waits
+    /// for a delivery running on the queue's thread, then runs the rest itself. The caller holds
+    /// none of the queue's locks. From inside a callback (where waiting would wait for itself)
+    /// what is in line runs after the callback, on the queue.
+    func drainOnCallingThread() {
+        if isCurrent {
+            queue.async { [self] in drain() }
+        } else {
+            queue.sync { drain() }
+        }
+    }
+
+    /// Runs everything in line, in order (on the delivery queue).
+    private func drain() {
+        while true {
+            let items = line.withLock { line in
+                defer { line.removeAll() }
+                return line
+            }
+            if items.isEmpty { return }
             for (index, item) in items.enumerated() {
                 guard !closed.load(ordering: .acquiring) else {
                     Self.releaseBuffers(in: items[index...])
-                    return
+                    break
                 }
                 switch item {
                 case .buffer(let buffer):
@@ -67,7 +102,8 @@ final class EventDelivery: Sendable {
     /// Stops all delivery. Waits for a callback in progress unless called from inside one.
     func shutDown() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if !isCurrent { queue.sync {} }
+        // What is still in line only has its buffers handed back.
+        if !isCurrent { queue.sync { drain() } }
         streams.finishAll()
     }
 

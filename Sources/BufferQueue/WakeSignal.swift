@@ -5,6 +5,10 @@ import Synchronization
 final class WakeSignal: @unchecked Sendable {
     private let source: DispatchSourceUserDataAdd
     private let cancelled = Atomic<Bool>(false)
+    /// Set while the queue renders offline: the wake-ups that only serve decoding ahead or a sink
+    /// (an enqueue, ring space freed) are skipped, since the rendering thread decodes and handles
+    /// the render's signals itself.
+    private let muted = Atomic<Bool>(false)
 
     init(queue: DispatchQueue) {
         source = DispatchSource.makeUserDataAddSource(queue: queue)
@@ -17,6 +21,15 @@ final class WakeSignal: @unchecked Sendable {
 
     func signal() {
         if !cancelled.load(ordering: .relaxed) { source.add(data: 1) }
+    }
+
+    /// Wakes the queue unless muted (see ``setMuted(_:)``).
+    func signalUnlessMuted() {
+        if !muted.load(ordering: .acquiring) { signal() }
+    }
+
+    func setMuted(_ on: Bool) {
+        muted.store(on, ordering: .releasing)
     }
 
     func cancel() {
