@@ -8,8 +8,9 @@ import Dispatch
 /// loops joined sample-exactly (each pass is a new stream of the queue: the decoder is drained
 /// and starts clean, so every pass is the same frames).
 ///
-/// It streams: a few buffers circulate, handed back by the queue's output callback, so memory
-/// does not grow with the file. Decoders come from the registry (register `MPG123Decoder` /
+/// It streams: a few buffers circulate, handed back by the queue's output callback on the
+/// rendering thread before each render call returns (``AudioQueue/OfflineCallbackDelivery/beforeReturning``),
+/// so memory does not grow with the file and no other thread is woken to refill. Decoders come from the registry (register `MPG123Decoder` /
 /// `FAADDecoder` first).
 
 public final class AudioFileRenderer {
@@ -78,7 +79,8 @@ public final class AudioFileRenderer {
         self.pool = pool
         queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 65536, decoderRegistry: registry,
                                                                     resamplerRegistry: resamplers,
-                                                                    timePitchRegistry: timePitchEngines)) { _, buffer in
+                                                                    timePitchRegistry: timePitchEngines,
+                                                                    offlineCallbacks: .beforeReturning)) { _, buffer in
             pool.returned(buffer)
         }
         if let cookie = file.magicCookie { try queue.setMagicCookie(cookie) }
