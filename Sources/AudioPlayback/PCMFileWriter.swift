@@ -72,17 +72,29 @@ public final class PCMFileWriter: @unchecked Sendable {
         if case .signed(let bits, let bytes, _, _) = layout, bits != bytes * 8 {
             throw AudioFileStreamError(.unsupportedDataFormat, .wave, 0, "\(bits)-bit samples in \(bytes)-byte containers are not written; use packed samples")
         }
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        // Not O_TRUNC: an existing file is cut to its new header's length below instead. Cut to
+        // zero, ext4 writes a rewritten file's blocks to disk before `close` returns (its
+        // safeguard for files replaced by truncation, `auto_da_alloc`): tens of milliseconds
+        // spent waiting, which a new file is not made to wait.
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
         guard descriptor >= 0 else {
             throw AudioFileStreamError(.invalidOperation, .wave, 0, "cannot create \(path): \(String(cString: strerror(errno)))")
         }
+        let container = container ?? Container(path: path)
+        let canSeek = lseek(descriptor, 0, SEEK_CUR) >= 0
+        let header = Self.header(format: format, container: container, dataBytes: nil, streaming: !canSeek)
+        var status = stat()
+        if fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, ftruncate(descriptor, off_t(header.count)) != 0 {
+            let reason = String(cString: strerror(errno))
+            _ = closeDescriptor(descriptor)
+            throw AudioFileStreamError(.invalidOperation, .wave, 0, "cannot truncate \(path): \(reason)")
+        }
         self.path = path
         self.format = format
-        self.container = container ?? Container(path: path)
+        self.container = container
         self.descriptor = descriptor
-        canWriteAtPositions = lseek(descriptor, 0, SEEK_CUR) >= 0
+        canWriteAtPositions = canSeek
         block = UnsafeMutableRawPointer.allocate(byteCount: Self.blockSize + Self.slack, alignment: 4096)
-        let header = Self.header(format: format, container: self.container, dataBytes: nil, streaming: !canWriteAtPositions)
         headerBytes = header.count
         header.withUnsafeBytes { bytes in
             if let base = bytes.baseAddress { block.copyMemory(from: base, byteCount: bytes.count) }

@@ -159,4 +159,51 @@ import TestSupport
                     "--jobs \(jobs): exit \(result.status): \(message)")
         }
     }
+
+    /// Written over a longer existing file (which the writer cuts to its header, not to zero), a
+    /// file holds exactly the new header and frames, appended or written by position, and
+    /// nothing of the old file.
+    @Test func aLongerFileIsReplacedExactly() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("overwrite-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let channels = 2, frames = 70_001
+        let samples = Self.samples(frames * channels)
+        let results = try await onOwnThread { () throws -> [(Int, Int, Int64, Bool)] in
+            var results: [(Int, Int, Int64, Bool)] = []
+            for positional in [false, true] {
+                let path = directory.appendingPathComponent("out-\(positional).wav").path
+                // The old file: three times as long, of bytes no conversion gives.
+                try Data(repeating: 0x7F, count: 44 + frames * channels * 2 * 3).write(to: URL(fileURLWithPath: path))
+                let writer = try WAVFileWriter(path: path, sampleRate: 44100, channels: channels, float: false)
+                try samples.withUnsafeBufferPointer { all in
+                    if positional {
+                        // Second half first, from another position than the end.
+                        let half = frames / 2 * channels
+                        try writer.write(UnsafeBufferPointer(rebasing: all[half...]), atFrame: Int64(frames / 2))
+                        try writer.write(UnsafeBufferPointer(rebasing: all[..<half]), atFrame: 0)
+                        writer.truncate(toFrames: Int64(frames))
+                    } else {
+                        try writer.write(all)
+                    }
+                }
+                try writer.close()
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+                var expected = Data(count: frames * channels * 2)
+                let layout = try PCMSampleLayout(.linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16))
+                expected.withUnsafeMutableBytes { out in
+                    samples.withUnsafeBufferPointer { layout.fromFloat($0.baseAddress!, count: samples.count, into: out.baseAddress!) }
+                }
+                let same = bytes.count == 44 + expected.count && bytes.subdata(in: 44..<bytes.count) == expected
+                results.append((bytes.count, 44 + expected.count, try AudioFile(path: path).totalFrames, same))
+            }
+            return results
+        }
+        #expect(results.count == 2)
+        for (size, expectedSize, parsed, same) in results {
+            #expect(size == expectedSize, "\(size) bytes, expected \(expectedSize)")
+            #expect(parsed == Int64(frames))
+            #expect(same, "the frames differ from one conversion of all the samples")
+        }
+    }
 }
