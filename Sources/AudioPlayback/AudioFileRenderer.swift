@@ -77,7 +77,9 @@ public final class AudioFileRenderer {
         }
         let pool = ReturnedBuffers()
         self.pool = pool
-        queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 65536, decoderRegistry: registry,
+        // Offline the ring only bridges one render call's decoding to its copy-out (8192 frames at
+        // a time in aqrender): 16384 frames is room enough, and a split render keeps one per job.
+        queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 16384, decoderRegistry: registry,
                                                                     resamplerRegistry: resamplers,
                                                                     timePitchRegistry: timePitchEngines,
                                                                     offlineCallbacks: .beforeReturning)) { _, buffer in
