@@ -9,9 +9,10 @@ import Dispatch
 /// and starts clean, so every pass is the same frames).
 ///
 /// It streams: a few buffers circulate, handed back by the queue's output callback on the
-/// rendering thread before each render call returns (``AudioQueue/OfflineCallbackDelivery/beforeReturning``),
-/// so memory does not grow with the file and no other thread is woken to refill. Decoders come from the registry (register `MPG123Decoder` /
-/// `FAADDecoder` first).
+/// rendering thread before each render call returns
+/// (``AudioQueue/OfflineCallbackDelivery/beforeReturning``), so memory does not grow with the file
+/// and no other thread is woken to refill. Decoders come from the registry (register
+/// `MPG123Decoder` / `FAADDecoder` first).
 
 public final class AudioFileRenderer {
     public let file: AudioFile
