@@ -117,25 +117,19 @@ struct AQRender: ParsableCommand {
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
         var failure: String?
         var frames: Int64 = 0
-        let writeFailure = WriteFailure()
         do {
             frames = try renderer.render { frame, samples in
-                do {
-                    try writer.write(samples, atFrame: frame)
-                } catch {
-                    writeFailure.record(error)
-                    throw error
-                }
+                do { try writer.write(samples, atFrame: frame) } catch { throw OutputFailure(error: error) }
                 progress?.update(renderer.framesRendered)
             }
             writer.truncate(toFrames: frames)
+        } catch let failed as OutputFailure {
+            // The render rethrows what the delivery threw: the output, not the input, failed.
+            progress?.finish()
+            fail("cannot write \(output): \(failed.error)")
         } catch {
             failure = "\(error)"
             frames = renderer.framesRendered
-        }
-        if let error = writeFailure.first {
-            progress?.finish()
-            fail("cannot write \(output): \(error)")
         }
         close(writer)
         progress?.finish()
@@ -177,12 +171,9 @@ struct AQRender: ParsableCommand {
     }
 }
 
-/// The first error writing the output, from any of the render's threads.
-final class WriteFailure: @unchecked Sendable {
-    private let lock = NSLock()
-    private var error: (any Error)?
-    func record(_ error: any Error) { lock.lock(); if self.error == nil { self.error = error }; lock.unlock() }
-    var first: (any Error)? { lock.lock(); defer { lock.unlock() }; return error }
+/// Writing the output failed (a full disk), as told apart from a render failing on the input.
+struct OutputFailure: Error {
+    let error: any Error
 }
 
 /// A progress bar on stderr (updated from any thread).
