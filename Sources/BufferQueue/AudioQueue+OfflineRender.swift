@@ -122,7 +122,7 @@ extension AudioQueue {
         let rendered: Int = try pipeline.withLock { producer in
             defer {
                 if offlineCallbacks == .beforeReturning {
-                    posted = delivery.post(producer.outbox) || posted
+                    posted = delivery.post(producer.outbox)
                     producer.outbox.removeAll(keepingCapacity: true)
                 } else {
                     flushOutbox(producer)
