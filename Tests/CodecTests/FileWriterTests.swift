@@ -33,6 +33,23 @@ import TestSupport
         }
     }
 
+    /// A new empty directory under the temporary one (the caller removes it).
+    static func makeDirectory(_ prefix: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    /// `samples` converted to `format` in one call: what a file of them must hold after its header.
+    static func converted(_ samples: [Float], to format: AudioStreamDescription) throws -> Data {
+        let layout = try PCMSampleLayout(format)
+        var expected = Data(count: samples.count / format.channelsPerFrame * format.bytesPerFrame)
+        expected.withUnsafeMutableBytes { out in
+            samples.withUnsafeBufferPointer { layout.fromFloat($0.baseAddress!, count: samples.count, into: out.baseAddress!) }
+        }
+        return expected
+    }
+
     /// Writes `samples` in uneven pieces (1 to 5 000 frames) and returns the file's bytes.
     static func writtenInPieces(_ samples: [Float], channels: Int, to path: String,
                                 write: (UnsafeBufferPointer<Float>) throws -> Void, close: () throws -> Void) throws -> Data {
@@ -58,8 +75,7 @@ import TestSupport
     /// the header and the conversion of all the samples at once; the library's parser reads them at
     /// their length, and sox reads `WAVFileWriter`'s at theirs.
     @Test func piecesJoinExactlyInEveryLayout() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try Self.makeDirectory("writer")
         defer { try? FileManager.default.removeItem(at: directory) }
         let channels = 2, frames = 150_001
         let samples = Self.samples(frames * channels)
@@ -74,10 +90,7 @@ import TestSupport
             var written: [Written] = []
             for format in formats {
                 let layout = try PCMSampleLayout(format)
-                var expected = Data(count: frames * format.bytesPerFrame)
-                expected.withUnsafeMutableBytes { out in
-                    samples.withUnsafeBufferPointer { layout.fromFloat($0.baseAddress!, count: samples.count, into: out.baseAddress!) }
-                }
+                let expected = try Self.converted(samples, to: format)
                 for container in [PCMFileWriter.Container.wav, .caf] {
                     let path = directory.appendingPathComponent("out-\(format.bytesPerFrame)-\(container).\(container == .wav ? "wav" : "caf")").path
                     let writer = try PCMFileWriter(path: path, format: format)
@@ -164,8 +177,7 @@ import TestSupport
     /// file holds exactly the new header and frames, appended or written by position, and
     /// nothing of the old file.
     @Test func aLongerFileIsReplacedExactly() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("overwrite-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try Self.makeDirectory("overwrite")
         defer { try? FileManager.default.removeItem(at: directory) }
         let channels = 2, frames = 70_001
         let samples = Self.samples(frames * channels)
@@ -189,11 +201,7 @@ import TestSupport
                 }
                 try writer.close()
                 let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-                var expected = Data(count: frames * channels * 2)
-                let layout = try PCMSampleLayout(.linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16))
-                expected.withUnsafeMutableBytes { out in
-                    samples.withUnsafeBufferPointer { layout.fromFloat($0.baseAddress!, count: samples.count, into: out.baseAddress!) }
-                }
+                let expected = try Self.converted(samples, to: .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16))
                 let same = bytes.count == 44 + expected.count && bytes.subdata(in: 44..<bytes.count) == expected
                 results.append((bytes.count, 44 + expected.count, try AudioFile(path: path).totalFrames, same))
             }
