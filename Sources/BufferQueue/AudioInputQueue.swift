@@ -167,7 +167,10 @@ public final class AudioInputQueue: Sendable {
             throw AudioQueueError(.disposalPending, "the input queue has been disposed of")
         }
         let id = nextBufferID.add(1, ordering: .relaxed).newValue
-        return AudioQueueBuffer(capacity: capacity, packetDescriptionCapacity: 0, id: id, queueID: ObjectIdentifier(self))
+        guard let buffer = AudioQueueBuffer(capacity: capacity, packetDescriptionCapacity: 0, id: id, queueID: ObjectIdentifier(self)) else {
+            throw AudioQueueError(.invalidParameter, "cannot allocate a buffer of \(capacity) bytes: out of memory")
+        }
+        return buffer
     }
 
     /// Hands an empty buffer to the queue to be filled (Core Audio's `AudioQueueEnqueueBuffer` on

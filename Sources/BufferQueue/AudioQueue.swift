@@ -275,8 +275,11 @@ public final class AudioQueue: Sendable {
         }
         try checkNotDisposed()
         let id = nextBufferID.add(1, ordering: .relaxed).newValue
-        return AudioQueueBuffer(capacity: capacity, packetDescriptionCapacity: packetDescriptionCapacity, id: id,
-                                queueID: ObjectIdentifier(self))
+        guard let buffer = AudioQueueBuffer(capacity: capacity, packetDescriptionCapacity: packetDescriptionCapacity, id: id,
+                                              queueID: ObjectIdentifier(self)) else {
+            throw AudioQueueError(.invalidParameter, "cannot allocate a buffer of \(capacity) bytes: out of memory")
+        }
+        return buffer
     }
 
     /// Adds a buffer to the queue.

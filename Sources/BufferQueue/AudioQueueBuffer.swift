@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import Synchronization
 
 /// A buffer of audio data, allocated by an ``AudioQueue``: Core Audio's `AudioQueueBuffer`.
@@ -27,16 +32,21 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
     private let inQueue = Atomic<Bool>(false)
     private let size = Atomic<Int>(0)
 
-    init(capacity: Int, packetDescriptionCapacity: Int, id: Int, queueID: ObjectIdentifier) {
+    /// Nil when the memory cannot be had.
+    init?(capacity: Int, packetDescriptionCapacity: Int, id: Int, queueID: ObjectIdentifier) {
         self.capacity = capacity
         self.packetDescriptionCapacity = packetDescriptionCapacity
         self.id = id
         self.queueID = queueID
-        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(capacity, 1), alignment: 16)
-        storage.initializeMemory(as: UInt8.self, repeating: 0)
+        // Zeroed storage from calloc: a large buffer comes as fresh pages the kernel zeroes when
+        // first written, so the bytes a caller never fills cost neither time nor resident memory.
+        // malloc's alignment (16 bytes on the 64-bit targets) suits every sample type.
+        guard let bytes = calloc(max(capacity, 1), 1) else { return nil }
+        assert(Int(bitPattern: bytes) % 16 == 0, "calloc returned storage aligned to less than 16 bytes")
+        storage = UnsafeMutableRawBufferPointer(start: bytes, count: max(capacity, 1))
     }
 
-    deinit { storage.deallocate() }
+    deinit { free(storage.baseAddress) }
 
     /// Whether the queue currently owns the buffer.
     public var isInQueue: Bool { inQueue.load(ordering: .acquiring) }

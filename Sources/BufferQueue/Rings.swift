@@ -17,8 +17,10 @@ package final class SampleRing: @unchecked Sendable {
         while size < minimumCapacity { size <<= 1 }
         capacity = size
         mask = size - 1
+        // Left uninitialised (Float is a trivial type): the reader reads only what was written,
+        // and pages the producer never reaches are never touched (a ring that offline renders
+        // pass by costs no memory).
         storage = .allocate(capacity: size)
-        storage.initialize(repeating: 0, count: size)
     }
 
     deinit { storage.deallocate() }
@@ -126,8 +128,10 @@ final class MarkerRing: @unchecked Sendable {
         var size = 16
         while size < capacity { size <<= 1 }
         self.capacity = size
+        // Left uninitialised (RenderMarker is a trivial type): a slot is initialised when pushed,
+        // and pages of slots never used are never touched.
+        assert(_isPOD(RenderMarker.self), "RenderMarker must stay a trivial type")
         storage = .allocate(capacity: size)
-        storage.initialize(repeating: RenderMarker(position: 0, epoch: 0, kind: .bufferStart), count: size)
     }
 
     deinit { storage.deallocate() }
@@ -137,7 +141,7 @@ final class MarkerRing: @unchecked Sendable {
     /// Adds a marker (the caller checked ``isFull``).
     func push(_ marker: RenderMarker) {
         let index = writeIndex.load(ordering: .relaxed)
-        storage[index & (capacity - 1)] = marker
+        (storage + (index & (capacity - 1))).initialize(to: marker)
         writeIndex.store(index + 1, ordering: .releasing)
     }
 
