@@ -47,12 +47,15 @@ extension AudioDecoder {
 }
 
 /// A decoder of constant-size packets whose output is a fixed function of each packet (linear
-/// PCM): the queue may have it convert straight into its sample ring, skipping the staging copy,
-/// where no trim, gap or format change falls.
+/// PCM, no state): the queue may have it convert straight into its sample ring, or an offline
+/// render's output, skipping the staging copy, where no trim, gap or format change falls.
 package protocol DirectPacketDecoding: AudioDecoder {
     /// Converts whole packets `packets` (their frames' worth of samples fits `destination`) and
-    /// returns the frames written.
-    func decode(packets: UnsafeRawBufferPointer, into destination: UnsafeMutablePointer<Float>) -> Int
+    /// returns the frames written. With `gains` (mono or stereo only), channel 0 is multiplied by
+    /// `left` and channel 1 by `right` on the way: volume and pan applied in the same pass, the
+    /// products the render stage would make. More channels ignore `gains`.
+    func decode(packets: UnsafeRawBufferPointer, into destination: UnsafeMutablePointer<Float>,
+                gains: (left: Float, right: Float)?) -> Int
 }
 
 /// Where a decoder puts its frames: a growable block of interleaved float samples owned by the queue.

@@ -168,7 +168,22 @@ extension AudioQueue {
                     if done > 0 { return }
                     throw failure
                 }
-                let produced = producer.pump(next: takeEntry)
+                // Linear PCM with nothing to convert goes from the enqueued buffer to the output in
+                // one pass while the ring is empty; the ring is filled only as far as this call needs.
+                let out = scratchBase + done * channels
+                let straight = stage.takesFramesStraight
+                if straight {
+                    let n = stage.renderStraight(into: out, frames: frames - done) { producer.renderStraight(into: $0, frames: $1, gains: $2) }
+                    if n > 0 {
+                        done += n
+                        continue
+                    }
+                }
+                // (A pump that stopped for the straight path without progress and found it could not
+                // take the frames after all pumps again into the ring: nothing is left behind.)
+                let need = straight ? (frames - done) * channels : nil
+                let produced = producer.pump(readySamples: need, yieldingStraight: straight, next: takeEntry)
+                    || (straight && producer.pump(readySamples: need, next: takeEntry))
                 let n = stage.renderAsReader(into: scratchBase + done * channels, frames: frames - done, fillSilence: false)
                 done += n
                 if n == 0 {

@@ -227,10 +227,32 @@ public final class PCMDecoder: AudioDecoder, DirectPacketDecoding {
     public func reset() {}
     public var decodesPacketRuns: Bool { true }
 
-    package func decode(packets: UnsafeRawBufferPointer, into destination: UnsafeMutablePointer<Float>) -> Int {
+    package func decode(packets: UnsafeRawBufferPointer, into destination: UnsafeMutablePointer<Float>,
+                        gains: (left: Float, right: Float)?) -> Int {
         guard let base = packets.baseAddress else { return 0 }
+        let channels = inputFormat.channelsPerFrame
         let frameCount = packets.count / inputFormat.bytesPerFrame
-        layout.toFloat(base, count: frameCount * inputFormat.channelsPerFrame, into: destination)
+        let count = frameCount * channels
+        guard let (left, right) = gains else {
+            layout.toFloat(base, count: count, into: destination)
+            return frameCount
+        }
+        // Native float32 is scaled as it is copied; other layouts are converted, then scaled
+        // while the block is still in the cache.
+        let source = layout.isNativeFloat32 ? UnsafePointer(base.assumingMemoryBound(to: Float.self)) : UnsafePointer(destination)
+        if !layout.isNativeFloat32 { layout.toFloat(base, count: count, into: destination) }
+        if channels == 1 || left == right {
+            let gain = channels == 1 ? left : right
+            for i in 0..<count { destination[i] = source[i] * gain }
+        } else if channels == 2 {
+            for frame in 0..<frameCount {
+                destination[2 * frame] = source[2 * frame] * left
+                destination[2 * frame + 1] = source[2 * frame + 1] * right
+            }
+        } else {
+            // Not asked for by the queue (it passes gains for mono and stereo only): no gains.
+            if layout.isNativeFloat32 { destination.update(from: source, count: count) }
+        }
         return frameCount
     }
 }

@@ -45,7 +45,11 @@ final class Producer {
     private(set) var format: AudioStreamDescription
     let registry: AudioDecoderRegistry
     var magicCookie: [UInt8]?
-    private(set) var decoder: (any AudioDecoder)?
+    private(set) var decoder: (any AudioDecoder)? {
+        didSet { directDecoder = decoder as? DirectPacketDecoding }
+    }
+    /// ``decoder`` when it converts packets directly (cast once, not per step).
+    private var directDecoder: (any DirectPacketDecoding)?
     let stage: RenderStage
     private let staging: DecodedAudio
     private var stagingRead = 0
@@ -90,6 +94,9 @@ final class Producer {
     var outbox: [Outgoing] = []
     /// Set when no decoder could be made; reported by `prime` and as an event.
     private(set) var decoderFailure: AudioQueueError?
+
+    /// Frames an offline render took straight from enqueued buffers, past the ring (diagnostics).
+    private(set) var framesRenderedStraight = 0
 
     /// Float scratch space for offline rendering.
     var offlineScratch: [Float] = []
@@ -136,9 +143,11 @@ final class Producer {
     }
 
     /// Produces as much as the rings take, or until `readySamples` samples are ready to render.
+    /// With `yieldingStraight` (an offline render that reads the stage) it also stops where the
+    /// current buffer's frames can go straight to the render's output (``renderStraight(into:frames:)``).
     /// `next` supplies pending entries in order. Returns true when it wrote anything or changed state.
     @discardableResult
-    func pump(readySamples: Int? = nil, next: () -> PendingEntry?) -> Bool {
+    func pump(readySamples: Int? = nil, yieldingStraight: Bool = false, next: () -> PendingEntry?) -> Bool {
         var progressed = false
         while true {
             if let readySamples, stage.ring.readable >= readySamples { return progressed }
@@ -168,8 +177,9 @@ final class Producer {
                 progressed = true
             }
             if pendingStream != nil { continue }
+            if yieldingStraight && straightReady { return progressed }
             if current != nil {
-                step()
+                guard step(waitForRoom: yieldingStraight) else { return progressed }
                 progressed = true
                 continue
             }
@@ -229,42 +239,98 @@ final class Producer {
         return total
     }
 
-    /// Converts the current buffer's next packets straight into the ring when nothing needs the
-    /// staging block: a direct decoder, nothing staged, the buffer's account the only one, begun
-    /// and inside its kept frames, and contiguous room for whole packets. Returns whether it did.
-    private func stepDirect(_ pending: PendingBuffer, _ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard pending.packets.isEmpty, let direct = decoder as? DirectPacketDecoding, stagingRead >= staging.sampleCount,
+    /// How the current buffer's next frames may be converted without the staging block: a direct
+    /// decoder, nothing staged, the buffer's account the only one and inside its kept frames (the
+    /// account is begun here when it needs no gap and no parameter marker). Returns the decoder and
+    /// the frames that may be converted, nil when the staged path must take them.
+    private func directRun(_ pending: PendingBuffer) -> (decoder: any DirectPacketDecoding, frames: Int)? {
+        guard pending.packets.isEmpty, let direct = directDecoder, stagingRead >= staging.sampleCount,
               staging.formatChanges.isEmpty, staging.format == ringFormat, accounts.count == 1, let account = accounts.first,
-              account.started, let total = total(account), scale == 1 else { return false }
+              let total = total(account), scale == 1 else { return nil }
         let keepEnd = total - account.trimEnd
-        guard account.consumed >= account.trimStart, account.consumed < keepEnd else { return false }
+        guard account.consumed >= account.trimStart, account.consumed < keepEnd else { return nil }
+        if !account.started {
+            // The staged path writes a schedule gap or a parameter marker before the first frame.
+            if let start = account.startTime, start > writeTimeline { return nil }
+            guard account.volume == nil, account.pan == nil, account.playRate == nil, account.pitch == nil else { return nil }
+            accounts[0].started = true
+        }
+        let packetsLeft = pending.byteSize / max(format.bytesPerPacket, 1) - nextPacket
+        return (direct, min(packetsLeft * max(format.framesPerPacket, 1), keepEnd - account.consumed))
+    }
+
+    /// Converts up to `frames` frames (whole packets) of the current buffer into `destination`
+    /// (scaled by `gains`, see ``DirectPacketDecoding``) and counts them; finishes the buffer at
+    /// its last packet. Returns the frames written.
+    private func convertDirect(_ pending: PendingBuffer, _ direct: any DirectPacketDecoding, frames: Int,
+                               into destination: UnsafeMutablePointer<Float>, gains: (left: Float, right: Float)? = nil) -> Int {
         let packetBytes = max(format.bytesPerPacket, 1), framesPerPacket = max(format.framesPerPacket, 1)
-        let channels = max(ringFormat.channelsPerFrame, 1)
-        let packetsTotal = bytes.count / packetBytes
-        let wanted = min(pcmChunkFrames, (packetsTotal - nextPacket) * framesPerPacket, keepEnd - account.consumed)
-        let room = stage.ring.contiguousWritable(upTo: wanted * channels)
-        let packets = room.count / channels / framesPerPacket
-        guard packets > 0, let destination = room.baseAddress else { return false }
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[(nextPacket * packetBytes)..<((nextPacket + packets) * packetBytes)])
-        let frames = direct.decode(packets: slice, into: destination)
-        stage.ring.commitWrite(count: frames * channels)
+        let packets = frames / framesPerPacket
+        guard packets > 0, let base = pending.buffer.storage.baseAddress else { return 0 }
+        let slice = UnsafeRawBufferPointer(start: base + nextPacket * packetBytes, count: packets * packetBytes)
+        let written = direct.decode(packets: slice, into: destination, gains: gains)
         nextPacket += packets
-        accounts[0].consumed += frames
-        accounts[0].producedDuringDecode += frames
-        writeTimeline += frames
-        if nextPacket >= packetsTotal {
+        accounts[0].consumed += written
+        accounts[0].producedDuringDecode += written
+        writeTimeline += written
+        if nextPacket >= pending.byteSize / packetBytes {
             current = nil
             outbox.append(.buffer(pending.buffer))
         }
-        return true
+        return written
+    }
+
+    /// What ``stepDirect(_:)`` did.
+    private enum DirectStep { case wrote, noRoom, notDirect }
+
+    /// Converts the current buffer's next packets straight into the ring when nothing needs the
+    /// staging block (see ``directRun(_:)``). A packet that would straddle the ring's wrap goes
+    /// through the staging block (`.notDirect`), and so does one the ring has no room for, so that
+    /// the buffer is done with and goes back early, unless `waitForRoom` (an offline render that
+    /// takes frames straight: decoding ahead there would only add a copy; `.noRoom`).
+    private func stepDirect(_ pending: PendingBuffer, waitForRoom: Bool) -> DirectStep {
+        guard let (direct, allowed) = directRun(pending) else { return .notDirect }
+        let channels = max(ringFormat.channelsPerFrame, 1)
+        let packetSamples = max(format.framesPerPacket, 1) * channels
+        if stage.ring.writable < packetSamples { return waitForRoom ? .noRoom : .notDirect }
+        let room = stage.ring.contiguousWritable(upTo: min(pcmChunkFrames, allowed) * channels)
+        guard room.count >= packetSamples, let destination = room.baseAddress else { return .notDirect }
+        let written = convertDirect(pending, direct, frames: room.count / channels, into: destination)
+        stage.ring.commitWrite(count: written * channels)
+        return .wrote
+    }
+
+    /// Whether the current buffer's next frames can go straight to an offline render's output:
+    /// the ring is empty, no marker waits, and ``directRun(_:)`` allows them.
+    private var straightReady: Bool {
+        guard let pending = current, stage.ring.readable == 0, stage.markers.peek() == nil else { return false }
+        return directRun(pending) != nil
+    }
+
+    /// Offline render: converts up to `frames` frames of the current buffer straight into the
+    /// render's output, past the ring (which is empty, so order and positions are kept), scaled by
+    /// `gains` (mono or stereo). Only for the stage's reader holding the pipeline lock. Returns the
+    /// frames written (0: not possible now).
+    func renderStraight(into destination: UnsafeMutablePointer<Float>, frames: Int, gains: (left: Float, right: Float)?) -> Int {
+        guard let pending = current, stage.ring.readable == 0, stage.markers.peek() == nil,
+              let (direct, allowed) = directRun(pending) else { return 0 }
+        let written = convertDirect(pending, direct, frames: min(frames, allowed), into: destination, gains: gains)
+        framesRenderedStraight += written
+        return written
     }
 
     /// Decodes the next packet (or PCM chunk) of the current buffer, or finishes the buffer.
-    private func step() {
-        guard let pending = current else { return }
+    /// Returns false when it could do nothing until the ring has room (only with `waitForRoom`,
+    /// see ``stepDirect(_:waitForRoom:)``).
+    private func step(waitForRoom: Bool) -> Bool {
+        guard let pending = current else { return false }
+        switch stepDirect(pending, waitForRoom: waitForRoom) {
+        case .wrote: return true
+        case .noRoom: return false
+        case .notDirect: break
+        }
         let bytes = pending.buffer.storage.baseAddress.map { UnsafeRawBufferPointer(start: $0, count: pending.byteSize) }
             ?? UnsafeRawBufferPointer(start: nil, count: 0)
-        if stepDirect(pending, bytes) { return }
         let before = staging.frameCount
         var finished = false
         if let decoder {
@@ -311,6 +377,7 @@ final class Producer {
             current = nil
             outbox.append(.buffer(pending.buffer))
         }
+        return true
     }
 
     /// Writes staged frames to the ring, account by account: trimmed frames are dropped, each

@@ -441,8 +441,9 @@ final class RenderStage: @unchecked Sendable {
         return renderAsReader(into: out, frames: frames, fillSilence: fillSilence)
     }
 
-    /// Renders up to `frames` frames; the caller is the stage's reader.
-    func renderAsReader(into out: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
+    /// What every render does first: takes a start, a discard and parameter changes. Returns
+    /// whether the producer must be woken.
+    private func beginRender() -> Bool {
         var signal = false
         let startGen = startGeneration.load(ordering: .acquiring)
         if startGen != startSeen {
@@ -453,7 +454,41 @@ final class RenderStage: @unchecked Sendable {
         }
         if applyDiscardIfNeeded() { signal = true }  // freed ring space: the producer may go on
         pickUpParameterChanges()
+        return signal
+    }
 
+    /// Whether an offline render may take frames past the ring (``renderStraight(into:frames:from:)``):
+    /// nothing between the ring and the output but volume, pan, a siphon tap and the observer, and
+    /// nothing holds the render.
+    var takesFramesStraight: Bool {
+        converter == nil && timeStretch == nil && (tap == nil || tap?.position == .siphon)
+            && !holdAfterEnd && !waitingForFormat.load(ordering: .relaxed)
+    }
+
+    /// Renders frames that `produce` writes straight into `out` (an offline render whose producer
+    /// converts linear PCM while the ring is empty): volume and pan, taps, observer, meters and
+    /// the timeline apply to them as to frames read from the ring. `produce` gets the gains to
+    /// apply as it writes (mono or stereo without a ramp), or nil when the stage applies them.
+    /// The caller is the stage's reader and holds the pipeline lock. Returns the frames rendered.
+    func renderStraight(into out: UnsafeMutablePointer<Float>, frames: Int,
+                        from produce: (UnsafeMutablePointer<Float>, Int, (left: Float, right: Float)?) -> Int) -> Int {
+        var signal = beginRender()
+        guard takesFramesStraight, ring.readable == 0, markers.peek() == nil else {
+            if signal { notify() }
+            return 0
+        }
+        // Unity gains are left to `applyGain`, which skips them: the producer then copies plainly.
+        var gains: (left: Float, right: Float)?
+        if channels <= 2, let (left, right) = steadyGains(channels: channels), left != 1 || right != 1 { gains = (left, right) }
+        let done = produce(out, frames, gains)
+        if done > 0 && gains == nil { applyGain(out, frames: done, channels: channels) }
+        finishRender(out, frames: done, done: done, consumed: done, fillSilence: false, blocked: false, signal: &signal)
+        return done
+    }
+
+    /// Renders up to `frames` frames; the caller is the stage's reader.
+    func renderAsReader(into out: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
+        var signal = beginRender()
         let ch = outputChannels
         var done = 0
         var consumed = 0
@@ -489,6 +524,17 @@ final class RenderStage: @unchecked Sendable {
             let short = converter.takeShortfall()
             if short > 0 { converterShortfall.add(short, ordering: .releasing); signal = true }
         }
+        finishRender(out, frames: frames, done: done, consumed: consumed, fillSilence: fillSilence, blocked: blocked, signal: &signal)
+        return done
+    }
+
+    /// What every render does last with the `done` frames it wrote to `out` (of `frames` asked
+    /// for) from `consumed` source frames: taps and observer, the timeline, silence, underruns,
+    /// meters, and waking the producer.
+    private func finishRender(_ out: UnsafeMutablePointer<Float>, frames: Int, done: Int, consumed: Int, fillSilence: Bool,
+                              blocked: Bool, signal: inout Bool) {
+        let ch = outputChannels
+        var consumed = consumed
         if let timeStretch {
             // The timeline follows what is heard: pulled input less the stretch's lookahead.
             let lag = Int(timeStretch.lookahead.rounded())
@@ -526,7 +572,6 @@ final class RenderStage: @unchecked Sendable {
             measure(out, frames: fillSilence ? frames : done, channels: ch)
         }
         if signal { notify() }
-        return done
     }
 
     /// Pulls through the pre-effects tap, the time stretch, the converter, volume/pan and the
@@ -750,14 +795,14 @@ final class RenderStage: @unchecked Sendable {
         if n <= 0 || goal == pan || !renderedSinceDiscard { pan = goal; panRampLeft = 0 } else { panStep = (goal - pan) / Float(n); panRampLeft = n }
     }
 
-    /// Multiplies frames in place by volume and pan (balance on channels 0 and 1).
-    @inline(__always)
     /// The left and right gains when no volume or pan ramp is running (nil while one is).
+    @inline(__always)
     private func steadyGains(channels ch: Int) -> (Float, Float)? {
         guard volumeRampLeft == 0 && panRampLeft == 0 else { return nil }
         return (ch >= 2 ? volume * Self.panGain(pan, channel: 0) : volume, volume * Self.panGain(pan, channel: 1))
     }
 
+    /// Multiplies frames in place by volume and pan (balance on channels 0 and 1).
     private func applyGain(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels ch: Int) {
         if volumeRampLeft == 0 && panRampLeft == 0 {
             let left = ch >= 2 ? volume * Self.panGain(pan, channel: 0) : volume
