@@ -62,7 +62,7 @@ public final class AudioFile: Sendable {
         let stream = driver.stream
         // Only where each packet is: its bytes are read again when played.
         stream.keepsPacketBytes = false
-        var index = PacketIndex(maximumOffset: fileSize)
+        var index = PacketIndex()
         let sizeOfFile = fileSize
         var runs: [(Int64, Int64, Int64)] = []
         var damage: AudioFileStreamError?
@@ -144,7 +144,7 @@ public final class AudioFile: Sendable {
         self.runs = runs
         self.resident = type == .mpegTransportStream ? resident : nil
         packetCount = index.isEmpty ? runs.reduce(0) { $0 + $1.2 } : Int64(index.count)
-        audioDataByteCount = index.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : index.sizes.reduce(Int64(0)) { $0 + Int64($1) }
+        audioDataByteCount = index.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : index.totalBytes
     }
 
     deinit { close(descriptor) }
@@ -220,18 +220,20 @@ public final class AudioFile: Sendable {
         let perPacket = dataFormat.framesPerPacket
         var packet = Int(first)
         while packet < Int(end) {
-            // Read contiguous packets in one call.
-            var last = packet
-            while last + 1 < Int(end), index.offset(last + 1) == index.offset(last) + Int64(index.size(last)) { last += 1 }
+            // Packets that follow each other are read in one call; their offsets are counted on.
+            let last = min(Int(end), index.nextBreak(after: packet) ?? Int(end)) - 1
+            var offset = index.offset(packet), bytes = 0
+            for current in packet...last { bytes += index.size(current) }
             let start = packets.data.count
-            try read(at: index.offset(packet), count: Int(index.offset(last) - index.offset(packet)) + index.size(last), into: &packets.data)
+            try read(at: offset, count: bytes, into: &packets.data)
             var position = start
             for current in packet...last {
-                let frameCount = index.frames(current)
+                let frameCount = index.frames(current), size = index.size(current)
                 packets.descriptions.append(AudioPacketDescription(startOffset: position, variableFramesInPacket: frameCount != perPacket ? frameCount : 0,
-                                                                   dataByteSize: index.size(current)))
-                packets.fileOffsets.append(index.offset(current))
-                position += index.size(current)
+                                                                   dataByteSize: size))
+                packets.fileOffsets.append(offset)
+                position += size
+                offset += Int64(size)
             }
             packet = last + 1
         }
