@@ -184,7 +184,7 @@ extension AudioQueue {
                 let need = straight ? (frames - done) * channels : nil
                 let produced = producer.pump(readySamples: need, yieldingStraight: straight, next: takeEntry)
                     || (straight && producer.pump(readySamples: need, next: takeEntry))
-                let n = stage.renderAsReader(into: scratchBase + done * channels, frames: frames - done, fillSilence: false)
+                let n = stage.renderAsReader(into: out, frames: frames - done, fillSilence: false)
                 done += n
                 if n == 0 {
                     if stage.pendingFormat() != nil {

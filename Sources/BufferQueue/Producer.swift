@@ -144,7 +144,7 @@ final class Producer {
 
     /// Produces as much as the rings take, or until `readySamples` samples are ready to render.
     /// With `yieldingStraight` (an offline render that reads the stage) it also stops where the
-    /// current buffer's frames can go straight to the render's output (``renderStraight(into:frames:)``).
+    /// current buffer's frames can go straight to the render's output (``renderStraight(into:frames:gains:)``).
     /// `next` supplies pending entries in order. Returns true when it wrote anything or changed state.
     @discardableResult
     func pump(readySamples: Int? = nil, yieldingStraight: Bool = false, next: () -> PendingEntry?) -> Bool {
@@ -280,7 +280,7 @@ final class Producer {
         return written
     }
 
-    /// What ``stepDirect(_:)`` did.
+    /// What ``stepDirect(_:waitForRoom:)`` did.
     private enum DirectStep { case wrote, noRoom, notDirect }
 
     /// Converts the current buffer's next packets straight into the ring when nothing needs the
