@@ -82,11 +82,16 @@ public final class NullSink: AudioSink, @unchecked Sendable {
         let nanoseconds = Int(min(max(timeout.seconds, 0), 86_400) * 1e9)
         queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.resumeWaiter(id, with: false) }
         return await withCheckedContinuation { continuation in
+            // Registered (and counted) before the total is read: a pull either sees the count and
+            // wakes the waiter, or is seen here. Read first, a pull between the read and the count
+            // would find no waiter and this one would sleep through its frames until the timeout.
             let ready = waiters.withLock { list -> Bool in
-                if pulledTotal.load(ordering: .acquiring) >= frames { return true }
                 list[id] = (frames, continuation)
-                waiterCount.add(1, ordering: .releasing)
-                return false
+                waiterCount.add(1, ordering: .sequentiallyConsistent)
+                guard pulledTotal.load(ordering: .sequentiallyConsistent) >= frames else { return false }
+                list[id] = nil
+                waiterCount.subtract(1, ordering: .relaxed)
+                return true
             }
             if ready { continuation.resume(returning: true) }
         }
@@ -102,7 +107,8 @@ public final class NullSink: AudioSink, @unchecked Sendable {
     }
 
     private func wakeWaiters() {
-        guard waiterCount.load(ordering: .acquiring) > 0 else { return }
+        // Sequentially consistent with the waiter's count-then-read (see ``waitForFrames(_:timeout:)``).
+        guard waiterCount.load(ordering: .sequentiallyConsistent) > 0 else { return }
         let total = pulledTotal.load(ordering: .acquiring)
         let due = waiters.withLock { list -> [CheckedContinuation<Bool, Never>] in
             let ids = list.filter { $0.value.frames <= total }.map(\.key)
@@ -229,7 +235,7 @@ public final class NullSink: AudioSink, @unchecked Sendable {
             let buffer = UnsafeBufferPointer(start: samples, count: frames * format.channelsPerFrame)
             captured.withLock { $0.append(contentsOf: buffer) }
         }
-        pulledTotal.add(frames, ordering: .releasing)
+        pulledTotal.add(frames, ordering: .sequentiallyConsistent)
         wakeWaiters()
     }
 }
