@@ -233,7 +233,7 @@ public final class PCMDecoder: AudioDecoder, DirectPacketDecoding {
         let channels = inputFormat.channelsPerFrame
         let frameCount = packets.count / inputFormat.bytesPerFrame
         let count = frameCount * channels
-        guard let (left, right) = gains else {
+        guard let (left, right) = gains, channels <= 2 else {
             layout.toFloat(base, count: count, into: destination)
             return frameCount
         }
@@ -244,14 +244,11 @@ public final class PCMDecoder: AudioDecoder, DirectPacketDecoding {
         if channels == 1 || left == right {
             let gain = channels == 1 ? left : right
             for i in 0..<count { destination[i] = source[i] * gain }
-        } else if channels == 2 {
+        } else {
             for frame in 0..<frameCount {
                 destination[2 * frame] = source[2 * frame] * left
                 destination[2 * frame + 1] = source[2 * frame + 1] * right
             }
-        } else {
-            // Not asked for by the queue (it passes gains for mono and stereo only): no gains.
-            if layout.isNativeFloat32 { destination.update(from: source, count: count) }
         }
         return frameCount
     }
