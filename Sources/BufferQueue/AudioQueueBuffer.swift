@@ -95,14 +95,31 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
     /// - Throws: ``AudioQueueError/Code/invalidBuffer`` when `bytes` does not fit, and
     ///   ``AudioQueueError/Code/bufferInQueue`` while the queue owns the buffer.
     public func setData<C: Collection>(_ bytes: C) throws where C.Element == UInt8 {
+        // Contiguous bytes (an array, a slice of one, `Data`) go in with one memcpy.
+        if let done = try bytes.withContiguousStorageIfAvailable({ try setData(UnsafeRawBufferPointer($0)) }) { return done }
+        try checkFits(bytes.count)
+        UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: capacity).copyBytes(from: bytes)
+        size.store(bytes.count, ordering: .releasing)
+    }
+
+    /// Copies `bytes` into the buffer and sets ``byteSize``, in one memcpy.
+    /// - Throws: ``AudioQueueError/Code/invalidBuffer`` when `bytes` does not fit, and
+    ///   ``AudioQueueError/Code/bufferInQueue`` while the queue owns the buffer.
+    public func setData(_ bytes: UnsafeRawBufferPointer) throws {
+        try checkFits(bytes.count)
+        if let source = bytes.baseAddress, let base = storage.baseAddress, !bytes.isEmpty {
+            base.copyMemory(from: source, byteCount: bytes.count)
+        }
+        size.store(bytes.count, ordering: .releasing)
+    }
+
+    private func checkFits(_ count: Int) throws {
         guard !isInQueue else {
             throw AudioQueueError(.bufferInQueue, "buffer \(id) is still in the queue; wait for it to come back through the output callback")
         }
-        guard bytes.count <= capacity else {
-            throw AudioQueueError(.invalidBuffer, "\(bytes.count) bytes do not fit in buffer \(id) of \(capacity) bytes")
+        guard count <= capacity else {
+            throw AudioQueueError(.invalidBuffer, "\(count) bytes do not fit in buffer \(id) of \(capacity) bytes")
         }
-        UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: capacity).copyBytes(from: bytes)
-        size.store(bytes.count, ordering: .releasing)
     }
 
     /// Claims the buffer for the queue; false when it was already claimed.

@@ -219,6 +219,7 @@ import Testing
         expectError(.bufferInQueue) { try buffer.setByteSize(8) }
         expectError(.bufferInQueue) { try buffer.withUnsafeMutableBytes { $0[0] = 1 } }
         expectError(.bufferInQueue) { try buffer.setData([0, 0, 0, 0]) }
+        expectError(.bufferInQueue) { try [UInt8](repeating: 0, count: 4).withUnsafeBytes { try buffer.setData($0) } }
         #expect(buffer.byteSize == 800)
         try queue.setOfflineRenderFormat(format)
         #expect(difference(try queue.renderAllOffline(), ramp(frames: 100, channels: 2)) == nil)
