@@ -385,20 +385,24 @@ extension AudioQueue {
     /// Frames the render path's resampler failed to give (silence stood in, so lengths stay exact)
     /// become an error event and the last converter error: never silent.
     ///
-    /// The shortfall is taken and recorded under the pipeline lock. An offline render (`always`)
-    /// always takes the lock, so when it returns the error is recorded, even if the worker the
-    /// render woke took the shortfall first; the worker skips the lock when there is nothing.
+    /// The shortfall is taken and recorded under the pipeline lock. An offline render takes it
+    /// before it lets go of the lock it rendered under, so when it returns the error is recorded
+    /// (the worker the render woke cannot take it first); `always` takes the lock even when the
+    /// count reads zero, for an offline render that reached the end and handles its signals.
     func reportConverterShortfall(always: Bool = false) {
         guard always || stage.converterShortfall.load(ordering: .acquiring) > 0 else { return }
-        let error: AudioQueueError? = pipeline.withLock { producer in
-            let missing = stage.converterShortfall.exchange(0, ordering: .acquiringAndReleasing)
-            guard missing > 0 else { return nil }
-            let error = AudioQueueError(.decoderError,
-                "the resampler gave \(missing) frames fewer than the decoded audio makes; silence stands in for them")
-            producer.recordConverterError(error)
-            return error
-        }
-        if let error { delivery.deliver(.error(error)) }
+        if let error = pipeline.withLock({ takeConverterShortfall($0) }) { delivery.deliver(.error(error)) }
+    }
+
+    /// Takes the resampler's shortfall and records it as the last converter error; the caller holds
+    /// the pipeline lock and delivers the returned error once it has let go of it.
+    func takeConverterShortfall(_ producer: Producer) -> AudioQueueError? {
+        let missing = stage.converterShortfall.exchange(0, ordering: .acquiringAndReleasing)
+        guard missing > 0 else { return nil }
+        let error = AudioQueueError(.decoderError,
+            "the resampler gave \(missing) frames fewer than the decoded audio makes; silence stands in for them")
+        producer.recordConverterError(error)
+        return error
     }
 
     /// Runs on the worker queue whenever something woke it: render signals first, then decoding.

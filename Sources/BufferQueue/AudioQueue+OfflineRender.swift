@@ -118,9 +118,15 @@ extension AudioQueue {
         // its order among deliveries is fixed) and, with `.beforeReturning`, delivered on this
         // thread once the lock is released (a callback may enqueue, stop or reset).
         var posted = false
-        defer { if posted { delivery.drainOnCallingThread() } }
+        var shortfall: AudioQueueError?
+        defer {
+            if posted { delivery.drainOnCallingThread() }
+            if let shortfall { delivery.deliver(.error(shortfall)) }
+        }
         let rendered: Int = try pipeline.withLock { producer in
             defer {
+                // Taken before the lock goes: the worker this render woke cannot take it first.
+                shortfall = takeConverterShortfall(producer)
                 if offlineCallbacks == .beforeReturning {
                     posted = delivery.post(producer.outbox)
                     producer.outbox.removeAll(keepingCapacity: true)
@@ -151,8 +157,12 @@ extension AudioQueue {
             posted = false
             delivery.drainOnCallingThread()
         }
+        if let error = shortfall {
+            shortfall = nil
+            delivery.deliver(.error(error))
+        }
         // The end of an asynchronous stop completes with the call that rendered it.
-        if stage.endOfStreamCount.load(ordering: .acquiring) != endsBefore { handleRenderSignals(offline: true) } else { reportConverterShortfall(always: true) }
+        if stage.endOfStreamCount.load(ordering: .acquiring) != endsBefore { handleRenderSignals(offline: true) }
         return rendered
     }
 
