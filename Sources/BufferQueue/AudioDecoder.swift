@@ -62,16 +62,18 @@ package protocol DirectPacketDecoding: AudioDecoder {
 ///
 /// The storage is kept between packets, so after the first few packets appending allocates nothing.
 public final class DecodedAudio {
+    // The counters are `@exclusivity(unchecked)`: a block belongs to one producer, used under its
+    // queue's lock, and no method lends them out (`inout`, a closure) while calling other code.
     /// The format of the frames being appended now (always interleaved float32).
-    public private(set) var format: AudioStreamDescription
+    @exclusivity(unchecked) public private(set) var format: AudioStreamDescription
     private var storage: UnsafeMutablePointer<Float>
     private var capacitySamples: Int
     /// Samples (not frames) held.
-    public private(set) var sampleCount = 0
+    @exclusivity(unchecked) public private(set) var sampleCount = 0
     /// Non-fatal problems reported since the queue last looked.
-    public private(set) var errors: [AudioQueueError] = []
+    @exclusivity(unchecked) public private(set) var errors: [AudioQueueError] = []
     /// Format changes with the sample offset at which each takes effect.
-    private(set) var formatChanges: [(sampleOffset: Int, format: AudioStreamDescription)] = []
+    @exclusivity(unchecked) private(set) var formatChanges: [(sampleOffset: Int, format: AudioStreamDescription)] = []
 
     /// An empty block for frames of `format` (interleaved float32), with room for
     /// `capacityFrames` frames before it grows.

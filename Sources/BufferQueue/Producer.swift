@@ -40,19 +40,25 @@ enum Outgoing {
 /// (libmpg123 waits for the next frame header at the start of a stream) still trims exactly.
 /// When the decoder's output rate is a multiple of the stream's (SBR found in-band), declared
 /// counts are scaled by it.
+///
+/// The state a render call reads and writes on every call is marked `@exclusivity(unchecked)`:
+/// the pipeline lock already makes each access exclusive, and no method here lends one of these
+/// properties out (`inout`, a `with…` closure) while calling code that could reach it again, so
+/// the runtime's per-access bookkeeping (a thread-local access set) only cost time: about a tenth
+/// of an offline render call's own overhead (issue 17, `Docs/Performance.md`).
 final class Producer {
     /// The format of the buffers being decoded (changes at a ``PendingEntry/newStream(_:magicCookie:)``).
-    private(set) var format: AudioStreamDescription
+    @exclusivity(unchecked) private(set) var format: AudioStreamDescription
     let registry: AudioDecoderRegistry
     var magicCookie: [UInt8]?
     private(set) var decoder: (any AudioDecoder)? {
         didSet { directDecoder = decoder as? DirectPacketDecoding }
     }
     /// ``decoder`` when it converts packets directly (cast once, not per step).
-    private var directDecoder: (any DirectPacketDecoding)?
+    @exclusivity(unchecked) private var directDecoder: (any DirectPacketDecoding)?
     let stage: RenderStage
     private let staging: DecodedAudio
-    private var stagingRead = 0
+    @exclusivity(unchecked) private var stagingRead = 0
 
     /// A buffer's share of the decoded stream.
     private struct Account {
@@ -75,28 +81,28 @@ final class Producer {
         var producedDuringDecode = 0
         var excessReported = false
     }
-    private var accounts: [Account] = []
+    @exclusivity(unchecked) private var accounts: [Account] = []
     /// Start-trim frames that exceeded a buffer (compressed formats): dropped from the next ones.
-    private var carriedTrim = 0
+    @exclusivity(unchecked) private var carriedTrim = 0
 
-    private var current: PendingBuffer?
-    private var nextPacket = 0
-    private var ended = false
-    private var endPending = false
+    @exclusivity(unchecked) private var current: PendingBuffer?
+    @exclusivity(unchecked) private var nextPacket = 0
+    @exclusivity(unchecked) private var ended = false
+    @exclusivity(unchecked) private var endPending = false
 
     /// The channel count and rate of what is written to the ring.
-    private(set) var ringFormat: AudioStreamDescription
+    @exclusivity(unchecked) private(set) var ringFormat: AudioStreamDescription
     /// Timeline frame of the next frame written to the ring.
-    private(set) var writeTimeline = 0
+    @exclusivity(unchecked) private(set) var writeTimeline = 0
     private(set) var epoch = 0
     private(set) var lastConverterError: AudioQueueError?
     /// Buffers and events to deliver, in order.
-    var outbox: [Outgoing] = []
+    @exclusivity(unchecked) var outbox: [Outgoing] = []
     /// Set when no decoder could be made; reported by `prime` and as an event.
     private(set) var decoderFailure: AudioQueueError?
 
     /// Frames an offline render took straight from enqueued buffers, past the ring (diagnostics).
-    private(set) var framesRenderedStraight = 0
+    @exclusivity(unchecked) private(set) var framesRenderedStraight = 0
 
     /// Float scratch space for offline rendering.
     var offlineScratch: [Float] = []
@@ -239,14 +245,14 @@ final class Producer {
         return total
     }
 
-    /// How the current buffer's next frames may be converted without the staging block: a direct
-    /// decoder, nothing staged, the buffer's account the only one and inside its kept frames (the
-    /// account is begun here when it needs no gap and no parameter marker). Returns the decoder and
-    /// the frames that may be converted, nil when the staged path must take them.
-    private func directRun(_ pending: PendingBuffer) -> (decoder: any DirectPacketDecoding, frames: Int)? {
-        guard pending.packets.isEmpty, let direct = directDecoder, stagingRead >= staging.sampleCount,
-              staging.formatChanges.isEmpty, staging.format == ringFormat, accounts.count == 1, let account = accounts.first,
-              let total = total(account), scale == 1 else { return nil }
+    /// How many of the current buffer's next frames may be converted without the staging block: a
+    /// direct decoder, nothing staged, the buffer's account the only one and inside its kept
+    /// frames (the account is begun here when it needs no gap and no parameter marker). Returns nil
+    /// when the staged path must take them. (It reads `current` in place: no copy of the entry.)
+    private func directFrames() -> Int? {
+        guard let byteSize = current?.byteSize, current?.packets.isEmpty == true, directDecoder != nil,
+              stagingRead >= staging.sampleCount, staging.formatChanges.isEmpty, accounts.count == 1,
+              let account = accounts.first, let total = total(account), scale == 1, staging.format == ringFormat else { return nil }
         let keepEnd = total - account.trimEnd
         guard account.consumed >= account.trimStart, account.consumed < keepEnd else { return nil }
         if !account.started {
@@ -255,56 +261,57 @@ final class Producer {
             guard account.volume == nil, account.pan == nil, account.playRate == nil, account.pitch == nil else { return nil }
             accounts[0].started = true
         }
-        let packetsLeft = pending.byteSize / max(format.bytesPerPacket, 1) - nextPacket
-        return (direct, min(packetsLeft * max(format.framesPerPacket, 1), keepEnd - account.consumed))
+        let packetsLeft = byteSize / max(format.bytesPerPacket, 1) - nextPacket
+        return min(packetsLeft * max(format.framesPerPacket, 1), keepEnd - account.consumed)
     }
 
     /// Converts up to `frames` frames (whole packets) of the current buffer into `destination`
     /// (scaled by `gains`, see ``DirectPacketDecoding``) and counts them; finishes the buffer at
-    /// its last packet. Returns the frames written.
-    private func convertDirect(_ pending: PendingBuffer, _ direct: any DirectPacketDecoding, frames: Int,
-                               into destination: UnsafeMutablePointer<Float>, gains: (left: Float, right: Float)? = nil) -> Int {
+    /// its last packet. Only after ``directFrames()`` allowed them. Returns the frames written.
+    private func convertDirect(frames: Int, into destination: UnsafeMutablePointer<Float>,
+                               gains: (left: Float, right: Float)? = nil) -> Int {
         let packetBytes = max(format.bytesPerPacket, 1), framesPerPacket = max(format.framesPerPacket, 1)
         let packets = frames / framesPerPacket
-        guard packets > 0, let base = pending.buffer.storage.baseAddress else { return 0 }
+        guard packets > 0, let byteSize = current?.byteSize, let base = current?.buffer.storage.baseAddress,
+              let direct = directDecoder else { return 0 }
         let slice = UnsafeRawBufferPointer(start: base + nextPacket * packetBytes, count: packets * packetBytes)
         let written = direct.decode(packets: slice, into: destination, gains: gains)
         nextPacket += packets
         accounts[0].consumed += written
         accounts[0].producedDuringDecode += written
         writeTimeline += written
-        if nextPacket >= pending.byteSize / packetBytes {
+        if nextPacket >= byteSize / packetBytes, let buffer = current?.buffer {
             current = nil
-            outbox.append(.buffer(pending.buffer))
+            outbox.append(.buffer(buffer))
         }
         return written
     }
 
-    /// What ``stepDirect(_:waitForRoom:)`` did.
+    /// What ``stepDirect(waitForRoom:)`` did.
     private enum DirectStep { case wrote, noRoom, notDirect }
 
     /// Converts the current buffer's next packets straight into the ring when nothing needs the
-    /// staging block (see ``directRun(_:)``). A packet that would straddle the ring's wrap goes
+    /// staging block (see ``directFrames()``). A packet that would straddle the ring's wrap goes
     /// through the staging block (`.notDirect`), and so does one the ring has no room for, so that
     /// the buffer is done with and goes back early, unless `waitForRoom` (an offline render that
     /// takes frames straight: decoding ahead there would only add a copy; `.noRoom`).
-    private func stepDirect(_ pending: PendingBuffer, waitForRoom: Bool) -> DirectStep {
-        guard let (direct, allowed) = directRun(pending) else { return .notDirect }
+    private func stepDirect(waitForRoom: Bool) -> DirectStep {
+        guard let allowed = directFrames() else { return .notDirect }
         let channels = max(ringFormat.channelsPerFrame, 1)
         let packetSamples = max(format.framesPerPacket, 1) * channels
         if stage.ring.writable < packetSamples { return waitForRoom ? .noRoom : .notDirect }
         let room = stage.ring.contiguousWritable(upTo: min(pcmChunkFrames, allowed) * channels)
         guard room.count >= packetSamples, let destination = room.baseAddress else { return .notDirect }
-        let written = convertDirect(pending, direct, frames: room.count / channels, into: destination)
+        let written = convertDirect(frames: room.count / channels, into: destination)
         stage.ring.commitWrite(count: written * channels)
         return .wrote
     }
 
     /// Whether the current buffer's next frames can go straight to an offline render's output:
-    /// the ring is empty, no marker waits, and ``directRun(_:)`` allows them.
+    /// the ring is empty, no marker waits, and ``directFrames()`` allows them.
     private var straightReady: Bool {
-        guard let pending = current, stage.ring.readable == 0, stage.markers.peek() == nil else { return false }
-        return directRun(pending) != nil
+        guard current != nil, stage.ring.readable == 0, stage.markers.peek() == nil else { return false }
+        return directFrames() != nil
     }
 
     /// Offline render: converts up to `frames` frames of the current buffer straight into the
@@ -312,23 +319,24 @@ final class Producer {
     /// `gains` (mono or stereo). Only for the stage's reader holding the pipeline lock. Returns the
     /// frames written (0: not possible now).
     func renderStraight(into destination: UnsafeMutablePointer<Float>, frames: Int, gains: (left: Float, right: Float)?) -> Int {
-        guard let pending = current, stage.ring.readable == 0, stage.markers.peek() == nil,
-              let (direct, allowed) = directRun(pending) else { return 0 }
-        let written = convertDirect(pending, direct, frames: min(frames, allowed), into: destination, gains: gains)
+        guard current != nil, stage.ring.readable == 0, stage.markers.peek() == nil,
+              let allowed = directFrames() else { return 0 }
+        let written = convertDirect(frames: min(frames, allowed), into: destination, gains: gains)
         framesRenderedStraight += written
         return written
     }
 
     /// Decodes the next packet (or PCM chunk) of the current buffer, or finishes the buffer.
     /// Returns false when it could do nothing until the ring has room (only with `waitForRoom`,
-    /// see ``stepDirect(_:waitForRoom:)``).
+    /// see ``stepDirect(waitForRoom:)``).
     private func step(waitForRoom: Bool) -> Bool {
-        guard let pending = current else { return false }
-        switch stepDirect(pending, waitForRoom: waitForRoom) {
+        guard current != nil else { return false }
+        switch stepDirect(waitForRoom: waitForRoom) {
         case .wrote: return true
         case .noRoom: return false
         case .notDirect: break
         }
+        guard let pending = current else { return false }
         let bytes = pending.buffer.storage.baseAddress.map { UnsafeRawBufferPointer(start: $0, count: pending.byteSize) }
             ?? UnsafeRawBufferPointer(start: nil, count: 0)
         let before = staging.frameCount
@@ -465,8 +473,12 @@ final class Producer {
             wrote = true
         }
         if stagingRead >= staging.sampleCount {
-            staging.removeAll()
-            stagingRead = 0
+            // (Format changes up to here were taken above and errors are taken after each decode,
+            // so an empty block that nothing was read from has nothing to clear.)
+            if stagingRead > 0 || staging.sampleCount > 0 {
+                staging.removeAll()
+                stagingRead = 0
+            }
         } else if stagingRead > 65536 && stagingRead * 2 > staging.sampleCount {
             staging.compact(from: stagingRead)
             stagingRead = 0
@@ -525,11 +537,11 @@ final class Producer {
     }
 
     /// A new stream waits for the previous one to be drained and written.
-    private var pendingStream: (format: AudioStreamDescription, cookie: [UInt8]?)?
+    @exclusivity(unchecked) private var pendingStream: (format: AudioStreamDescription, cookie: [UInt8]?)?
     /// Set by a flush: once the staged frames are written, unfilled accounts are closed.
-    private var runEndPending = false
+    @exclusivity(unchecked) private var runEndPending = false
     /// Set by a flush: a flush marker follows the run's last frame.
-    private var flushMarkerPending = false
+    @exclusivity(unchecked) private var flushMarkerPending = false
 
     /// Keeps a problem found outside decoding (the render path's resampler) as the last converter
     /// error; the caller delivers the event.
