@@ -96,7 +96,7 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
     ///   ``AudioQueueError/Code/bufferInQueue`` while the queue owns the buffer.
     public func setData<C: Collection>(_ bytes: C) throws where C.Element == UInt8 {
         // Contiguous bytes (an array, a slice of one, `Data`) go in with one memcpy.
-        if let done = try bytes.withContiguousStorageIfAvailable({ try setData(UnsafeRawBufferPointer($0)) }) { return done }
+        if try bytes.withContiguousStorageIfAvailable({ try setData(UnsafeRawBufferPointer($0)) }) != nil { return }
         try checkFits(bytes.count)
         UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: capacity).copyBytes(from: bytes)
         size.store(bytes.count, ordering: .releasing)

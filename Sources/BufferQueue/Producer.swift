@@ -44,8 +44,8 @@ enum Outgoing {
 /// The state a render call reads and writes on every call is marked `@exclusivity(unchecked)`:
 /// the pipeline lock already makes each access exclusive, and no method here lends one of these
 /// properties out (`inout`, a `with…` closure) while calling code that could reach it again, so
-/// the runtime's per-access bookkeeping (a thread-local access set) only cost time: about a tenth
-/// of an offline render call's own overhead (issue 17, `Docs/Performance.md`).
+/// the runtime's per-access bookkeeping (a thread-local access set) only cost time: about 15 % of
+/// a profile of small offline render calls (issue 17, `Docs/Performance.md`).
 final class Producer {
     /// The format of the buffers being decoded (changes at a ``PendingEntry/newStream(_:magicCookie:)``).
     @exclusivity(unchecked) private(set) var format: AudioStreamDescription
