@@ -307,20 +307,21 @@ final class Producer {
         return .wrote
     }
 
-    /// Whether the current buffer's next frames can go straight to an offline render's output:
-    /// the ring is empty, no marker waits, and ``directFrames()`` allows them.
-    private var straightReady: Bool {
-        guard current != nil, stage.ring.readable == 0, stage.markers.peek() == nil else { return false }
-        return directFrames() != nil
+    /// How many of the current buffer's next frames can go straight to an offline render's output:
+    /// the ring is empty, no marker waits, and ``directFrames()`` allows them (nil: none now).
+    private func straightFrames() -> Int? {
+        guard stage.ring.readable == 0, stage.markers.peek() == nil else { return nil }
+        return directFrames()
     }
+
+    private var straightReady: Bool { straightFrames() != nil }
 
     /// Offline render: converts up to `frames` frames of the current buffer straight into the
     /// render's output, past the ring (which is empty, so order and positions are kept), scaled by
     /// `gains` (mono or stereo). Only for the stage's reader holding the pipeline lock. Returns the
     /// frames written (0: not possible now).
     func renderStraight(into destination: UnsafeMutablePointer<Float>, frames: Int, gains: (left: Float, right: Float)?) -> Int {
-        guard current != nil, stage.ring.readable == 0, stage.markers.peek() == nil,
-              let allowed = directFrames() else { return 0 }
+        guard let allowed = straightFrames() else { return 0 }
         let written = convertDirect(frames: min(frames, allowed), into: destination, gains: gains)
         framesRenderedStraight += written
         return written
@@ -330,7 +331,6 @@ final class Producer {
     /// Returns false when it could do nothing until the ring has room (only with `waitForRoom`,
     /// see ``stepDirect(waitForRoom:)``).
     private func step(waitForRoom: Bool) -> Bool {
-        guard current != nil else { return false }
         switch stepDirect(waitForRoom: waitForRoom) {
         case .wrote: return true
         case .noRoom: return false
