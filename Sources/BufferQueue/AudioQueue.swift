@@ -263,6 +263,11 @@ public final class AudioQueue: Sendable {
     // MARK: buffers
 
     /// Allocates a buffer owned by this queue (Core Audio's `AudioQueueAllocateBufferWithPacketDescriptions`).
+    ///
+    /// The storage starts out zeroed. When a buffer of 64 KiB to 1 MiB is freed, its storage is
+    /// kept (up to 2 MiB in all, for the whole process) and handed to the next buffer of the same
+    /// size, from any queue: a program that makes queue after queue then does not fault in new
+    /// pages for each one.
     /// - Parameters:
     ///   - capacity: bytes of storage, at least 1.
     ///   - packetDescriptionCapacity: how many packet descriptions may accompany it (0 for PCM).

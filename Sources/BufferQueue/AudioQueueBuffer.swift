@@ -38,15 +38,17 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
         self.packetDescriptionCapacity = packetDescriptionCapacity
         self.id = id
         self.queueID = queueID
-        // Zeroed storage from calloc: a large buffer comes as fresh pages the kernel zeroes when
-        // first written, so the bytes a caller never fills cost neither time nor resident memory.
-        // malloc's alignment (16 bytes on the 64-bit targets) suits every sample type.
-        guard let bytes = calloc(max(capacity, 1), 1) else { return nil }
+        // Zeroed storage: a block a freed buffer left (see BufferStorageCache), or one from
+        // calloc. malloc's alignment (16 bytes on the 64-bit targets) suits every sample type.
+        let blockBytes = BufferStorageCache.shared.blockSize(forCapacity: capacity)
+        guard let bytes = BufferStorageCache.shared.take(bytes: blockBytes) else { return nil }
         assert(Int(bitPattern: bytes) % 16 == 0, "calloc returned storage aligned to less than 16 bytes")
-        storage = UnsafeMutableRawBufferPointer(start: bytes, count: max(capacity, 1))
+        storage = UnsafeMutableRawBufferPointer(start: bytes, count: blockBytes)
     }
 
-    deinit { free(storage.baseAddress) }
+    deinit {
+        if let base = storage.baseAddress { BufferStorageCache.shared.give(base, bytes: storage.count) }
+    }
 
     /// Whether the queue currently owns the buffer.
     public var isInQueue: Bool { inQueue.load(ordering: .acquiring) }
