@@ -73,6 +73,9 @@ public struct HLSMediaPlaylist: Sendable, Equatable {
     /// `EXT-X-ENDLIST` is present: no segment will be added.
     public var hasEndList: Bool
     public var segments: [Segment]
+    /// `EXT-X-SERVER-CONTROL` says `CAN-BLOCK-RELOAD=YES` (Low-Latency HLS, RFC 8216bis 6.2.5.2):
+    /// the server holds a reload that asks for a segment (`_HLS_msn`) until that segment exists.
+    public var canBlockReload = false
 
     /// Whether the playlist can change (no `EXT-X-ENDLIST`): a live or event playlist to reload.
     public var isLive: Bool { !hasEndList }
@@ -168,6 +171,7 @@ private struct HLSPlaylistParser {
 
     private func media(_ lines: [String]) throws -> HLSMediaPlaylist {
         var targetDuration: Int?, mediaSequence = 0, discontinuitySequence = 0, playlistType: String?, endList = false
+        var canBlockReload = false
         var segments: [HLSMediaPlaylist.Segment] = []
         var duration: Double?, title: String?, discontinuity = false, dateTime: String?
         var key: HLSKey?, map: HLSMap?
@@ -229,6 +233,8 @@ private struct HLSPlaylistParser {
                 discontinuitySequence = sequence
             case "#EXT-X-PLAYLIST-TYPE":
                 playlistType = String(value)
+            case "#EXT-X-SERVER-CONTROL":
+                canBlockReload = try attributes(value, number)["CAN-BLOCK-RELOAD"] == "YES"
             case "#EXTINF":
                 let parts = value.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false)
                 guard let seconds = parts.first.flatMap({ Double($0) }), seconds >= 0, seconds.isFinite else {
@@ -272,7 +278,7 @@ private struct HLSPlaylistParser {
         }
         guard let targetDuration else { throw fail(0, "a media playlist without EXT-X-TARGETDURATION") }
         return HLSMediaPlaylist(targetDuration: targetDuration, mediaSequence: mediaSequence, playlistType: playlistType,
-                                hasEndList: endList, segments: segments)
+                                hasEndList: endList, segments: segments, canBlockReload: canBlockReload)
     }
 
     /// An attribute list: `NAME=value` pairs separated by commas; quoted strings lose their quotes.

@@ -16,6 +16,15 @@ import TestSupport
         return playlist
     }
 
+    @Test func serverControlSaysWhetherReloadsBlock() throws {
+        let blocking = try media("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-SERVER-CONTROL:CAN-SKIP-UNTIL=24.0,CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=1.0\n#EXTINF:4,\na.ts\n")
+        #expect(blocking.canBlockReload)
+        let no = try media("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=NO\n#EXTINF:4,\na.ts\n")
+        #expect(!no.canBlockReload)
+        let classic = try media("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\na.ts\n")
+        #expect(!classic.canBlockReload)
+    }
+
     @Test func masterPlaylistListsVariantsAndAudioRenditions() throws {
         let text = """
         #EXTM3U
