@@ -16,11 +16,14 @@ import Foundation
 /// - VOD seeks land frame-exact: the segment is chosen by its `EXTINF` time, and the packet
 ///   position comes from the segment's own timestamp (PES PTS, the ID3 timestamp, or `tfdt`).
 /// - Live: starts three target durations before the live edge, follows the playlist's reloads,
-///   and reports a skipped segment as a ``PacketRead/discontinuity``.
+///   and reports a skipped segment as a ``PacketRead/discontinuity``. A server with blocking
+///   reloads (`CAN-BLOCK-RELOAD=YES`) is asked for each next segment (`_HLS_msn`) and answers
+///   when it exists, with no reload timer.
 ///
 /// Events: `hls-variant` (the variant chosen), `program-date-time` (a segment's
 /// `EXT-X-PROGRAM-DATE-TIME`, when the segment is read), ID3 timed metadata as
-/// ``AudioSourceEvent/streamTitle(_:)`` and an `id3` property, `hls-gap` for skipped segments.
+/// ``AudioSourceEvent/streamTitle(_:)`` and an `id3` property, `hls-gap` for skipped segments,
+/// `hls-blocking-reload` when a blocking reload failed and an ordinary one followed.
 /// HLS carries no gapless numbers: every decoded frame is played (priming included).
 public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     public let url: String

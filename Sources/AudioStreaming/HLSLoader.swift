@@ -173,15 +173,24 @@ final class HLSLoader: @unchecked Sendable {
                     next = first.sequence
                     continue
                 }
-                // Wait for the playlist to grow: a target duration after the last load, half of
-                // it after a reload that brought nothing new (RFC 8216, 6.3.4). This is the
-                // protocol's reload timer, not a wait standing in for an event: an HLS server
-                // announces nothing, the client is required to ask on this schedule. (A server
-                // with blocking reloads, LL-HLS CAN-BLOCK-RELOAD, would make it unnecessary; not
-                // supported yet.) close() cancels the sleep at once.
-                let wait = Double(media.targetDuration) * (unchangedReloads > 0 ? 0.5 : 1)
-                try await Task.sleep(until: loadedAt + .milliseconds(Int64(wait * 1000)), clock: .continuous)
-                let reloaded = try await reload()
+                let reloaded: (HLSMediaPlaylist, ContinuousClock.Instant)
+                if media.canBlockReload && unchangedReloads == 0 {
+                    // A server with blocking reloads (LL-HLS, RFC 8216bis 6.2.5.2) answers a
+                    // request for segment `next` when that segment exists: no timer, the answer
+                    // is the event.
+                    reloaded = try await blockingReload(next, targetDuration: media.targetDuration)
+                } else {
+                    // Wait for the playlist to grow: a target duration after the last load, half
+                    // of it after a reload that brought nothing new (RFC 8216, 6.3.4). This is the
+                    // protocol's reload timer, not a wait standing in for an event: a classic HLS
+                    // server announces nothing, the client is required to ask on this schedule.
+                    // It also paces a server that offers blocking reloads but answered one with
+                    // nothing new, so that such a server is never asked in a tight loop.
+                    // close() cancels the sleep at once.
+                    let wait = Double(media.targetDuration) * (unchangedReloads > 0 ? 0.5 : 1)
+                    try await Task.sleep(until: loadedAt + .milliseconds(Int64(wait * 1000)), clock: .continuous)
+                    reloaded = try await reload()
+                }
                 let changed = reloaded.0.segments.last?.sequence != media.segments.last?.sequence || reloaded.0.hasEndList != media.hasEndList
                 unchangedReloads = changed ? 0 : unchangedReloads + 1
                 (media, loadedAt) = reloaded
@@ -280,6 +289,44 @@ final class HLSLoader: @unchecked Sendable {
 
     private func reload() async throws -> (HLSMediaPlaylist, ContinuousClock.Instant) {
         try await loadMedia(resolvedURL)
+    }
+
+    /// A blocking playlist reload (RFC 8216bis 6.2.5.2): the playlist's URL with `_HLS_msn=sequence`,
+    /// which the server answers once segment `sequence` is listed (or the playlist has ended). One
+    /// request, given three target durations (after which the server should have answered, 503
+    /// if nothing came); if it fails in any way, an ordinary reload with its retries follows.
+    private func blockingReload(_ sequence: Int, targetDuration: Int) async throws -> (HLSMediaPlaylist, ContinuousClock.Instant) {
+        let url = resolvedURL
+        let at = ContinuousClock.now
+        guard let blocking = Self.blockingReloadURL(url, sequence: sequence) else { return try await reload() }
+        do {
+            var request = HTTPClientRequest(url: blocking.absoluteString)
+            request.headers.add(name: "User-Agent", value: "AudioStreaming/1 (swift-audio-queue)")
+            let response = try await client.execute(request, deadline: .now() + .seconds(Int64(3 * max(targetDuration, 1))))
+            guard (200..<300).contains(Int(response.status.code)) else {
+                throw HTTPStreamError(url: blocking.absoluteString, byteOffset: 0, message: "HTTP \(response.status.code)")
+            }
+            var body = try await response.body.collect(upTo: 16 << 20)
+            let bytes = body.readBytes(length: body.readableBytes) ?? []
+            guard let text = String(bytes: bytes, encoding: .utf8), case .media(let media) = try HLSPlaylist.parse(text, url: url) else {
+                throw HLSPlaylistError(line: 0, message: "the blocking reload did not answer with a media playlist", url: blocking)
+            }
+            return (media, at)
+        } catch {
+            if Task.isCancelled { throw CancellationError() }
+            report(.property(name: "hls-blocking-reload", value: "\(blocking.absoluteString) failed (\(HTTPFetcher.describe(error, stall: configuration.http.stallTimeout))); reloading without it"))
+            return try await reload()
+        }
+    }
+
+    /// `url` with the delivery directive `_HLS_msn=sequence` added to its query (any directive
+    /// already there replaced).
+    static func blockingReloadURL(_ url: URL, sequence: Int) -> URL? {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return nil }
+        var items = (components.queryItems ?? []).filter { !$0.name.hasPrefix("_HLS_") }
+        items.append(URLQueryItem(name: "_HLS_msn", value: String(sequence)))
+        components.queryItems = items
+        return components.url
     }
 
     private func loadMedia(_ url: URL) async throws -> (HLSMediaPlaylist, ContinuousClock.Instant) {

@@ -40,12 +40,18 @@ public final class LoopbackServer: @unchecked Sendable {
     public let faults: Faults
     /// Resources by path (without the leading slash), when serving several; others are 404.
     private let files: [String: [UInt8]]?
+    /// Answers computed per request (path without the leading slash, query without the `?`):
+    /// nil falls through to `files`. It runs on the connection's own thread and may block there,
+    /// as a server holding a request does.
+    public typealias Handler = @Sendable (_ path: String, _ query: String) -> (status: Int, body: [UInt8])?
+    private let handler: Handler?
     /// The path the faults apply to (nil: every request).
     private let faultyPath: String?
     private var faultyResponses = 0
     public let port: Int
     private let lock = NSLock()
     private var requests: [(path: String, range: String)] = []
+    private var queries: [(path: String, query: String)] = []
     private var responses = 0
     private var closed = false
     /// Open client sockets (a serving thread removes its own before closing it, under the lock, so
@@ -64,9 +70,15 @@ public final class LoopbackServer: @unchecked Sendable {
         try self.init(body: [], files: files, faults: faults, faultyPath: faultyPath)
     }
 
-    private init(body: [UInt8], files: [String: [UInt8]]?, faults: Faults, faultyPath: String?) throws {
+    /// Serves `files` by path, asking `handler` first for every request (no faults).
+    public convenience init(files: [String: [UInt8]], handler: @escaping Handler) throws {
+        try self.init(body: [], files: files, faults: Faults(), faultyPath: nil, handler: handler)
+    }
+
+    private init(body: [UInt8], files: [String: [UInt8]]?, faults: Faults, faultyPath: String?, handler: Handler? = nil) throws {
         self.body = body
         self.files = files
+        self.handler = handler
         self.faultyPath = faultyPath
         self.faults = faults
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -95,6 +107,8 @@ public final class LoopbackServer: @unchecked Sendable {
     public var ranges: [String] { lock.lock(); defer { lock.unlock() }; return requests.map(\.range) }
     /// Every request's path and `Range` header, in order.
     public var requestLog: [(path: String, range: String)] { lock.lock(); defer { lock.unlock() }; return requests }
+    /// Every request's path and query ("" when none), in order.
+    public var queryLog: [(path: String, query: String)] { lock.lock(); defer { lock.unlock() }; return queries }
 
     public func shutdown() {
         lock.lock()
@@ -155,7 +169,8 @@ public final class LoopbackServer: @unchecked Sendable {
         var range = ""
         var wantsICY = false
         let target = text.split(separator: " ", maxSplits: 2).dropFirst().first.map(String.init) ?? "/"
-        let path = String(target.dropFirst().split(separator: "?", maxSplits: 1).first ?? "")
+        let pathAndQuery = target.dropFirst().split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = String(pathAndQuery.first ?? ""), query = pathAndQuery.count > 1 ? String(pathAndQuery[1]) : ""
         for line in text.split(separator: "\r\n") {
             let lower = line.lowercased()
             if lower.hasPrefix("range:") { range = String(line.dropFirst(6)).trimmingCharacters(in: .whitespaces) }
@@ -163,11 +178,20 @@ public final class LoopbackServer: @unchecked Sendable {
         }
         lock.lock()
         requests.append((path, range))
+        queries.append((path, query))
         responses += 1
         let isFaulty = faultyPath == nil || faultyPath == path
         if isFaulty { faultyResponses += 1 }
         let index = isFaulty ? faultyResponses : 0
         lock.unlock()
+        if let answer = handler?(path, query) {
+            let reason = answer.status == 200 ? "OK" : "Status \(answer.status)"
+            let head = "HTTP/1.1 \(answer.status) \(reason)\r\nContent-Type: application/vnd.apple.mpegurl\r\n"
+                + "Content-Length: \(answer.body.count)\r\nConnection: close\r\n\r\n"
+            guard send(fd, Array(head.utf8)) else { return }
+            _ = send(fd, answer.body)
+            return
+        }
         let body: [UInt8]
         if let files {
             guard let file = files[path] else {
