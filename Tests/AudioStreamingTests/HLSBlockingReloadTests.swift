@@ -127,8 +127,7 @@ final class BlockingLivePlaylist: @unchecked Sendable {
         defer { try? FileManager.default.removeItem(atPath: root) }
         var files = try HLSFaultTests.files(root, "ts")
         let vod = try String(contentsOfFile: root + "/ts/index.m3u8", encoding: .utf8)
-        files["ts/live.m3u8"] = Array(vod.replacingOccurrences(of: "#EXT-X-ENDLIST\n", with: "")
-            .replacingOccurrences(of: "#EXT-X-PLAYLIST-TYPE:VOD\n", with: "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n").utf8)
+        files["ts/live.m3u8"] = HLSFaultTests.live(vod, tags: "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n")
         let server = try LoopbackServer(files: files, faults: LoopbackServer.Faults(), faultyPath: nil)
         defer { server.shutdown() }
         var configuration = HLSConfiguration()

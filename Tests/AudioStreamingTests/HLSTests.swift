@@ -362,6 +362,11 @@ final class NginxServer: @unchecked Sendable {
         return files
     }
 
+    /// ffmpeg's VOD playlist made live: no `EXT-X-ENDLIST`, and `tags` where the playlist type was.
+    static func live(_ vod: String, tags: String = "") -> [UInt8] {
+        Array(vod.replacingOccurrences(of: "#EXT-X-ENDLIST\n", with: "").replacingOccurrences(of: "#EXT-X-PLAYLIST-TYPE:VOD\n", with: tags).utf8)
+    }
+
     static func quick() -> HLSConfiguration {
         var configuration = HLSConfiguration()
         configuration.http.stallTimeout = .milliseconds(500)
@@ -396,8 +401,7 @@ final class NginxServer: @unchecked Sendable {
         var files = try Self.files(root, "ts")
         let vod = try String(contentsOfFile: root + "/ts/index.m3u8", encoding: .utf8)
         // A live playlist that stops changing (no EXT-X-ENDLIST), whose segment 2 is gone.
-        files["ts/live.m3u8"] = Array(vod.replacingOccurrences(of: "#EXT-X-ENDLIST\n", with: "")
-            .replacingOccurrences(of: "#EXT-X-PLAYLIST-TYPE:VOD\n", with: "").utf8)
+        files["ts/live.m3u8"] = Self.live(vod)
         let lines = vod.split(separator: "\n").map(String.init)
         let second = try #require(lines.firstIndex(of: "seg002.ts"))
         files["ts/only2.m3u8"] = Array((lines[..<(lines.firstIndex { $0.hasPrefix("#EXTINF") } ?? 0)] + lines[(second - 1)...second] + ["#EXT-X-ENDLIST", ""])
