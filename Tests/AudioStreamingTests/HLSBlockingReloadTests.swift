@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import AudioPlayback
+import BufferQueue
 @testable import AudioStreaming
 import TestSupport
 
@@ -143,6 +144,35 @@ final class BlockingLivePlaylist: @unchecked Sendable {
         #expect(queries.first == "" && queries.dropFirst().first == "_HLS_msn=\(segments)", "\(queries)")
         #expect(queries.dropFirst(2).allSatisfy { $0.isEmpty }, "\(queries)")
         #expect(queries.count >= 3 && queries.count <= 12, "\(queries.count) playlist requests")
+    }
+
+    /// A blocking reload the server refuses (503) is reported and followed at once by an ordinary
+    /// reload, which here brings the end of the playlist: the stream ends normally, whole.
+    @Test func aRefusedBlockingReloadIsFollowedByAnOrdinaryOne() async throws {
+        guard let root = try await HLSTests.presentation() else { return }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let vod = try String(contentsOfFile: root + "/ts/index.m3u8", encoding: .utf8)
+        let live = HLSFaultTests.live(vod, tags: "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n")
+        let ended = Array(vod.utf8)
+        let refused = Lock(false)
+        let server = try LoopbackServer(files: try HLSFaultTests.files(root, "ts"), handler: { path, query in
+            guard path == "ts/live.m3u8" else { return nil }
+            if query.contains("_HLS_msn=") {
+                refused.withLock { $0 = true }
+                return (503, [])
+            }
+            return (200, refused.withLock { $0 } ? ended : live)
+        })
+        defer { server.shutdown() }
+        var configuration = HLSConfiguration()
+        configuration.liveStartDistance = 1000
+        let (capture, frames) = try await playStream([.hls(server.url("ts/live.m3u8"), configuration: configuration)])
+        #expect(frames == 174 * 1024)
+        let segments = vod.split(separator: "\n").filter { $0.hasPrefix("#EXTINF") }.count
+        let queries = server.queryLog.filter { $0.path == "ts/live.m3u8" }.map(\.query)
+        #expect(queries == ["", "_HLS_msn=\(segments)", ""], "\(queries)")
+        let reports = capture.events.compactMap { if case .property("hls-blocking-reload", let value, _) = $0 { value } else { nil } }
+        #expect(reports.count == 1 && reports.first?.contains("503") == true, "\(reports)")
     }
 
     @Test func theDeliveryDirectiveJoinsTheQueryAndReplacesAnEarlierOne() throws {
