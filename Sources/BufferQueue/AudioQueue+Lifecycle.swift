@@ -367,19 +367,28 @@ extension AudioQueue {
         let ends = stage.endOfStreamCount.load(ordering: .acquiring)
         let endReached = seenEndsOfStream.exchange(ends, ordering: .acquiringAndReleasing) != ends
         let formatPending = stage.pendingFormat() != nil
-        let started = stage.startedGeneration.load(ordering: .acquiring) == stage.startGeneration.load(ordering: .acquiring)
-            && (!sink.reportsPlaybackStart
-                || stage.heardGeneration.load(ordering: .acquiring) == stage.startGeneration.load(ordering: .acquiring))
-        let observe = started && control.withLock { !$0.lifecycle.isRunning && $0.lifecycle.sink == .active }
+        let observe = playbackBegan() && control.withLock { !$0.lifecycle.isRunning && $0.lifecycle.sink == .active }
         guard endReached || formatPending || observe else { return }
         let heard = Int64(stage.timelineFrames.load(ordering: .acquiring))
         try? lifecycleEvent(deliverFirst: true) { lifecycle in
             var actions: [QueueLifecycle.Action] = []
-            if observe { actions += lifecycle.playbackObserved() }
+            // Asked again under the serial lock: a start marks the sink active before it counts
+            // a new start generation (both under this lock), and in between the generations of
+            // the last start still match. Seen from outside the lock, that window made the queue
+            // running before the new start had rendered or been heard.
+            if observe && playbackBegan() { actions += lifecycle.playbackObserved() }
             if formatPending { actions += lifecycle.formatChangeReached() }
             if endReached { actions += lifecycle.endRendered(heard: heard) }
             return actions
         }
+    }
+
+    /// Whether the latest start has rendered its first frames and, for a sink that reports it,
+    /// been heard. Only conclusive under the serial lock (see ``handleRenderSignals(offline:)``).
+    private func playbackBegan() -> Bool {
+        let generation = stage.startGeneration.load(ordering: .acquiring)
+        return stage.startedGeneration.load(ordering: .acquiring) == generation
+            && (!sink.reportsPlaybackStart || stage.heardGeneration.load(ordering: .acquiring) == generation)
     }
 
     /// Frames the render path's resampler failed to give (silence stood in, so lengths stay exact)
