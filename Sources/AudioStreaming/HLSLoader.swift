@@ -300,15 +300,9 @@ final class HLSLoader: @unchecked Sendable {
         let at = ContinuousClock.now
         guard let blocking = Self.blockingReloadURL(url, sequence: sequence) else { return try await reload() }
         do {
-            var request = HTTPClientRequest(url: blocking.absoluteString)
-            request.headers.add(name: "User-Agent", value: "AudioStreaming/1 (swift-audio-queue)")
-            let response = try await client.execute(request, deadline: .now() + .seconds(Int64(3 * max(targetDuration, 1))))
-            guard (200..<300).contains(Int(response.status.code)) else {
-                throw HTTPStreamError(url: blocking.absoluteString, byteOffset: 0, message: "HTTP \(response.status.code)")
-            }
-            var body = try await response.body.collect(upTo: 16 << 20)
-            let bytes = body.readBytes(length: body.readableBytes) ?? []
-            guard let text = String(bytes: bytes, encoding: .utf8), case .media(let media) = try HLSPlaylist.parse(text, url: url) else {
+            let bytes = try await fetchOnce(blocking, range: nil, what: "the blocking reload", limit: 16 << 20,
+                                            deadline: .now() + .seconds(Int64(3 * max(targetDuration, 1))))
+            guard case .media(let media) = try Self.parsePlaylist(bytes, url: url) else {
                 throw HLSPlaylistError(line: 0, message: "the blocking reload did not answer with a media playlist", url: blocking)
             }
             return (media, at)
@@ -347,16 +341,21 @@ final class HLSLoader: @unchecked Sendable {
             return playlist
         }
         let bytes = try await fetchWhole(url, range: nil, what: "the playlist", limit: 16 << 20)
-        guard let text = String(bytes: bytes, encoding: .utf8) else {
-            throw HLSPlaylistError(line: 0, message: "the playlist is not UTF-8 text", url: url)
-        }
-        let playlist = try HLSPlaylist.parse(text, url: url)
+        let playlist = try Self.parsePlaylist(bytes, url: url)
         switch playlist {
         case .master: await store(bytes, key: url.absoluteString)
         case .media(let media) where media.hasEndList: await store(bytes, key: url.absoluteString)
         case .media: break
         }
         return playlist
+    }
+
+    /// A fetched playlist's bytes, parsed (`url` resolves its URIs).
+    private static func parsePlaylist(_ bytes: [UInt8], url: URL) throws -> HLSPlaylist {
+        guard let text = String(bytes: bytes, encoding: .utf8) else {
+            throw HLSPlaylistError(line: 0, message: "the playlist is not UTF-8 text", url: url)
+        }
+        return try HLSPlaylist.parse(text, url: url)
     }
 
     // MARK: fetching
@@ -366,25 +365,7 @@ final class HLSLoader: @unchecked Sendable {
         var attempt = 0
         while true {
             do {
-                var request = HTTPClientRequest(url: url.absoluteString)
-                request.headers.add(name: "User-Agent", value: "AudioStreaming/1 (swift-audio-queue)")
-                if let range { request.headers.add(name: "Range", value: "bytes=\(range.offset)-\(range.offset + range.length - 1)") }
-                let response = try await client.execute(request, deadline: .distantFuture)
-                let status = Int(response.status.code)
-                guard (200..<300).contains(status) else {
-                    throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "HTTP \(status) \(response.status.reasonPhrase) for \(what)")
-                }
-                var body = try await response.body.collect(upTo: limit)
-                var bytes = body.readBytes(length: body.readableBytes) ?? []
-                if let range, status == 200 {
-                    // The server ignored Range: cut the part out.
-                    let start = Int(range.offset), end = Int(range.offset + range.length)
-                    guard end <= bytes.count else {
-                        throw HTTPStreamError(url: url.absoluteString, byteOffset: range.offset, message: "\(what) ends before its byte range")
-                    }
-                    bytes = Array(bytes[start..<end])
-                }
-                return bytes
+                return try await fetchOnce(url, range: range, what: what, limit: limit, deadline: .distantFuture)
             } catch {
                 if Task.isCancelled { throw CancellationError() }
                 let failure = error as? HTTPStreamError
@@ -397,6 +378,29 @@ final class HLSLoader: @unchecked Sendable {
                 try await backOff(attempt)
             }
         }
+    }
+
+    /// One request for a whole (small) resource: a status outside 2xx is an error naming `what`.
+    private func fetchOnce(_ url: URL, range: HLSByteRange?, what: String, limit: Int, deadline: NIODeadline) async throws -> [UInt8] {
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.headers.add(name: "User-Agent", value: "AudioStreaming/1 (swift-audio-queue)")
+        if let range { request.headers.add(name: "Range", value: "bytes=\(range.offset)-\(range.offset + range.length - 1)") }
+        let response = try await client.execute(request, deadline: deadline)
+        let status = Int(response.status.code)
+        guard (200..<300).contains(status) else {
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "HTTP \(status) \(response.status.reasonPhrase) for \(what)")
+        }
+        var body = try await response.body.collect(upTo: limit)
+        var bytes = body.readBytes(length: body.readableBytes) ?? []
+        if let range, status == 200 {
+            // The server ignored Range: cut the part out.
+            let start = Int(range.offset), end = Int(range.offset + range.length)
+            guard end <= bytes.count else {
+                throw HTTPStreamError(url: url.absoluteString, byteOffset: range.offset, message: "\(what) ends before its byte range")
+            }
+            bytes = Array(bytes[start..<end])
+        }
+        return bytes
     }
 
     private func backOff(_ attempt: Int) async throws {

@@ -167,10 +167,7 @@ public final class AudioInputQueue: Sendable {
             throw AudioQueueError(.disposalPending, "the input queue has been disposed of")
         }
         let id = nextBufferID.add(1, ordering: .relaxed).newValue
-        guard let buffer = AudioQueueBuffer(capacity: capacity, packetDescriptionCapacity: 0, id: id, queueID: ObjectIdentifier(self)) else {
-            throw AudioQueueError(.invalidParameter, "cannot allocate a buffer of \(capacity) bytes: out of memory")
-        }
-        return buffer
+        return try AudioQueueBuffer(capacity: capacity, packetDescriptionCapacity: 0, id: id, queueID: ObjectIdentifier(self))
     }
 
     /// Hands an empty buffer to the queue to be filled (Core Audio's `AudioQueueEnqueueBuffer` on

@@ -280,11 +280,8 @@ public final class AudioQueue: Sendable {
         }
         try checkNotDisposed()
         let id = nextBufferID.add(1, ordering: .relaxed).newValue
-        guard let buffer = AudioQueueBuffer(capacity: capacity, packetDescriptionCapacity: packetDescriptionCapacity, id: id,
-                                              queueID: ObjectIdentifier(self)) else {
-            throw AudioQueueError(.invalidParameter, "cannot allocate a buffer of \(capacity) bytes: out of memory")
-        }
-        return buffer
+        return try AudioQueueBuffer(capacity: capacity, packetDescriptionCapacity: packetDescriptionCapacity, id: id,
+                                    queueID: ObjectIdentifier(self))
     }
 
     /// Adds a buffer to the queue.

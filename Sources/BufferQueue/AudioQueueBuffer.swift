@@ -32,8 +32,8 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
     private let inQueue = Atomic<Bool>(false)
     private let size = Atomic<Int>(0)
 
-    /// Nil when the memory cannot be had.
-    init?(capacity: Int, packetDescriptionCapacity: Int, id: Int, queueID: ObjectIdentifier) {
+    /// - Throws: ``AudioQueueError/Code/invalidParameter`` when the memory cannot be had.
+    init(capacity: Int, packetDescriptionCapacity: Int, id: Int, queueID: ObjectIdentifier) throws {
         self.capacity = capacity
         self.packetDescriptionCapacity = packetDescriptionCapacity
         self.id = id
@@ -41,7 +41,9 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
         // Zeroed storage: a block a freed buffer left (see BufferStorageCache), or one from
         // calloc. malloc's alignment (16 bytes on the 64-bit targets) suits every sample type.
         let blockBytes = BufferStorageCache.shared.blockSize(forCapacity: capacity)
-        guard let bytes = BufferStorageCache.shared.take(bytes: blockBytes) else { return nil }
+        guard let bytes = BufferStorageCache.shared.take(bytes: blockBytes) else {
+            throw AudioQueueError(.invalidParameter, "cannot allocate a buffer of \(capacity) bytes: out of memory")
+        }
         assert(Int(bitPattern: bytes) % 16 == 0, "calloc returned storage aligned to less than 16 bytes")
         storage = UnsafeMutableRawBufferPointer(start: bytes, count: blockBytes)
     }
