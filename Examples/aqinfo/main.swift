@@ -18,9 +18,18 @@ struct AQInfo: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        if file.hasPrefix("http://") || file.hasPrefix("https://") { return try await describeURL() }
+        let path: String
+        do {
+            switch try AudioLocation(file) {
+            case .file(let local): path = local
+            case .http, .hls: return try await describeURL()
+            }
+        } catch let error as HTTPStreamError {
+            FileHandle.standardError.write(Data("aqinfo: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
         let audio: AudioFile
-        do { audio = try AudioFile(path: file) } catch let error as AudioFileStreamError {
+        do { audio = try AudioFile(path: path) } catch let error as AudioFileStreamError {
             FileHandle.standardError.write(Data("aqinfo: \(file): \(error)\n".utf8))
             throw ExitCode(1)
         }

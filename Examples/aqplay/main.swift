@@ -99,9 +99,9 @@ struct AQPlay: ParsableCommand {
                 throw ValidationError("--cache \(cache): \(error.localizedDescription)")
             }
         }
-        let items: [AudioPlayerItem] = paths.map { path in
-            let lower = path.lowercased()
-            return lower.hasPrefix("http://") || lower.hasPrefix("https://") ? .url(path, configuration: http) : .file(path)
+        let items: [AudioPlayerItem]
+        do { items = try paths.map { try AudioPlayerItem.location($0, configuration: http) } } catch {
+            throw ValidationError("\(error)")
         }
         let algorithm = timePitchOptions.requested
         let player = AudioFilePlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,

@@ -209,9 +209,17 @@ public final class AudioFileStream {
                     continue
                 }
             }
-            if let type = magicType() {
+            switch AudioSniffer.magic(AudioSniffer.HeadBytes(input), atEnd: input.atEnd) {
+            case .found(.audio(let type)):
                 start(type)
                 return
+            case .found(let other):
+                throw refusal(other)
+            case .needMore(let count):
+                input.waitFor(count)
+                return
+            case .none:
+                break
             }
             // A transport stream shows itself by a sync byte every 188 bytes: wait for three.
             if input.u8(0) == 0x47 {
@@ -243,7 +251,7 @@ public final class AudioFileStream {
                     firstCandidate = (input.position + Int64(offset), header.frameLength, header.summary)
                 }
                 let adts = ADTSHeader.confirm(input, at: offset, matching: nil)
-                let mpeg = MPEGHeader.confirm(input, at: offset, matching: nil, lastFrameMayEnd: false)
+                let mpeg = MPEGHeader.confirmStream(input, at: offset)
                 if case .yes = adts {
                     skipJunk(offset)
                     start(.adts)
@@ -276,18 +284,13 @@ public final class AudioFileStream {
         input.consume(count)
     }
 
-    private func magicType() -> AudioFileType? {
-        if AMRParser.hasMagic(input) == true { return .amr }
-        let available = input.available
-        guard available >= 12 else { return nil }
-        if input.matches("RIFF", at: 0) && input.matches("WAVE", at: 8) { return .wave }
-        if input.matches("FORM", at: 0) && input.matches("AIFF", at: 8) { return .aiff }
-        if input.matches("FORM", at: 0) && input.matches("AIFC", at: 8) { return .aifc }
-        if input.matches("caff", at: 0) { return .caf }
-        for box: StaticString in ["ftyp", "moov", "mdat", "free", "skip", "wide", "pnot", "uuid"] where input.matches(box, at: 4) {
-            return .mp4
+    /// The error for bytes the sniffer knows and nothing here plays.
+    private func refusal(_ kind: AudioContentKind) -> AudioFileStreamError {
+        let at = input.position - Int64(sniffedJunk)
+        if kind == .hlsPlaylist {
+            return AudioFileStreamError(.unsupportedFileType, nil, at, "an HLS playlist (#EXTM3U), not audio: play it as an HLS presentation")
         }
-        return nil
+        return AudioFileStreamError(.unsupportedDataFormat, nil, at, "\(kind) audio: recognised, but no decoder in this library plays it")
     }
 
     private func start(_ type: AudioFileType) {
@@ -315,7 +318,7 @@ public final class AudioFileStream {
             let end = input.position + Int64(input.available)
             let why = candidate.offset + Int64(candidate.length) > end
                 ? "its frame needs \(candidate.length) bytes but the stream ends at byte \(end)"
-                : "no frame header follows its frame and it carries no Xing/Info/VBRI tag"
+                : "fewer than \(MPEGHeader.framesToAgree) frames in a row agree, and neither the end of the stream nor a tag follows a frame"
             throw AudioFileStreamError(.noAudio, .mp3, candidate.offset,
                 "the only \(candidate.summary) frame header is not confirmed: \(why)")
         }

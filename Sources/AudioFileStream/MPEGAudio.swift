@@ -111,26 +111,16 @@ extension MPEGHeader {
     /// belongs to the same stream, or the frame carries a Xing/Info/VBRI tag. With `lastFrameMayEnd`,
     /// a frame ending exactly at the end of the stream is accepted too.
     static func confirm(_ input: ByteInput, at offset: Int, matching lock: MPEGHeader?, lastFrameMayEnd: Bool) -> Confirmation<MPEGHeader> {
-        guard offset + 4 <= input.available else { return input.atEnd ? .no : .needMore(offset + 4) }
-        guard var header = at(input, offset) else { return .no }
-        if let lock, !lock.sameStream(header) { return .no }
-        if header.isFreeFormat {
-            if let base = lock?.freeFormatBase {
-                header = header.withFreeFormatBase(base)
-            } else {
-                switch measureFreeFormat(input, at: offset, header) {
-                case .yes(let base): header = header.withFreeFormatBase(base)
-                case .no: return .no
-                case .needMore(let count): return .needMore(count)
-                }
-            }
+        let header: MPEGHeader
+        switch confirmHeader(input, at: offset, lock: lock) {
+        case .yes(let found): header = found
+        case .no: return .no
+        case .needMore(let count): return .needMore(count)
         }
         let next = offset + header.frameLength
         if next + 4 <= input.available {
             if let following = at(input, next), following.sameStream(header) { return .yes(header) }
-            if input.matches("TAG", at: next) {
-                return .yes(header)   // an ID3v1 tag follows the last frame
-            }
+            if tagFollows(input, at: next) { return .yes(header) }   // a tag follows the last frame
         }
         if header.layer == 3, next <= input.available, MPEGTags.hasTag(input, frameAt: offset, header) { return .yes(header) }
         if next + 4 > input.available {
@@ -140,6 +130,67 @@ extension MPEGHeader {
         }
         return .no
     }
+}
+
+extension MPEGHeader {
+    /// Frames that must agree before bytes with no container are taken for MPEG audio.
+    static let framesToAgree = 3
+
+    /// Whether a stream of MPEG audio starts `offset` bytes ahead (the sniffer's test, stricter
+    /// than ``confirm(_:at:matching:lastFrameMayEnd:)``'s): ``framesToAgree`` frames in a row whose
+    /// headers agree in version, layer, sample rate and mono/stereo; fewer only when the stream
+    /// ends after two agreeing frames (right after one, or inside the second: a cut file), when a
+    /// tag (ID3v1, APE, Lyrics3, ID3v2) follows a frame, or when the first frame carries a
+    /// Xing/Info/VBRI tag. So a one-frame file is MP3 when tagged; a lone frame header with
+    /// nothing after it is not (ffmpeg and mpg123 play nothing of it either).
+    static func confirmStream(_ input: ByteInput, at offset: Int) -> Confirmation<MPEGHeader> {
+        let first: MPEGHeader
+        switch confirmHeader(input, at: offset, lock: nil) {
+        case .yes(let header): first = header
+        case .no: return .no
+        case .needMore(let count): return .needMore(count)
+        }
+        if first.layer == 3, offset + first.frameLength <= input.available, MPEGTags.hasTag(input, frameAt: offset, first) { return .yes(first) }
+        var header = first, frameStart = offset, agreeing = 1
+        while true {
+            let next = frameStart + header.frameLength
+            if next + 4 > input.available {
+                if !input.atEnd { return .needMore(next + 4) }
+                // The stream ends after agreeing frames (right after one, or inside the last: a cut
+                // file). A lone untagged frame is not taken: ffmpeg and mpg123 play none either.
+                return agreeing > 1 ? .yes(first) : .no
+            }
+            if Self.tagFollows(input, at: next) { return .yes(first) }
+            guard let following = Self.at(input, next), following.sameStream(first), following.isMono == first.isMono else { return .no }
+            agreeing += 1
+            if agreeing >= framesToAgree { return .yes(first) }
+            header = first.isFreeFormat ? following.withFreeFormatBase(first.freeFormatBase ?? 0) : following
+            frameStart = next
+        }
+    }
+
+    /// A header at `offset`, its free-format size measured: what ``confirm(_:at:matching:lastFrameMayEnd:)`` starts with.
+    private static func confirmHeader(_ input: ByteInput, at offset: Int, lock: MPEGHeader?) -> Confirmation<MPEGHeader> {
+        guard offset + 4 <= input.available else { return input.atEnd ? .no : .needMore(offset + 4) }
+        guard let header = at(input, offset) else { return .no }
+        if let lock, !lock.sameStream(header) { return .no }
+        guard header.isFreeFormat else { return .yes(header) }
+        if let base = lock?.freeFormatBase { return .yes(header.withFreeFormatBase(base)) }
+        switch measureFreeFormat(input, at: offset, header) {
+        case .yes(let base): return .yes(header.withFreeFormatBase(base))
+        case .no: return .no
+        case .needMore(let count): return .needMore(count)
+        }
+    }
+
+    /// A tag that may follow the last frame: ID3v1 (`TAG`), APEv2 (`APETAGEX`), Lyrics3
+    /// (`LYRICSBEGIN`) or an appended ID3v2 tag (`ID3`).
+    static func tagFollows(_ input: ByteInput, at offset: Int) -> Bool {
+        input.matches("TAG", at: offset) || input.matches("APETAGEX", at: offset) || input.matches("LYRICSBEGIN", at: offset)
+            || input.matches("ID3", at: offset)
+    }
+
+    var isMono: Bool { channelMode == 3 }
 }
 
 extension MPEGHeader {
@@ -377,7 +428,9 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
                 offset = input.firstIndex(of: 0xFF, from: offset, to: input.available - 3) ?? input.available - 3
                 continue
             }
-            switch MPEGHeader.confirm(input, at: offset, matching: lock, lastFrameMayEnd: lock != nil) {
+            // The first frame meets the sniffer's test; later ones only need to fit the stream.
+            let found = lock == nil ? MPEGHeader.confirmStream(input, at: offset) : MPEGHeader.confirm(input, at: offset, matching: lock, lastFrameMayEnd: true)
+            switch found {
             case .needMore(let count):
                 input.consume(offset)
                 skippedJunk += offset

@@ -19,6 +19,16 @@ public final class MPEGTransportStreamDemuxer {
         public var pid: Int
         /// `stream_type` from the PMT (`0x0F` ADTS AAC, `0x03`/`0x04` MPEG audio, `0x15` metadata…).
         public var streamType: UInt8
+        /// The codec its descriptors name, for PES private data (`0x06`) that carries audio: an
+        /// AC-3 (`0x6A`) or enhanced AC-3 (`0x7A`) descriptor, or a registration descriptor
+        /// (`AC-3`, `EAC3`, `DTS1`…, `Opus`).
+        public var describedCodec: String?
+
+        public init(pid: Int, streamType: UInt8, describedCodec: String? = nil) {
+            self.pid = pid
+            self.streamType = streamType
+            self.describedCodec = describedCodec
+        }
     }
 
     /// What the demuxer found.
@@ -435,7 +445,8 @@ public final class MPEGTransportStreamDemuxer {
             let type = s[i]
             let pid = Int(s[i + 1] & 0x1F) << 8 | Int(s[i + 2])
             let esInfo = Int(s[i + 3] & 0x0F) << 8 | Int(s[i + 4])
-            streams.append(ElementaryStream(pid: pid, streamType: type))
+            let descriptors = (i + 5)..<min(i + 5 + esInfo, end)
+            streams.append(ElementaryStream(pid: pid, streamType: type, describedCodec: Self.describedCodec(s, descriptors)))
             i += 5 + esInfo
         }
         programStreams = streams
@@ -458,12 +469,46 @@ public final class MPEGTransportStreamDemuxer {
     }
 
     private func programMissing() -> String {
+        if let known = programStreams.first(where: { $0.describedCodec != nil || [0x81, 0x87, 0x11].contains($0.streamType) }) {
+            return "the program's audio is \(Self.describe(known)): recognised, but no decoder in this library plays it"
+        }
         if !programStreams.isEmpty {
-            let types = programStreams.map { Self.describe($0.streamType) }.joined(separator: ", ")
+            let types = programStreams.map { Self.describe($0) }.joined(separator: ", ")
             return "the program holds no MPEG audio or ADTS AAC stream (it has: \(types))"
         }
         if pmtPID != nil { return "no program map table (PMT) on PID \(pmtPID ?? 0) in \(position) bytes" }
         return "no program association table (PAT) in \(position) bytes of transport stream"
+    }
+
+    /// The audio codec an elementary stream's descriptors name, if any.
+    static func describedCodec(_ s: [UInt8], _ range: Range<Int>) -> String? {
+        var i = range.lowerBound
+        while i + 2 <= range.upperBound {
+            let tag = s[i], length = Int(s[i + 1])
+            guard i + 2 + length <= range.upperBound else { return nil }
+            switch tag {
+            case 0x6A: return "AC-3"
+            case 0x7A: return "E-AC-3"
+            case 0x7B: return "DTS"
+            case 0x05 where length >= 4:
+                switch String(decoding: s[(i + 2)..<(i + 6)], as: UTF8.self) {
+                case "AC-3": return "AC-3"
+                case "EAC3": return "E-AC-3"
+                case "DTS1", "DTS2", "DTS3": return "DTS"
+                case "Opus": return "Opus"
+                default: break
+                }
+            default: break
+            }
+            i += 2 + length
+        }
+        return nil
+    }
+
+    /// An elementary stream for messages: its type, and the codec its descriptors name.
+    public static func describe(_ stream: ElementaryStream) -> String {
+        guard let codec = stream.describedCodec else { return describe(stream.streamType) }
+        return "0x\(String(stream.streamType, radix: 16)) \(codec) (not supported)"
     }
 
     /// A stream type for messages.

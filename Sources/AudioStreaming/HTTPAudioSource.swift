@@ -53,8 +53,13 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
 
     public var isReady: Bool {
         take { self.driver?.stream.isReadyToProducePackets == true }
-        return driver?.stream.isReadyToProducePackets == true || failure != nil
+        return driver?.stream.isReadyToProducePackets == true || failure != nil || isPlaylist
     }
+
+    /// The resource turned out to be an HLS playlist (its `Content-Type` or its `#EXTM3U`): no
+    /// packets come from here; play the URL as HLS (``AudioPlayerItem/url(_:configuration:)``
+    /// does that by itself).
+    public private(set) var isPlaylist = false
 
     public var format: AudioStreamDescription {
         driver.flatMap { $0.stream.formatList.first ?? $0.stream.dataFormat } ?? .float32(sampleRate: 44100, channels: 2)
@@ -112,6 +117,9 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         }
         if let packets = pending.read(maxPackets: maxPackets, maxBytes: maxBytes) { return packets }
         if let failure { throw failure }
+        if isPlaylist {
+            throw HTTPStreamError(url: url, byteOffset: 0, message: "the resource is an HLS playlist (\(info?.contentType ?? "#EXTM3U")): play it as HLS")
+        }
         return ended || closed ? .end : .waiting
     }
 
@@ -122,13 +130,17 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         defer {
             // Still short of what is wanted, with nothing queued: the fetcher may ask the server
             // (after bytes from the cache it waits for this, so a seek needs no request).
-            if !enough(), failure == nil, !ended, !closed { fetcher.wantMore() }
+            if !enough(), failure == nil, !ended, !closed, !isPlaylist { fetcher.wantMore() }
         }
-        while !enough(), failure == nil, !ended, !closed, let item = fetcher.channel.tryPop() {
+        while !enough(), failure == nil, !ended, !closed, !isPlaylist, let item = fetcher.channel.tryPop() {
             do {
                 switch item {
                 case .info(let made):
                     info = made
+                    if let type = made.contentType, AudioSniffer.kind(contentType: type) == .hlsPlaylist {
+                        isPlaylist = true
+                        fetcher.close()
+                    }
                 case .bytes(let bytes):
                     try parse(bytes)
                 case .discontinuity:
@@ -152,8 +164,18 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
 
     private func parse(_ bytes: [UInt8]) throws {
         if driver == nil {
-            let hint = AudioFileType.sniff(bytes) ?? info?.contentType.flatMap(AudioFileType.init(contentType:))
-                ?? AudioFileType(pathExtension: Self.pathExtension(of: url))
+            // The bytes decide, then the server's type, then the name (the stream sniffs the
+            // bytes again as they come; the hint only matters where they cannot tell).
+            let kind = AudioSniffer.identify(head: bytes, contentType: info?.contentType, pathExtension: AudioSniffer.pathExtension(of: url))
+            if kind == .hlsPlaylist {
+                isPlaylist = true
+                fetcher.close()
+                context.available()
+                return
+            }
+            var hint: AudioFileType?
+            if case .audio(let type) = kind { hint = type }
+            if hint == nil, let type = info?.contentType.flatMap(AudioFileType.init(contentType:)) { hint = type }
             driver = AudioFileStreamDriver(fileTypeHint: hint)
             context.report(.state(.buffering))
         }
@@ -177,85 +199,4 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         pending.append(packets, stream: stream, format: format)
     }
 
-    static func pathExtension(of url: String) -> String {
-        let path = url.split(separator: "?").first.map(String.init) ?? url
-        guard let last = path.split(separator: "/").last, let dot = last.lastIndex(of: ".") else { return "" }
-        return String(last[last.index(after: dot)...]).lowercased()
-    }
-}
-
-extension AudioPlayerItem {
-    /// An HTTP(S) resource played through an ``HTTPAudioSource``; an HLS playlist (`.m3u8`)
-    /// through an ``HLSAudioSource``.
-    public static func url(_ url: String, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration()) -> AudioPlayerItem {
-        if ["m3u8", "m3u"].contains(HTTPAudioSource.pathExtension(of: url)) {
-            var hls = HLSConfiguration()
-            hls.http.stallTimeout = configuration.stallTimeout
-            hls.http.connectTimeout = configuration.connectTimeout
-            hls.http.cache = configuration.cache
-            return .hls(url, configuration: hls)
-        }
-        return AudioPlayerItem(name: url) { context in
-            HTTPAudioSource(url: url, configuration: configuration, context: context)
-        }
-    }
-}
-
-extension AudioFileType {
-    /// The container that the first bytes show unambiguously, if any.
-    public static func sniff(_ bytes: [UInt8]) -> AudioFileType? {
-        func ascii(_ at: Int, _ text: String) -> Bool {
-            let want = Array(text.utf8)
-            return bytes.count >= at + want.count && Array(bytes[at..<(at + want.count)]) == want
-        }
-        if ascii(4, "ftyp") { return .mp4 }
-        if ascii(0, "caff") { return .caf }
-        if ascii(0, "RIFF") && ascii(8, "WAVE") { return .wave }
-        if ascii(0, "FORM") && ascii(8, "AIFF") { return .aiff }
-        if ascii(0, "FORM") && ascii(8, "AIFC") { return .aifc }
-        if ascii(0, "#!AMR") { return .amr }
-        if ascii(0, "ID3") { return .mp3 }
-        if bytes.count > 376 && bytes[0] == 0x47 && bytes[188] == 0x47 && bytes[376] == 0x47 { return .mpegTransportStream }
-        if bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] & 0xF0 == 0xF0 && bytes[1] & 0x06 == 0 { return .adts }
-        if bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] & 0xE0 == 0xE0 { return .mp3 }
-        return nil
-    }
-
-    /// The container a MIME type names, if any.
-    public init?(contentType: String) {
-        let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters() } ?? ""
-        switch type.lowercased() {
-        case "audio/mpeg", "audio/mp3", "audio/mpeg3", "audio/x-mpeg": self = .mp3
-        case "audio/aac", "audio/aacp", "audio/x-aac": self = .adts
-        case "audio/mp4", "audio/x-m4a", "audio/m4a", "video/mp4": self = .mp4
-        case "audio/x-caf": self = .caf
-        case "audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave": self = .wave
-        case "audio/aiff", "audio/x-aiff": self = .aiff
-        case "audio/amr", "audio/amr-wb": self = .amr
-        case "video/mp2t", "audio/mp2t": self = .mpegTransportStream
-        default: return nil
-        }
-    }
-
-    /// The container a file extension names, if any.
-    public init?(pathExtension: String) {
-        switch pathExtension.lowercased() {
-        case "mp3", "mp2", "mpga": self = .mp3
-        case "aac", "adts": self = .adts
-        case "m4a", "mp4", "m4b": self = .mp4
-        case "caf": self = .caf
-        case "wav": self = .wave
-        case "aif", "aiff": self = .aiff
-        case "aifc": self = .aifc
-        case "amr", "awb": self = .amr
-        case "ts": self = .mpegTransportStream
-        default: return nil
-        }
-    }
-}
-
-private extension Substring {
-    func trimmingCharacters() -> String {
-        String(drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed())
-    }
 }

@@ -25,7 +25,7 @@ public struct StreamDescription: Sendable {
 }
 
 extension StreamDescription {
-    /// Opens `url` (an HLS playlist when it ends in `.m3u8`/`.m3u`, else a plain resource), reads
+    /// Opens `url` (an HLS playlist when it is named or served as one, else a plain resource), reads
     /// until the first audio packets are parsed, and closes it again.
     /// - Throws: ``HTTPStreamError`` or ``HLSPlaylistError``-derived errors naming the URL.
     public static func inspect(_ url: String, http: HTTPStreamConfiguration = HTTPStreamConfiguration(),
@@ -39,19 +39,25 @@ extension StreamDescription {
             for await _ in arrivals where source.isReady { break }
             _ = try source.read(maxPackets: 1, maxBytes: 1 << 16)
         }
-        if ["m3u8", "m3u"].contains(HTTPAudioSource.pathExtension(of: url)) {
+        func describe(_ source: HLSAudioSource) -> StreamDescription {
+            StreamDescription(url: url, format: source.format, fileType: source.segmentContainer?.audio, duration: source.duration,
+                              title: source.title, master: source.masterPlaylist, variant: source.variant,
+                              mediaPlaylist: source.playlist, segmentContainer: source.segmentContainer?.segments, warnings: source.warnings)
+        }
+        if case .hls = try AudioLocation(url) {
             let source = try HLSAudioSource(url: url, configuration: hls, context: context)
             defer { source.close() }
             try await ready(source)
-            return StreamDescription(url: url, format: source.format, fileType: source.segmentContainer?.audio, duration: source.duration,
-                                     title: source.title, master: source.masterPlaylist, variant: source.variant,
-                                     mediaPlaylist: source.playlist, segmentContainer: source.segmentContainer?.segments, warnings: source.warnings)
+            return describe(source)
         }
-        let source = HTTPAudioSource(url: url, configuration: http, context: context)
+        // A plain resource, unless the server says it is a playlist.
+        let source = RemoteAudioSource(url: url, http: http, hls: hls, context: context)
         defer { source.close() }
         try await ready(source)
-        return StreamDescription(url: url, format: source.format, fileType: source.fileType, duration: source.duration, title: source.title,
-                                 http: source.info, warnings: source.warnings)
+        if let playlist = source.hls { return describe(playlist) }
+        let plain = source.http
+        return StreamDescription(url: url, format: source.format, fileType: plain?.fileType, duration: source.duration, title: source.title,
+                                 http: plain?.info, warnings: source.warnings)
     }
 
     /// Whether this library can decode an RFC 6381 codec name from a `CODECS` attribute (video

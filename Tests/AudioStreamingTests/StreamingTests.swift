@@ -392,13 +392,21 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         estimated.close()
     }
 
-    @Test func sniffingBeatsContentTypeAndExtension() {
-        #expect(AudioFileType.sniff(Array("....ftypM4A ".utf8)) == .mp4)
-        #expect(AudioFileType.sniff([0xFF, 0xFB, 0x90, 0x00]) == .mp3)
-        #expect(AudioFileType.sniff([0xFF, 0xF1, 0x50, 0x80]) == .adts)
+    @Test func sniffingBeatsContentTypeAndExtension() throws {
+        #expect(AudioSniffer.kind(ofHead: Array("....ftypM4A ".utf8)) == .audio(.mp4))
+        // MPEG audio and ADTS have no magic number: only AudioFileStream's frame checks show them.
+        #expect(AudioSniffer.kind(ofHead: [0xFF, 0xFB, 0x90, 0x00]) == nil)
         #expect(AudioFileType(contentType: "audio/mpeg; charset=x") == .mp3)
         #expect(AudioFileType(pathExtension: "m4a") == .mp4)
-        #expect(AudioFileType.sniff(Array("<html>".utf8)) == nil)
+        #expect(AudioSniffer.kind(ofHead: Array("<html>".utf8)) == nil)
+        #expect(AudioSniffer.identify(head: Array("#EXTM3U\n".utf8)) == .hlsPlaylist)
+        #expect(AudioSniffer.kind(contentType: "Application/VND.Apple.MPEGURL; charset=utf-8") == .hlsPlaylist)
+        #expect(AudioSniffer.identify(head: [], contentType: "text/plain", pathExtension: "M3U8") == .hlsPlaylist)
+        #expect(try AudioLocation("https://example.test/live/index.M3U8?token=1") == .hls(URL(string: "https://example.test/live/index.M3U8?token=1")!))
+        #expect(try AudioLocation("http://example.test/stream") == .http(URL(string: "http://example.test/stream")!))
+        #expect(try AudioLocation("Fixtures/a.mp3") == .file(path: "Fixtures/a.mp3"))
+        #expect(try AudioLocation("file:///tmp/a%20b.mp3") == .file(path: "/tmp/a b.mp3"))
+        #expect(throws: HTTPStreamError.self) { try AudioLocation("ftp://example.test/a.mp3") }
     }
 }
 
