@@ -495,7 +495,7 @@ public final class AudioFilePlayer: @unchecked Sendable {
     private func openItem(startingAt seconds: Double) {
         do {
             let source = try items[itemIndex].open(context(forItem: itemIndex))
-            feeder = PacketFeeder(source: source, startSeconds: seconds)
+            feeder = PacketFeeder(source: source, startSeconds: seconds, registry: decoders)
             needsNewStream = queue != nil
             emit(.itemStarted(index: itemIndex))
         } catch {

@@ -39,7 +39,7 @@ public final class AudioFileRenderer {
 
     /// - Parameters:
     ///   - startFrame: the first valid frame to render (a seek): decoding starts a few packets
-    ///     earlier (pre-roll, see ``PacketFeeder/preRollPackets(for:rollDistance:)``) and the
+    ///     earlier (pre-roll, see ``PacketFeeder/preRollPackets(for:rollDistance:registry:)``) and the
     ///     frames before the target are trimmed, so it is frame-exact. Applies to the first loop.
     ///   - endFrame: the first valid frame not to render (nil: to the end); with one loop only.
     ///     Packets after the one holding the frame before it are not read.
@@ -95,7 +95,7 @@ public final class AudioFileRenderer {
             try queue.setParameters(.init(playRate: Float(playRate ?? 1), pitch: pitch.map(Float.init)))
         }
         self.playRate = playRate ?? 1
-        feeder = PacketFeeder(source: source, startFrame: startFrame, endFrame: endFrame)
+        feeder = PacketFeeder(source: source, startFrame: startFrame, endFrame: endFrame, registry: registry)
         skipped = startFrame
         outputFormat = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
         let perBuffer = format.bytesPerPacket > 0 ? max(4096 / max(format.framesPerPacket, 1), 1) * format.bytesPerPacket
@@ -139,7 +139,7 @@ public final class AudioFileRenderer {
                 if loopsStarted < loops {
                     loopsStarted += 1
                     try queue.beginStream(format: source.format, magicCookie: file.magicCookie)
-                    feeder = PacketFeeder(source: source)
+                    feeder = PacketFeeder(source: source, registry: feeder.registry)
                     try source.seek(toPacket: 0)
                 } else {
                     if !flushed {

@@ -6,23 +6,19 @@ import Foundation
 /// Renders a whole ``AudioFile`` offline on several threads, with output bit-identical to
 /// ``AudioFileRenderer``'s: the file's valid frames are split into chunks at packet boundaries,
 /// each chunk is decoded by its own ``AudioFileRenderer`` (its own queue and decoder handle)
-/// starting a few packets early — the pre-roll of ``PacketFeeder/preRollPackets(for:rollDistance:)``,
+/// starting a few packets early — the pre-roll of ``PacketFeeder/preRollPackets(for:rollDistance:registry:)``,
 /// enough for the MP3 bit reservoir and synthesis overlap or the AAC overlap to converge — and the
 /// frames are handed out with their position, so a seekable destination joins them by writing
 /// each piece where it belongs.
 ///
-/// Only codecs whose decoders converge bit-exactly are split; any other file renders on the
-/// calling thread (``sequentialReason`` says why), so one code path serves every file:
-/// - **Split:** MP3 (libmpg123), AAC-LC (libfaad2), ALAC, µ-law and A-law.
-/// - **Not split:** linear PCM (nothing to decode), HE-AAC and HE-AAC v2 — declared, or found by
-///   the decoder's output rate or channel count (FAAD2's SBR and PS state does not converge to
-///   the same bits from another start) —, IMA ADPCM (a packet's header restarts the predictor
-///   coarser than a continuous decode keeps it), AMR (its predictors settle towards the continuous
-///   decode's values; not shown to reach them exactly), files shorter than two chunks.
-/// - **AAC with perceptual noise substitution:** FAAD2 fills noise bands from a random generator
-///   whose state runs on from the first frame, so a chunk's noise bands differ from the
-///   sequential render (every other band and every length are identical). AAC-LC encoded
-///   without it (`ffmpeg … -c:a aac -aac_pns 0`) renders bit-identically.
+/// Only formats whose decoder says its pieces join bit-exactly (``AudioDecoderTraits/parallelRefusal``)
+/// are split; any other file renders on the calling thread (``sequentialReason`` says why), so
+/// one code path serves every file. With the codec modules registered that is MP3 (libmpg123),
+/// AAC-LC (libfaad2, bit-identical unless the encoder used perceptual noise substitution), ALAC,
+/// µ-law and A-law; the decoder's own module documents why the others are not. Where the decoder
+/// chooses its start (``AudioDecoderTraits/decodeStart``), every chunk starts there. A file the
+/// decoder finds to have another rate or channel count than declared (HE-AAC signalled only in
+/// band), and a file shorter than two chunks, render on one thread too.
 ///
 /// A chunk that cannot be joined exactly — the decoded format differs from the first chunk's,
 /// the stream changes rate inside it, a packet fails to decode, or it yields another number of
@@ -65,21 +61,12 @@ public final class ConcurrentFileRenderer: Sendable {
     public static let minimumChunkSeconds = 10.0
 
     /// Why `file` cannot be split, or nil when it can (before decoding: the decoder's output can
-    /// still reveal HE-AAC signalled implicitly).
-    public static func splitRefusal(for file: AudioFile) -> String? {
+    /// still reveal HE-AAC signalled implicitly). The decoder `registry` would choose answers for
+    /// its format.
+    public static func splitRefusal(for file: AudioFile, registry: AudioDecoderRegistry = .shared) -> String? {
         let format = file.formatList.first ?? file.dataFormat
-        switch format.formatID {
-        case .mpegLayer3, .aacLC, .appleLossless, .uLaw, .aLaw:
-            return file.packetCount >= 2 ? nil : "the file has fewer than two packets"
-        case .heAAC, .heAACv2:
-            return "\(format.formatID): FAAD2's SBR and parametric-stereo state does not converge to the same bits from another start"
-        case .dviIntelIMA, .appleIMA4:
-            return "IMA ADPCM: a packet's header restarts the predictor coarser than the continuous decode keeps it"
-        case .amr, .amrWideband:
-            return "AMR: its predictors settle towards the continuous decode's values from another start, not known to reach them exactly"
-        default:
-            return format.isLinearPCM ? "linear PCM needs no decoding" : "\(format.formatID) is not known to converge bit-exactly"
-        }
+        if let refusal = registry.traits(for: format).parallelRefusal(format) { return refusal }
+        return file.packetCount >= 2 ? nil : "the file has fewer than two packets"
     }
 
     /// - Parameters:
@@ -92,7 +79,7 @@ public final class ConcurrentFileRenderer: Sendable {
     public init(file: AudioFile, jobs: Int, chunkFrames: Int64? = nil, registry: AudioDecoderRegistry = .shared) throws {
         self.file = file
         self.registry = registry
-        var refusal = Self.splitRefusal(for: file)
+        var refusal = Self.splitRefusal(for: file, registry: registry)
         let source = FilePacketSource(file: file)
         let format = source.format
         let priming = Int64(file.packetTableInfo?.primingFrames ?? 0)
@@ -110,13 +97,14 @@ public final class ConcurrentFileRenderer: Sendable {
                 target = max(target, bounds[bounds.count - 1]) + max(wanted, 1)
             }
             if bounds.count < 2 { refusal = "the file is shorter than two chunks" }
-            // MP3: every chunk's decode must reach its start in the synthesis phase of the whole
-            // decode (see MP3SynthesisPhase).
-            let preRoll = PacketFeeder.preRollPackets(for: format, rollDistance: source.rollDistance)
-            if format.formatID == .mpegLayer3, let unmatched = bounds.dropFirst().first(where: { boundary in
-                source.packet(forFrame: priming + boundary).map { source.preRollStart(before: $0, preRoll: preRoll) == nil } ?? true
+            // Where the decoder chooses its start, every chunk must have one.
+            let preRoll = PacketFeeder.preRollPackets(for: format, rollDistance: source.rollDistance, registry: registry)
+            if let unmatched = bounds.dropFirst().first(where: { boundary in
+                source.packet(forFrame: priming + boundary).map {
+                    PacketFeeder.decodeStart(before: $0, preRoll: preRoll, source: source, registry: registry) == nil
+                } ?? true
             }) {
-                refusal = "no packet before valid frame \(unmatched) starts a decode in libmpg123's synthesis phase there (a damaged stream?)"
+                refusal = "the decoder finds no packet to start an exact decode of valid frame \(unmatched) from (a damaged stream?)"
             }
         }
         var chunks: [Range<Int64>] = []

@@ -30,14 +30,15 @@ public protocol PacketSource: AnyObject {
     func seek(toPacket packet: Int64) throws
     /// The next packets, at most `maxPackets` (ignored for constant-size packets) and `maxBytes`.
     func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead
-    /// Where to start decoding, at or before `packet - preRoll`, so that from `packet` on the
-    /// decoder gives the bits of a decode from the first packet, not only the same values within
-    /// rounding (see ``MP3SynthesisPhase``); nil: `packet - preRoll`. The default is nil.
-    func preRollStart(before packet: Int64, preRoll: Int) -> Int64?
+    /// Up to `count` whole packets from `first`, read without moving the source, for a decoder
+    /// that chooses where an exact decode begins (``AudioDecoderTraits/decodeStart``); nil when
+    /// the source cannot read out of order (a stream). A `count` of 0 asks only whether it can
+    /// (`[]` or nil). The default is nil.
+    func peekPackets(from first: Int64, count: Int) -> [[UInt8]]?
 }
 
 extension PacketSource {
-    public func preRollStart(before packet: Int64, preRoll: Int) -> Int64? { nil }
+    public func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? { nil }
 }
 
 /// What a ``PacketSource`` has now.
@@ -79,6 +80,8 @@ public final class PacketFeeder {
     public let endFrame: Int64?
     private var started = false
     private var overridePreRoll: Int?
+    /// Where the decoder's traits come from.
+    public let registry: AudioDecoderRegistry
     /// All packets were read.
     public private(set) var isFinished = false
 
@@ -97,9 +100,12 @@ public final class PacketFeeder {
     ///   - endFrame: the first valid frame not to play (nil: play to the end). The packets after the
     ///     one holding the frame before it are not read: a decoder's output for a packet never
     ///     depends on the packets after it.
-    ///   - preRollPackets: packets decoded before the start (nil: ``preRollPackets(for:rollDistance:)``).
-    public init(source: any PacketSource, startFrame: Int64 = 0, endFrame: Int64? = nil, preRollPackets: Int? = nil) {
+    ///   - preRollPackets: packets decoded before the start (nil: ``preRollPackets(for:rollDistance:registry:)``).
+    ///   - registry: the registry the queue takes its decoder from: its traits say how to start.
+    public init(source: any PacketSource, startFrame: Int64 = 0, endFrame: Int64? = nil, preRollPackets: Int? = nil,
+                registry: AudioDecoderRegistry = .shared) {
         self.source = source
+        self.registry = registry
         self.startFrame = max(startFrame, 0)
         self.endFrame = endFrame
         overridePreRoll = preRollPackets
@@ -107,8 +113,9 @@ public final class PacketFeeder {
 
     /// Starts `startSeconds` into the item: the frame is `round(seconds × rate)` at the rate of
     /// the source's format, known once it is ready.
-    public init(source: any PacketSource, startSeconds: Double, preRollPackets: Int? = nil) {
+    public init(source: any PacketSource, startSeconds: Double, preRollPackets: Int? = nil, registry: AudioDecoderRegistry = .shared) {
         self.source = source
+        self.registry = registry
         startFrame = 0
         endFrame = nil
         self.startSeconds = max(startSeconds, 0)
@@ -116,25 +123,23 @@ public final class PacketFeeder {
     }
 
     /// Packets a decoder needs before the one holding a start position so that its output from
-    /// there is what a decode from the beginning gives: none for PCM; 10 for MP3 (its bit
-    /// reservoir reaches back up to 511 bytes, and the synthesis overlaps a frame); 2 for AAC-LC
-    /// (the MDCT overlaps one frame); 16 for HE-AAC, whose SBR decoder starts exact only after the
-    /// next SBR header and a few frames of settling (encoders repeat the header every few frames:
-    /// fdk-aac every 10); 10 for AMR (200 ms for its predictors to settle); none for G.711, ALAC
-    /// and IMA ADPCM, whose packets decode on their own (an IMA4 packet's header restarts the
-    /// channel; a continuous decode keeps the previous packet's finer predictor where the header
-    /// agrees with it, so a seek's first packets can differ from it by less than 128/32 768); or
-    /// the container's roll distance when larger.
-    public static func preRollPackets(for format: AudioStreamDescription, rollDistance: Int? = nil) -> Int {
-        let codec: Int
-        switch format.formatID {
-        case .mpegLayer3: codec = 10
-        case .heAAC, .heAACv2: codec = 16
-        case .amr, .amrWideband: codec = 10
-        case .uLaw, .aLaw, .appleLossless, .dviIntelIMA, .appleIMA4: codec = 0
-        default: codec = format.isLinearPCM ? 0 : 2
-        }
-        return max(codec, abs(rollDistance ?? 0))
+    /// there on has the values of a decode from the first packet: what the decoder `registry`
+    /// would choose says (``AudioDecoderTraits/preRollPackets``), or the container's roll
+    /// distance when larger.
+    public static func preRollPackets(for format: AudioStreamDescription, rollDistance: Int? = nil,
+                                      registry: AudioDecoderRegistry = .shared) -> Int {
+        max(registry.traits(for: format).preRollPackets(format), abs(rollDistance ?? 0))
+    }
+
+    /// Where a decode that plays from `packet` exactly begins: where the decoder says
+    /// (``AudioDecoderTraits/decodeStart``, over packets the source reads out of order), else
+    /// `packet - preRoll`. nil when the decoder found no packet that will do (a damaged stream).
+    public static func decodeStart(before packet: Int64, preRoll: Int, source: any PacketSource,
+                                   registry: AudioDecoderRegistry = .shared) -> Int64? {
+        let format = source.format
+        let plain = max(packet - Int64(preRoll), 0)
+        guard let hook = registry.traits(for: format).decodeStart, source.peekPackets(from: 0, count: 0) != nil else { return plain }
+        return hook(format, packet, preRoll) { first, count in source.peekPackets(from: first, count: count) ?? [] }
     }
 
     /// Plans the start once the source is ready: the packet to read from and the kept range.
@@ -155,8 +160,8 @@ public final class PacketFeeder {
             isFinished = true   // past the last packet: nothing to play
             return
         }
-        let preRoll = overridePreRoll ?? Self.preRollPackets(for: source.format, rollDistance: source.rollDistance)
-        let first = source.preRollStart(before: packet, preRoll: preRoll) ?? max(packet - Int64(preRoll), 0)
+        let preRoll = overridePreRoll ?? Self.preRollPackets(for: source.format, rollDistance: source.rollDistance, registry: registry)
+        let first = Self.decodeStart(before: packet, preRoll: preRoll, source: source, registry: registry) ?? max(packet - Int64(preRoll), 0)
         guard let firstFrame = source.frame(forPacket: first) else {
             throw AudioQueueError(.invalidParameter, "cannot find where packet \(first) starts to begin at frame \(startFrame)")
         }
@@ -239,14 +244,10 @@ public final class FilePacketSource: PacketSource {
 
     public func seek(toPacket packet: Int64) throws { next = min(max(packet, 0), file.packetCount) }
 
-    /// MP3: the packet ``MP3SynthesisPhase`` finds (nil when it finds none); other formats: nil.
-    public func preRollStart(before packet: Int64, preRoll: Int) -> Int64? {
-        guard format.formatID == .mpegLayer3 else { return nil }
-        let file = self.file
-        return MP3SynthesisPhase(framesPerPacket: format.framesPerPacket) { first, count in
-            guard let packets = try? file.readPackets(from: first, count: count) else { return [] }
-            return packets.descriptions.map { Array(packets.data[$0.startOffset..<($0.startOffset + $0.dataByteSize)]) }
-        }.decodeStart(before: packet, preRoll: preRoll)
+    public func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? {
+        guard count > 0 else { return [] }
+        guard let packets = try? file.readPackets(from: first, count: count) else { return [] }
+        return packets.descriptions.map { Array(packets.data[$0.startOffset..<($0.startOffset + $0.dataByteSize)]) }
     }
 
     public func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {

@@ -116,7 +116,8 @@ public final class ALACDecoder: AudioDecoder {
     }
 
     /// The registry entry for Apple Lossless.
-    public static let factory = AudioDecoderFactory(name: "Apple Lossless", formats: [.appleLossless]) { format, cookie in
+    /// Every packet decodes on its own: no pre-roll, and pieces decoded apart join exactly.
+    public static let factory = AudioDecoderFactory(name: "Apple Lossless", formats: [.appleLossless], traits: .independentPackets) { format, cookie in
         try ALACDecoder(format: format, magicCookie: cookie)
     }
 

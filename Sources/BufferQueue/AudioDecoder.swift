@@ -178,6 +178,44 @@ public final class DecodedAudio {
     }
 }
 
+/// What a decoder tells the layers that feed it, so that none of them knows a codec: how many
+/// packets an exact start needs before it, where such a decode must begin, and whether pieces of
+/// a stream decoded apart join bit-exactly. Each codec module answers for its own decoder
+/// (SFBAudioEngine's decoders answer `supportsSeeking` the same way); the packet feeder and the
+/// parallel renderer ask the registry for the traits of the decoder a format would get.
+public struct AudioDecoderTraits: Sendable {
+    /// Packets to decode before the packet holding a start position so that the output from it
+    /// on has the values of a decode from the first packet (a container's roll distance can ask
+    /// for more).
+    public var preRollPackets: @Sendable (AudioStreamDescription) -> Int
+    /// Where a decode that must reach `packet` in the very state of a decode from the first
+    /// packet begins — at or before `packet - preRoll`. It reads packets (each whole, from a
+    /// random-access source) with `read(first, count)`. Returns nil when no packet will do (a
+    /// damaged stream). No hook: `packet - preRoll` is exact.
+    public var decodeStart: (@Sendable (_ format: AudioStreamDescription, _ packet: Int64, _ preRoll: Int,
+                                        _ read: (_ first: Int64, _ count: Int) -> [[UInt8]]) -> Int64?)?
+    /// Why pieces of a stream of this format, each decoded by its own decoder from its pre-roll,
+    /// would not join into the bits of one decode; nil when they do.
+    public var parallelRefusal: @Sendable (AudioStreamDescription) -> String?
+
+    public init(preRollPackets: @escaping @Sendable (AudioStreamDescription) -> Int,
+                decodeStart: (@Sendable (AudioStreamDescription, Int64, Int, (Int64, Int) -> [[UInt8]]) -> Int64?)? = nil,
+                parallelRefusal: @escaping @Sendable (AudioStreamDescription) -> String?) {
+        self.preRollPackets = preRollPackets
+        self.decodeStart = decodeStart
+        self.parallelRefusal = parallelRefusal
+    }
+
+    /// Packets that decode on their own (G.711, ALAC): no pre-roll; pieces join exactly.
+    public static let independentPackets = AudioDecoderTraits(preRollPackets: { _ in 0 }, parallelRefusal: { _ in nil })
+
+    /// What is assumed of a decoder that says nothing: two packets of pre-roll (an MDCT overlap
+    /// of one frame, with room to spare; none for linear PCM), and no parallel decoding.
+    public static let unknown = AudioDecoderTraits(preRollPackets: { $0.isLinearPCM ? 0 : 2 }, parallelRefusal: { format in
+        format.isLinearPCM ? "linear PCM needs no decoding" : "the decoder of \(format.formatID) does not say that pieces decoded apart join exactly"
+    })
+}
+
 /// Makes decoders for a set of formats; registered with ``AudioDecoderRegistry``.
 public struct AudioDecoderFactory: Sendable {
     /// A name for messages, e.g. `"libmpg123"`.
@@ -188,12 +226,15 @@ public struct AudioDecoderFactory: Sendable {
     public var priority: Int
     /// Creates a decoder for a stream description and its magic cookie.
     public var make: @Sendable (AudioStreamDescription, [UInt8]?) throws -> any AudioDecoder
+    /// What the decoders it makes need from the layers that feed them.
+    public var traits: AudioDecoderTraits
 
-    public init(name: String, formats: Set<AudioFormatID>, priority: Int = 0,
+    public init(name: String, formats: Set<AudioFormatID>, priority: Int = 0, traits: AudioDecoderTraits = .unknown,
                 make: @escaping @Sendable (AudioStreamDescription, [UInt8]?) throws -> any AudioDecoder) {
         self.name = name
         self.formats = formats
         self.priority = priority
+        self.traits = traits
         self.make = make
     }
 }
@@ -228,6 +269,11 @@ public final class AudioDecoderRegistry: Sendable {
         factories.withLock { list in
             list.filter { $0.formats.contains(formatID) }.max { $0.priority < $1.priority }
         }
+    }
+
+    /// The traits of the decoder `format` would get (``AudioDecoderTraits/unknown`` when none is registered).
+    public func traits(for format: AudioStreamDescription) -> AudioDecoderTraits {
+        factory(for: format.formatID)?.traits ?? .unknown
     }
 
     /// Every format some factory decodes.

@@ -28,7 +28,8 @@ public final class G711Decoder: AudioDecoder {
     }
 
     /// The registry entry for µ-law and A-law.
-    public static let factory = AudioDecoderFactory(name: "G.711", formats: [.uLaw, .aLaw]) { format, _ in
+    /// Every sample decodes on its own: no pre-roll, and pieces decoded apart join exactly.
+    public static let factory = AudioDecoderFactory(name: "G.711", formats: [.uLaw, .aLaw], traits: .independentPackets) { format, _ in
         try G711Decoder(format: format)
     }
 

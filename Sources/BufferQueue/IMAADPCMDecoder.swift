@@ -60,7 +60,14 @@ public final class IMAADPCMDecoder: AudioDecoder {
     }
 
     /// The registry entry for both layouts.
-    public static let factory = AudioDecoderFactory(name: "IMA ADPCM", formats: [.appleIMA4, .dviIntelIMA]) { format, _ in
+    /// No pre-roll (a packet's header restarts each channel); not split for parallel decoding: a
+    /// continuous decode keeps the previous packet's finer predictor where the header agrees with
+    /// it, so a start's first packets can differ from it by less than 128/32 768.
+    public static let traits = AudioDecoderTraits(preRollPackets: { _ in 0 }, parallelRefusal: { _ in
+        "IMA ADPCM: a packet's header restarts the predictor coarser than the continuous decode keeps it"
+    })
+
+    public static let factory = AudioDecoderFactory(name: "IMA ADPCM", formats: [.appleIMA4, .dviIntelIMA], traits: traits) { format, _ in
         try IMAADPCMDecoder(format: format)
     }
 

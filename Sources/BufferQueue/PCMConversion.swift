@@ -210,7 +210,10 @@ public final class PCMDecoder: AudioDecoder, DirectPacketDecoding {
     }
 
     /// The registry entry for linear PCM.
-    public static let factory = AudioDecoderFactory(name: "linear PCM", formats: [.linearPCM]) { format, _ in
+    /// No pre-roll; nothing to decode in parallel.
+    public static let traits = AudioDecoderTraits(preRollPackets: { _ in 0 }, parallelRefusal: { _ in "linear PCM needs no decoding" })
+
+    public static let factory = AudioDecoderFactory(name: "linear PCM", formats: [.linearPCM], traits: traits) { format, _ in
         try PCMDecoder(format: format)
     }
 

@@ -28,7 +28,20 @@ public final class FAADDecoder: AudioDecoder {
     static let maximumPacketSize = 6144
 
     /// The registry entry: AAC-LC, HE-AAC, HE-AAC v2.
-    public static let factory = AudioDecoderFactory(name: "libfaad2", formats: [.aacLC, .heAAC, .heAACv2], priority: 10) { format, cookie in
+    /// libfaad2's needs. Pre-roll: 2 packets for AAC-LC (the MDCT overlaps one frame); 16 for
+    /// HE-AAC and HE-AAC v2, whose SBR decoder starts exact only after the next SBR header and a
+    /// few frames of settling (encoders repeat the header every few frames: fdk-aac every 10).
+    /// Parallel pieces: AAC-LC joins bit-exactly — except bands coded with perceptual noise
+    /// substitution, which libfaad2 fills from a random generator whose state runs on from the
+    /// first frame (encode with `ffmpeg … -c:a aac -aac_pns 0` to avoid them); HE-AAC does not.
+    public static let traits = AudioDecoderTraits(
+        preRollPackets: { format in format.formatID == .aacLC ? 2 : 16 },
+        parallelRefusal: { format in
+            format.formatID == .aacLC ? nil
+                : "\(format.formatID): FAAD2's SBR and parametric-stereo state does not converge to the same bits from another start"
+        })
+
+    public static let factory = AudioDecoderFactory(name: "libfaad2", formats: [.aacLC, .heAAC, .heAACv2], priority: 10, traits: traits) { format, cookie in
         try FAADDecoder(format: format, magicCookie: cookie)
     }
 

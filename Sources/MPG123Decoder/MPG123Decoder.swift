@@ -17,7 +17,24 @@ public final class MPG123Decoder: AudioDecoder {
     private var firstPacket = true
 
     /// The registry entry: MPEG Layer I, II and III.
-    public static let factory = AudioDecoderFactory(name: "libmpg123", formats: [.mpegLayer3, .mpegLayer2, .mpegLayer1], priority: 10) { format, _ in
+    /// libmpg123's needs. Pre-roll: 10 packets for Layer III (the bit reservoir reaches back up
+    /// to 511 bytes, and the synthesis overlaps a frame), 2 for Layers I and II. A Layer III
+    /// decode that must give the bits of a decode from the first packet begins where
+    /// ``MP3SynthesisPhase`` says; Layer III pieces decoded from such starts join bit-exactly.
+    public static let traits = AudioDecoderTraits(
+        preRollPackets: { format in format.formatID == .mpegLayer3 ? 10 : 2 },
+        decodeStart: { format, packet, preRoll, read in
+            guard format.formatID == .mpegLayer3 else { return max(packet - Int64(preRoll), 0) }
+            return withoutActuallyEscaping(read) { read in
+                MP3SynthesisPhase(framesPerPacket: format.framesPerPacket, read: read).decodeStart(before: packet, preRoll: preRoll)
+            }
+        },
+        parallelRefusal: { format in
+            format.formatID == .mpegLayer3 ? nil : "\(format.formatID) is not known to converge bit-exactly from another start"
+        })
+
+    public static let factory = AudioDecoderFactory(name: "libmpg123", formats: [.mpegLayer3, .mpegLayer2, .mpegLayer1], priority: 10,
+                                                    traits: traits) { format, _ in
         try MPG123Decoder(format: format)
     }
 

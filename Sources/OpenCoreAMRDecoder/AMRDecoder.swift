@@ -23,7 +23,14 @@ public final class AMRDecoder: AudioDecoder {
     }
 
     /// The registry entry.
-    public static let factory = AudioDecoderFactory(name: "opencore-amr", formats: [.amr, .amrWideband]) { format, _ in
+    /// 10 packets (200 ms) of pre-roll for the predictors to settle; not split for parallel
+    /// decoding: from another start they settle towards the continuous decode's values, not
+    /// known to reach them exactly.
+    public static let traits = AudioDecoderTraits(preRollPackets: { _ in 10 }, parallelRefusal: { _ in
+        "AMR: its predictors settle towards the continuous decode's values from another start, not known to reach them exactly"
+    })
+
+    public static let factory = AudioDecoderFactory(name: "opencore-amr", formats: [.amr, .amrWideband], traits: traits) { format, _ in
         try AMRDecoder(format: format)
     }
 
