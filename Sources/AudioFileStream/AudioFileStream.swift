@@ -38,6 +38,8 @@ public final class AudioFileStream {
     /// Damage found by ``finish()`` after it had released packets: thrown by the next call.
     private var errorAfterPackets: Error?
     private var justSeeked = false
+    /// Segmented mode: the head of the segment begun last, while its ID3 tag is being read.
+    private var segmentHead: [UInt8]?
 
     /// - Parameters:
     ///   - fileTypeHint: the container, if known (e.g. from a file extension); the bytes decide when they are unambiguous.
@@ -99,6 +101,10 @@ public final class AudioFileStream {
         guard !finished else {
             throw AudioFileStreamError(.invalidOperation, out.fileType, input.position, "parse after finish")
         }
+        if segmentHead != nil {
+            guard let rest = takeSegmentHead(adding: bytes, atEnd: false) else { return out.takeEvents() }
+            return try rest.withUnsafeBytes { try parse($0, discontinuity: discontinuity) }
+        }
         // After an exact seek nothing is split across the break; otherwise drop the partial packet.
         if discontinuity, let parser, !justSeeked { parser.discontinuity(input, out) }
         justSeeked = false
@@ -127,6 +133,9 @@ public final class AudioFileStream {
             throw error
         }
         guard !finished else { return [] }
+        if segmentHead != nil, let rest = takeSegmentHead(adding: UnsafeRawBufferPointer(start: nil, count: 0), atEnd: true) {
+            _ = try rest.withUnsafeBytes { try parse($0) }
+        }
         finished = true
         input.atEnd = true
         do {
@@ -166,6 +175,57 @@ public final class AudioFileStream {
         let result = try parser.seek(toPacket: packet, input, out)
         justSeeked = !result.isEstimated
         return result
+    }
+
+    // MARK: segments
+
+    /// Segmented mode, for a source made of segments (HLS): the bytes pushed next begin a new
+    /// segment of the same stream, parsed on as one stream (a frame split across the boundary
+    /// is joined). The segment's first stated time is reported as
+    /// ``AudioFileStreamEvent/segmentTimestamp(_:)`` before its packets — a transport stream's
+    /// first PES PTS, packed audio's ID3 `transportStreamTimestamp`, a fragment's `tfdt` in its
+    /// track's timescale — and its ID3 tags as ``AudioFileStreamEvent/timedMetadata(_:)``.
+    /// A packed-audio segment's leading ID3 tag is read here and not passed to the parser.
+    ///
+    /// - Parameter initializationSection: an `EXT-X-MAP` section (fragmented MP4's `ftyp` +
+    ///   `moov`), parsed before the segment; give it with the first segment it applies to (a
+    ///   new one needs a new stream).
+    /// - Returns: the events of parsing the initialization section.
+    public func beginSegment(initializationSection: [UInt8]? = nil) throws -> [AudioFileStreamEvent] {
+        out.segmented = true
+        var events: [AudioFileStreamEvent] = []
+        if let initializationSection {
+            if parser == nil, hint == nil { start(.mp4) }
+            events = try parse(initializationSection)
+        }
+        parser?.beginSegment()
+        out.wantsSegmentTimestamp = true
+        segmentHead = []
+        return events
+    }
+
+    /// The container of the audio a transport stream carries (ADTS or MPEG audio), once known.
+    public var elementaryStreamType: AudioFileType? { parser?.elementaryStreamType }
+
+    /// Collects a segment's head until its leading ID3 tag, if any, is whole; reports the tag and
+    /// returns the bytes after it (nil: still collecting).
+    private func takeSegmentHead(adding bytes: UnsafeRawBufferPointer, atEnd: Bool) -> [UInt8]? {
+        guard var head = segmentHead else { return nil }
+        head.append(contentsOf: bytes)
+        segmentHead = head
+        guard head.count >= 10 || atEnd else { return nil }
+        var rest = head
+        if head.count >= 10, let size = ID3v2.totalSize(header: Array(head[0..<10])) {
+            guard head.count >= size || atEnd else { return nil }
+            let tag = ID3v2.parse(Array(head.prefix(size)))
+            if let pts = tag.transportStreamTimestamp {
+                out.segmentTimestamp(AudioStreamTimestamp(ticks: pts, perSecond: 90_000, source: .id3))
+            }
+            out.timedMetadata(tag.metadata)
+            rest = Array(head.dropFirst(size))
+        }
+        segmentHead = nil
+        return rest
     }
 
     /// The first frame of packet `packet`, counting every decoded frame (priming included).

@@ -1,3 +1,5 @@
+import BufferQueue
+
 /// What a stream's bytes, its MIME type or its name say it holds.
 public enum AudioContentKind: Hashable, Sendable, CustomStringConvertible {
     /// A container ``AudioFileStream`` reads.
@@ -198,6 +200,27 @@ public enum AudioSniffer {
             return head.byte(next) == 0x0B && head.byte(next + 1) == 0x77 ? .found(.unsupported(name)) : .none
         }
         return atEnd ? .found(.unsupported(name)) : .needMore(next + 2)
+    }
+}
+
+extension AudioFormatID {
+    /// The format an RFC 6381 codec name (an HLS `CODECS` entry, an MP4 sample entry's name)
+    /// stands for, if this library reads it: `mp4a.40.2` AAC-LC, `mp4a.40.5` HE-AAC,
+    /// `mp4a.40.29` HE-AAC v2 (other `mp4a.40.*` as AAC-LC), `mp4a.40.34`, `mp4a.6b`, `mp4a.69`
+    /// and `mp3` MPEG audio, `alac`, `samr`, `sawb`. nil for others (`ac-3`, `ec-3`, `opus` …).
+    public init?(codecName: String) {
+        let name = codecName.lowercased()
+        switch name {
+        case "mp4a.40.5": self = .heAAC
+        case "mp4a.40.29": self = .heAACv2
+        case "mp4a.40.34", "mp4a.6b", "mp4a.69", "mp3": self = .mpegLayer3
+        case "alac": self = .appleLossless
+        case "samr": self = .amr
+        case "sawb": self = .amrWideband
+        default:
+            guard name.hasPrefix("mp4a.40.") else { return nil }
+            self = .aacLC
+        }
     }
 }
 

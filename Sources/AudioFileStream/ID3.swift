@@ -17,7 +17,12 @@ enum ID3v2 {
         var metadata = AudioFileMetadata()
         /// The iTunSMPB text, if a COMM or TXXX frame carries one.
         var iTunSMPB: String?
+        /// HLS packed audio: the 33-bit 90 kHz PTS of the PRIV frame
+        /// `com.apple.streaming.transportStreamTimestamp`.
+        var transportStreamTimestamp: Int64?
     }
+
+    static let transportStreamTimestampOwner = Array("com.apple.streaming.transportStreamTimestamp".utf8) + [0]
 
     /// Reads frames from the first bytes of a tag (header included).
     static func parse(_ tag: [UInt8]) -> Contents {
@@ -67,6 +72,11 @@ enum ID3v2 {
             case "TIT2", "TT2": contents.metadata.title = contents.metadata.title ?? text(data)
             case "TPE1", "TP1": contents.metadata.artist = contents.metadata.artist ?? text(data)
             case "TALB", "TAL": contents.metadata.album = contents.metadata.album ?? text(data)
+            case "PRIV":
+                let owner = Self.transportStreamTimestampOwner
+                if data.count == owner.count + 8, data.starts(with: owner) {
+                    contents.transportStreamTimestamp = data[owner.count...].reduce(Int64(0)) { $0 << 8 | Int64($1) } & ((1 << 33) - 1)
+                }
             case "COMM", "COM", "TXXX", "TXX":
                 if let (description, value) = describedText(data, hasLanguage: id.hasPrefix("CO")),
                    description == "iTunSMPB" {

@@ -68,7 +68,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 let body = input.bytes(0, size)
                 input.consume(size)
                 state = .boxHeader
-                try readMoof(body, at: start, boxStart: start - 8)
+                try readMoof(body, at: start, boxStart: start - 8, out)
             case .collectingMoov(let size, let start):
                 guard input.available >= size else { return }
                 let body = input.bytes(0, size)
@@ -535,7 +535,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
     /// Appends the samples a `moof` lists for the track: each `traf` naming it gives a base
     /// offset (`tfhd`: explicit, the `moof`'s start, or after the previous run), defaults, and
     /// runs (`trun`) of samples with optional sizes and durations.
-    private func readMoof(_ body: [UInt8], at start: Int64, boxStart: Int64) throws {
+    private func readMoof(_ body: [UInt8], at start: Int64, boxStart: Int64, _ out: StreamOutput) throws {
         guard var track else { return }
         fragmentsSeen += 1
         var nextDataStart = boxStart   // where a traf without a base offset starts: the moof, then after the last run
@@ -547,6 +547,12 @@ final class MP4Parser: ContainerParser, PacketLocating {
             var r = FieldReader(body, from: tfhd.body.lowerBound, to: tfhd.body.upperBound, base: start, container: .mp4)
             let flags = try r.u32be("the tfhd flags") & 0xFF_FFFF
             guard Int(try r.u32be("the tfhd track id")) == track.trackID else { continue }
+            if out.wantsSegmentTimestamp, let tfdt = children.first(where: { $0.type == "tfdt" }) {
+                var d = FieldReader(body, from: tfdt.body.lowerBound, to: tfdt.body.upperBound, base: start, container: .mp4)
+                let version = try d.u32be("the tfdt version") >> 24
+                let time = version == 1 ? Int64(bitPattern: try d.u64be("the base media decode time")) : Int64(try d.u32be("the base media decode time"))
+                out.segmentTimestamp(AudioStreamTimestamp(ticks: time, perSecond: Int64(track.mediaTimescale), source: .tfdt))
+            }
             var base = flags & 0x20000 != 0 ? boxStart : nextDataStart
             if flags & 0x1 != 0 { base = Int64(bitPattern: try r.u64be("the base data offset")) }
             if flags & 0x2 != 0 { _ = try r.u32be() }

@@ -51,6 +51,26 @@ final class StreamOutput {
         events.append(.property(property))
     }
 
+    /// Segmented mode is on (timed metadata is reported as events).
+    var segmented = false
+    /// A segment began and its first timestamp is still to be reported.
+    var wantsSegmentTimestamp = false
+
+    /// Reports a timestamp the container states, if it is the first of a segment.
+    func segmentTimestamp(_ timestamp: AudioStreamTimestamp) {
+        guard wantsSegmentTimestamp else { return }
+        wantsSegmentTimestamp = false
+        flushBatch()
+        events.append(.segmentTimestamp(timestamp))
+    }
+
+    /// Reports timed metadata (segmented mode only).
+    func timedMetadata(_ metadata: AudioFileMetadata) {
+        guard segmented, !metadata.isEmpty else { return }
+        flushBatch()
+        events.append(.timedMetadata(metadata))
+    }
+
     func requestSeek(to offset: Int64) {
         flushBatch()
         events.append(.seekRequired(byteOffset: offset))
@@ -145,4 +165,13 @@ protocol ContainerParser: AnyObject {
     func frames(beforePacket packet: Int64) -> Int64?
     /// The packet holding frame `frame` and the frame's offset in it.
     func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)?
+    /// The next bytes begin a new segment of the same stream (segmented mode).
+    func beginSegment()
+    /// The container of the audio inside, for containers that carry another (a transport stream).
+    var elementaryStreamType: AudioFileType? { get }
+}
+
+extension ContainerParser {
+    func beginSegment() {}
+    var elementaryStreamType: AudioFileType? { nil }
 }

@@ -58,6 +58,9 @@ final class TransportStreamParser: ContainerParser {
     }
 
     func frames(beforePacket packet: Int64) -> Int64? { inner?.frames(beforePacket: packet) }
+    /// Continuity counters may restart at a segment (packagers differ).
+    func beginSegment() { demuxer.segmentBoundary() }
+    var elementaryStreamType: AudioFileType? { innerType }
     func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? { inner?.packet(forFrame: frame) }
 
     private func runInner(_ out: StreamOutput) throws {
@@ -90,12 +93,13 @@ final class TransportStreamParser: ContainerParser {
             defer { es.atEnd = false }
             try runInner(out)
             inner?.discontinuity(es, out)
-        case .pesStart:
-            break
+        case .pesStart(_, let pts):
+            if let pts { out.segmentTimestamp(AudioStreamTimestamp(ticks: pts, perSecond: 90_000, source: .pesPTS)) }
         case .metadata(_, let bytes):
             guard let metadata = AudioFileMetadata(id3v2: bytes) else { return }
             out.metadata = metadata
             if out.isReady { out.announce(.metadata) }
+            out.timedMetadata(metadata)
         }
     }
     private var innerType: AudioFileType?

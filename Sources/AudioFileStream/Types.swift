@@ -107,6 +107,35 @@ public enum AudioFileStreamEvent: Sendable {
     /// The container keeps what comes next elsewhere (an MP4 index after its media data): push
     /// bytes from this absolute offset on. Only when the stream was created with `sourceIsSeekable`.
     case seekRequired(byteOffset: Int64)
+    /// Segmented mode: the first presentation time stated in a segment begun with
+    /// ``AudioFileStream/beginSegment(initializationSection:)``, before the segment's packets.
+    case segmentTimestamp(AudioStreamTimestamp)
+    /// Segmented mode: timed metadata — an ID3 tag at a segment's head or a PES of a transport
+    /// stream's ID3 metadata stream (`0x15`).
+    case timedMetadata(AudioFileMetadata)
+}
+
+/// A presentation time as a container states it: `ticks` at `perSecond` ticks a second.
+public struct AudioStreamTimestamp: Hashable, Sendable {
+    /// Where the time was read.
+    public enum Source: String, Hashable, Sendable {
+        /// A transport stream's PES header (90 kHz, unwrapped past 2^33).
+        case pesPTS = "PES PTS"
+        /// The ID3 PRIV frame `com.apple.streaming.transportStreamTimestamp` of packed audio (90 kHz).
+        case id3 = "ID3 transportStreamTimestamp"
+        /// A movie fragment's `tfdt` base media decode time, in the track's media timescale.
+        case tfdt = "tfdt"
+    }
+    public var ticks: Int64
+    public var perSecond: Int64
+    public var source: Source
+    public var seconds: Double { Double(ticks) / Double(perSecond) }
+
+    public init(ticks: Int64, perSecond: Int64, source: Source) {
+        self.ticks = ticks
+        self.perSecond = perSecond
+        self.source = source
+    }
 }
 
 /// Where a packet starts, and whether that is known or estimated.

@@ -39,7 +39,12 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
 
     private let loader: HLSLoader
     private let context: AudioSourceContext
-    private var pipeline: HLSSegmentPipeline?
+    /// The parser of the current run of segments (until a discontinuity or a new init section):
+    /// ``AudioFileStream`` in segmented mode, which reads the segments' containers, timestamps
+    /// and ID3 tags; this source keeps playlists, keys and scheduling.
+    private var run: AudioFileStreamDriver?
+    /// The next segment is the first of its run: the init section goes with it.
+    private var runStarts = true
     /// The parser whose format the decoder was set up with.
     private var formatStream: AudioFileStream?
     private var initSection: [UInt8]?
@@ -129,7 +134,8 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
 
     private func restart(at index: Int, dropBefore packet: Int64) {
         pending.removeAll()
-        pipeline = nil
+        run = nil
+        runStarts = true
         ended = false
         failure = nil
         gapPending = false
@@ -161,22 +167,21 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                     playlist = media
                     variant = chosen
                 case .initSection(let bytes):
-                    try endPipeline()
+                    try endRun()
                     initSection = bytes
                 case .segment(let start):
-                    if start.segment.discontinuity { try endPipeline() }
+                    if start.segment.discontinuity { try endRun() }
                     segment = start
                     if let time = start.segment.programDateTime { context.report(.property(name: "program-date-time", value: time)) }
-                    if pipeline == nil { pipeline = makePipeline() }
-                    pipeline?.beginSegment()
+                    try beginSegment()
                 case .bytes(let bytes):
-                    try pipeline?.feed(bytes)
+                    if let run { _ = try run.feed(bytes) { try self.handle(run.stream, $0) } }
                 case .gap(let why):
                     context.report(.property(name: "hls-gap", value: why))
-                    try endPipeline()
+                    try endRun()
                     gapPending = true
                 case .end:
-                    try pipeline?.finish()
+                    try endRun()
                     ended = true
                     if formatStream?.isReadyToProducePackets != true {
                         throw HTTPStreamError(url: url, byteOffset: 0, message: "the presentation ended before any audio")
@@ -184,7 +189,7 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                 case .failure(let error):
                     // What the parsers hold is played before the error (an error while finishing
                     // is outweighed by the one that ended the stream).
-                    try? endPipeline()
+                    try? endRun()
                     throw error
                 }
             } catch {
@@ -193,23 +198,36 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
         }
     }
 
-    /// Ends the current run of segments: the packets its parsers still hold (the last PES, the
-    /// last frame waiting for the next header) are delivered before the next run starts.
-    private func endPipeline() throws {
-        try pipeline?.finish()
-        pipeline = nil
+    /// Starts the next segment, in the current run or a new one (whose stream gets the init section).
+    private func beginSegment() throws {
+        if run == nil {
+            run = AudioFileStreamDriver(stream: AudioFileStream())
+            runStarts = true
+        }
+        guard let run else { return }
+        let section = runStarts ? initSection : nil
+        runStarts = false
+        for event in try run.stream.beginSegment(initializationSection: section) { try handle(run.stream, event) }
     }
 
-    private func makePipeline() -> HLSSegmentPipeline {
-        let made = HLSSegmentPipeline(initSection: initSection)
-        made.onTimestamp = { [unowned self] ticks, perSecond in self.place(ticks: ticks, perSecond: perSecond) }
-        made.onMetadata = { [unowned self] tag in
-            guard let metadata = AudioFileMetadata(id3v2: tag), !metadata.isEmpty else { return }
-            if let title = metadata.title { self.context.report(.streamTitle(title)) }
-            self.context.report(.property(name: "id3", value: [metadata.artist, metadata.title, metadata.album].compactMap { $0 }.joined(separator: " — ")))
+    /// Ends the current run of segments: the packets its parser still holds (the last PES, the
+    /// last frame waiting for the next header) are delivered before the next run starts.
+    private func endRun() throws {
+        guard let run else { return }
+        defer {
+            if self.run === run { self.run = nil }
+            runStarts = true
         }
-        made.onEvent = { [unowned self] stream, event in try self.handle(stream, event) }
-        return made
+        _ = try run.finish { try self.handle(run.stream, $0) }
+    }
+
+    /// How segments carry their audio, for messages and `aqinfo`.
+    private static func segmentKind(_ stream: AudioFileStream) -> String {
+        switch stream.fileType {
+        case .mpegTransportStream: return "MPEG-TS"
+        case .mp4: return "fragmented MP4"
+        default: return "packed audio"
+        }
     }
 
     /// A segment's first timestamp: where its packets are, counted from the first segment's.
@@ -225,9 +243,14 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     }
 
     private func handle(_ stream: AudioFileStream, _ event: AudioFileStreamEvent) throws {
-        // A pipeline dropped by a restart may still be finishing the bytes it was given.
-        guard pipeline?.owns(stream) == true else { return }
+        // A run dropped by a restart may still be finishing the bytes it was given.
+        guard run?.stream === stream else { return }
         switch event {
+        case .segmentTimestamp(let time):
+            place(ticks: time.ticks, perSecond: time.perSecond)
+        case .timedMetadata(let metadata):
+            if let title = metadata.title { context.report(.streamTitle(title)) }
+            context.report(.property(name: "id3", value: [metadata.artist, metadata.title, metadata.album].compactMap { $0 }.joined(separator: " — ")))
         case .property(.readyToProducePackets):
             if let locked = formatStream, locked !== stream {
                 let was = locked.formatList.first ?? locked.dataFormat, now = stream.formatList.first ?? stream.dataFormat
@@ -239,7 +262,7 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
             }
             if formatStream == nil {
                 formatStream = stream
-                segmentContainer = (pipeline?.kindName ?? "unknown", stream.fileType)
+                segmentContainer = (Self.segmentKind(stream), stream.elementaryStreamType ?? stream.fileType)
                 context.report(.state(.buffering))
             }
         case .packets(let packets):
@@ -264,215 +287,6 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
         default:
             break
         }
-    }
-}
-
-/// The parsers of one run of segments (until a discontinuity): a transport-stream demuxer, or
-/// the packed-audio ID3 header, in front of one ``AudioFileStream``, which sees the segments'
-/// audio as one stream.
-final class HLSSegmentPipeline {
-    enum Kind { case transportStream, mp4, elementary }
-    private var kind: Kind?
-    private var driver: AudioFileStreamDriver?
-    private var demuxer: MPEGTransportStreamDemuxer?
-    private let initSection: [UInt8]?
-    /// The bytes of the segment's head while its timestamp (or its kind) is being read.
-    private var head: [UInt8] = []
-    private var readingHead = false
-    private var esDiscontinuity = false
-    private var timescale: Int64?
-
-    var onTimestamp: (Int64, Int64) -> Void = { _, _ in }
-    var onMetadata: ([UInt8]) -> Void = { _ in }
-    var onEvent: (AudioFileStream, AudioFileStreamEvent) throws -> Void = { _, _ in }
-
-    init(initSection: [UInt8]?) {
-        self.initSection = initSection
-    }
-
-    /// How the segments carry their audio, once the first bytes told.
-    var kindName: String? {
-        switch kind {
-        case .transportStream: return "MPEG-TS"
-        case .mp4: return "fragmented MP4"
-        case .elementary: return "packed audio"
-        case nil: return nil
-        }
-    }
-
-    /// Whether `stream` is this pipeline's parser.
-    func owns(_ stream: AudioFileStream) -> Bool { driver?.stream === stream }
-
-    /// The next bytes start a new segment.
-    func beginSegment() {
-        readingHead = true
-        readingHeadForTimestamp = true
-        head.removeAll()
-        demuxer?.segmentBoundary()
-    }
-
-    func feed(_ bytes: [UInt8]) throws {
-        guard readingHead else { return try route(bytes) }
-        head += bytes
-        if kind == nil {
-            guard head.count >= 12 else { return }
-            kind = Self.kind(of: head, hasInit: initSection != nil)
-            if kind == .mp4, let initSection {
-                timescale = HLSFragmentTime.timescale(initSection)
-                try feedAudio(initSection, hint: .mp4)
-            }
-        }
-        switch kind {
-        case .elementary:
-            // Packed audio: an ID3 tag with the segment's timestamp, then ADTS or MP3 frames.
-            guard head.count >= 10 else { return }
-            if head[0] == 0x49, head[1] == 0x44, head[2] == 0x33 {
-                let size = 10 + (Int(head[6]) << 21 | Int(head[7]) << 14 | Int(head[8]) << 7 | Int(head[9])) + (head[5] & 0x10 != 0 ? 10 : 0)
-                guard head.count >= size else { return }
-                let tag = Array(head[..<size])
-                if let pts = HLSFragmentTime.transportStreamTimestamp(tag) { onTimestamp(pts, 90_000) }
-                onMetadata(tag)
-                head.removeFirst(size)
-            }
-            readingHead = false
-            let rest = head
-            head.removeAll()
-            try route(rest)
-        case .mp4:
-            // The moof's tfdt places the segment; the bytes go on to the parser at once.
-            let found = HLSFragmentTime.baseDecodeTime(head)
-            if case .needMore = found, head.count < 1 << 16 { return }
-            if case .found(let time) = found, let timescale { onTimestamp(time, timescale) }
-            readingHead = false
-            let rest = head
-            head.removeAll()
-            try route(rest)
-        default:
-            readingHead = false
-            let rest = head
-            head.removeAll()
-            try route(rest)
-        }
-    }
-
-    func finish() throws {
-        if readingHead, !head.isEmpty {
-            readingHead = false
-            try route(head)
-            head.removeAll()
-        }
-        if let demuxer { try demuxer.finish { try self.demuxed($0) } }
-        guard let driver else { return }
-        _ = try driver.finish { try self.onEvent(driver.stream, $0) }
-    }
-
-    private func route(_ bytes: [UInt8]) throws {
-        guard !bytes.isEmpty else { return }
-        switch kind {
-        case .transportStream:
-            if demuxer == nil { demuxer = MPEGTransportStreamDemuxer() }
-            var first = readingHeadForTimestamp
-            try demuxer?.push(bytes) { event in
-                if case .pesStart(_, let pts) = event, first, let pts {
-                    first = false
-                    self.onTimestamp(pts, 90_000)
-                }
-                try self.demuxed(event)
-            }
-            readingHeadForTimestamp = first
-        case .mp4:
-            try feedAudio(bytes, hint: .mp4)
-        case .elementary, nil:
-            try feedAudio(bytes, hint: nil)
-        }
-    }
-    /// A transport-stream segment's first PES timestamp is still to be reported.
-    private var readingHeadForTimestamp = true
-
-    private func demuxed(_ event: MPEGTransportStreamDemuxer.Event) throws {
-        switch event {
-        case .audio(let bytes): try feedAudio(bytes, hint: demuxer?.audioFileType)
-        case .discontinuity: esDiscontinuity = true
-        case .metadata(_, let tag): onMetadata(tag)
-        case .program, .pesStart: break
-        }
-    }
-
-    private func feedAudio(_ bytes: [UInt8], hint: AudioFileType?) throws {
-        if driver == nil { driver = AudioFileStreamDriver(stream: AudioFileStream(fileTypeHint: hint, sourceIsSeekable: false)) }
-        guard let driver else { return }
-        let discontinuity = esDiscontinuity
-        esDiscontinuity = false
-        _ = try driver.feed(bytes, discontinuity: discontinuity) { try self.onEvent(driver.stream, $0) }
-    }
-
-    static func kind(of head: [UInt8], hasInit: Bool) -> Kind {
-        if hasInit { return .mp4 }
-        if head[0] == 0x47 && (head.count < 189 || head[188] == 0x47) { return .transportStream }
-        let box = String(decoding: head[4..<8], as: UTF8.self)
-        if ["ftyp", "styp", "moof", "sidx", "moov", "prft"].contains(box) { return .mp4 }
-        return .elementary
-    }
-}
-
-/// Timestamps inside segments: the packed-audio ID3 PRIV frame and a fragment's `tfdt`.
-enum HLSFragmentTime {
-    enum Search: Equatable { case found(Int64), needMore, absent }
-
-    /// The 33-bit PTS of `com.apple.streaming.transportStreamTimestamp` in an ID3v2.3/2.4 tag.
-    static func transportStreamTimestamp(_ tag: [UInt8]) -> Int64? {
-        guard tag.count >= 10 else { return nil }
-        let version = tag[3]
-        var i = 10
-        let owner = Array("com.apple.streaming.transportStreamTimestamp".utf8) + [0]
-        while i + 10 <= tag.count {
-            let id = tag[i..<(i + 4)]
-            let raw = tag[(i + 4)..<(i + 8)].reduce(0) { $0 << 8 | Int($1) }
-            let size = version >= 4 ? (raw >> 24 & 0x7F) << 21 | (raw >> 16 & 0x7F) << 14 | (raw >> 8 & 0x7F) << 7 | raw & 0x7F : raw
-            guard size > 0, i + 10 + size <= tag.count else { return nil }
-            let body = Array(tag[(i + 10)..<(i + 10 + size)])
-            if Array(id) == Array("PRIV".utf8), body.count == owner.count + 8, Array(body[..<owner.count]) == owner {
-                return body[owner.count...].reduce(Int64(0)) { $0 << 8 | Int64($1) } & ((1 << 33) - 1)
-            }
-            i += 10 + size
-        }
-        return nil
-    }
-
-    /// The `baseMediaDecodeTime` of the first `moof/traf/tfdt` in a fragment's head.
-    static func baseDecodeTime(_ bytes: [UInt8]) -> Search {
-        var i = 0
-        while i + 8 <= bytes.count {
-            let size = Int(bytes[i..<(i + 4)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-            let type = String(decoding: bytes[(i + 4)..<(i + 8)], as: UTF8.self)
-            guard size >= 8 else { return .absent }
-            if type == "moof" || type == "traf" {
-                i += 8   // look inside
-                continue
-            }
-            if type == "tfdt" {
-                guard i + 16 <= bytes.count else { return .needMore }
-                let version = bytes[i + 8]
-                if version == 1 {
-                    guard i + 20 <= bytes.count else { return .needMore }
-                    return .found(bytes[(i + 12)..<(i + 20)].reduce(Int64(0)) { $0 << 8 | Int64($1) })
-                }
-                return .found(bytes[(i + 12)..<(i + 16)].reduce(Int64(0)) { $0 << 8 | Int64($1) })
-            }
-            if type == "mdat" { return .absent }
-            i += size
-        }
-        return .needMore
-    }
-
-    /// The first `mdhd` timescale in an init section.
-    static func timescale(_ bytes: [UInt8]) -> Int64? {
-        guard let at = bytes.indices.dropLast(24).first(where: { bytes[$0] == 0x6D && bytes[$0 + 1] == 0x64 && bytes[$0 + 2] == 0x68 && bytes[$0 + 3] == 0x64 }) else { return nil }
-        let version = bytes[at + 4]
-        let offset = at + 4 + 4 + (version == 1 ? 16 : 8)
-        guard offset + 4 <= bytes.count else { return nil }
-        let value = bytes[offset..<(offset + 4)].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        return value > 0 ? value : nil
     }
 }
 

@@ -260,11 +260,12 @@ final class HLSLoader: @unchecked Sendable {
         "BANDWIDTH=\(variant.bandwidth)" + (variant.codecs.isEmpty ? "" : " CODECS=\(variant.codecs.joined(separator: ","))") + " \(variant.url.absoluteString)"
     }
 
-    /// Codecs (RFC 6381 names) this library decodes.
+    /// Codecs (RFC 6381 names) a variant may list and still be played: audio formats the parsers
+    /// read (``AudioFormatID/init(codecName:)``), and video and subtitle codecs, whose streams are
+    /// ignored (only the audio is played).
     static func canDecode(_ codec: String) -> Bool {
+        if AudioFormatID(codecName: codec) != nil { return true }
         let name = codec.lowercased()
-        if name.hasPrefix("mp4a.40.") || name == "mp4a.6b" || name == "mp4a.69" || name == "mp3" || name == "alac" || name == "samr" || name == "sawb" { return true }
-        // Video codecs are ignored (only the audio is played); other audio codecs are not decoded.
         return ["avc1", "avc3", "hvc1", "hev1", "vp09", "av01", "dvh1", "dvhe", "wvtt", "stpp"].contains { name.hasPrefix($0) }
     }
 

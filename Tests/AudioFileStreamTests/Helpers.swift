@@ -86,6 +86,7 @@ func trace(_ bytes: [UInt8], chunks: [Int], seekable: Bool = true, hint: AudioFi
         switch event {
         case .property(let property): result.items.append(.property(describe(stream, property)))
         case .seekRequired(let offset): result.items.append(.seek(offset))
+        case .segmentTimestamp, .timedMetadata: break
         case .packets(let packets):
             let bytesPerPacket = stream.dataFormat?.bytesPerPacket ?? 0
             if packets.descriptions.isEmpty {

@@ -36,7 +36,8 @@ final class NginxServer: @unchecked Sendable {
         events { worker_connections 64; }
         http {
           access_log off;
-          types { application/vnd.apple.mpegurl m3u8; video/mp2t ts; audio/aac aac; audio/mp4 m4s; video/mp4 mp4; }
+          types { application/vnd.apple.mpegurl m3u8 hls; video/mp2t ts; audio/aac aac; audio/mp4 m4s; video/mp4 mp4; }
+          default_type text/plain;
           client_body_temp_path \(work)/body; proxy_temp_path \(work)/proxy; fastcgi_temp_path \(work)/fastcgi;
           uwsgi_temp_path \(work)/uwsgi; scgi_temp_path \(work)/scgi;
           server { listen 127.0.0.1:\(port); root \(root); }
@@ -179,6 +180,58 @@ final class NginxServer: @unchecked Sendable {
             let expected = try Self.localJoin(root, folder, startSeconds: seconds)
             #expect(frames == 174 * 1024 - Int64((seconds * 44_100).rounded()))
             #expect(Self.same(capture.samples, expected) == true, "\(folder) from \(seconds) s: \(capture.samples.count / 2) frames heard, \(expected.count / 2) rendered")
+        }
+    }
+
+    /// A playlist whose URL does not end in `.m3u8` plays as HLS when the server says it is one:
+    /// by its MIME type (`application/vnd.apple.mpegurl`, here for a `.hls` name) or, served as
+    /// `text/plain`, by its `#EXTM3U` — the same frames as the `.m3u8` URL.
+    @Test func aPlaylistIsKnownByWhatTheServerSays() async throws {
+        guard let root = try await Self.presentation() else { return }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.copyItem(atPath: root + "/packed/index.m3u8", toPath: root + "/packed/stream.hls")
+        try FileManager.default.copyItem(atPath: root + "/packed/index.m3u8", toPath: root + "/packed/playlist")
+        let server = try await NginxServer(root: root)
+        defer { server.stop() }
+        let expected = try Self.localJoin(root, "packed")
+        for name in ["stream.hls", "playlist"] {
+            let (capture, frames) = try await playStream([.url(server.url("packed/" + name))])
+            #expect(frames == 174 * 1024, "\(name)")
+            #expect(Self.same(capture.samples, expected) == true, "\(name): \(capture.samples.count / 2) frames heard")
+        }
+        let described = try await StreamDescription.inspect(server.url("packed/playlist"))
+        #expect(described.mediaPlaylist?.segments.count == 5 && described.segmentContainer == "packed audio")
+    }
+
+    /// E-AC-3 packed in HLS segments (an ID3 timestamp, then the frames), as a video player's test
+    /// asset has it: an error naming E-AC-3, never noise (it was taken for MPEG Layer I and played).
+    @Test func packedDolbySegmentsAreRefusedByName() async throws {
+        guard let root = try await Self.presentation() else { return }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try FileManager.default.createDirectory(atPath: root + "/eac3", withIntermediateDirectories: true)
+        let raw = root + "/eac3/all.eac3"
+        let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=4:r=48000", "-ac", "2",
+                                                         "-c:a", "eac3", "-f", "eac3", raw])
+        #expect(made.status == 0)
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: raw)))
+        let owner = Array("com.apple.streaming.transportStreamTimestamp".utf8) + [0]
+        let frame = Array("PRIV".utf8) + [0, 0, 0, UInt8(owner.count + 8), 0, 0] + owner + [0, 0, 0, 0, 0, 0x0D, 0xBB, 0xA0]
+        let tag = Array("ID3".utf8) + [4, 0, 0, 0, 0, 0, UInt8(frame.count)] + frame
+        let half = bytes.count / 2
+        try Data(tag + bytes[..<half]).write(to: URL(fileURLWithPath: root + "/eac3/seg0.ec3"))
+        try Data(tag + bytes[half...]).write(to: URL(fileURLWithPath: root + "/eac3/seg1.ec3"))
+        try "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\nseg0.ec3\n#EXTINF:2.0,\nseg1.ec3\n#EXT-X-ENDLIST\n"
+            .write(toFile: root + "/eac3/index.m3u8", atomically: true, encoding: .utf8)
+        let server = try await NginxServer(root: root)
+        defer { server.stop() }
+        let (capture, outcome) = await playStreamToTheEnd([.url(server.url("eac3/index.m3u8"))])
+        #expect("\(outcome)".contains("E-AC-3"), "\(outcome)")
+        #expect(capture.samples.allSatisfy { $0 == 0 }, "\(capture.samples.count) samples reached the sink")
+        let aqinfo = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("aqinfo").path
+        if FileManager.default.isExecutableFile(atPath: aqinfo) {
+            let result = try await runTool(aqinfo, [server.url("eac3/index.m3u8")])
+            let text = String(decoding: result.errorOutput, as: UTF8.self)
+            #expect(result.status == 1 && text.contains("E-AC-3"), "aqinfo: \(result.status) \(text)")
         }
     }
 
