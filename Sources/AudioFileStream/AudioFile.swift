@@ -34,7 +34,7 @@ public final class AudioFile: Sendable {
     /// The problem that ended parsing early, if any; the packets before it are readable.
     public let damage: AudioFileStreamError?
 
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
     /// Variable-size packets: offset, size, frames.
     private let index: PacketIndex
     /// Constant-size packets: runs of (first packet, offset, count).
@@ -49,14 +49,15 @@ public final class AudioFile: Sendable {
     ///   be played. Damage after some packets is reported in ``damage`` instead.
     public init(path: String, fileTypeHint: AudioFileType? = nil) throws {
         self.path = path
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else {
-            throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot open \(path): \(String(cString: strerror(errno)))")
+        let fd: FileDescriptor
+        do { fd = try FileDescriptor.open(path, O_RDONLY) } catch {
+            throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot open \(path): \(error.reason)")
         }
         descriptor = fd
-        var info = stat()
-        fstat(fd, &info)
-        fileSize = Int64(info.st_size)
+        do { fileSize = Int64(try fd.status().st_size) } catch {
+            try? fd.close()
+            throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot read the size of \(path): \(error.reason)")
+        }
 
         let driver = AudioFileStreamDriver(fileTypeHint: fileTypeHint)
         let stream = driver.stream
@@ -106,24 +107,22 @@ public final class AudioFile: Sendable {
         }
         do {
             try driver.run(read: { offset, into in
-                let count = pread(fd, into.baseAddress, into.count, off_t(offset))
-                if count < 0 {
-                    throw AudioFileStreamError(.invalidOperation, stream.fileType, offset, "reading \(path) failed: \(String(cString: strerror(errno)))")
+                do throws(SystemError) { return try fd.read(into: UnsafeMutableRawBufferPointer(into), at: offset) } catch {
+                    throw AudioFileStreamError(.invalidOperation, stream.fileType, offset, "reading \(path) failed: \(error.reason)")
                 }
-                return count
             }, handle)
         } catch let error as AudioFileStreamError {
             guard stream.isReadyToProducePackets, !(index.isEmpty && runs.isEmpty) else {
-                close(fd)
+                try? fd.close()
                 throw error
             }
             damage = error
         } catch {
-            close(fd)
+            try? fd.close()
             throw error
         }
         guard let format = stream.dataFormat, let type = stream.fileType else {
-            close(fd)
+            try? fd.close()
             throw AudioFileStreamError(.noAudio, stream.fileType, 0, "no audio format found in \(path)")
         }
         fileType = type
@@ -147,7 +146,7 @@ public final class AudioFile: Sendable {
         audioDataByteCount = index.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : index.totalBytes
     }
 
-    deinit { close(descriptor) }
+    deinit { try? descriptor.close() }
 
     /// Decoded frames of every packet together (priming and remainder included).
     public var totalFrames: Int64 {
@@ -248,12 +247,19 @@ public final class AudioFile: Sendable {
         let start = data.count
         data.append(contentsOf: repeatElement(0, count: count))
         var done = 0
-        while done < count {
-            let n = data.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + start + done, count - done, off_t(offset + Int64(done))) }
-            if n <= 0 {
-                throw AudioFileStreamError(.truncated, fileType, offset + Int64(done), "reading \(count) bytes at \(offset) from \(path) failed")
+        var failure: SystemError?
+        data.withUnsafeMutableBytes { bytes in
+            do throws(SystemError) {
+                done = try descriptor.readAll(into: UnsafeMutableRawBufferPointer(rebasing: bytes[start...]), at: offset)
+            } catch {
+                failure = error
             }
-            done += n
+        }
+        if let failure {
+            throw AudioFileStreamError(.invalidOperation, fileType, offset, "reading \(count) bytes at \(offset) from \(path) failed: \(failure.reason)")
+        }
+        if done < count {
+            throw AudioFileStreamError(.truncated, fileType, offset + Int64(done), "reading \(count) bytes at \(offset) from \(path): the file ends after \(done)")
         }
     }
 }

@@ -175,7 +175,7 @@ public final class AudioFileRenderer {
             }
             // The render used up what was enqueued: wait for the output callback to hand buffers back.
             guard pool.waitForReturn(until: .now() + .seconds(30)) else {
-                throw AudioQueueError(.invalidRunState, "the queue handed no buffer back for 30 s while rendering \(file.path)")
+                throw AudioQueueError(.timedOut, "the queue handed no buffer back for 30 s while rendering \(file.path)")
             }
         }
     }

@@ -45,7 +45,7 @@ public final class PCMFileWriter: @unchecked Sendable {
     /// Whether ``write(_:atFrame:)`` can work: the file can seek (a pipe cannot).
     public let canWriteAtPositions: Bool
 
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
     private var closed = false
     private var appended: Int64 = 0
     /// The header's bytes (before the first frame).
@@ -57,37 +57,37 @@ public final class PCMFileWriter: @unchecked Sendable {
     private let block: UnsafeMutableRawPointer
     private var filled = 0
     private var blockOffset: Int64 = 0
-    private var failure: AudioFileStreamError?
+    private var failure: AudioFileWriterError?
     /// Positional writes: whether the header went out, the end of the furthest frame written, the
     /// length set by `truncate`.
     private let positional = Lock((headerWritten: false, end: Int64(0), length: Int64?.none))
 
-    /// - Throws: ``AudioFileStreamError`` when the file cannot be created or the format is not
+    /// - Throws: ``AudioFileWriterError`` when the file cannot be created or the format is not
     ///   interleaved little-endian linear PCM.
     public init(path: String, format: AudioStreamDescription, container: Container? = nil) throws {
         let layout = try? PCMSampleLayout(format)
         guard let layout, !format.formatFlags.contains(.isBigEndian) else {
-            throw AudioFileStreamError(.unsupportedDataFormat, .wave, 0, "only interleaved little-endian linear PCM is written, not \(format)")
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "only interleaved little-endian linear PCM is written, not \(format)")
         }
         if case .signed(let bits, let bytes, _, _) = layout, bits != bytes * 8 {
-            throw AudioFileStreamError(.unsupportedDataFormat, .wave, 0, "\(bits)-bit samples in \(bytes)-byte containers are not written; use packed samples")
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "\(bits)-bit samples in \(bytes)-byte containers are not written; use packed samples")
         }
         // Not O_TRUNC: an existing file is cut to its new header's length below instead. Cut to
         // zero, ext4 writes a rewritten file's blocks to disk before `close` returns (its
         // safeguard for files replaced by truncation, `auto_da_alloc`): tens of milliseconds
         // spent waiting, which a new file is not made to wait.
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
-        guard descriptor >= 0 else {
-            throw AudioFileStreamError(.invalidOperation, .wave, 0, "cannot create \(path): \(String(cString: strerror(errno)))")
+        let descriptor: FileDescriptor
+        do throws(SystemError) { descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT, permissions: 0o666) } catch {
+            throw AudioFileWriterError(.cannotCreate, path: path, underlying: error, "cannot create the file")
         }
         let container = container ?? Container(path: path)
-        let canSeek = lseek(descriptor, 0, SEEK_CUR) >= 0
+        let canSeek = lseek(descriptor.rawValue, 0, SEEK_CUR) >= 0
         let header = Self.header(format: format, container: container, dataBytes: nil, streaming: !canSeek)
-        var status = stat()
-        if fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, ftruncate(descriptor, off_t(header.count)) != 0 {
-            let reason = String(cString: strerror(errno))
-            _ = closeDescriptor(descriptor)
-            throw AudioFileStreamError(.invalidOperation, .wave, 0, "cannot truncate \(path): \(reason)")
+        do throws(SystemError) {
+            if try descriptor.status().st_mode & S_IFMT == S_IFREG { try descriptor.truncate(to: Int64(header.count)) }
+        } catch {
+            try? descriptor.close()
+            throw AudioFileWriterError(.cannotCreate, path: path, underlying: error, "cannot cut the existing file to its new header")
         }
         self.path = path
         self.format = format
@@ -107,10 +107,9 @@ public final class PCMFileWriter: @unchecked Sendable {
         block.deallocate()
     }
 
-    private var containerType: AudioFileType { container == .wav ? .wave : .caf }
 
     /// Appends whole frames of the writer's format (a trailing partial frame is ignored).
-    /// - Throws: ``AudioFileStreamError`` when the file is closed or a block could not be written
+    /// - Throws: ``AudioFileWriterError`` when the file is closed or a block could not be written
     ///   (a full disk); the frames of a failed block are lost.
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
@@ -136,7 +135,7 @@ public final class PCMFileWriter: @unchecked Sendable {
     /// at a time, writing each full block.
     private func append(samples: Int, sampleBytes: Int,
                         _ fill: (UnsafeMutableRawPointer, _ first: Int, _ count: Int) -> Void) throws {
-        guard !closed else { throw AudioFileStreamError(.invalidOperation, containerType, 0, "\(path) is closed") }
+        guard !closed else { throw AudioFileWriterError(.closed, path: path, "the writer is closed") }
         if let failure { throw failure }
         var done = 0
         while done < samples {
@@ -168,7 +167,7 @@ public final class PCMFileWriter: @unchecked Sendable {
 
     /// Writes whole frames of the writer's format at frame `frame` (0: the first after the header),
     /// wherever the file ends now. Safe to call from several threads at once (`pwrite`).
-    /// - Throws: ``AudioFileStreamError`` when the bytes cannot be written (a full disk, an output
+    /// - Throws: ``AudioFileWriterError`` when the bytes cannot be written (a full disk, an output
     ///   that cannot seek such as a pipe).
     public func write(_ bytes: UnsafeRawBufferPointer, atFrame frame: Int64) throws {
         guard let base = bytes.baseAddress, !bytes.isEmpty, frame >= 0 else { return }
@@ -185,17 +184,13 @@ public final class PCMFileWriter: @unchecked Sendable {
 
     /// Writes `count` bytes at file offset `offset`: with `pwrite` when `positioned`, else with
     /// `write` where the file is (an output that cannot seek), `offset` naming the place in errors.
-    private func writeAll(_ base: UnsafeRawPointer, count: Int, at offset: Int64, positioned: Bool = true) throws(AudioFileStreamError) {
-        var done = 0
-        while done < count {
-            let n = positioned ? pwrite(descriptor, base + done, count - done, off_t(offset + Int64(done)))
-                : writeBytes(descriptor, base + done, count - done)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                throw AudioFileStreamError(.invalidOperation, containerType, offset + Int64(done),
-                                           "cannot write \(count - done) bytes at \(offset + Int64(done)) to \(path): \(String(cString: strerror(errno)))")
-            }
-            done += n
+    private func writeAll(_ base: UnsafeRawPointer, count: Int, at offset: Int64, positioned: Bool = true) throws(AudioFileWriterError) {
+        var written = 0
+        do throws(SystemError) {
+            try descriptor.writeAll(UnsafeRawBufferPointer(start: base, count: count), at: positioned ? offset : nil, written: &written)
+        } catch {
+            throw AudioFileWriterError(.writeFailed, path: path, byteOffset: offset + Int64(written), underlying: error,
+                                       "cannot write \(count - written) bytes")
         }
     }
 
@@ -207,7 +202,7 @@ public final class PCMFileWriter: @unchecked Sendable {
 
     /// Writes what is left, fills in the header's sizes (where the file can seek) and closes the
     /// file. Closing again does nothing.
-    /// - Throws: ``AudioFileStreamError`` when the file could not be written completely (a full
+    /// - Throws: ``AudioFileWriterError`` when the file could not be written completely (a full
     ///   disk), naming the offset; the file is closed all the same.
     public func close() throws {
         guard !closed else { return }
@@ -215,12 +210,12 @@ public final class PCMFileWriter: @unchecked Sendable {
         do {
             try finishFile()
         } catch {
-            _ = closeDescriptor(descriptor)
+            try? descriptor.close()
             throw error
         }
-        if closeDescriptor(descriptor) != 0 {
-            throw AudioFileStreamError(.invalidOperation, containerType, Int64(headerBytes) + framesWritten * Int64(format.bytesPerFrame),
-                                       "cannot close \(path): \(String(cString: strerror(errno)))")
+        do throws(SystemError) { try descriptor.close() } catch {
+            throw AudioFileWriterError(.closeFailed, path: path, byteOffset: Int64(headerBytes) + framesWritten * Int64(format.bytesPerFrame),
+                                       underlying: error, "cannot close the file")
         }
     }
 
@@ -231,7 +226,11 @@ public final class PCMFileWriter: @unchecked Sendable {
         let pad = container == .wav && dataBytes % 2 == 1
         if headerWritten {
             let fileEnd = Int64(headerBytes) + dataBytes
-            if let length, length < end { ftruncate(descriptor, off_t(fileEnd)) }
+            if let length, length < end {
+                do throws(SystemError) { try descriptor.truncate(to: fileEnd) } catch {
+                    throw AudioFileWriterError(.closeFailed, path: path, byteOffset: fileEnd, underlying: error, "cannot cut the file to its frames")
+                }
+            }
             if pad { var zero: UInt8 = 0; try writeAll(&zero, count: 1, at: fileEnd) }
         } else {
             if pad { block.storeBytes(of: 0, toByteOffset: filled, as: UInt8.self); filled += 1 }
@@ -279,12 +278,4 @@ public final class PCMFileWriter: @unchecked Sendable {
         }
         return header
     }
-}
-
-private func writeBytes(_ descriptor: Int32, _ base: UnsafeRawPointer, _ count: Int) -> Int {
-    write(descriptor, base, count)
-}
-
-private func closeDescriptor(_ descriptor: Int32) -> Int32 {
-    close(descriptor)
 }

@@ -1,3 +1,4 @@
+import BufferQueue
 import Crypto
 import Foundation
 import NIOHTTP1
@@ -122,13 +123,12 @@ public final class AudioDiskCache: @unchecked Sendable {
         let made = try await run { () throws -> Entry in
             let name = Self.name(key)
             let data = self.directory.appendingPathComponent(name + ".data").path
-            let fd = open(data, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: data]) }
+            let fd: FileDescriptor
+            do throws(SystemError) { fd = try FileDescriptor.open(data, O_RDWR | O_CREAT) } catch { throw AudioDiskCacheError(path: data, error) }
             var record = self.readRecord(name) ?? Record(key: key, acceptsRanges: false, ranges: [], lastUsed: 0)
             if record.key != key { record = Record(key: key, acceptsRanges: false, ranges: [], lastUsed: 0) }
             // Ranges beyond the data file's end were never written (a record from elsewhere): drop them.
-            var status = stat()
-            if fstat(fd, &status) == 0 { record.ranges = record.ranges.compactMap { $0[1] <= Int64(status.st_size) ? $0 : nil } }
+            if let size = try? fd.status().st_size { record.ranges = record.ranges.compactMap { $0[1] <= Int64(size) ? $0 : nil } }
             record.lastUsed = Date().timeIntervalSince1970
             return Entry(cache: self, key: key, name: name, fd: fd, record: record)
         }
@@ -136,7 +136,7 @@ public final class AudioDiskCache: @unchecked Sendable {
             // Another caller may have opened it meanwhile: share theirs.
             if let open = entries[key] {
                 open.users += 1
-                close(made.fd)
+                try? made.fd.close()
                 return open
             }
             entries[key] = made
@@ -151,7 +151,7 @@ public final class AudioDiskCache: @unchecked Sendable {
             entries[entry.key] = nil
             return true
         }
-        if last { queue.async { close(entry.fd) } }
+        if last { queue.async { try? entry.fd.close() } }
     }
 
     private func isOpen(_ key: String) -> Bool { lock.withLock { entries[key] != nil } }
@@ -180,14 +180,26 @@ public final class AudioDiskCache: @unchecked Sendable {
     func writeRecord(_ record: Record, name: String) throws {
         let data = try JSONEncoder().encode(record)
         let aside = directory.appendingPathComponent(name + ".json.tmp").path
-        let fd = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: aside]) }
-        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        fsync(fd)
-        close(fd)
-        guard written == data.count, rename(aside, recordURL(name).path) == 0 else {
+        var failure: SystemError?
+        do throws(SystemError) {
+            let fd = try FileDescriptor.open(aside, O_WRONLY | O_CREAT | O_TRUNC)
+            data.withUnsafeBytes { bytes in
+                do throws(SystemError) {
+                    var written = 0
+                    try fd.writeAll(bytes, written: &written)
+                    try fd.sync()
+                } catch {
+                    failure = error
+                }
+            }
+            try? fd.close()
+            if failure == nil { try FileDescriptor.rename(aside, to: recordURL(name).path) }
+        } catch {
+            failure = error
+        }
+        if let failure {
             unlink(aside)
-            throw CocoaError(.fileWriteOutOfSpace, userInfo: [NSFilePathErrorKey: aside])
+            throw AudioDiskCacheError(path: aside, failure)
         }
         recorded(record)
     }
@@ -237,7 +249,9 @@ public final class AudioDiskCache: @unchecked Sendable {
     final class Entry: @unchecked Sendable {
         let key: String
         let name: String
-        fileprivate let fd: Int32
+        fileprivate let fd: FileDescriptor
+        /// The data file, for messages.
+        var dataPath: String { cache.directory.appendingPathComponent(name + ".data").path }
         fileprivate var users = 1
         private unowned let cache: AudioDiskCache
         /// Guarded by `lock`: the record as last written, and ranges written since.
@@ -246,7 +260,7 @@ public final class AudioDiskCache: @unchecked Sendable {
         private var unsynced: [[Int64]] = []
         private var unsyncedBytes: Int64 = 0
 
-        fileprivate init(cache: AudioDiskCache, key: String, name: String, fd: Int32, record: Record) {
+        fileprivate init(cache: AudioDiskCache, key: String, name: String, fd: FileDescriptor, record: Record) {
             self.cache = cache
             self.key = key
             self.name = name
@@ -299,7 +313,7 @@ public final class AudioDiskCache: @unchecked Sendable {
             }
             let fd = self.fd, name = self.name, cache = self.cache
             try await cache.run {
-                if dropped { _ = ftruncate(fd, 0) }
+                if dropped { try? fd.truncate(to: 0) }
                 try cache.writeRecord(updated, name: name)
             }
             return dropped
@@ -317,14 +331,16 @@ public final class AudioDiskCache: @unchecked Sendable {
         var ifRange: String? { lock.withLock { record.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? record.lastModified } }
 
         func read(_ range: Range<Int64>) async throws -> [UInt8] {
-            let fd = self.fd
+            let fd = self.fd, path = dataPath
             return try await cache.run {
                 var bytes = [UInt8](repeating: 0, count: Int(range.count))
-                var done = 0
-                while done < bytes.count {
-                    let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(range.lowerBound) + off_t(done)) }
-                    guard n > 0 else { throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "the cache's data file is shorter than its record"]) }
-                    done += n
+                let done = try bytes.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) throws in
+                    do throws(SystemError) { return try fd.readAll(into: buffer, at: range.lowerBound) } catch {
+                        throw AudioDiskCacheError(path: path, error)
+                    }
+                }
+                guard done == bytes.count else {
+                    throw AudioDiskCacheError(path: path, message: "the data file ends at byte \(range.lowerBound + Int64(done)), before the \(bytes.count) bytes its record lists at \(range.lowerBound)")
                 }
                 return bytes
             }
@@ -334,13 +350,13 @@ public final class AudioDiskCache: @unchecked Sendable {
         /// bytes they are flushed and recorded.
         func write(_ bytes: [UInt8], at offset: Int64) async throws {
             guard !bytes.isEmpty else { return }
-            let fd = self.fd
+            let fd = self.fd, path = dataPath
             try await cache.run {
-                var done = 0
-                while done < bytes.count {
-                    let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
-                    guard n > 0 else { throw CocoaError(.fileWriteOutOfSpace) }
-                    done += n
+                var written = 0
+                try bytes.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) throws in
+                    do throws(SystemError) { try fd.writeAll(buffer, at: offset, written: &written) } catch {
+                        throw AudioDiskCacheError(path: path, error, at: offset + Int64(written))
+                    }
                 }
             }
             let due = lock.withLock { () -> Bool in
@@ -362,7 +378,7 @@ public final class AudioDiskCache: @unchecked Sendable {
             let fd = self.fd, name = self.name, cache = self.cache
             try await cache.run {
                 // The bytes reach the disk before the record claims them.
-                if !adding.isEmpty { _ = fdatasync(fd) }
+                if !adding.isEmpty { _ = try? valueOrErrno("fdatasync") { fdatasync(fd.rawValue) } }
                 try cache.writeRecord(updated, name: name)
             }
             lock.withLock {
@@ -386,4 +402,29 @@ public final class AudioDiskCache: @unchecked Sendable {
             return out
         }
     }
+}
+
+/// A failure of the disk cache's files: which file, where, and the system's error.
+public struct AudioDiskCacheError: Error, CustomStringConvertible, Sendable {
+    /// The file.
+    public var path: String
+    /// The byte offset in it, when the failure was at one.
+    public var byteOffset: Int64?
+    /// The system call that failed, if one did.
+    public var underlying: SystemError?
+    public var message: String
+
+    init(path: String, _ error: SystemError, at offset: Int64? = nil) {
+        self.path = path
+        byteOffset = offset
+        underlying = error
+        message = error.isNoSpace ? "the disk is full (\(error))" : "\(error)"
+    }
+
+    init(path: String, message: String) {
+        self.path = path
+        self.message = message
+    }
+
+    public var description: String { "cache file \(path)\(byteOffset.map { " at byte \($0)" } ?? ""): \(message)" }
 }

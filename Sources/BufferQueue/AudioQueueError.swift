@@ -41,6 +41,8 @@ public struct AudioQueueError: Error, Hashable, Sendable, CustomStringConvertibl
         case invalidOfflineMode
         /// The decoded format changed; the caller must follow it.
         case formatChanged
+        /// Something the call waited for did not happen within its deadline.
+        case timedOut
     }
 
     public var code: Code

@@ -157,11 +157,12 @@ import TestSupport
     func aFullDiskIsAnError() async throws {
         let writer = try WAVFileWriter(path: "/dev/full", sampleRate: 44100, channels: 2, float: false)
         let second = [Float](repeating: 0.25, count: 44100 * 2)
-        let thrown = #expect(throws: AudioFileStreamError.self) {
+        let thrown = #expect(throws: AudioFileWriterError.self) {
             try second.withUnsafeBufferPointer { try writer.write($0) }
         }
-        #expect(thrown.map { "\($0)" }?.contains("/dev/full: No space left on device") == true, "\(thrown.map { "\($0)" } ?? "")")
-        #expect(throws: AudioFileStreamError.self) { try writer.close() }
+        #expect(thrown?.code == .writeFailed && thrown?.path == "/dev/full" && thrown?.underlying?.isNoSpace == true)
+        #expect(thrown.map { "\($0)" }?.contains("No space left on device") == true, "\(thrown.map { "\($0)" } ?? "")")
+        #expect(throws: AudioFileWriterError.self) { try writer.close() }
 
         guard FileManager.default.isExecutableFile(atPath: ConcurrentRenderTests.aqrender), let fixtures = TestPaths.sharedFixtures else { return }
         let input = fixtures.appendingPathComponent("mp3-vbr-lame3.99-xing-mono-44k.mp3").path
