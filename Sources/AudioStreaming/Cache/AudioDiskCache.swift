@@ -34,7 +34,7 @@ public final class AudioDiskCache: @unchecked Sendable {
     /// Bytes written between two record updates (each costs an `fdatasync`).
     let commitInterval: Int64
     private let queue = DispatchQueue(label: "AudioDiskCache.io")
-    private let lock = NSLock()
+    private let lock = Lock(())
     private var entries: [String: Entry] = [:]
     /// Bytes held per key, read from the records once (on the I/O queue) and kept up to date by
     /// every record written here: a commit checks the cap without reading every record again.
@@ -115,7 +115,7 @@ public final class AudioDiskCache: @unchecked Sendable {
 
     /// The open entry for `key` (shared while open); ``Entry/release()`` when done.
     func entry(forKey key: String) async throws -> Entry {
-        if let open = lock.withLock({ () -> Entry? in
+        if let open = lock.withLock({ _ -> Entry? in
             let found = entries[key]
             found?.users += 1
             return found
@@ -132,7 +132,7 @@ public final class AudioDiskCache: @unchecked Sendable {
             record.lastUsed = Date().timeIntervalSince1970
             return Entry(cache: self, key: key, name: name, fd: fd, record: record)
         }
-        return lock.withLock {
+        return lock.withLock { _ in
             // Another caller may have opened it meanwhile: share theirs.
             if let open = entries[key] {
                 open.users += 1
@@ -145,7 +145,7 @@ public final class AudioDiskCache: @unchecked Sendable {
     }
 
     fileprivate func released(_ entry: Entry) {
-        let last = lock.withLock { () -> Bool in
+        let last = lock.withLock { _ -> Bool in
             entry.users -= 1
             guard entry.users == 0 else { return false }
             entries[entry.key] = nil
@@ -154,7 +154,7 @@ public final class AudioDiskCache: @unchecked Sendable {
         if last { queue.async { try? entry.fd.close() } }
     }
 
-    private func isOpen(_ key: String) -> Bool { lock.withLock { entries[key] != nil } }
+    private func isOpen(_ key: String) -> Bool { lock.withLock { _ in entries[key] != nil } }
 
     /// Runs `body` on the cache's I/O queue.
     func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
@@ -215,17 +215,17 @@ public final class AudioDiskCache: @unchecked Sendable {
         // holds nothing.
         unlink(recordURL(name).path)
         unlink(directory.appendingPathComponent(name + ".data").path)
-        lock.withLock { tally?[key] = nil }
+        lock.withLock { _ in tally?[key] = nil }
     }
 
     /// A record was written: the tally follows it, then the cap is enforced (on the I/O queue).
     func recorded(_ record: Record) {
-        let known = lock.withLock { tally != nil }
+        let known = lock.withLock { _ in tally != nil }
         if !known {
             let all = Dictionary(loadRecords().map { ($0.key, $0.heldBytes) }, uniquingKeysWith: { a, _ in a })
-            lock.withLock { tally = all }
+            lock.withLock { _ in tally = all }
         }
-        let total = lock.withLock { () -> Int64 in
+        let total = lock.withLock { _ -> Int64 in
             tally?[record.key] = record.heldBytes
             return tally?.values.reduce(0, +) ?? 0
         }
@@ -237,7 +237,7 @@ public final class AudioDiskCache: @unchecked Sendable {
     private func evict() {
         var records = loadRecords().sorted { $0.lastUsed < $1.lastUsed }
         var total = records.reduce(0) { $0 + $1.heldBytes }
-        lock.withLock { tally = Dictionary(records.map { ($0.key, $0.heldBytes) }, uniquingKeysWith: { a, _ in a }) }
+        lock.withLock { _ in tally = Dictionary(records.map { ($0.key, $0.heldBytes) }, uniquingKeysWith: { a, _ in a }) }
         while total > capacity, let index = records.firstIndex(where: { !isOpen($0.key) }) {
             let record = records.remove(at: index)
             remove(record.key)
@@ -255,7 +255,7 @@ public final class AudioDiskCache: @unchecked Sendable {
         fileprivate var users = 1
         private unowned let cache: AudioDiskCache
         /// Guarded by `lock`: the record as last written, and ranges written since.
-        private let lock = NSLock()
+        private let lock = Lock(())
         private var record: Record
         private var unsynced: [[Int64]] = []
         private var unsyncedBytes: Int64 = 0
@@ -274,14 +274,14 @@ public final class AudioDiskCache: @unchecked Sendable {
             cache.released(self)
         }
 
-        var snapshot: Record { lock.withLock { record } }
-        var validator: Validator { lock.withLock { Validator(etag: record.etag, lastModified: record.lastModified, length: record.length) } }
-        var isComplete: Bool { lock.withLock { record.isComplete } }
-        var hasData: Bool { lock.withLock { !record.ranges.isEmpty || !unsynced.isEmpty } }
+        var snapshot: Record { lock.withLock { _ in record } }
+        var validator: Validator { lock.withLock { _ in Validator(etag: record.etag, lastModified: record.lastModified, length: record.length) } }
+        var isComplete: Bool { lock.withLock { _ in record.isComplete } }
+        var hasData: Bool { lock.withLock { _ in !record.ranges.isEmpty || !unsynced.isEmpty } }
 
         /// The held range (recorded or written) that contains `offset`.
         func held(containing offset: Int64) -> Range<Int64>? {
-            lock.withLock {
+            lock.withLock { _ in
                 let all = Self.merged(record.ranges + unsynced)
                 return all.first { $0[0] <= offset && offset < $0[1] }.map { $0[0]..<$0[1] }
             }
@@ -289,14 +289,14 @@ public final class AudioDiskCache: @unchecked Sendable {
 
         /// Where the next held range after `offset` starts (the end of the missing bytes).
         func nextHeld(after offset: Int64) -> Int64? {
-            lock.withLock { Self.merged(record.ranges + unsynced).first { $0[0] > offset }?[0] }
+            lock.withLock { _ in Self.merged(record.ranges + unsynced).first { $0[0] > offset }?[0] }
         }
 
         /// The server's answer for the resource: a different validator than the record's drops
         /// what is held (it belongs to another version). Returns whether anything was dropped.
         @discardableResult
         func validate(_ seen: Validator, contentType: String?, acceptsRanges: Bool) async throws -> Bool {
-            let (dropped, updated) = lock.withLock { () -> (Bool, Record) in
+            let (dropped, updated) = lock.withLock { _ -> (Bool, Record) in
                 let old = Validator(etag: record.etag, lastModified: record.lastModified, length: record.length)
                 let differs = (!record.ranges.isEmpty || !unsynced.isEmpty) && Self.differs(old, seen)
                 if differs {
@@ -328,7 +328,7 @@ public final class AudioDiskCache: @unchecked Sendable {
         }
 
         /// `If-Range` for a request of missing bytes: the strongest validator held.
-        var ifRange: String? { lock.withLock { record.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? record.lastModified } }
+        var ifRange: String? { lock.withLock { _ in record.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? record.lastModified } }
 
         func read(_ range: Range<Int64>) async throws -> [UInt8] {
             let fd = self.fd, path = dataPath
@@ -359,7 +359,7 @@ public final class AudioDiskCache: @unchecked Sendable {
                     }
                 }
             }
-            let due = lock.withLock { () -> Bool in
+            let due = lock.withLock { _ -> Bool in
                 unsynced = Self.merged(unsynced + [[offset, offset + Int64(bytes.count)]])
                 unsyncedBytes += Int64(bytes.count)
                 return unsyncedBytes >= cache.commitInterval
@@ -369,7 +369,7 @@ public final class AudioDiskCache: @unchecked Sendable {
 
         /// Flushes the written bytes to disk, then records them.
         func commit() async throws {
-            let (adding, updated) = lock.withLock { () -> ([[Int64]], Record) in
+            let (adding, updated) = lock.withLock { _ -> ([[Int64]], Record) in
                 var next = record
                 next.ranges = Self.merged(record.ranges + unsynced)
                 next.lastUsed = Date().timeIntervalSince1970
@@ -381,7 +381,7 @@ public final class AudioDiskCache: @unchecked Sendable {
                 if !adding.isEmpty { _ = try? valueOrErrno("fdatasync") { fdatasync(fd.rawValue) } }
                 try cache.writeRecord(updated, name: name)
             }
-            lock.withLock {
+            lock.withLock { _ in
                 record.ranges = Self.merged(record.ranges + adding)
                 record.lastUsed = updated.lastUsed
                 let held = record.ranges
