@@ -221,6 +221,11 @@ let package = Package(
             path: "Tests/CodecTests"
         ),
         .testTarget(
+            name: "AudioPlaybackTests",
+            dependencies: ["AudioPlayback", "AudioFileStream", "BufferQueue", "TestSupport"],
+            path: "Tests/AudioPlaybackTests"
+        ),
+        .testTarget(
             name: "ALSASinkTests",
             dependencies: ["ALSASink", "BufferQueue", "TestSupport"],
             path: "Tests/ALSASinkTests"

@@ -601,7 +601,7 @@ func startAndSeekLatencies(_ url: String) -> (start: [Double], seek: [Double]) {
     var firstFrame: [Double] = [], seekLatency: [Double] = []
     for _ in 0..<5 {
         let events = TimedEvents()
-        let player = AudioFilePlayer(items: [.url(url)], buffering: .init(startSeconds: 0.1, restartSeconds: 0.5, maximumSeconds: 2),
+        let player = AudioPlayer(items: [.url(url)], buffering: .init(startSeconds: 0.1, restartSeconds: 0.5, maximumSeconds: 2),
                                      makeSink: { NullSink(pacing: .realTime) }, onEvent: { events.add($0) })
         let begin = ContinuousClock.now
         let finished = DispatchSemaphore(value: 0)
@@ -609,7 +609,7 @@ func startAndSeekLatencies(_ url: String) -> (start: [Double], seek: [Double]) {
         thread.start()
         if let playing = events.first(.playing, after: begin, timeout: 10) { firstFrame.append(seconds(playing - begin)) }
         let seekAt = ContinuousClock.now
-        Task { await player.seek(to: 20) }
+        Task { _ = try? await player.seek(to: 20) }
         if let playing = events.first(.playing, after: seekAt, timeout: 10) { seekLatency.append(seconds(playing - seekAt)) }
         player.stop()
         _ = finished.wait(timeout: .now() + 5)

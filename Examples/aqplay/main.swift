@@ -104,7 +104,7 @@ struct AQPlay: ParsableCommand {
             throw ValidationError("\(error)")
         }
         let algorithm = timePitchOptions.requested
-        let player = AudioFilePlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,
+        let player = AudioPlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,
                                      onEvent: { event in
             // Stream events on their own line (the status line is redrawn after them).
             switch event {

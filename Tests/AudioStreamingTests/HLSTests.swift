@@ -21,10 +21,22 @@ final class NginxServer: @unchecked Sendable {
     private let log = Watched<[String]>([])
     private var reader: LineReader?
 
-    /// Starts nginx on `root`; returns once it says its worker started.
-    init(root: String) async throws {
+    /// Starts nginx on `root` on a free loopback port (another, when the one drawn is taken);
+    /// returns once it says its worker started.
+    static func start(root: String) async throws -> NginxServer {
+        var last: (any Error)?
+        for _ in 0..<5 {
+            do { return try await NginxServer(root: root, port: Int.random(in: 20000...40000)) } catch {
+                last = error
+                guard "\(error)".contains("Address already in use") else { throw error }
+            }
+        }
+        throw last ?? CocoaError(.executableLoad)
+    }
+
+    private init(root: String, port: Int) async throws {
         self.root = root
-        port = Int.random(in: 20000...40000)
+        self.port = port
         let work = root + "/.nginx"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
         let config = """
@@ -155,7 +167,7 @@ final class NginxServer: @unchecked Sendable {
     func segmentsJoinBitExactly(_ folder: String) async throws {
         guard let root = try await Self.presentation() else { return }
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let server = try await NginxServer(root: root)
+        let server = try await NginxServer.start(root: root)
         defer { server.stop() }
         let (capture, frames) = try await playStream([.url(server.url("\(folder)/index.m3u8"))])
         let expected = try Self.localJoin(root, folder)
@@ -173,7 +185,7 @@ final class NginxServer: @unchecked Sendable {
     func seekingLandsWhereALocalSeekLands(_ folder: String) async throws {
         guard let root = try await Self.presentation() else { return }
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let server = try await NginxServer(root: root)
+        let server = try await NginxServer.start(root: root)
         defer { server.stop() }
         for seconds in [1.0, 2.0, 3.5] {
             let (capture, frames) = try await playStream([.url(server.url("\(folder)/index.m3u8"))], seek: seconds)
@@ -191,7 +203,7 @@ final class NginxServer: @unchecked Sendable {
         defer { try? FileManager.default.removeItem(atPath: root) }
         try FileManager.default.copyItem(atPath: root + "/packed/index.m3u8", toPath: root + "/packed/stream.hls")
         try FileManager.default.copyItem(atPath: root + "/packed/index.m3u8", toPath: root + "/packed/playlist")
-        let server = try await NginxServer(root: root)
+        let server = try await NginxServer.start(root: root)
         defer { server.stop() }
         let expected = try Self.localJoin(root, "packed")
         for name in ["stream.hls", "playlist"] {
@@ -222,7 +234,7 @@ final class NginxServer: @unchecked Sendable {
         try Data(tag + bytes[half...]).write(to: URL(fileURLWithPath: root + "/eac3/seg1.ec3"))
         try "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\nseg0.ec3\n#EXTINF:2.0,\nseg1.ec3\n#EXT-X-ENDLIST\n"
             .write(toFile: root + "/eac3/index.m3u8", atomically: true, encoding: .utf8)
-        let server = try await NginxServer(root: root)
+        let server = try await NginxServer.start(root: root)
         defer { server.stop() }
         let (capture, outcome) = await playStreamToTheEnd([.url(server.url("eac3/index.m3u8"))])
         #expect("\(outcome)".contains("E-AC-3"), "\(outcome)")
@@ -238,7 +250,7 @@ final class NginxServer: @unchecked Sendable {
     @Test func aes128SegmentsDecryptToTheSameAudio() async throws {
         guard let root = try await Self.presentation() else { return }
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let server = try await NginxServer(root: root)
+        let server = try await NginxServer.start(root: root)
         defer { server.stop() }
         let playlist = try String(contentsOfFile: root + "/aes/index.m3u8", encoding: .utf8)
         #expect(playlist.contains("#EXT-X-KEY:METHOD=AES-128"))
@@ -263,7 +275,7 @@ final class NginxServer: @unchecked Sendable {
         #EXT-X-STREAM-INF:BANDWIDTH=400000,CODECS="ac-3"
         surround/index.m3u8
         """.write(toFile: root + "/master.m3u8", atomically: true, encoding: .utf8)
-        let server = try await NginxServer(root: root)
+        let server = try await NginxServer.start(root: root)
         defer { server.stop() }
         // The highest bandwidth that can be decoded: the AAC one, not AC-3.
         let (best, bestFrames) = try await playStream([.url(server.url("master.m3u8"))])
@@ -294,7 +306,7 @@ final class NginxServer: @unchecked Sendable {
         let playlist = try String(contentsOfFile: root + "/ts/index.m3u8", encoding: .utf8)
         try playlist.replacingOccurrences(of: "#EXT-X-PLAYLIST-TYPE:VOD\n", with: "#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"k\"\n")
             .write(toFile: root + "/ts/sample-aes.m3u8", atomically: true, encoding: .utf8)
-        let server = try await NginxServer(root: root)
+        let server = try await NginxServer.start(root: root)
         defer { server.stop() }
         var quickRetries = HLSConfiguration()
         quickRetries.http.maximumReconnects = 1
@@ -373,7 +385,7 @@ final class NginxServer: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: root + "/live", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let input = try await Self.source(root)
-        let server = try await NginxServer(root: root)
+        let server = try await NginxServer.start(root: root)
         defer { server.stop() }
         let writer = try LiveWriter(input: input, folder: root + "/live")
         defer { writer.stop() }

@@ -163,7 +163,7 @@ final class StreamReader: @unchecked Sendable {
     let sink = NullSink(pacing: .realTime, capturing: true)
     private let lock = NSLock()
     private var held: HTTPAudioSource?
-    private(set) var player: AudioFilePlayer!
+    private(set) var player: AudioPlayer!
     private var playing: Task<Int64, any Error>?
 
     init(url: String, configuration: HTTPStreamConfiguration, events: EventBox) {
@@ -173,7 +173,7 @@ final class StreamReader: @unchecked Sendable {
             return source
         }
         let sink = self.sink
-        player = AudioFilePlayer(items: [item], buffering: .init(startSeconds: 0.2, restartSeconds: 0.5, maximumSeconds: 2),
+        player = AudioPlayer(items: [item], buffering: .init(startSeconds: 0.2, restartSeconds: 0.5, maximumSeconds: 2),
                                  makeSink: { sink }, onEvent: { events.add($0) })
         let player = self.player!
         playing = Task { try await player.play() }

@@ -64,7 +64,7 @@ func playStreamToTheEnd(_ items: [AudioPlayerItem], seek: Double = 0, loops: Int
     MPG123Decoder.register()
     FAADDecoder.register()
     let capture = Capture()
-    let player = AudioFilePlayer(items: items, loops: loops, startSeconds: seek, makeSink: { capture.makeSink() },
+    let player = AudioPlayer(items: items, loops: loops, startSeconds: seek, makeSink: { capture.makeSink() },
                                  onEvent: { capture.add($0) })
     // A watchdog: a player that does not end within a minute is stopped (the test then fails on
     // its frames) rather than hanging the suite.
@@ -331,7 +331,7 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         // them, with deadlines.
         let recorded = Watched<[Float]>([])
         let states = Watched<[AudioPlayerState]>([])
-        let player = AudioFilePlayer(items: [.url(server.url(name), configuration: quick)],
+        let player = AudioPlayer(items: [.url(server.url(name), configuration: quick)],
                                      buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5),
                                      makeSink: { NullSink(pacing: .realTime) },
                                      record: { samples, _ in recorded.update { $0 += samples } },
@@ -343,7 +343,8 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         // 0.3 s (stereo, 44.1 kHz) have been handed to the real-time sink.
         try #require(await recorded.wait(timeout: .seconds(20)) { $0.count >= 13_230 * 2 }, "playback did not get going")
         let seekAt = ContinuousClock.now
-        await player.seek(to: 3.0)
+        let reached = try await player.seek(to: 3.0)
+        #expect(abs(reached - 3.0) < 1 / 44_100.0, "the seek reached \(reached)")
         // The sink is held while the seek is under way: what is recorded from here on is after it.
         let before = recorded.current.count
         #expect(capture.states.contains(.seeking))

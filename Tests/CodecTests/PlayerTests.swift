@@ -29,7 +29,7 @@ final class SinkCollector: @unchecked Sendable {
 }
 
 func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePitchAlgorithm? = nil,
-          rate: Float = 1, outputFormat: AudioFilePlayer.OutputFormat = .firstItem) async throws -> (SinkCollector, Int64) {
+          rate: Float = 1, outputFormat: AudioPlayer.OutputFormat = .firstItem) async throws -> (SinkCollector, Int64) {
     MPG123Decoder.register()
     FAADDecoder.register()
     AMRDecoder.register()
@@ -39,7 +39,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
     if outputFormat != .itemFormat {
         recording = { (samples: UnsafeBufferPointer<Float>, _: AudioStreamDescription) in collector.record(samples) }
     }
-    let player = AudioFilePlayer(items: paths.map { AudioPlayerItem.file($0) }, loops: loops, startSeconds: seek,
+    let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) }, loops: loops, startSeconds: seek,
                                  outputFormat: outputFormat,
                                  makeSink: { collector.make() },
                                  record: recording,
@@ -122,10 +122,11 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
 
     /// A recording has one format: with the sink reopened per item it is refused, not garbled.
     @Test func recordingWithEachItemsFormatIsRefused() async throws {
-        let player = AudioFilePlayer(items: [.file(Where.fixture("demo-melody.m4a"))], outputFormat: .itemFormat,
+        let player = AudioPlayer(items: [.file(Where.fixture("demo-melody.m4a"))], outputFormat: .itemFormat,
                                      makeSink: { NullSink(pacing: .unpaced) }, record: { _, _ in })
         await #expect { try await player.play() } throws: { error in
-            (error as? AudioQueueError)?.code == .invalidParameter
+            let failure = error as? AudioPlayerError
+            return failure?.stage == .request && (failure?.underlying as? AudioQueueError)?.code == .invalidParameter
         }
     }
 
@@ -155,7 +156,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         let expected = try await rendered(m4a).samples.map { -($0 * 0.5) }
         let collector = SinkCollector()
         let tapped = TapCount()
-        let player = AudioFilePlayer(items: [.file(m4a)], volume: 0.5, makeSink: { collector.make() },
+        let player = AudioPlayer(items: [.file(m4a)], volume: 0.5, makeSink: { collector.make() },
                                      record: { samples, _ in collector.record(samples) },
                                      processingTap: .init(position: .postEffects) { tap, frames, output, _ in
                                          let got = tap.getSourceAudio(frames: frames, into: output)

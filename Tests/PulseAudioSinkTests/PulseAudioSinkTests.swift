@@ -327,7 +327,7 @@ struct PlayerThroughPulseAudioTests {
 
         let server = try await PrivateServer.start()
         try await server.startRecording()
-        let player = AudioFilePlayer(items: paths.map { AudioPlayerItem.file($0) }, outputFormat: .fixed(sampleRate: 44100, channels: 2),
+        let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) }, outputFormat: .fixed(sampleRate: 44100, channels: 2),
                                      makeSink: {
                                          PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50),
                                                                              applicationName: "PlayerThroughPulseAudioTests"))

@@ -78,7 +78,8 @@ public final class PacketFeeder {
     /// The first valid frame not to play (nil: to the item's end); reading stops after the packet
     /// holding the frame before it.
     public let endFrame: Int64?
-    private var started = false
+    /// The start was planned (the source was ready): ``startFrame`` is final.
+    public private(set) var started = false
     private var overridePreRoll: Int?
     /// Where the decoder's traits come from.
     public let registry: AudioDecoderRegistry

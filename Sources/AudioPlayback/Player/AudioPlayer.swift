@@ -1,0 +1,1040 @@
+import AudioFileStream
+import BufferQueue
+import Dispatch
+import Synchronization
+
+/// Plays a list of items (files, streams) through one ``AudioQueue`` and one sink, gaplessly.
+///
+/// One engine: a ``PacketFeeder`` per item puts its packets, with the item's trims, straight into
+/// the playback queue; each item is a new stream of the queue
+/// (``AudioQueue/beginStream(format:magicCookie:)``), so its decoder starts clean and the frames
+/// of consecutive items join sample-exactly, whatever their codecs. The sink plays one format,
+/// chosen by ``OutputFormat``: items of other rates or channel counts, and mid-stream rate
+/// changes, are converted on the render path (register `SoxrConverter`), each item contributing
+/// its valid frames converted to the output rate (±1 frame). ``OutputFormat/itemFormat`` reopens
+/// the sink at each item's own format instead (bit-perfect, with a gap where it changes).
+///
+/// The list can change while it plays (``append(_:)``, ``insert(_:at:)``, ``remove(at:)``,
+/// ``skip()``); every item has a state of its own (``AudioPlayerItemState``, reported as
+/// ``AudioPlayerEvent/itemState(index:id:_:)``), and the player's state is the state of the item
+/// heard. ``AudioPlayerEvent/itemStarted(index:)`` means the item's first frame is heard.
+/// ``seek(to:)`` reports the position it reached; ``events()`` serves any number of consumers and
+/// ``positions(every:)`` reports where playback is at a period; ``replay()`` plays the list again.
+///
+/// The lifecycle is one value (`PlayerMachine`): each call and each report of the queue, the
+/// sources and the clock is an event that returns actions, performed after the lock is released.
+/// No polling: the queue's output callback hands buffers back and the feeder refills them; a
+/// stream that has no packets yet calls back when it has; the moment an item will be heard is
+/// computed from the queue's timeline and checked when it comes. Everything the player does with
+/// its queue runs on one serial dispatch queue of its own; ``play()`` awaits the end without
+/// blocking a thread.
+public final class AudioPlayer: @unchecked Sendable {
+    /// What is playing now.
+    public struct Status: Sendable {
+        /// Index in the item list of the item heard; before its first frame is heard (at the
+        /// start, after a seek) the item being fed; nil before any is opened.
+        public var fileIndex: Int?
+        /// The identity of that item.
+        public var itemID: AudioPlayerItem.ID?
+        /// The item's title: a stream's latest `StreamTitle`, else its metadata's.
+        public var title: String?
+        /// Seconds into the current item (as heard, latency-corrected).
+        public var position: Double
+        /// The item's length in seconds (0 when unknown, e.g. live).
+        public var duration: Double
+        /// Whether ``duration`` is an estimate (from a bit rate) rather than exact.
+        public var durationIsEstimated: Bool
+        /// Seconds enqueued ahead of what is heard (before decoding).
+        public var buffered: Double
+        /// The format the sink plays (nil before it opens).
+        public var outputFormat: AudioStreamDescription?
+    }
+
+    /// How much audio the player keeps ahead of what is heard.
+    public struct Buffering: Sendable {
+        /// Enqueued ahead before playback starts (and after a seek).
+        public var startSeconds: Double
+        /// Enqueued ahead before playback resumes after an underrun.
+        public var restartSeconds: Double
+        /// At most about this much is enqueued ahead (in compressed buffers; the queue decodes
+        /// about 1.5 s more ahead of the sink).
+        public var maximumSeconds: Double
+        public init(startSeconds: Double = 1, restartSeconds: Double = 2, maximumSeconds: Double = 3) {
+            self.startSeconds = max(startSeconds, 0)
+            self.restartSeconds = max(restartSeconds, 0)
+            self.maximumSeconds = max(maximumSeconds, startSeconds, restartSeconds, 0.5)
+        }
+    }
+
+    /// The format the sink plays.
+    public enum OutputFormat: Sendable, Equatable {
+        /// The first item's decoded format; later items are converted to it (gapless).
+        case firstItem
+        /// This rate and channel count; every item is converted to it (gapless).
+        case fixed(sampleRate: Double, channels: Int)
+        /// Each item's own format: the sink is reopened where it changes (bit-perfect, not gapless there).
+        case itemFormat
+    }
+
+    /// The list now, in order (it changes with ``append(_:)``, ``insert(_:at:)``, ``remove(at:)``).
+    public var items: [AudioPlayerItem] { shared.withLock { $0.items } }
+    /// The items' names (paths or URLs).
+    public var paths: [String] { items.map(\.name) }
+    /// How many times the whole list plays.
+    public let loops: Int
+    /// Where in the first item playback starts.
+    public let startSeconds: Double
+    /// How much is enqueued ahead.
+    public let buffering: Buffering
+    /// The format the sink plays.
+    public let outputFormat: OutputFormat
+    /// How play rate and pitch apply (nil: time-pitch off, the rate cannot change).
+    public let timePitch: TimePitchAlgorithm?
+
+    private let timePitchEngines: TimePitchEngineRegistry
+    private let decoders: AudioDecoderRegistry
+    private let resamplers: AudioResamplerRegistry
+    private let makeSink: @Sendable () -> any AudioSink
+    private let record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
+    private let eventHandler: (@Sendable (AudioPlayerEvent) -> Void)?
+    /// Where everything the player does with its queue happens, in order.
+    private let work = DispatchQueue(label: "AudioPlayback.player")
+
+    // MARK: confined to `work`
+    private var queue: AudioQueue?
+    private var free: [AudioQueueBuffer] = []
+    private var bufferCount = 0
+    private var feeder: PacketFeeder?
+    /// The item being fed (index into the list) and its identity.
+    private var itemIndex = 0
+    private var feedingID: AudioPlayerItem.ID?
+    private var loop = 0
+    /// The next item must begin a new stream of the queue.
+    private var needsNewStream = false
+    private var tapInstalled = false
+    /// Where the next opened item starts (seconds into it).
+    private var nextStart: Double = 0
+    /// Frames kept of the items fed before the current one (the timeline where it starts).
+    private var timelineBeforeItem: Int64 = 0
+    /// The sink produces the queue's sound now (between `runningChanged(true)` and `(false)`).
+    private var soundRunning = false
+    /// The check that the next item is heard, when one is scheduled.
+    private var heardCheck: DispatchWorkItem?
+    /// Seeks waiting for the position they reach.
+    private var pendingSeeks: [CheckedContinuation<Double, any Error>] = []
+
+    // MARK: shared
+    private struct Mark {
+        /// Timeline frame where this item's first kept frame plays.
+        var start: Int64
+        var index: Int
+        var id: AudioPlayerItem.ID
+        /// Position in the item of that frame (nonzero after a seek).
+        var offset: Int64
+        var rate: Double
+        var frames: Int64
+        var estimated: Bool
+        var title: String?
+    }
+
+    private struct Shared {
+        var machine: PlayerMachine
+        var items: [AudioPlayerItem]
+        var queue: AudioQueue?
+        var marks: [Mark] = []
+        var enqueuedEnd: Int64 = 0
+        /// The item being fed: its duration and rate once its source is ready (before it is heard).
+        var feeding: (index: Int, id: AudioPlayerItem.ID, rate: Double, frames: Int64, estimated: Bool, start: Double)?
+        var streamTitles: [AudioPlayerItem.ID: String] = [:]
+        var playRate: Float = 1
+        var volume: Float = 1
+        var pan: Float = 0
+        var pitch: Float = 0
+        var metering = false
+        var result: Result<Int64, any Error>?
+        var waiters: [@Sendable (Result<Int64, any Error>) -> Void] = []
+        var stopped = false
+        var subscribers: [Int: AsyncStream<AudioPlayerEvent>.Continuation] = [:]
+        var nextSubscriber = 0
+    }
+    private let shared: Lock<Shared>
+    /// Frames handed to the sink (counted by a siphon on the render path).
+    private let framesHanded = FrameCounter()
+    /// The recording's hand-over, when `record` is given.
+    private let recorderBox = RecorderBox()
+
+    /// - Parameters:
+    ///   - startSeconds: where in the first item to start (frame-exact).
+    ///   - outputFormat: the format the sink plays (see ``OutputFormat``).
+    ///   - makeSink: the sink (called once, when playback begins).
+    ///   - record: receives exactly the frames handed to the sink, in order, after volume and play
+    ///     rate, on a thread of its own (the render thread only copies them into a ring); all of
+    ///     them before ``play()`` returns. Needs one output format (not ``OutputFormat/itemFormat``).
+    ///   - onEvent: called with every ``AudioPlayerEvent`` (also available from ``events()``).
+    ///   - timePitch: turns play rate (and, for ``TimePitchAlgorithm/spectral``, pitch) on:
+    ///     see ``setPlayRate(_:pitch:)``.
+    ///   - playRate: the play rate to start with (0.25...4).
+    ///   - pitch: the pitch shift in cents to start with (-2400...2400, spectral only).
+    ///   - pan: the balance to start with (-1 left ... 1 right; no effect on mono).
+    ///   - processingTap: the caller's processing tap on the player's queue (see ``ProcessingTap``).
+    ///   - timePitchEngines: where the spectral algorithm finds its engine (register `RubberBandTimePitch`).
+    public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
+                buffering: Buffering = Buffering(), outputFormat: OutputFormat = .firstItem,
+                makeSink: @escaping @Sendable () -> any AudioSink,
+                record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil,
+                onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil,
+                timePitch: TimePitchAlgorithm? = nil, playRate: Float = 1, pitch: Float = 0,
+                pan: Float = 0, processingTap: ProcessingTap? = nil,
+                decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
+                timePitchEngines: TimePitchEngineRegistry = .shared) {
+        self.loops = max(loops, 1)
+        self.processingTap = processingTap
+        self.startSeconds = max(startSeconds, 0)
+        self.buffering = buffering
+        self.outputFormat = outputFormat
+        self.makeSink = makeSink
+        self.record = record
+        self.timePitch = timePitch
+        self.timePitchEngines = timePitchEngines
+        self.decoders = decoders
+        self.resamplers = resamplers
+        eventHandler = onEvent
+        nextStart = max(startSeconds, 0)
+        var state = Shared(machine: PlayerMachine(items: items.map(\.id)), items: items)
+        state.playRate = playRate
+        state.pitch = pitch
+        state.volume = volume
+        state.pan = pan
+        shared = Lock(state)
+    }
+
+    /// Plays local files (see ``AudioPlayerItem/file(_:)``).
+    public convenience init(paths: [String], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
+                            makeSink: @escaping @Sendable () -> any AudioSink,
+                            record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil) {
+        self.init(items: paths.map { AudioPlayerItem.file($0) }, loops: loops, volume: volume, startSeconds: startSeconds,
+                  makeSink: makeSink, record: record)
+    }
+
+    /// The gain applied to everything now (0...1): see ``setVolume(_:)``.
+    public var volume: Float { shared.withLock { $0.volume } }
+
+    /// The balance now (-1 left ... 1 right): see ``setPan(_:)``.
+    public var pan: Float { shared.withLock { $0.pan } }
+
+    /// A processing tap for the player's queue: the caller's code on the render path, as with
+    /// ``BufferQueue/AudioQueue/installProcessingTap(_:callback:)``. The player's own frame count
+    /// and recording do not take its place.
+    public struct ProcessingTap: Sendable {
+        /// Where it sits: before time-pitch, conversion and volume/pan, after them, or a siphon.
+        public var position: AudioQueueProcessingTapPosition
+        /// Called on the render path for every block; the tap it gets tells the processing
+        /// format: the output format, or for `.preEffects` the first item's decoded format (with
+        /// items of other formats, use `.postEffects` or `.siphon`, which see one format).
+        public var callback: AudioQueueProcessingTapCallback
+        public init(position: AudioQueueProcessingTapPosition, callback: @escaping AudioQueueProcessingTapCallback) {
+            self.position = position
+            self.callback = callback
+        }
+    }
+
+    /// The caller's processing tap, installed when playback begins.
+    public let processingTap: ProcessingTap?
+
+    /// A new stream of every event from now on, in order; any number of consumers may each have
+    /// one. It finishes when playback ends (at once, when it has ended).
+    public func events() -> AsyncStream<AudioPlayerEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: AudioPlayerEvent.self)
+        let ended = shared.withLock { s -> Bool in
+            guard s.result == nil else { return true }
+            let key = s.nextSubscriber
+            s.nextSubscriber += 1
+            s.subscribers[key] = continuation
+            continuation.onTermination = { [weak self] _ in self?.shared.withLock { _ = $0.subscribers.removeValue(forKey: key) } }
+            return false
+        }
+        if ended { continuation.finish() }
+        return stream
+    }
+
+    /// Where playback is, every `interval` (at least 10 ms), until it ends: a periodic time
+    /// observer, as AVPlayer's. The first value comes at once.
+    public func positions(every interval: Duration) -> AsyncStream<Status> {
+        let period = max(interval, .milliseconds(10))
+        let ends = events()
+        return AsyncStream { continuation in
+            let ticker = Task { [weak self] in
+                while !Task.isCancelled, let self {
+                    continuation.yield(self.status)
+                    try? await Task.sleep(for: period)
+                }
+            }
+            let watcher = Task {
+                for await _ in ends {}
+                ticker.cancel()
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in
+                ticker.cancel()
+                watcher.cancel()
+            }
+        }
+    }
+
+    /// The player's state now (the state of the item heard).
+    public var playerState: AudioPlayerState { shared.withLock { $0.machine.state } }
+
+    /// The state of every item in the list, in order.
+    public var itemStates: [AudioPlayerItemState] {
+        shared.withLock { s in s.items.map { s.machine.itemStates[$0.id] ?? .queued } }
+    }
+
+    /// Level meters of what is heard (one per output channel), once ``isMeteringEnabled``.
+    public var levelMeters: [AudioLevelMeter] { shared.withLock { $0.queue }?.currentLevelMeters ?? [] }
+
+    /// Whether the output's level is metered (``levelMeters``).
+    public var isMeteringEnabled: Bool {
+        get { shared.withLock { $0.metering } }
+        set {
+            let queue = shared.withLock { s -> AudioQueue? in s.metering = newValue; return s.queue }
+            queue?.isLevelMeteringEnabled = newValue
+        }
+    }
+
+    // MARK: control
+
+    /// Plays the list `loops` times and returns when all has been heard (or ``stop()``), with
+    /// the frames handed to the sink. Cancelling the task stops playback. Blocks no thread.
+    /// After the end it returns the same result again; ``replay()`` plays the list anew.
+    /// - Throws: ``AudioPlayerError``: what failed, for which item; what was decoded before it has played.
+    @discardableResult
+    public func play() async throws -> Int64 {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int64, any Error>) in
+                whenDone { continuation.resume(with: $0) }
+                begin()
+            }
+        } onCancel: {
+            stop()
+        }
+    }
+
+    /// Plays the list again from the first item after playback ended (finished, failed or
+    /// stopped), as ``play()`` does the first time.
+    @discardableResult
+    public func replay() async throws -> Int64 {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            work.async { [self] in
+                resetForReplay()
+                continuation.resume()
+            }
+        }
+        return try await play()
+    }
+
+    /// ``play()`` for a caller that may block its thread (a command-line tool's main thread):
+    /// never call it from a Swift task or a Dispatch queue the player's callbacks need.
+    @discardableResult
+    public func run() throws -> Int64 {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Lock<Result<Int64, any Error>?>(nil)
+        whenDone { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        begin()
+        done.wait()
+        guard let result = outcome.withLock({ $0 }) else { return 0 }
+        return try result.get()
+    }
+
+    /// Stops now (from any thread); ``play()`` returns soon after.
+    public func stop() {
+        shared.withLock { $0.stopped = true }
+        work.async { [self] in
+            feeder = nil
+            act { $0.stop() }
+        }
+    }
+
+    /// Pauses playback (enqueueing ahead goes on up to the buffer limit).
+    public func pause() {
+        perform(shared.withLock { $0.machine.pause() })
+    }
+
+    /// Resumes after ``pause()``.
+    public func resume() {
+        perform(shared.withLock { $0.machine.resume() })
+        work.async { [self] in
+            if !shared.withLock({ $0.machine.queueStarted }) { evaluateBuffer(waiting: true) }
+            scheduleHeardCheck()
+        }
+    }
+
+    /// Moves to `seconds` into the item heard now (frame-exact): what was enqueued is dropped and
+    /// the item is fed again from there; what plays from then on equals a render of the item from
+    /// that frame.
+    /// - Returns: the position reached, in seconds into the item (`seconds`, rounded to a frame;
+    ///   the item's end when `seconds` is past it), once the item's source has planned the start.
+    /// - Throws: ``AudioPlayerError`` (`request`) before playback began or after it ended; the
+    ///   item's error when it cannot be read from there.
+    @discardableResult
+    public func seek(to seconds: Double) async throws -> Double {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Double, any Error>) in
+            work.async { [self] in
+                guard performJump(toItem: nil, seconds: max(seconds, 0)) else {
+                    return continuation.resume(throwing: AudioPlayerError(.request, underlying: AudioQueueError(.invalidRunState,
+                        "the player can seek only while it plays (after play(), before the end)")))
+                }
+                pendingSeeks.append(continuation)
+                resolveSeeks()
+            }
+        }
+    }
+
+    /// Moves on to the next item now (the end, after the last one of the last loop).
+    public func skip() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            work.async { [self] in
+                let heardIndex = status.fileIndex ?? itemIndex
+                let next = heardIndex + 1
+                if next < shared.withLock({ $0.items.count }) {
+                    _ = performJump(toItem: next, seconds: 0)
+                } else {
+                    feeder = nil
+                    act { $0.stop() }
+                }
+                continuation.resume()
+            }
+        }
+    }
+
+    /// Adds an item at the end of the list. It plays after the others, without a gap when it
+    /// comes before the last one is decoded (else after the queue has played out).
+    public func append(_ item: AudioPlayerItem) {
+        work.async { [self] in insert(item, at: shared.withLock { $0.items.count }, now: true) }
+    }
+
+    /// Inserts an item at `index` (clamped to the list). One inserted before the item being fed
+    /// is not played in this pass of the list.
+    public func insert(_ item: AudioPlayerItem, at index: Int) {
+        work.async { [self] in insert(item, at: index, now: true) }
+    }
+
+    /// Takes the item at `index` out of the list; the one heard or being fed is skipped.
+    public func remove(at index: Int) {
+        work.async { [self] in
+            let (id, count) = shared.withLock { s -> (AudioPlayerItem.ID?, Int) in
+                (s.items.indices.contains(index) ? s.items[index].id : nil, s.items.count)
+            }
+            guard let id else { return }
+            let heardIndex = status.fileIndex
+            if heardIndex == index || (feedingID == id && heardIndex == nil) {
+                // The item heard (or about to be): on to the next, then out of the list.
+                if index + 1 < count { _ = performJump(toItem: index + 1, seconds: 0) } else { feeder = nil; act { $0.stop() } }
+            } else if feedingID == id {
+                // Fed ahead, not heard yet: what is enqueued of it plays; the feeding moves on.
+                if let feeder { timelineBeforeItem += feeder.framesKept }
+                feeder = nil
+                itemIndex -= 1
+                if !advance() { finishInput() }
+            }
+            let removed = shared.withLock { s -> [PlayerMachine.Action] in
+                s.items.removeAll { $0.id == id }
+                for i in s.marks.indices where s.marks[i].index > index { s.marks[i].index -= 1 }
+                return s.machine.itemRemoved(id)
+            }
+            if itemIndex > index { itemIndex -= 1 }
+            perform(removed, removedIndex: index)
+            pump()
+        }
+    }
+
+    private func insert(_ item: AudioPlayerItem, at requested: Int, now: Bool) {
+        let actions = shared.withLock { s -> [PlayerMachine.Action] in
+            let index = min(max(requested, 0), s.items.count)
+            s.items.insert(item, at: index)
+            for i in s.marks.indices where s.marks[i].index >= index { s.marks[i].index += 1 }
+            if index <= itemIndex && (feedingID != nil || s.machine.inputDone) && index < s.items.count - 1 { itemIndex += 1 }
+            if let feeding = s.feeding, feeding.index >= index { s.feeding?.index = feeding.index + 1 }
+            return s.machine.itemAdded(item.id)
+        }
+        perform(actions)
+        // Items past the one fed last: the input goes on (or after the drain).
+        if shared.withLock({ $0.machine.inputDone }) && itemIndex < shared.withLock({ $0.items.count }) {
+            if loop >= loops { loop = loops - 1 }
+            act { $0.moreInput() }
+            pump()
+        }
+    }
+
+    /// Changes the play rate (0.25...4) and, optionally, the pitch shift in cents (-2400...2400;
+    /// spectral only) of what plays now and later, within about 20 ms. Needs `timePitch` at init.
+    /// ``Status/position`` stays the position in the item (source time).
+    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` for values out of range, or
+    ///   without time-pitch.
+    public func setPlayRate(_ rate: Float, pitch: Float? = nil) throws {
+        guard timePitch != nil else {
+            throw AudioQueueError(.invalidParameter, "the player was made without time-pitch: pass timePitch: to init")
+        }
+        if let pitch, pitch != 0, timePitch != .spectral {
+            throw AudioQueueError(.invalidParameter, "a pitch shift needs the spectral time-pitch algorithm")
+        }
+        let parameters = try AudioQueueParameters(playRate: rate, pitch: pitch).validated()
+        let queue = shared.withLock { s -> AudioQueue? in
+            s.playRate = rate
+            if let pitch { s.pitch = pitch }
+            return s.queue
+        }
+        try queue?.setParameters(parameters)
+    }
+
+    /// Changes the gain (0...1) of what plays now and later; the change glides over a few
+    /// milliseconds, as the queue's volume does.
+    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` outside 0...1.
+    public func setVolume(_ volume: Float) throws {
+        try setMix(AudioQueueParameters(volume: volume).validated()) { $0.volume = volume }
+    }
+
+    /// Changes the balance (-1 left only ... 1 right only; no effect on mono).
+    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` outside -1...1.
+    public func setPan(_ pan: Float) throws {
+        try setMix(AudioQueueParameters(pan: pan).validated()) { $0.pan = pan }
+    }
+
+    private func setMix(_ parameters: AudioQueueParameters, _ keep: (inout Shared) -> Void) throws {
+        let queue = shared.withLock { s -> AudioQueue? in
+            keep(&s)
+            return s.queue
+        }
+        try queue?.setParameters(parameters)
+    }
+
+    /// What is heard now. Before the first frame of an item is heard (at the start, right after a
+    /// seek) the item being fed gives the position it starts at and its duration (once its
+    /// container told it).
+    public var status: Status {
+        shared.withLock { s in
+            guard let queue = s.queue, !s.marks.isEmpty else {
+                let duration = s.feeding.map { Double($0.frames) / $0.rate } ?? 0
+                return Status(fileIndex: s.feeding?.index, itemID: s.feeding?.id, title: nil, position: s.feeding?.start ?? 0, duration: duration,
+                              durationIsEstimated: s.feeding?.estimated ?? false, buffered: 0, outputFormat: s.queue?.outputFormat)
+            }
+            let heard = queue.currentTime().sampleTime
+            let mark = s.marks.last { $0.start <= heard } ?? s.marks.first
+            let position = mark.map { Double(heard - $0.start + $0.offset) / $0.rate } ?? 0
+            let title = mark.flatMap { s.streamTitles[$0.id] ?? $0.title }
+            let rate = mark?.rate ?? s.feeding?.rate ?? 44100
+            let duration = mark.map { Double($0.frames) / $0.rate } ?? s.feeding.map { Double($0.frames) / $0.rate } ?? 0
+            return Status(fileIndex: mark?.index, itemID: mark?.id, title: title, position: max(position, 0),
+                          duration: duration, durationIsEstimated: mark?.estimated ?? s.feeding?.estimated ?? false,
+                          buffered: max(Double(s.enqueuedEnd - heard) / rate, 0), outputFormat: queue.outputFormat)
+        }
+    }
+
+    // MARK: events and actions
+
+    /// Decides under the lock, acts after it.
+    private func act(_ decide: (inout PlayerMachine) -> [PlayerMachine.Action]) {
+        perform(shared.withLock { decide(&$0.machine) })
+    }
+
+    private func perform(_ actions: [PlayerMachine.Action], removedIndex: Int? = nil) {
+        for action in actions {
+            switch action {
+            case .publish(let state):
+                emit(.state(state))
+            case .publishItem(let id, let state):
+                let index = shared.withLock { s in s.items.firstIndex { $0.id == id } } ?? removedIndex ?? -1
+                emit(.itemState(index: index, id: id, state))
+                if state == .playing { emit(.itemStarted(index: index)) }
+            case .openItem:
+                openItem()
+            case .startQueue(let play):
+                startQueue(play: play)
+            case .resumeQueue:
+                try? shared.withLock({ $0.queue })?.start()
+            case .pauseQueue:
+                try? shared.withLock({ $0.queue })?.pause()
+            case .finishQueue:
+                finishQueue()
+            case .stopQueue:
+                do { try queue?.stop(immediately: false) } catch { fail(AudioPlayerError(.sink, underlying: error), playOut: false) }
+            case .restartRun:
+                restartRun()
+            case .disposeQueue:
+                shared.withLock({ $0.queue })?.dispose(immediately: true)
+            case .complete:
+                complete()
+            }
+        }
+    }
+
+    private func emit(_ event: AudioPlayerEvent) {
+        let subscribers = shared.withLock { s -> [AsyncStream<AudioPlayerEvent>.Continuation] in
+            if case .streamTitle(let title, let index) = event, s.items.indices.contains(index) { s.streamTitles[s.items[index].id] = title }
+            return Array(s.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.yield(event) }
+        eventHandler?(event)
+    }
+
+    /// The context a source of an item reports through: its events get the item's index here.
+    private func context(forItem id: AudioPlayerItem.ID) -> AudioSourceContext {
+        AudioSourceContext(report: { [weak self] event in
+            guard let self else { return }
+            let index = self.shared.withLock { s in s.items.firstIndex { $0.id == id } } ?? -1
+            switch event {
+            case .state(let state): self.act { $0.sourceReported(state, item: id) }
+            case .streamTitle(let title): self.emit(.streamTitle(title, index: index))
+            case .property(let name, let value): self.emit(.property(name: name, value: value, index: index))
+            }
+        }, available: { [weak self] in
+            guard let self else { return }
+            self.work.async { self.pump() }
+        })
+    }
+
+    private func whenDone(_ waiter: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
+        let ready = shared.withLock { s -> Result<Int64, any Error>? in
+            if let result = s.result { return result }
+            s.waiters.append(waiter)
+            return nil
+        }
+        if let ready { waiter(ready) }
+    }
+
+    // MARK: feeding (on `work`)
+
+    private func begin() {
+        work.async { [self] in
+            if record != nil && outputFormat == .itemFormat && shared.withLock({ $0.machine.phase == .ready }) {
+                // The recording has one format; with the sink reopened per item it would change under it.
+                return fail(AudioPlayerError(.request, underlying: AudioQueueError(.invalidParameter,
+                    "record needs one output format: use .firstItem or .fixed, not .itemFormat")), playOut: false)
+            }
+            let (hasItems, stopped) = shared.withLock { (!$0.items.isEmpty, $0.stopped) }
+            act { $0.begin(hasItems: hasItems, stopped: stopped) }
+        }
+    }
+
+    /// Opens the item at `itemIndex`, `nextStart` seconds in; a failure to open ends the input there.
+    private func openItem() {
+        let item = shared.withLock { s in s.items.indices.contains(itemIndex) ? s.items[itemIndex] : nil }
+        guard let item else { return finishInput() }
+        let seconds = nextStart
+        nextStart = 0
+        do {
+            let source = try item.open(context(forItem: item.id))
+            feeder = PacketFeeder(source: source, startSeconds: seconds, registry: decoders)
+            feedingID = item.id
+            needsNewStream = queue != nil
+            shared.withLock { $0.feeding = nil }
+            act { $0.itemOpened(item.id) }
+        } catch {
+            feedingID = item.id
+            fail(AudioPlayerError(.open, itemIndex: itemIndex, itemName: item.name, underlying: error), item: item.id)
+        }
+        pump()
+    }
+
+    /// Moves to the next item (or the next loop); false at the end.
+    private func advance() -> Bool {
+        if let feeder { timelineBeforeItem += feeder.framesKept }
+        feeder = nil
+        feedingID = nil
+        itemIndex += 1
+        let count = shared.withLock { $0.items.count }
+        if itemIndex >= count {
+            loop += 1
+            guard loop < loops else { return false }
+            itemIndex = 0
+        }
+        openItem()
+        return feeder != nil
+    }
+
+    /// Enqueues into free buffers until they are all in the queue, the source waits, or the input ends.
+    private func pump() {
+        guard !shared.withLock({ $0.machine.inputDone }) else { return allDecodedIfSo() }
+        do {
+            while let feeder {
+                let source = feeder.source
+                if queue == nil {
+                    guard source.isReady else { return }
+                    do { try makeQueue(for: source) } catch {
+                        throw AudioPlayerError(.decode, itemIndex: itemIndex, itemName: currentName, underlying: error)
+                    }
+                }
+                guard let queue, let buffer = free.last else { break }
+                if needsNewStream {
+                    guard source.isReady else { return }
+                    try queue.beginStream(format: source.format, magicCookie: source.magicCookie)
+                    needsNewStream = false
+                }
+                let before = feeder.framesKept
+                let progress = try feeder.enqueueNext(buffer, on: queue)
+                noteSource(feeder)
+                if progress == .enqueued {
+                    free.removeLast()
+                    noteEnqueued(feeder, before: before)
+                }
+                resolveSeeks()
+                switch progress {
+                case .enqueued:
+                    break
+                case .waiting:
+                    evaluateBuffer(waiting: true)
+                    return
+                case .finished:
+                    if !advance() { finishInput() }
+                }
+            }
+        } catch let error as AudioPlayerError {
+            fail(error, item: feedingID)
+            return
+        } catch {
+            fail(AudioPlayerError(.read, itemIndex: itemIndex, itemName: currentName, underlying: error), item: feedingID)
+            return
+        }
+        evaluateBuffer(waiting: false)
+    }
+
+    private var currentName: String? { shared.withLock { s in s.items.indices.contains(itemIndex) ? s.items[itemIndex].name : nil } }
+
+    /// The item being fed: its duration and rate, once its source is ready.
+    private func noteSource(_ feeder: PacketFeeder) {
+        guard let id = feedingID, feeder.source.isReady else { return }
+        let source = feeder.source
+        shared.withLock { s in
+            guard s.feeding?.id != id || (feeder.started && s.feeding?.start == 0 && feeder.startFrame > 0) else { return }
+            let duration = source.duration
+            s.feeding = (itemIndex, id, source.format.sampleRate, duration?.frames ?? 0, duration?.isEstimated ?? false,
+                         Double(feeder.startFrame) / source.format.sampleRate)
+        }
+    }
+
+    /// Records where the item's first kept frame plays, once known.
+    private func noteEnqueued(_ feeder: PacketFeeder, before: Int64) {
+        let source = feeder.source
+        let end = timelineBeforeItem + feeder.framesKept
+        let heard = queue?.currentTime().sampleTime ?? 0
+        let added = shared.withLock { s -> Bool in
+            s.enqueuedEnd = end
+            // Items heard to the end no longer need their mark: the list stays a few long.
+            while s.marks.count > 1 && s.marks[1].start <= heard { s.marks.removeFirst() }
+            guard before == 0 && feeder.framesKept > 0, let id = feedingID else { return false }
+            let duration = source.duration
+            s.marks.append(Mark(start: timelineBeforeItem, index: itemIndex, id: id, offset: feeder.startFrame,
+                                rate: source.format.sampleRate, frames: duration?.frames ?? 0,
+                                estimated: duration?.isEstimated ?? false, title: source.title))
+            return true
+        }
+        if added { scheduleHeardCheck() }
+    }
+
+    /// Seeks waiting for their position: answered once the feeder has planned its start.
+    private func resolveSeeks() {
+        guard !pendingSeeks.isEmpty, let feeder, feeder.started else { return }
+        let position = Double(feeder.startFrame) / feeder.source.format.sampleRate
+        let waiting = pendingSeeks
+        pendingSeeks.removeAll()
+        for continuation in waiting { continuation.resume(returning: position) }
+    }
+
+    private func makeQueue(for source: any PacketSource) throws {
+        let sinkFormat: AudioQueue.SinkFormat
+        switch outputFormat {
+        case .firstItem: sinkFormat = .keepFirst
+        case .fixed(let rate, let channels): sinkFormat = .fixed(sampleRate: rate, channels: channels)
+        case .itemFormat: sinkFormat = .followDecoded
+        }
+        let made = try AudioQueue(format: source.format,
+                                  configuration: .init(sink: makeSink(), decodeBufferFrames: 65536, callbackQueue: work,
+                                                       decoderRegistry: decoders, resamplerRegistry: resamplers,
+                                                       timePitchRegistry: timePitchEngines, sinkFormat: sinkFormat)) { [weak self] _, buffer in
+            // On `work`: the buffer is free again.
+            guard let self else { return }
+            self.free.append(buffer)
+            self.pump()
+        }
+        if let cookie = source.magicCookie { try made.setMagicCookie(cookie) }
+        let (volume, pan, metering) = shared.withLock { ($0.volume, $0.pan, $0.metering) }
+        if volume != 1 || pan != 0 { try made.setParameters(.init(volume: volume, pan: pan)) }
+        if metering { made.isLevelMeteringEnabled = true }
+        if let timePitch {
+            try made.setTimePitch(timePitch)
+            let (rate, pitch) = shared.withLock { ($0.playRate, $0.pitch) }
+            try made.setParameters(.init(playRate: rate, pitch: pitch))
+        }
+        bufferCount = max(4, Int((buffering.maximumSeconds / 0.5).rounded(.up)))
+        for _ in 0..<bufferCount { free.append(try made.allocateBuffer(capacity: 1 << 15, packetDescriptionCapacity: 128)) }
+        queue = made
+        shared.withLock { $0.queue = made }
+        let events = made.events()
+        Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                self.work.async { self.handle(event, from: made) }
+            }
+        }
+    }
+
+    /// Starts playback once enough is enqueued (or nothing more will come for now).
+    private func evaluateBuffer(waiting: Bool) {
+        guard let queue else { return }
+        let ahead = shared.withLock { s -> Double in
+            let heard = queue.currentTime().sampleTime
+            let rate = s.marks.last?.rate ?? queue.streamDescription.sampleRate
+            return Double(s.enqueuedEnd - heard) / rate
+        }
+        // Every buffer in the queue (not merely none returned yet, as right after a seek), or
+        // nothing more to come.
+        let inputDone = shared.withLock { $0.machine.inputDone }
+        let enough = (free.isEmpty && ahead > 0) || inputDone
+        act { $0.buffered(enough: enough, ahead: ahead, waiting: waiting, buffering: buffering) }
+    }
+
+    /// Primes the queue and starts it (`play`), installing the frame count and the caller's tap first.
+    private func startQueue(play: Bool) {
+        guard let queue else { return }
+        do {
+            try queue.prime()
+            // Counts (and hands to `record`, through a ring and a thread of its own) exactly
+            // what goes to the sink.
+            if !tapInstalled {
+                tapInstalled = true
+                let handed = framesHanded, box = recorderBox
+                // An observer, not a tap: the caller's processing tap keeps its place.
+                let format = try queue.setOutputObserver { output, frames in
+                    box.recorder?.push(output, frames: frames)
+                    handed.frames.add(Int64(frames), ordering: .relaxed)
+                }
+                // Set before the first start, so before the first render.
+                if let record { box.set(SiphonRecorder(format: format, record: record)) }
+                if let processingTap { try queue.installProcessingTap(processingTap.position, callback: processingTap.callback) }
+            }
+            if play { try queue.start() }
+        } catch {
+            fail(AudioPlayerError(.sink, underlying: error), playOut: false)
+        }
+    }
+
+    private func handle(_ event: AudioQueueEvent, from source: AudioQueue) {
+        guard source === queue else { return }
+        switch event {
+        case .error(let error) where error.code == .sinkError:
+            fail(AudioPlayerError(.sink, underlying: error), playOut: false)
+        case .underrun:
+            // A stream that has not caught up: hold until enough is enqueued again.
+            soundRunning = false
+            act { $0.underran() }
+        case .runningChanged(let running):
+            soundRunning = running
+            if running { scheduleHeardCheck() }
+            act { $0.runningChanged(running, queueStopping: source.isStopping) }
+        default:
+            break
+        }
+    }
+
+    // MARK: what is heard
+
+    /// Reports the items whose first frame is heard by now, and schedules the next check for when
+    /// the next item's first frame will be heard (from the timeline and the item's rate; checked
+    /// again then, so a pause or an underrun meanwhile only moves it later).
+    private func scheduleHeardCheck() {
+        heardCheck?.cancel()
+        heardCheck = nil
+        guard soundRunning, let queue else { return }
+        let now = queue.currentTime().sampleTime
+        let (reached, next) = shared.withLock { s -> ([AudioPlayerItem.ID], Mark?) in
+            (s.marks.filter { $0.start <= now }.map(\.id), s.marks.first { $0.start > now })
+        }
+        for id in reached { act { $0.itemHeard(id) } }
+        guard let next else { return }
+        let rate = Double(shared.withLock { $0.playRate })
+        let seconds = Double(next.start - now) / next.rate / max(rate, 0.25)
+        let check = DispatchWorkItem { [weak self] in self?.scheduleHeardCheck() }
+        heardCheck = check
+        work.asyncAfter(deadline: .now() + seconds + 0.002, execute: check)
+    }
+
+    // MARK: ending
+
+    /// Every item is fed: the queue plays out what it has.
+    private func finishInput() {
+        act { $0.inputFinished(hasQueue: queue != nil) }
+    }
+
+    /// Starts the queue if it has not started, and stops it after what it holds once all of it is decoded.
+    private func finishQueue() {
+        feeder = nil
+        feedingID = nil
+        guard let queue else { return act { $0.noQueueToPlayOut() } }
+        evaluateBuffer(waiting: false)
+        let paused = shared.withLock { $0.machine.userPaused }
+        do {
+            if !queue.isRunning && !paused { try queue.start() }
+        } catch {
+            return fail(AudioPlayerError(.sink, underlying: error), playOut: false)
+        }
+        allDecodedIfSo()
+    }
+
+    /// After the input finished: once every buffer is back (all of it decoded), the queue may stop.
+    private func allDecodedIfSo() {
+        guard queue != nil, free.count == bufferCount else { return }
+        act { $0.allDecoded() }
+    }
+
+    /// Items came while the queue played out: a new run of the queue feeds them.
+    private func restartRun() {
+        timelineBeforeItem = 0
+        shared.withLock { s in
+            s.marks.removeAll()
+            s.enqueuedEnd = 0
+        }
+        needsNewStream = true
+        openItem()
+    }
+
+    /// A source or the sink failed: what was enqueued before plays out (a source's failure),
+    /// then playback ends with the error.
+    private func fail(_ error: AudioPlayerError, playOut: Bool = true, item: AudioPlayerItem.ID? = nil) {
+        let waiting = pendingSeeks
+        pendingSeeks.removeAll()
+        for continuation in waiting { continuation.resume(throwing: error) }
+        if let item {
+            act { $0.itemFailed(item, error) }
+        } else {
+            act { $0.failed(error, playOut: playOut) }
+        }
+    }
+
+    /// A seek in the item heard (`item` nil) or a jump to the start of another item. False when
+    /// the player is not playing.
+    private func performJump(toItem target: Int?, seconds: Double) -> Bool {
+        guard let queue, shared.withLock({ $0.result == nil && $0.machine.phase == .running }) else { return false }
+        let heardIndex = status.fileIndex ?? itemIndex
+        let restarts = shared.withLock { $0.machine.stopIssued }
+        act { $0.seekBegan() }
+        heardCheck?.cancel()
+        do {
+            if restarts {
+                // The queue was told to stop after what it holds: stop it at once (its timeline restarts).
+                try queue.stop(immediately: true)
+            } else {
+                try queue.pause()
+                try queue.reset()
+            }
+        } catch {
+            fail(AudioPlayerError(.sink, underlying: error), playOut: false)
+            return true
+        }
+        soundRunning = false
+        // A stopped queue's timeline starts again from 0; a reset one goes on from the frame reached.
+        timelineBeforeItem = restarts ? 0 : queue.currentTime().sampleTime
+        shared.withLock { s in
+            s.marks.removeAll()
+            s.enqueuedEnd = timelineBeforeItem
+        }
+        let index = target ?? heardIndex
+        if itemIndex != index { loop = max(loop - (index > itemIndex ? 1 : 0), 0) }
+        itemIndex = index
+        nextStart = seconds
+        feeder = nil
+        openItem()
+        needsNewStream = true
+        pump()
+        return true
+    }
+
+    private func resetForReplay() {
+        guard shared.withLock({ $0.result != nil }) else { return }
+        queue?.dispose(immediately: true)
+        queue = nil
+        free.removeAll()
+        feeder = nil
+        feedingID = nil
+        itemIndex = 0
+        loop = 0
+        needsNewStream = false
+        tapInstalled = false
+        timelineBeforeItem = 0
+        soundRunning = false
+        nextStart = startSeconds
+        framesHanded.frames.store(0, ordering: .relaxed)
+        recorderBox.clear()
+        shared.withLock { s in
+            s.machine.reset(items: s.items.map(\.id))
+            s.queue = nil
+            s.marks.removeAll()
+            s.enqueuedEnd = 0
+            s.feeding = nil
+            s.result = nil
+            s.stopped = false
+        }
+    }
+
+    /// Ends playback (once): the waiters, the event streams.
+    private func complete() {
+        heardCheck?.cancel()
+        let played = framesHanded.frames.load(ordering: .relaxed)
+        let (waiters, subscribers, result) = shared.withLock { s -> ([@Sendable (Result<Int64, any Error>) -> Void], [AsyncStream<AudioPlayerEvent>.Continuation], Result<Int64, any Error>?) in
+            guard s.result == nil else { return ([], [], nil) }
+            let result: Result<Int64, any Error> = s.machine.failure.map { .failure($0) } ?? .success(played)
+            s.result = result
+            defer {
+                s.waiters.removeAll()
+                s.subscribers.removeAll()
+            }
+            return (s.waiters, Array(s.subscribers.values), result)
+        }
+        guard let result else { return }
+        recorderBox.recorder?.finish()
+        let waiting = pendingSeeks
+        pendingSeeks.removeAll()
+        for continuation in waiting {
+            continuation.resume(throwing: AudioPlayerError(.request, underlying: AudioQueueError(.invalidRunState, "playback ended before the seek took effect")))
+        }
+        for subscriber in subscribers { subscriber.finish() }
+        for waiter in waiters { waiter(result) }
+    }
+}
+
+/// The name the player had before it played streams and HLS too.
+@available(*, deprecated, renamed: "AudioPlayer")
+public typealias AudioFilePlayer = AudioPlayer
+
+/// The recorder the siphon pushes to: set on the player's queue before the first render (the
+/// queue's start orders the store before the render thread's loads), read lock-free there.
+final class RecorderBox: Sendable {
+    /// An `Unmanaged` reference to the recorder (0: none), retained while set.
+    private let storage = Atomic<Int>(0)
+
+    var recorder: SiphonRecorder? {
+        let bits = storage.load(ordering: .acquiring)
+        guard let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
+        return Unmanaged<SiphonRecorder>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    func set(_ recorder: SiphonRecorder) {
+        let bits = Int(bitPattern: Unmanaged.passRetained(recorder).toOpaque())
+        let old = storage.exchange(bits, ordering: .acquiringAndReleasing)
+        if let pointer = UnsafeRawPointer(bitPattern: old) { Unmanaged<SiphonRecorder>.fromOpaque(pointer).release() }
+    }
+
+    /// Drops the recorder (between runs, when no render runs).
+    func clear() {
+        let old = storage.exchange(0, ordering: .acquiringAndReleasing)
+        if let pointer = UnsafeRawPointer(bitPattern: old) { Unmanaged<SiphonRecorder>.fromOpaque(pointer).release() }
+    }
+
+    deinit { clear() }
+}
+
+/// A frame count shared with the render path.
+final class FrameCounter: Sendable {
+    let frames = Atomic<Int64>(0)
+}

@@ -1,0 +1,158 @@
+import AudioFileStream
+import BufferQueue
+import Dispatch
+import Synchronization
+
+/// What the player reports as it goes. `index` is the item's place in the list when reported.
+public enum AudioPlayerEvent: Sendable {
+    /// The player's state: the state of the item heard now (a prefetched item's states are its own).
+    case state(AudioPlayerState)
+    /// The first frame of item `index` is heard (its frames follow the previous item's without a gap).
+    case itemStarted(index: Int)
+    /// Item `index` (with the given id) is in a new state.
+    case itemState(index: Int, id: AudioPlayerItem.ID, AudioPlayerItemState)
+    /// A stream announced a new title (ICY `StreamTitle`) for item `index`.
+    case streamTitle(String, index: Int)
+    /// A stream property such as `icy-name` or `icy-genre`, for item `index`.
+    case property(name: String, value: String, index: Int)
+}
+
+/// Where one item of the list is.
+public enum AudioPlayerItemState: Sendable, Equatable {
+    /// In the list, not opened yet.
+    case queued
+    /// Its stream is connecting.
+    case connecting
+    /// Opened; its packets are being read and enqueued ahead of what is heard.
+    case loading
+    /// Its stream lost the connection and is reconnecting.
+    case reconnecting
+    /// Heard now.
+    case playing
+    /// Heard to its end (or to where the next item took over).
+    case finished
+    /// Its source failed; what was enqueued of it played.
+    case failed(AudioPlayerError)
+    /// Taken out of the list.
+    case removed
+}
+
+/// Why playback ended early: what failed, for which item, and the underlying error.
+public struct AudioPlayerError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Stage: String, Sendable, Equatable {
+        /// The item could not be opened (a missing file, a refused URL).
+        case open
+        /// Its packets could not be read (a damaged file, a lost stream).
+        case read
+        /// The queue refused its audio (no decoder, a format it cannot take).
+        case decode
+        /// The sink failed (the server went away, the device was removed).
+        case sink
+        /// The caller asked for something the player cannot do.
+        case request
+    }
+    /// What failed.
+    public var stage: Stage
+    /// The item's place in the list and its name, when an item failed.
+    public var itemIndex: Int?
+    public var itemName: String?
+    /// The error that was thrown.
+    public var underlying: any Error
+
+    public init(_ stage: Stage, itemIndex: Int? = nil, itemName: String? = nil, underlying: any Error) {
+        self.stage = stage
+        self.itemIndex = itemIndex
+        self.itemName = itemName
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        let item = itemName.map { " \($0)" } ?? itemIndex.map { " item \($0)" } ?? ""
+        return "\(stage.rawValue)\(item): \(underlying)"
+    }
+
+    /// Equal when the same stage and item failed with errors that read the same.
+    public static func == (a: AudioPlayerError, b: AudioPlayerError) -> Bool {
+        a.stage == b.stage && a.itemIndex == b.itemIndex && a.itemName == b.itemName && "\(a.underlying)" == "\(b.underlying)"
+    }
+}
+
+/// What a source reports about itself; the player adds the item's index.
+public enum AudioSourceEvent: Sendable {
+    /// Opening a connection, reconnecting, buffering.
+    case state(AudioPlayerState)
+    /// A new title (ICY `StreamTitle`).
+    case streamTitle(String)
+    /// A stream property such as `icy-name`.
+    case property(name: String, value: String)
+}
+
+/// Where the player is.
+public enum AudioPlayerState: Sendable, Equatable {
+    /// Opening a stream (before its first bytes).
+    case connecting
+    /// Decoding ahead before playback starts, or after an underrun.
+    case buffering
+    /// Audio is being heard.
+    case playing
+    /// Paused by ``AudioPlayer/pause()``.
+    case paused
+    /// Moving to a new position.
+    case seeking
+    /// A stream lost its connection and is reconnecting.
+    case reconnecting
+    /// Everything played (final).
+    case finished
+    /// Stopped by an error (final).
+    case failed(AudioPlayerError)
+}
+
+/// How a source tells the player about itself: its events, and that more packets arrived.
+public struct AudioSourceContext: Sendable {
+    /// Events about the source (titles, connection state).
+    public let report: @Sendable (AudioSourceEvent) -> Void
+    /// More packets can be read now (after ``PacketRead/waiting``).
+    public let available: @Sendable () -> Void
+
+    public init(report: @escaping @Sendable (AudioSourceEvent) -> Void = { _ in }, available: @escaping @Sendable () -> Void = {}) {
+        self.report = report
+        self.available = available
+    }
+}
+
+/// One entry of the player's list: how to open its packets.
+public struct AudioPlayerItem: Sendable, Identifiable {
+    /// An item's identity: unique in the process, kept while the list changes around it.
+    public struct ID: Hashable, Sendable, CustomStringConvertible {
+        let value: Int
+        public var description: String { "#\(value)" }
+    }
+    private static let nextID = Lock(0)
+
+    public let id: ID
+    /// A name for messages and the status line.
+    public let name: String
+    /// Opens the item's packets; `context` takes what the source has to tell.
+    public let open: @Sendable (_ context: AudioSourceContext) throws -> any PacketSource
+
+    public init(name: String, open: @escaping @Sendable (_ context: AudioSourceContext) throws -> any PacketSource) {
+        id = ID(value: Self.nextID.withLock { $0 += 1; return $0 })
+        self.name = name
+        self.open = open
+    }
+
+    /// A local file; it is opened and indexed once, however often the item is played.
+    public static func file(_ path: String) -> AudioPlayerItem {
+        let cache = Lock<AudioFile?>(nil)
+        return AudioPlayerItem(name: path) { _ in
+            let file = try cache.withLock { cached -> AudioFile in
+                if let cached { return cached }
+                let opened = try AudioFile(path: path)
+                cached = opened
+                return opened
+            }
+            return FilePacketSource(file: file)
+        }
+    }
+}
+
