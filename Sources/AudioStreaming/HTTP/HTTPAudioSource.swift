@@ -96,11 +96,13 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     public func packet(forFrame frame: Int64) -> Int64? { driver?.stream.packet(forFrame: frame)?.packet }
     public func frame(forPacket packet: Int64) -> Int64? { driver?.stream.frame(forPacket: packet) }
 
-    /// Refetches from packet `packet` with a `Range` request.
+    /// Refetches from packet `packet` with a `Range` request. A finite resource is asked with
+    /// `Range` even when the server did not say it accepts them; one that answers with the whole
+    /// resource is read up to the packet instead. Only a live stream cannot seek.
     public func seek(toPacket packet: Int64) throws {
         guard let driver else { return }
-        guard info?.acceptsRanges == true else {
-            throw HTTPStreamError(url: url, byteOffset: 0, message: "the server does not accept Range requests: not seekable")
+        guard info?.acceptsRanges == true || info?.isFinite == true else {
+            throw HTTPStreamError(url: url, byteOffset: 0, message: "a live stream without Range support cannot seek")
         }
         let result = try driver.seek(toPacket: packet)
         pending.removeAll()
