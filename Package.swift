@@ -225,6 +225,14 @@ let package = Package(
             dependencies: ["AudioPlayback", "AudioFileStream", "BufferQueue", "TestSupport"],
             path: "Tests/AudioPlaybackTests"
         ),
+        // Every Swift snippet of README.md and Docs/, compiled (Tests/DocSnippetTests/Generated).
+        .testTarget(
+            name: "DocSnippetTests",
+            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder",
+                           "OpenCoreAMRDecoder", "PulseAudioSink", "ALSASink", "SoxrConverter", "RubberBandTimePitch"],
+            path: "Tests/DocSnippetTests",
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
         .testTarget(
             name: "ALSASinkTests",
             dependencies: ["ALSASink", "BufferQueue", "TestSupport"],
