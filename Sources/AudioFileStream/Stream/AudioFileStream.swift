@@ -4,9 +4,12 @@ import BufferQueue
 ///
 /// Push bytes as they arrive, in any chunking; get back properties and packets. The result is
 /// the same whether the bytes come in one piece or one at a time. Call ``finish()`` at the end of
-/// the data. Reads MP3 (MPEG-1/2/2.5 Layer I/II/III), ADTS, MP4/M4A, CAF and WAV/AIFF/AIFC, and
-/// turns each container's gapless convention into one ``AudioFilePacketTableInfo`` in the
-/// decoder's output frames.
+/// the data. Reads MP3 (MPEG-1/2/2.5 Layer I/II/III), ADTS, MP4/M4A/3GP (fragmented too), CAF,
+/// WAV/AIFF/AIFC, raw AMR and MPEG transport streams, and turns each container's gapless
+/// convention into one ``AudioFilePacketTableInfo`` in the decoder's output frames. What the
+/// bytes are is decided by ``AudioSniffer``; formats it knows and nothing here decodes (AC-3,
+/// E-AC-3, Ogg, FLAC …) end in an error naming them. ``beginSegment(initializationSection:)``
+/// reads a source made of segments (HLS) as one stream.
 ///
 /// ```swift
 /// let stream = AudioFileStream()
