@@ -90,13 +90,10 @@ public final class AudioInputQueue: Sendable {
         }
     }
 
-    /// What a queue is doing.
-    enum Phase: Equatable {
-        case stopped, running, paused, stopping, disposed
-    }
-
     struct Control {
-        var phase = Phase.stopped
+        /// The lifecycle: decided here, under the lock; acted on after it.
+        var lifecycle = InputLifecycle()
+        var phase: InputLifecycle.Phase { lifecycle.phase }
         /// Enqueued empty buffers, oldest first.
         var buffers: [AudioQueueBuffer] = []
         var discontinuity = false
@@ -181,11 +178,7 @@ public final class AudioInputQueue: Sendable {
             throw AudioQueueError(.invalidBuffer, "buffer \(buffer.id) was allocated by another queue")
         }
         try control.withLock { control in
-            switch control.phase {
-            case .disposed: throw AudioQueueError(.disposalPending, "the input queue has been disposed of")
-            case .stopping: throw AudioQueueError(.enqueueDuringReset, "the input queue is stopping after its enqueued buffers")
-            default: break
-            }
+            try control.lifecycle.checkEnqueue()
             guard buffer.claim() else {
                 throw AudioQueueError(.bufferInQueue, "buffer \(buffer.id) is already in the queue; wait for the input callback")
             }
@@ -202,34 +195,38 @@ public final class AudioInputQueue: Sendable {
     /// - Throws: ``AudioQueueError/Code/cannotStart`` when the source cannot be opened or started,
     ///   ``AudioQueueError/Code/disposalPending`` after disposal.
     public func start() throws {
-        let phase = control.withLock { $0.phase }
-        switch phase {
-        case .disposed: throw AudioQueueError(.disposalPending, "the input queue has been disposed of")
-        case .running, .stopping: return
-        case .stopped, .paused: break
+        let sourceIsOpen = workQueue.sync { worker.target != nil }
+        let (previous, actions) = try control.withLock { control -> (InputLifecycle.Phase, [InputLifecycle.Action]) in
+            (control.phase, try control.lifecycle.start(sourceIsOpen: sourceIsOpen))
         }
-        if phase == .stopped || workQueue.sync(execute: { worker.target == nil }) { try openSource() }
-        // Running before the source starts: a source may deliver (and even end) at once.
-        control.withLock { $0.phase = .running }
-        deliver(.runningChanged(true))
-        do { try source.start() } catch {
-            control.withLock { $0.phase = phase }
-            deliver(.runningChanged(false))
-            throw error as? AudioQueueError ?? AudioQueueError(.cannotStart, "the source did not start: \(error)")
+        var reported = false
+        for action in actions {
+            do {
+                switch action {
+                case .openSource:
+                    try openSource()
+                case .report(let running):
+                    deliver(.runningChanged(running))
+                    reported = true
+                case .startSource:
+                    // Running before the source starts: a source may deliver (and even end) at once.
+                    try source.start()
+                default:
+                    perform([action], onWorker: false)
+                }
+            } catch {
+                perform(control.withLock { $0.lifecycle.startFailed(restoring: previous, reported: reported) }, onWorker: false)
+                if action == .startSource {
+                    throw error as? AudioQueueError ?? AudioQueueError(.cannotStart, "the source did not start: \(error)")
+                }
+                throw error
+            }
         }
     }
 
     /// Stops capturing; the timeline holds. Frames already captured still fill buffers.
     public func pause() throws {
-        let wasRunning = try control.withLock { control -> Bool in
-            if control.phase == .disposed { throw AudioQueueError(.disposalPending, "the input queue has been disposed of") }
-            guard control.phase == .running else { return false }
-            control.phase = .paused
-            return true
-        }
-        guard wasRunning else { return }
-        source.pause()
-        deliver(.runningChanged(false))
+        perform(try control.withLock { try $0.lifecycle.pause() }, onWorker: false)
     }
 
     /// Stops recording.
@@ -240,22 +237,11 @@ public final class AudioInputQueue: Sendable {
     ///   are refused meanwhile. Either way the buffers still enqueued stay for the next start, and the
     ///   next start begins a new timeline.
     public func stop(immediately: Bool) throws {
-        let phase = try control.withLock { control -> Phase in
-            if control.phase == .disposed { throw AudioQueueError(.disposalPending, "the input queue has been disposed of") }
-            let old = control.phase
-            if !immediately && old == .running { control.phase = .stopping }
-            return old
-        }
-        if phase == .stopped { return }
-        if !immediately && phase == .running {
-            wake.signal()
-            return
-        }
-        finishStop()
+        perform(try control.withLock { try $0.lifecycle.stop(immediately: immediately) }, onWorker: false)
     }
 
     /// Whether capture is under way (started, not paused or stopped; true while an asynchronous stop finishes).
-    public var isRunning: Bool { control.withLock { $0.phase == .running || $0.phase == .stopping } }
+    public var isRunning: Bool { control.withLock { $0.lifecycle.isRunning } }
 
     /// Whether an asynchronous stop is finishing.
     public var isStopping: Bool { control.withLock { $0.phase == .stopping } }
@@ -264,39 +250,60 @@ public final class AudioInputQueue: Sendable {
     /// empty (``AudioInputQueueEvent/bufferReturned(_:)``; the input callback gets it with 0
     /// frames). A running queue keeps running; the timeline keeps counting.
     public func reset() throws {
-        let phase = control.withLock { $0.phase }
-        if phase == .disposed { throw AudioQueueError(.disposalPending, "the input queue has been disposed of") }
-        if phase == .running { source.pause() }
-        let (returned, time) = workQueue.sync { () -> ([AudioQueueBuffer], Int) in
-            var returned = worker.discardAll()
-            returned += control.withLock { control in
-                defer { control.buffers.removeAll() }
-                return control.buffers
-            }
-            return (returned, worker.capturedOutputFrames)
-        }
-        control.withLock { $0.discontinuity = true }
-        deliverReturned(returned, at: time)
-        if phase == .running {
-            do { try source.start() } catch {
-                deliver(.error(error as? AudioQueueError ?? AudioQueueError(.sinkError, "the source did not restart: \(error)")))
-            }
-        }
+        perform(try control.withLock { try $0.lifecycle.reset() }, onWorker: false)
     }
 
     /// Stops and releases the source. After it returns no callback runs (unless called from one)
     /// and every method throws ``AudioQueueError/Code/disposalPending``.
     /// - Parameter immediately: `false` first hands back what was captured, as ``stop(immediately:)`` with `true` does.
     public func dispose(immediately: Bool) {
-        let phase = control.withLock { control -> Phase in
-            let old = control.phase
-            control.phase = .disposed
-            return old
+        perform(control.withLock { $0.lifecycle.dispose(immediately: immediately) }, onWorker: false)
+    }
+
+    /// Performs the lifecycle's actions in order (`onWorker`: already on the worker's queue).
+    private func perform(_ actions: [InputLifecycle.Action], onWorker: Bool) {
+        for action in actions {
+            switch action {
+            case .openSource, .startSource:
+                // Only a start opens or starts (it handles their failures itself); a reset restarts.
+                do { try source.start() } catch {
+                    deliver(.error(error as? AudioQueueError ?? AudioQueueError(.sinkError, "the source did not restart: \(error)")))
+                }
+            case .pauseSource:
+                source.pause()
+            case .wakeWorker:
+                wake.signal()
+            case .drainAndClose:
+                let close = { [self] in
+                    drainForStop()
+                    if worker.target != nil { source.close() }
+                    requeue(worker.close())
+                }
+                if onWorker { close() } else { workQueue.sync(execute: close) }
+            case .discardCaptured:
+                let (returned, time) = workQueue.sync { () -> ([AudioQueueBuffer], Int) in
+                    var returned = worker.discardAll()
+                    returned += control.withLock { control in
+                        defer { control.buffers.removeAll() }
+                        return control.buffers
+                    }
+                    return (returned, worker.capturedOutputFrames)
+                }
+                control.withLock { $0.discontinuity = true }
+                deliverReturned(returned, at: time)
+            case .release(let handBackFirst):
+                release(handBackFirst: handBackFirst)
+            case .report(let running):
+                deliver(.runningChanged(running))
+            }
         }
-        guard phase != .disposed else { return }
-        source.pause()
+    }
+
+    /// Disposal: what was captured handed back (or not), the source closed, every buffer released,
+    /// the callbacks and streams ended.
+    private func release(handBackFirst: Bool) {
         workQueue.sync {
-            if !immediately { drainForStop() }
+            if handBackFirst { drainForStop() }
             for buffer in worker.discardAll() { buffer.release() }
             if worker.target != nil { source.close() }
             requeue(worker.close())
@@ -309,7 +316,7 @@ public final class AudioInputQueue: Sendable {
         wake.cancel()
         let onCallbackQueue = DispatchQueue.getSpecific(key: callbackKey) != nil
         // What `immediately: false` handed back reaches the callback before delivery closes.
-        if !immediately && !onCallbackQueue { callbacks.sync {} }
+        if handBackFirst && !onCallbackQueue { callbacks.sync {} }
         closed.store(true, ordering: .releasing)
         if !onCallbackQueue { callbacks.sync {} }
         streams.finishAll()
@@ -413,16 +420,7 @@ public final class AudioInputQueue: Sendable {
 
     /// On the worker: the source has stopped writing; hand back everything, close it.
     private func completeStop(final: [CaptureWorker.Outgoing]) {
-        let changed = control.withLock { control -> Bool in
-            guard control.phase == .running || control.phase == .stopping || control.phase == .paused else { return false }
-            control.phase = .stopped
-            return true
-        }
-        source.pause()
-        drainForStop()
-        source.close()
-        requeue(worker.close())
-        if changed { deliver(.runningChanged(false)) }
+        perform(control.withLock { $0.lifecycle.captureEnded() }, onWorker: true)
     }
 
     /// On the worker, with the source paused: everything held goes into buffers; what none can take is an overrun.
@@ -432,22 +430,6 @@ public final class AudioInputQueue: Sendable {
             control.withLock { control in control.buffers.isEmpty ? nil : control.buffers.removeFirst() }
         }, into: &outgoing, finishing: true)
         publish(outgoing)
-    }
-
-    private func finishStop() {
-        let changed = control.withLock { control -> Bool in
-            let was = control.phase
-            guard was == .running || was == .paused || was == .stopping else { return false }
-            control.phase = .stopped
-            return was != .paused
-        }
-        source.pause()
-        workQueue.sync {
-            drainForStop()
-            if worker.target != nil { source.close() }
-            requeue(worker.close())
-        }
-        if changed { deliver(.runningChanged(false)) }
     }
 
     /// On the worker: the source failed. What was captured is handed back, capture stops.
