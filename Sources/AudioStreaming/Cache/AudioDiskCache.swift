@@ -34,11 +34,14 @@ public final class AudioDiskCache: @unchecked Sendable {
     /// Bytes written between two record updates (each costs an `fdatasync`).
     let commitInterval: Int64
     private let queue = DispatchQueue(label: "AudioDiskCache.io")
-    private let lock = Lock(())
-    private var entries: [String: Entry] = [:]
-    /// Bytes held per key, read from the records once (on the I/O queue) and kept up to date by
-    /// every record written here: a commit checks the cap without reading every record again.
-    private var tally: [String: Int64]?
+    /// What the lock guards: the open entries, and the bytes held per key, read from the records
+    /// once (on the I/O queue) and kept up to date by every record written here: a commit checks
+    /// the cap without reading every record again.
+    private struct Guarded {
+        var entries: [String: Entry] = [:]
+        var tally: [String: Int64]?
+    }
+    private let lock = Lock(Guarded())
 
     /// Opens (creating it if needed) a cache in `directory` of at most `capacity` bytes.
     /// - Throws: the error creating the folder.
@@ -115,8 +118,8 @@ public final class AudioDiskCache: @unchecked Sendable {
 
     /// The open entry for `key` (shared while open); ``Entry/release()`` when done.
     func entry(forKey key: String) async throws -> Entry {
-        if let open = lock.withLock({ _ -> Entry? in
-            let found = entries[key]
+        if let open = lock.withLock({ g -> Entry? in
+            let found = g.entries[key]
             found?.users += 1
             return found
         }) { return open }
@@ -132,29 +135,29 @@ public final class AudioDiskCache: @unchecked Sendable {
             record.lastUsed = Date().timeIntervalSince1970
             return Entry(cache: self, key: key, name: name, fd: fd, record: record)
         }
-        return lock.withLock { _ in
+        return lock.withLock { g in
             // Another caller may have opened it meanwhile: share theirs.
-            if let open = entries[key] {
+            if let open = g.entries[key] {
                 open.users += 1
                 try? made.fd.close()
                 return open
             }
-            entries[key] = made
+            g.entries[key] = made
             return made
         }
     }
 
     fileprivate func released(_ entry: Entry) {
-        let last = lock.withLock { _ -> Bool in
+        let last = lock.withLock { g -> Bool in
             entry.users -= 1
             guard entry.users == 0 else { return false }
-            entries[entry.key] = nil
+            g.entries[entry.key] = nil
             return true
         }
         if last { queue.async { try? entry.fd.close() } }
     }
 
-    private func isOpen(_ key: String) -> Bool { lock.withLock { _ in entries[key] != nil } }
+    private func isOpen(_ key: String) -> Bool { lock.withLock { g in g.entries[key] != nil } }
 
     /// Runs `body` on the cache's I/O queue.
     func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
@@ -215,19 +218,19 @@ public final class AudioDiskCache: @unchecked Sendable {
         // holds nothing.
         unlink(recordURL(name).path)
         unlink(directory.appendingPathComponent(name + ".data").path)
-        lock.withLock { _ in tally?[key] = nil }
+        lock.withLock { g in g.tally?[key] = nil }
     }
 
     /// A record was written: the tally follows it, then the cap is enforced (on the I/O queue).
     func recorded(_ record: Record) {
-        let known = lock.withLock { _ in tally != nil }
+        let known = lock.withLock { g in g.tally != nil }
         if !known {
             let all = Dictionary(loadRecords().map { ($0.key, $0.heldBytes) }, uniquingKeysWith: { a, _ in a })
-            lock.withLock { _ in tally = all }
+            lock.withLock { g in g.tally = all }
         }
-        let total = lock.withLock { _ -> Int64 in
-            tally?[record.key] = record.heldBytes
-            return tally?.values.reduce(0, +) ?? 0
+        let total = lock.withLock { g -> Int64 in
+            g.tally?[record.key] = record.heldBytes
+            return g.tally?.values.reduce(0, +) ?? 0
         }
         if total > capacity { evict() }
     }
@@ -237,7 +240,7 @@ public final class AudioDiskCache: @unchecked Sendable {
     private func evict() {
         var records = loadRecords().sorted { $0.lastUsed < $1.lastUsed }
         var total = records.reduce(0) { $0 + $1.heldBytes }
-        lock.withLock { _ in tally = Dictionary(records.map { ($0.key, $0.heldBytes) }, uniquingKeysWith: { a, _ in a }) }
+        lock.withLock { g in g.tally = Dictionary(records.map { ($0.key, $0.heldBytes) }, uniquingKeysWith: { a, _ in a }) }
         while total > capacity, let index = records.firstIndex(where: { !isOpen($0.key) }) {
             let record = records.remove(at: index)
             remove(record.key)
@@ -255,17 +258,19 @@ public final class AudioDiskCache: @unchecked Sendable {
         fileprivate var users = 1
         private unowned let cache: AudioDiskCache
         /// Guarded by `lock`: the record as last written, and ranges written since.
-        private let lock = Lock(())
-        private var record: Record
-        private var unsynced: [[Int64]] = []
-        private var unsyncedBytes: Int64 = 0
+        private struct Guarded {
+            var record: Record
+            var unsynced: [[Int64]] = []
+            var unsyncedBytes: Int64 = 0
+        }
+        private let lock: Lock<Guarded>
 
         fileprivate init(cache: AudioDiskCache, key: String, name: String, fd: FileDescriptor, record: Record) {
             self.cache = cache
             self.key = key
             self.name = name
             self.fd = fd
-            self.record = record
+            lock = Lock(Guarded(record: record))
         }
 
         /// Done with the entry: what was written is recorded, and the file closed when no one else has it open.
@@ -274,42 +279,42 @@ public final class AudioDiskCache: @unchecked Sendable {
             cache.released(self)
         }
 
-        var snapshot: Record { lock.withLock { _ in record } }
-        var validator: Validator { lock.withLock { _ in Validator(etag: record.etag, lastModified: record.lastModified, length: record.length) } }
-        var isComplete: Bool { lock.withLock { _ in record.isComplete } }
-        var hasData: Bool { lock.withLock { _ in !record.ranges.isEmpty || !unsynced.isEmpty } }
+        var snapshot: Record { lock.withLock { g in g.record } }
+        var validator: Validator { lock.withLock { g in Validator(etag: g.record.etag, lastModified: g.record.lastModified, length: g.record.length) } }
+        var isComplete: Bool { lock.withLock { g in g.record.isComplete } }
+        var hasData: Bool { lock.withLock { g in !g.record.ranges.isEmpty || !g.unsynced.isEmpty } }
 
         /// The held range (recorded or written) that contains `offset`.
         func held(containing offset: Int64) -> Range<Int64>? {
-            lock.withLock { _ in
-                let all = Self.merged(record.ranges + unsynced)
+            lock.withLock { g in
+                let all = Self.merged(g.record.ranges + g.unsynced)
                 return all.first { $0[0] <= offset && offset < $0[1] }.map { $0[0]..<$0[1] }
             }
         }
 
         /// Where the next held range after `offset` starts (the end of the missing bytes).
         func nextHeld(after offset: Int64) -> Int64? {
-            lock.withLock { _ in Self.merged(record.ranges + unsynced).first { $0[0] > offset }?[0] }
+            lock.withLock { g in Self.merged(g.record.ranges + g.unsynced).first { $0[0] > offset }?[0] }
         }
 
         /// The server's answer for the resource: a different validator than the record's drops
         /// what is held (it belongs to another version). Returns whether anything was dropped.
         @discardableResult
         func validate(_ seen: Validator, contentType: String?, acceptsRanges: Bool) async throws -> Bool {
-            let (dropped, updated) = lock.withLock { _ -> (Bool, Record) in
-                let old = Validator(etag: record.etag, lastModified: record.lastModified, length: record.length)
-                let differs = (!record.ranges.isEmpty || !unsynced.isEmpty) && Self.differs(old, seen)
+            let (dropped, updated) = lock.withLock { g -> (Bool, Record) in
+                let old = Validator(etag: g.record.etag, lastModified: g.record.lastModified, length: g.record.length)
+                let differs = (!g.record.ranges.isEmpty || !g.unsynced.isEmpty) && Self.differs(old, seen)
                 if differs {
-                    record.ranges = []
-                    unsynced = []
-                    unsyncedBytes = 0
+                    g.record.ranges = []
+                    g.unsynced = []
+                    g.unsyncedBytes = 0
                 }
-                record.etag = seen.etag
-                record.lastModified = seen.lastModified
-                record.length = seen.length
-                record.contentType = contentType
-                record.acceptsRanges = acceptsRanges
-                return (differs, record)
+                g.record.etag = seen.etag
+                g.record.lastModified = seen.lastModified
+                g.record.length = seen.length
+                g.record.contentType = contentType
+                g.record.acceptsRanges = acceptsRanges
+                return (differs, g.record)
             }
             let fd = self.fd, name = self.name, cache = self.cache
             try await cache.run {
@@ -328,7 +333,7 @@ public final class AudioDiskCache: @unchecked Sendable {
         }
 
         /// `If-Range` for a request of missing bytes: the strongest validator held.
-        var ifRange: String? { lock.withLock { _ in record.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? record.lastModified } }
+        var ifRange: String? { lock.withLock { g in g.record.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? g.record.lastModified } }
 
         func read(_ range: Range<Int64>) async throws -> [UInt8] {
             let fd = self.fd, path = dataPath
@@ -359,21 +364,21 @@ public final class AudioDiskCache: @unchecked Sendable {
                     }
                 }
             }
-            let due = lock.withLock { _ -> Bool in
-                unsynced = Self.merged(unsynced + [[offset, offset + Int64(bytes.count)]])
-                unsyncedBytes += Int64(bytes.count)
-                return unsyncedBytes >= cache.commitInterval
+            let due = lock.withLock { g -> Bool in
+                g.unsynced = Self.merged(g.unsynced + [[offset, offset + Int64(bytes.count)]])
+                g.unsyncedBytes += Int64(bytes.count)
+                return g.unsyncedBytes >= cache.commitInterval
             }
             if due { try await commit() }
         }
 
         /// Flushes the written bytes to disk, then records them.
         func commit() async throws {
-            let (adding, updated) = lock.withLock { _ -> ([[Int64]], Record) in
-                var next = record
-                next.ranges = Self.merged(record.ranges + unsynced)
+            let (adding, updated) = lock.withLock { g -> ([[Int64]], Record) in
+                var next = g.record
+                next.ranges = Self.merged(g.record.ranges + g.unsynced)
                 next.lastUsed = Date().timeIntervalSince1970
-                return (unsynced, next)
+                return (g.unsynced, next)
             }
             let fd = self.fd, name = self.name, cache = self.cache
             try await cache.run {
@@ -381,12 +386,12 @@ public final class AudioDiskCache: @unchecked Sendable {
                 if !adding.isEmpty { _ = try? valueOrErrno("fdatasync") { fdatasync(fd.rawValue) } }
                 try cache.writeRecord(updated, name: name)
             }
-            lock.withLock { _ in
-                record.ranges = Self.merged(record.ranges + adding)
-                record.lastUsed = updated.lastUsed
-                let held = record.ranges
-                unsynced = unsynced.filter { range in !held.contains { $0[0] <= range[0] && range[1] <= $0[1] } }
-                unsyncedBytes = unsynced.reduce(0) { $0 + $1[1] - $1[0] }
+            lock.withLock { g in
+                g.record.ranges = Self.merged(g.record.ranges + adding)
+                g.record.lastUsed = updated.lastUsed
+                let held = g.record.ranges
+                g.unsynced = g.unsynced.filter { range in !held.contains { $0[0] <= range[0] && range[1] <= $0[1] } }
+                g.unsyncedBytes = g.unsynced.reduce(0) { $0 + $1[1] - $1[0] }
             }
         }
 

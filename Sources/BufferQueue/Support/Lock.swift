@@ -12,6 +12,10 @@ import Darwin
 /// up as a data race and real races drown in the noise (checked with Swift 6.3 and
 /// `-sanitize=thread`). A pthread mutex is intercepted by TSan and costs the same uncontended.
 /// Lock-free state keeps using `Synchronization.Atomic`, which TSan understands.
+///
+/// Guard a value, not `()`: a zero-size value shares its address with the mutex pointer, so
+/// ThreadSanitizer reads every lock as an access racing with the last holder's (put the guarded
+/// state in a struct instead, as `AudioDiskCache` does).
 package final class Lock<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
