@@ -53,19 +53,10 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
         public var bufferFrames: Int
     }
 
-    private enum Wanted { case paused, running, draining, closed }
-
     public let configuration: Configuration
-    private let condition = NSCondition()
-    // Guarded by `condition`.
-    private var wanted = Wanted.paused
-    private var inRender = false
-    /// The device thread waits on `condition` for a command (paused, or failed).
-    private var parked = false
-    private var flushRequested = false
-    private var threadRunning = false
-    private var completions: [@Sendable () -> Void] = []
-    private var negotiatedNow: Negotiated?
+    /// The device thread's commands and state (see ``DeviceControl``).
+    private let control = ConditionLock(DeviceControl())
+    private let negotiatedNow = Lock<Negotiated?>(nil)
     // Owned by the device thread while it runs (set up by open before it starts).
     private var pcm: OpaquePointer?
     private var source: AudioRenderSource?
@@ -91,7 +82,7 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
     }
 
     /// The sample format, period and buffer the device agreed to (nil while closed).
-    public var negotiated: Negotiated? { condition.withLock { negotiatedNow } }
+    public var negotiated: Negotiated? { negotiatedNow.withLock { $0 } }
 
     // MARK: AudioSink
 
@@ -113,81 +104,48 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
         scratch = Array(repeating: 0, count: periodFrames * format.channelsPerFrame)
         scratch16 = writesFloat ? [] : Array(repeating: 0, count: periodFrames * format.channelsPerFrame)
         delay.store(0, ordering: .relaxed)
-        condition.withLock {
-            wanted = .paused
-            flushRequested = false
-            threadRunning = true
-            negotiatedNow = Negotiated(sampleFormat: writesFloat ? .float32 : .int16, periodFrames: periodFrames, bufferFrames: bufferFrames)
-        }
+        control.withLock { $0.opened() }
+        let agreed = Negotiated(sampleFormat: writesFloat ? .float32 : .int16, periodFrames: periodFrames, bufferFrames: bufferFrames)
+        negotiatedNow.withLock { $0 = agreed }
         let thread = Thread { [self] in deviceLoop() }
         thread.name = "ALSASink \(configuration.device)"
         thread.start()
     }
 
     public func start() throws {
-        try condition.withLock {
-            guard threadRunning else { throw AudioQueueError(.cannotStart, "the ALSA device \(configuration.device) is not open") }
-            wanted = .running
-            // A paused device thread waits on the condition, not on the eventfd.
-            condition.broadcast()
+        guard control.withLock({ $0.start() }) else {
+            throw AudioQueueError(.cannotStart, "the ALSA device \(configuration.device) is not open")
         }
+        // A parked device thread wakes on the condition; one waiting for the device, on the eventfd.
         wake()
     }
 
     /// Returns once the device thread has paused the device and waits for the next command (a
     /// render in progress finishes first), so a ``start()`` that follows always finds it waiting.
     public func pause() {
-        let pausing = condition.withLock { () -> Bool in
-            guard threadRunning else { return false }
-            if wanted == .running { wanted = .paused }
-            return true
-        }
-        guard pausing else { return }
+        guard control.withLock({ $0.pause() }) else { return }
         wake()
-        condition.withLock {
-            while threadRunning && (inRender || (wanted == .paused && !parked)) { condition.wait() }
-        }
+        control.wait(until: \.pauseTookEffect) { _ in }
     }
 
     public func flush() {
-        condition.withLock {
-            guard threadRunning else { return }
-            flushRequested = true
-            condition.broadcast()
-        }
+        guard control.withLock({ $0.requestFlush() }) else { return }
         wake()
-        condition.withLock { while flushRequested && threadRunning { condition.wait() } }
+        control.wait(until: \.flushTookEffect) { _ in }
     }
 
     public func drain(_ completion: @escaping @Sendable () -> Void) {
-        let accepted = condition.withLock { () -> Bool in
-            guard threadRunning else { return false }
-            completions.append(completion)
-            wanted = .draining
-            condition.broadcast()
-            return true
-        }
-        if accepted { wake() } else { completion() }
+        if control.withLock({ $0.drain(completion) }) { wake() } else { completion() }
     }
 
     public func close() {
-        let wasRunning = condition.withLock { () -> Bool in
-            guard threadRunning else { return false }
-            wanted = .closed
-            condition.broadcast()
-            return true
-        }
-        guard wasRunning else { return }
+        guard control.withLock({ $0.close() }) else { return }
         wake()
-        condition.withLock { while threadRunning { condition.wait() } }
+        let pending = control.wait(until: \.threadEnded) { $0.takeCompletions() }
         if let pcm { snd_pcm_close(pcm) }
         pcm = nil
         source = nil
-        let pending = condition.withLock { () -> [@Sendable () -> Void] in
-            negotiatedNow = nil
-            defer { completions.removeAll() }
-            return completions
-        }
+        negotiatedNow.withLock { $0 = nil }
         for completion in pending { completion() }
     }
 
@@ -206,54 +164,55 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
 
     private func deviceLoop() {
         guard let pcm, let source else {
-            condition.withLock { threadRunning = false; condition.broadcast() }
+            control.withLock { $0.threadExited() }
             return
         }
         let channels = format.channelsPerFrame
         var pending = 0
         var offset = 0
-        var applied = Wanted.paused
+        var applied = DeviceControl.Wanted.paused
         var hardwarePaused = false
         var failed = false
         loop: while true {
-            condition.lock()
-            let flush = flushRequested
-            var want = wanted
-            if !flush && (failed || (want == .paused && applied == .paused)) && want != .closed {
-                parked = true
-                condition.broadcast()
-                condition.wait()
-                parked = false
-                condition.unlock()
-                continue
+            var step = control.withLock { $0.nextStep(applied: applied, failed: failed) }
+            if step == .park {
+                // Parked until a command changes the step (the caller's pause waits for this).
+                let (wasFailed, wasApplied) = (failed, applied)
+                control.withLock { $0.setParked(true) }
+                step = control.wait(until: { $0.nextStep(applied: wasApplied, failed: wasFailed) != .park }) { control -> DeviceControl.Step in
+                    control.setParked(false)
+                    return control.nextStep(applied: wasApplied, failed: wasFailed)
+                }
             }
-            condition.unlock()
-            if flush {
+            let draining: Bool
+            switch step {
+            case .park:
+                continue
+            case .flush:
                 snd_pcm_drop(pcm)
                 snd_pcm_prepare(pcm)
                 hardwarePaused = false
                 pending = 0
                 delay.store(0, ordering: .releasing)
-                condition.withLock { flushRequested = false; condition.broadcast() }
+                control.withLock { $0.flushed() }
                 continue
-            }
-            switch want {
-            case .closed:
+            case .close:
                 snd_pcm_drop(pcm)
                 break loop
-            case .paused:
+            case .pause:
                 if snd_pcm_state(pcm) == SND_PCM_STATE_RUNNING, snd_pcm_pause(pcm, 1) == 0 { hardwarePaused = true }
                 applied = .paused
                 continue
-            case .running, .draining:
+            case .play(let drains):
                 if hardwarePaused {
                     snd_pcm_pause(pcm, 0)
                     hardwarePaused = false
                 }
-                applied = want
+                applied = drains ? .draining : .running
+                draining = drains
             }
             if pending == 0 {
-                if want == .draining {
+                if draining {
                     // Everything rendered is written: let the device play it out, then report.
                     snd_pcm_nonblock(pcm, 0)
                     if snd_pcm_state(pcm) == SND_PCM_STATE_PREPARED { snd_pcm_start(pcm) }
@@ -261,11 +220,7 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
                     snd_pcm_nonblock(pcm, 1)
                     snd_pcm_prepare(pcm)
                     delay.store(0, ordering: .releasing)
-                    let done = condition.withLock { () -> [@Sendable () -> Void] in
-                        if wanted == .draining { wanted = .paused }
-                        defer { completions.removeAll() }
-                        return completions
-                    }
+                    let done = control.withLock { $0.drained() }
                     applied = .paused
                     for completion in done { DispatchQueue.global().async { completion() } }
                     continue
@@ -281,17 +236,11 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
                     continue
                 }
                 // Render one period, unless a pause or close came meanwhile.
-                let rendering = condition.withLock { () -> Bool in
-                    want = wanted
-                    guard want == .running else { return false }
-                    inRender = true
-                    return true
-                }
-                guard rendering else { continue }
+                guard control.withLock({ $0.beginRender() }) else { continue }
                 scratch.withUnsafeMutableBufferPointer { buffer in
                     if let base = buffer.baseAddress { _ = source.render(into: base, frames: periodFrames, fillSilence: true) }
                 }
-                condition.withLock { inRender = false; condition.broadcast() }
+                control.withLock { $0.endRender() }
                 if !writesFloat {
                     scratch.withUnsafeBufferPointer { samples in
                         scratch16.withUnsafeMutableBytes { out in
@@ -321,7 +270,7 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
                 }
             }
         }
-        condition.withLock { threadRunning = false; condition.broadcast() }
+        control.withLock { $0.threadExited() }
     }
 
     /// Recovers from an xrun or a suspend (reported as the queue's underrun); false when the device

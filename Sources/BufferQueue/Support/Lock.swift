@@ -51,3 +51,53 @@ package final class Lock<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+/// A value guarded by a `pthread_mutex_t` with a condition variable: ``Lock`` for state that a
+/// thread waits on (a device thread parked until a command, a caller waiting until the device
+/// thread has acted). Every ``withLock(_:)`` wakes the waiters, which check their predicate again.
+package final class ConditionLock<Value>: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var value: Value
+
+    package init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        let locked = pthread_mutex_init(mutex, nil), signalled = pthread_cond_init(condition, nil)
+        precondition(locked == 0 && signalled == 0, "pthread_mutex_init / pthread_cond_init failed: \(locked), \(signalled)")
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deinitialize(count: 1)
+        condition.deallocate()
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with the value, the mutex held; then wakes every waiter.
+    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        pthread_mutex_lock(mutex)
+        defer {
+            pthread_cond_broadcast(condition)
+            pthread_mutex_unlock(mutex)
+        }
+        return try body(&value)
+    }
+
+    /// Waits, the mutex released meanwhile, until `predicate` holds for the value; then runs
+    /// `body` with it (the mutex held) and wakes every waiter.
+    package func wait<Result>(until predicate: (Value) -> Bool, then body: (inout Value) throws -> Result) rethrows -> Result {
+        pthread_mutex_lock(mutex)
+        defer {
+            pthread_cond_broadcast(condition)
+            pthread_mutex_unlock(mutex)
+        }
+        while !predicate(value) { pthread_cond_wait(condition, mutex) }
+        return try body(&value)
+    }
+}
