@@ -60,23 +60,20 @@ extension AudioQueue {
     /// or stop) they apply at once, so a fade-in from silence starts silent.
     public func setParameters(_ parameters: AudioQueueParameters) throws {
         let valid = try parameters.validated()
-        // Each value, then its generation: the render path picks up the value of a new generation.
-        func publish(_ value: Float?, _ target: borrowing Atomic<UInt32>, _ generation: borrowing Atomic<Int>) {
-            guard let value else { return }
-            target.store(value.bitPattern, ordering: .relaxed)
-            generation.add(1, ordering: .releasing)
+        // One block, one generation: the render path picks up every value set since it looked.
+        stage.parameters.update { block in
+            if let volume = valid.volume { block.volume = volume; block.volumeSets += 1 }
+            if let pan = valid.pan { block.pan = pan; block.panSets += 1 }
+            if let rate = valid.playRate { block.playRate = rate; block.playRateSets += 1 }
+            if let pitch = valid.pitch { block.pitch = pitch; block.pitchSets += 1 }
         }
-        publish(valid.volume, stage.volumeTarget, stage.volumeGeneration)
-        publish(valid.pan, stage.panTarget, stage.panGeneration)
-        publish(valid.playRate, stage.rateTarget, stage.rateGeneration)
-        publish(valid.pitch, stage.pitchTarget, stage.pitchGeneration)
     }
 
     /// The play rate last set with ``setParameters(_:)``.
-    public var playRate: Float { Float(bitPattern: stage.rateTarget.load(ordering: .relaxed)) }
+    public var playRate: Float { stage.parameters.values.playRate }
 
     /// The pitch shift in cents last set with ``setParameters(_:)``.
-    public var pitch: Float { Float(bitPattern: stage.pitchTarget.load(ordering: .relaxed)) }
+    public var pitch: Float { stage.parameters.values.pitch }
 
     // MARK: time-pitch
 
@@ -122,19 +119,19 @@ extension AudioQueue {
     }
 
     /// The volume last set with ``setParameters(_:)`` (per-buffer values are not reflected).
-    public var volume: Float { Float(bitPattern: stage.volumeTarget.load(ordering: .relaxed)) }
+    public var volume: Float { stage.parameters.values.volume }
     /// The pan last set with ``setParameters(_:)``.
-    public var pan: Float { Float(bitPattern: stage.panTarget.load(ordering: .relaxed)) }
+    public var pan: Float { stage.parameters.values.pan }
 
     /// Seconds over which volume and pan changes glide (Core Audio's `kAudioQueueParam_VolumeRampTime`).
-    public var volumeRampTime: Double { Double(Float(bitPattern: stage.rampSeconds.load(ordering: .relaxed))) }
+    public var volumeRampTime: Double { Double(stage.parameters.values.rampSeconds) }
 
     /// Sets ``volumeRampTime``; 0 applies changes at once.
     public func setVolumeRampTime(_ seconds: Double) throws {
         guard seconds >= 0, seconds <= 60 else {
             throw AudioQueueError(.invalidParameter, "volume ramp time \(seconds) s is outside 0...60")
         }
-        stage.rampSeconds.store(Float(seconds).bitPattern, ordering: .relaxed)
+        stage.parameters.update { $0.rampSeconds = Float(seconds) }
     }
 
     // MARK: properties

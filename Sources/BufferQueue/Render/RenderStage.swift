@@ -26,15 +26,8 @@ final class RenderStage: @unchecked Sendable {
     var afterConsumeHook: (@Sendable () -> Void)?
 
     // MARK: written by the control path, read here
-    let volumeTarget = Atomic<UInt32>(Float(1).bitPattern)
-    let volumeGeneration = Atomic<Int>(0)
-    let panTarget = Atomic<UInt32>(Float(0).bitPattern)
-    let panGeneration = Atomic<Int>(0)
-    let rampSeconds = Atomic<UInt32>(Float(0).bitPattern)
-    let rateTarget = Atomic<UInt32>(Float(1).bitPattern)
-    let rateGeneration = Atomic<Int>(0)
-    let pitchTarget = Atomic<UInt32>(Float(0).bitPattern)
-    let pitchGeneration = Atomic<Int>(0)
+    /// Volume, pan, play rate, pitch and ramp: one block, one generation.
+    let parameters = RenderParameters()
     /// Time-pitch bypass: the stretch passes frames through whatever the rate.
     let timePitchBypass = Atomic<Bool>(false)
     let meteringEnabled = Atomic<Bool>(false)
@@ -125,10 +118,13 @@ final class RenderStage: @unchecked Sendable {
     private(set) var timeStretch: (any PlayRateNode)?
     /// The time-pitch algorithm in use (nil: off).
     private(set) var timePitchAlgorithm: TimePitchAlgorithm?
-    private var rateSeen = 0
+    /// The parameter block's generation last read, and the block as applied.
+    private var parametersSeen = 0
+    private var applied = RenderParameters.Values()
+    /// The volume ramp's length, from the block.
+    private var rampSeconds: Float = 0
     /// The play rate now (per-buffer rates included).
     private var playRate: Double = 1
-    private var pitchSeen = 0
     /// The pitch shift in cents now (per-buffer shifts included); only the spectral node applies it.
     private var pitch: Double = 0
     /// The stretch's lookahead already taken off the timeline.
@@ -142,8 +138,6 @@ final class RenderStage: @unchecked Sendable {
     private var stretchPullBase = 0
     private var epochSeen = 0
     private var startSeen = 0
-    private var volumeSeen = 0
-    private var panSeen = 0
     private var volume: Float = 1
     private var volumeGoal: Float = 1
     private var volumeStep: Float = 0
@@ -760,27 +754,25 @@ final class RenderStage: @unchecked Sendable {
     }
 
     private func pickUpParameterChanges() {
-        let vg = volumeGeneration.load(ordering: .acquiring)
-        if vg != volumeSeen { volumeSeen = vg; setVolumeGoal(Float(bitPattern: volumeTarget.load(ordering: .relaxed))) }
-        let pg = panGeneration.load(ordering: .acquiring)
-        if pg != panSeen { panSeen = pg; setPanGoal(Float(bitPattern: panTarget.load(ordering: .relaxed))) }
-        let rg = rateGeneration.load(ordering: .acquiring)
-        if rg != rateSeen {
-            rateSeen = rg
-            playRate = Double(Float(bitPattern: rateTarget.load(ordering: .relaxed)))
+        let generation = parameters.generation
+        guard generation != parametersSeen, let block = parameters.read(at: generation) else { return }
+        parametersSeen = generation
+        rampSeconds = block.rampSeconds
+        if block.volumeSets != applied.volumeSets { setVolumeGoal(block.volume) }
+        if block.panSets != applied.panSets { setPanGoal(block.pan) }
+        if block.playRateSets != applied.playRateSets {
+            playRate = Double(block.playRate)
             timeStretch?.setRate(playRate)
         }
-        let pitchSet = pitchGeneration.load(ordering: .acquiring)
-        if pitchSet != pitchSeen {
-            pitchSeen = pitchSet
-            pitch = Double(Float(bitPattern: pitchTarget.load(ordering: .relaxed)))
+        if block.pitchSets != applied.pitchSets {
+            pitch = Double(block.pitch)
             timeStretch?.setPitch(pitch)
         }
+        applied = block
     }
 
     private var rampFrames: Int {
-        let seconds = Float(bitPattern: rampSeconds.load(ordering: .relaxed))
-        return seconds > 0 ? Int((Double(seconds) * outputRate).rounded()) : 0
+        rampSeconds > 0 ? Int((Double(rampSeconds) * outputRate).rounded()) : 0
     }
 
     private func setVolumeGoal(_ goal: Float) {
