@@ -222,7 +222,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AudioPlaybackTests",
-            dependencies: ["AudioPlayback", "AudioFileStream", "BufferQueue", "TestSupport"],
+            dependencies: ["AudioPlayback", "AudioFileStream", "BufferQueue", "MPG123Decoder", "TestSupport"],
             path: "Tests/AudioPlaybackTests"
         ),
         // Every Swift snippet of README.md and Docs/, compiled (Tests/DocSnippetTests/Generated).
