@@ -305,11 +305,12 @@ public final class AudioPlayer: @unchecked Sendable {
 
     /// Plays the list `loops` times and returns when all has been heard (or ``stop()``), with
     /// the frames handed to the sink. Cancelling the task stops playback. Blocks no thread.
-    /// After the end it returns the same result again; ``replay()`` plays the list anew.
+    /// On a player whose playback ended it plays the list again from the start (``replay()``).
     /// - Throws: ``AudioPlayerError``: what failed, for which item; what was decoded before it has played.
     @discardableResult
     public func play() async throws -> Int64 {
-        try await withTaskCancellationHandler {
+        if shared.withLock({ $0.result != nil }) { return try await replay() }
+        return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int64, any Error>) in
                 whenDone { continuation.resume(with: $0) }
                 begin()
@@ -320,7 +321,7 @@ public final class AudioPlayer: @unchecked Sendable {
     }
 
     /// Plays the list again from the first item after playback ended (finished, failed or
-    /// stopped), as ``play()`` does the first time.
+    /// stopped), as ``play()`` does the first time; while it plays, the same as ``play()``.
     @discardableResult
     public func replay() async throws -> Int64 {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -329,7 +330,14 @@ public final class AudioPlayer: @unchecked Sendable {
                 continuation.resume()
             }
         }
-        return try await play()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int64, any Error>) in
+                whenDone { continuation.resume(with: $0) }
+                begin()
+            }
+        } onCancel: {
+            stop()
+        }
     }
 
     /// ``play()`` for a caller that may block its thread (a command-line tool's main thread):
