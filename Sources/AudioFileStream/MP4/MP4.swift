@@ -11,12 +11,17 @@ final class MP4Parser: ContainerParser, PacketLocating {
     static let sampleCountCap = 50_000_000
     /// Largest `moof` read into memory.
     static let moofCap = 16 << 20
+    /// Largest `emsg` read (larger ones are skipped).
+    static let emsgCap = 1 << 20
+    /// `emsg` schemes whose message is an ID3 tag.
+    static let id3Schemes: Set<String> = ["https://aomedia.org/emsg/ID3", "https://developer.apple.com/streaming/emsg-id3"]
 
     private let seekable: Bool
     private enum State {
         case boxHeader
         case collectingMoov(size: Int, start: Int64)
         case collectingMoof(size: Int, start: Int64)
+        case collectingEmsg(size: Int, start: Int64)
         case samples(end: Int64?)
         case done
     }
@@ -69,6 +74,12 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 input.consume(size)
                 state = .boxHeader
                 try readMoof(body, at: start, boxStart: start - 8, out)
+            case .collectingEmsg(let size, let start):
+                guard input.available >= size else { return }
+                let body = input.bytes(0, size)
+                input.consume(size)
+                state = .boxHeader
+                readEmsg(body, at: start, out)
             case .collectingMoov(let size, let start):
                 guard input.available >= size else { return }
                 let body = input.bytes(0, size)
@@ -152,6 +163,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
                         throw AudioFileStreamError(.tooLarge, .mp4, start, "the moov box claims \(size) bytes; at most \(Self.moovCap) are read")
                     }
                     state = .collectingMoov(size: Int(bodySize), start: start + Int64(headerLength))
+                case "emsg" where out.segmented && (bodySize ?? Int64.max) <= Int64(Self.emsgCap):
+                    // An event message (CMAF timed metadata): read in segmented mode, skipped otherwise.
+                    state = .collectingEmsg(size: Int(bodySize ?? 0), start: input.position)
                 case "moof" where track?.fragmented == true:
                     guard let bodySize, bodySize <= Int64(Self.moofCap) else {
                         throw AudioFileStreamError(.tooLarge, .mp4, start, "the moof box claims \(size) bytes; at most \(Self.moofCap) are read")
@@ -531,6 +545,31 @@ final class MP4Parser: ContainerParser, PacketLocating {
     }
 
     // MARK: movie fragments
+
+    /// An event message box (ISO/IEC 23009-1 `emsg`, versions 0 and 1): an ID3 tag in one of
+    /// the ID3 schemes is reported as timed metadata; other messages (and damaged boxes) are
+    /// passed over.
+    private func readEmsg(_ body: [UInt8], at start: Int64, _ out: StreamOutput) {
+        var r = FieldReader(body, base: start, container: .mp4)
+        func string() -> String? {
+            guard let end = body[r.offset...].firstIndex(of: 0) else { return nil }
+            let text = String(decoding: body[r.offset..<end], as: UTF8.self)
+            r.offset = end + 1
+            return text
+        }
+        guard let versionAndFlags = try? r.u32be() else { return }
+        let scheme: String?
+        if versionAndFlags >> 24 == 0 {
+            scheme = string()
+            guard string() != nil, (try? r.skip(16)) != nil else { return }   // value, timescale, delta, duration, id
+        } else {
+            guard (try? r.skip(20)) != nil else { return }                     // timescale, time (64), duration, id
+            scheme = string()
+            guard string() != nil else { return }
+        }
+        guard let scheme, Self.id3Schemes.contains(scheme), r.offset < body.count else { return }
+        out.timedMetadata(ID3v2.parse(Array(body[r.offset...])).metadata)
+    }
 
     /// Appends the samples a `moof` lists for the track: each `traf` naming it gives a base
     /// offset (`tfhd`: explicit, the `moof`'s start, or after the previous run), defaults, and
