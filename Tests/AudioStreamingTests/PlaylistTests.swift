@@ -111,4 +111,30 @@ import TestSupport
         #expect(Array(all[afterB...]) == c, "the appended item, whole and last")
         #expect(all.count == seekA + aFrom.count + (seekB - afterA) + bFrom.count + c.count)
     }
+
+    /// A seek in a live stream (no length) is refused with an error to the caller, and playback
+    /// goes on from what is buffered: nothing is dropped, the player does not end.
+    @Test func aLiveStreamRefusesASeekAndPlaysOn() async throws {
+        MPG123Decoder.register()
+        var faults = LoopbackServer.Faults()
+        faults.live = true
+        faults.ranges = false   // as a radio server: no length, no Range
+        let server = try LoopbackServer(body: try bytes("lame-cbr128-44k-stereo.mp3"), faults: faults)
+        defer { server.shutdown() }
+        let recorded = Watched<Int>(0)
+        let player = AudioPlayer(items: [.url(server.url("live"), configuration: quick)],
+                                 buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5),
+                                 makeSink: { NullSink(pacing: .realTime) },
+                                 record: { samples, _ in recorded.update { $0 += samples.count / 2 } })
+        let done = Task { try await player.play() }
+        try #require(await recorded.wait(timeout: .seconds(20)) { $0 >= 8820 }, "playback did not get going")
+        let refusal = await #expect(throws: AudioPlayerError.self) { try await player.seek(to: 5) }
+        #expect(refusal?.stage == .request && refusal?.itemIndex == 0, "\(String(describing: refusal))")
+        #expect(player.playerState != .seeking)
+        // Playback goes on: more frames reach the sink after the refused seek.
+        let before = recorded.current
+        #expect(await recorded.wait(timeout: .seconds(20)) { $0 >= before + 8820 }, "playback stopped after the refused seek")
+        player.stop()
+        _ = try? await done.value
+    }
 }

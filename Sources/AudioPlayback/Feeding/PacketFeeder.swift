@@ -35,10 +35,13 @@ public protocol PacketSource: AnyObject {
     /// the source cannot read out of order (a stream). A `count` of 0 asks only whether it can
     /// (`[]` or nil). The default is nil.
     func peekPackets(from first: Int64, count: Int) -> [[UInt8]]?
+    /// Whether ``seek(toPacket:)`` can work (false for a live stream). The default is true.
+    var isSeekable: Bool { get }
 }
 
 extension PacketSource {
     public func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? { nil }
+    public var isSeekable: Bool { true }
 }
 
 /// What a ``PacketSource`` has now.

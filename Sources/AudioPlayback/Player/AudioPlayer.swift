@@ -135,6 +135,8 @@ public final class AudioPlayer: @unchecked Sendable {
         var frames: Int64
         var estimated: Bool
         var title: String?
+        /// Its source can seek (not a live stream).
+        var seekable: Bool
     }
 
     private struct Shared {
@@ -384,12 +386,24 @@ public final class AudioPlayer: @unchecked Sendable {
     /// that frame.
     /// - Returns: the position reached, in seconds into the item (`seconds`, rounded to a frame;
     ///   the item's end when `seconds` is past it), once the item's source has planned the start.
-    /// - Throws: ``AudioPlayerError`` (`request`) before playback began or after it ended; the
-    ///   item's error when it cannot be read from there.
+    /// - Throws: ``AudioPlayerError`` (`request`) before playback began or after it ended, and
+    ///   for a live item (its source says it cannot seek): then nothing is dropped and playback goes on; the item's
+    ///   error when it cannot be read from there.
     @discardableResult
     public func seek(to seconds: Double) async throws -> Double {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Double, any Error>) in
             work.async { [self] in
+                let now = status
+                let fedSeekable = feeder?.source.isSeekable ?? true
+                let live = shared.withLock { s -> Bool in
+                    let seekable = s.marks.last { $0.index == now.fileIndex }?.seekable ?? fedSeekable
+                    return s.machine.phase == .running && !seekable
+                }
+                if let index = now.fileIndex, live {
+                    let name = shared.withLock { $0.items.indices.contains(index) ? $0.items[index].name : nil }
+                    return continuation.resume(throwing: AudioPlayerError(.request, itemIndex: index, itemName: name,
+                        underlying: AudioQueueError(.invalidRunState, "item \(index) is a live stream: it cannot seek; playback goes on")))
+                }
                 guard performJump(toItem: nil, seconds: max(seconds, 0)) else {
                     return continuation.resume(throwing: AudioPlayerError(.request, underlying: AudioQueueError(.invalidRunState,
                         "the player can seek only while it plays (after play(), before the end)")))
@@ -735,7 +749,7 @@ public final class AudioPlayer: @unchecked Sendable {
             let duration = source.duration
             s.marks.append(Mark(start: timelineBeforeItem, index: itemIndex, id: id, offset: feeder.startFrame,
                                 rate: source.format.sampleRate, frames: duration?.frames ?? 0,
-                                estimated: duration?.isEstimated ?? false, title: source.title))
+                                estimated: duration?.isEstimated ?? false, title: source.title, seekable: source.isSeekable))
             return true
         }
         if added { scheduleHeardCheck() }

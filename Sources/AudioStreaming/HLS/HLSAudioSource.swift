@@ -107,6 +107,9 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
 
     private var framesPerPacket: Int64 { Int64(max(format.framesPerPacket, 1)) }
 
+    /// VOD: yes; a live presentation cannot seek.
+    public var isSeekable: Bool { playlist.map { !$0.isLive } ?? false }
+
     public func packet(forFrame frame: Int64) -> Int64? { frame / framesPerPacket }
     public func frame(forPacket packet: Int64) -> Int64? { packet * framesPerPacket }
 

@@ -138,6 +138,7 @@ public final class RemoteAudioSource: PacketSource, @unchecked Sendable {
     public func frame(forPacket packet: Int64) -> Int64? { current.frame(forPacket: packet) }
     public func seek(toPacket packet: Int64) throws { try current.seek(toPacket: packet) }
     public func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? { current.peekPackets(from: first, count: count) }
+    public var isSeekable: Bool { current.isSeekable }
 
     public func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {
         follow()

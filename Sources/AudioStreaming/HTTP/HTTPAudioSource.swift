@@ -96,12 +96,15 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     public func packet(forFrame frame: Int64) -> Int64? { driver?.stream.packet(forFrame: frame)?.packet }
     public func frame(forPacket packet: Int64) -> Int64? { driver?.stream.frame(forPacket: packet) }
 
+    /// A finite resource, or one whose server takes `Range`: not a live stream.
+    public var isSeekable: Bool { info?.acceptsRanges == true || info?.isFinite == true }
+
     /// Refetches from packet `packet` with a `Range` request. A finite resource is asked with
     /// `Range` even when the server did not say it accepts them; one that answers with the whole
     /// resource is read up to the packet instead. Only a live stream cannot seek.
     public func seek(toPacket packet: Int64) throws {
         guard let driver else { return }
-        guard info?.acceptsRanges == true || info?.isFinite == true else {
+        guard isSeekable else {
             throw HTTPStreamError(url: url, byteOffset: 0, message: "a live stream without Range support cannot seek")
         }
         let result = try driver.seek(toPacket: packet)
@@ -189,7 +192,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
 
     /// The container keeps what the parser needs elsewhere (an MP4 index at the end).
     private func follow(_ offset: Int64) throws {
-        guard info?.acceptsRanges == true || info?.isFinite == true else {
+        guard isSeekable else {
             throw HTTPStreamError(url: url, byteOffset: offset,
                                   message: "the \(fileType?.displayName ?? "file") keeps its index at byte \(offset), but the server does not accept Range requests: not seekable")
         }
