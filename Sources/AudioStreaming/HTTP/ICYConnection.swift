@@ -1,4 +1,5 @@
 import BufferQueue
+import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -17,11 +18,17 @@ enum ICYConnection {
     }
 
     static func get(url: String, headers: [(String, String)], stallTimeout: TimeAmount) async throws -> Response {
-        guard let parsed = PlainURL(url) else { throw HTTPStreamError(url: url, byteOffset: 0, message: "not a plain http:// URL") }
+        guard let parsed = URL(string: url), parsed.scheme?.lowercased() == "http", let host = parsed.host, !host.isEmpty else {
+            throw HTTPStreamError(url: url, byteOffset: 0, message: "not a plain http:// URL")
+        }
+        let port = parsed.port ?? 80
+        // The path and query as sent, percent-encoding kept.
+        let path = (parsed.path(percentEncoded: true).isEmpty ? "/" : parsed.path(percentEncoded: true))
+            + (parsed.query(percentEncoded: true).map { "?" + $0 } ?? "")
         let rewriter = ICYStatusLineRewriter()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(10))
-            .connect(host: parsed.host, port: parsed.port) { channel in
+            .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(rewriter, position: .first)
@@ -30,8 +37,8 @@ enum ICYConnection {
                     return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
                 }
             }
-        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: parsed.path)
-        head.headers.add(name: "Host", value: parsed.hostHeader)
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
+        head.headers.add(name: "Host", value: parsed.port.map { "\(host):\($0)" } ?? host)
         head.headers.add(name: "Connection", value: "close")
         for (name, value) in headers { head.headers.add(name: name, value: value) }
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: ByteBuffer.self)
@@ -63,30 +70,6 @@ enum ICYConnection {
         }
         return Response(status: Int(response.status.code), reason: response.status.reasonPhrase, headers: response.headers, body: stream,
                         wasICY: rewriter.rewrote.withLock { $0 })
-    }
-}
-
-/// `http://host[:port]/path`.
-struct PlainURL {
-    var host: String
-    var port: Int
-    var path: String
-    var hostHeader: String
-    init?(_ url: String) {
-        guard url.lowercased().hasPrefix("http://") else { return nil }
-        let rest = url.dropFirst(7)
-        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
-        let authority = rest[..<slash]
-        path = slash < rest.endIndex ? String(rest[slash...]) : "/"
-        hostHeader = String(authority)
-        if let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]) {
-            host = String(authority[..<colon])
-            self.port = port
-        } else {
-            host = String(authority)
-            port = 80
-        }
-        if host.isEmpty { return nil }
     }
 }
 
