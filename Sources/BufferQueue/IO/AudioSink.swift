@@ -90,9 +90,10 @@ public final class AudioRenderSource: @unchecked Sendable {
 
     /// Tells the queue the device ran dry although the sink kept feeding it (an ALSA xrun the sink
     /// recovered from): the queue reports an ``AudioQueueEvent/underrun`` and marks its timeline
-    /// discontinuous. Safe from any thread (two atomic additions and a wake-up).
+    /// discontinuous. Safe from any thread (a push to the render-event ring, an atomic addition
+    /// and a wake-up; none blocks).
     public func reportDeviceUnderrun() {
-        stage.underrunCount.add(1, ordering: .releasing)
+        stage.events.push(.underrun)
         stage.discontinuities.add(1, ordering: .releasing)
         stage.notify()
     }

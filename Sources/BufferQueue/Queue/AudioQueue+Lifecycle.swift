@@ -360,12 +360,13 @@ extension AudioQueue {
     /// on an offline-rendering thread after a render that reached the end (`offline`).
     func handleRenderSignals(offline: Bool = false) {
         reportConverterShortfall(always: offline)
-        let underruns = stage.underrunCount.load(ordering: .acquiring)
-        if seenUnderruns.exchange(underruns, ordering: .acquiringAndReleasing) != underruns {
-            delivery.deliver(.underrun)
+        takeRenderEvents()
+        let (underruns, ends) = takenRenderEvents.withLock { taken -> (Int, Int) in
+            defer { taken.underruns = 0; taken.endsOfStream = 0 }
+            return (taken.underruns, taken.endsOfStream)
         }
-        let ends = stage.endOfStreamCount.load(ordering: .acquiring)
-        let endReached = seenEndsOfStream.exchange(ends, ordering: .acquiringAndReleasing) != ends
+        for _ in 0..<underruns { delivery.deliver(.underrun) }
+        let endReached = ends > 0
         let formatPending = stage.pendingFormat() != nil
         let observe = playbackBegan() && control.withLock { !$0.lifecycle.isRunning && $0.lifecycle.sink == .active }
         guard endReached || formatPending || observe else { return }
@@ -399,14 +400,33 @@ extension AudioQueue {
     /// (the worker the render woke cannot take it first); `always` takes the lock even when the
     /// count reads zero, for an offline render that reached the end and handles its signals.
     func reportConverterShortfall(always: Bool = false) {
-        guard always || stage.converterShortfall.load(ordering: .acquiring) > 0 else { return }
+        guard always || stage.events.hasEvents || takenRenderEvents.withLock({ $0.shortfall > 0 }) else { return }
         if let error = pipeline.withLock({ takeConverterShortfall($0) }) { delivery.deliver(.error(error)) }
+    }
+
+    /// Drains the stage's render-event ring into ``takenRenderEvents``, in order.
+    func takeRenderEvents() {
+        takenRenderEvents.withLock { taken in
+            taken.scratch.removeAll(keepingCapacity: true)
+            stage.events.drain(into: &taken.scratch)
+            for event in taken.scratch {
+                switch event {
+                case .underrun: taken.underruns += 1
+                case .endOfStream: taken.endsOfStream += 1
+                case .shortfall(let frames): taken.shortfall += frames
+                }
+            }
+        }
     }
 
     /// Takes the resampler's shortfall and records it as the last converter error; the caller holds
     /// the pipeline lock and delivers the returned error once it has let go of it.
     func takeConverterShortfall(_ producer: Producer) -> AudioQueueError? {
-        let missing = stage.converterShortfall.exchange(0, ordering: .acquiringAndReleasing)
+        takeRenderEvents()
+        let missing = takenRenderEvents.withLock { taken -> Int in
+            defer { taken.shortfall = 0 }
+            return taken.shortfall
+        }
         guard missing > 0 else { return nil }
         let error = AudioQueueError(.decoderError,
             "the resampler gave \(missing) frames fewer than the decoded audio makes; silence stands in for them")

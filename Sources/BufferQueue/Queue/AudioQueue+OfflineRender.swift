@@ -113,7 +113,6 @@ extension AudioQueue {
             throw AudioQueueError(.invalidBuffer, "\(frames) frames of \(format.bytesPerFrame) bytes do not fit in \(destination.count) bytes")
         }
         let channels = format.channelsPerFrame
-        let endsBefore = stage.endOfStreamCount.load(ordering: .acquiring)
         // What the render finished with is put in line for delivery under the pipeline lock (so
         // its order among deliveries is fixed) and, with `.beforeReturning`, delivered on this
         // thread once the lock is released (a callback may enqueue, stop or reset).
@@ -162,7 +161,8 @@ extension AudioQueue {
             delivery.deliver(.error(error))
         }
         // The end of an asynchronous stop completes with the call that rendered it.
-        if stage.endOfStreamCount.load(ordering: .acquiring) != endsBefore { handleRenderSignals(offline: true) }
+        takeRenderEvents()
+        if takenRenderEvents.withLock({ $0.endsOfStream > 0 }) { handleRenderSignals(offline: true) }
         return rendered
     }
 

@@ -180,8 +180,9 @@ public final class AudioQueue: Sendable {
     let lifecycleWaiters = Lock<[Int: DispatchSemaphore]>([:])
     let nextLifecycleWaiter = Atomic<Int>(0)
     /// Render signals already handled by the worker (underruns, ends of stream).
-    let seenUnderruns = Atomic<Int>(0)
-    let seenEndsOfStream = Atomic<Int>(0)
+    /// Render events taken from the stage's ring and not yet acted on; its lock serialises the
+    /// ring's consumers (the worker, an offline-rendering thread).
+    let takenRenderEvents = Lock(TakenRenderEvents())
 
     /// Checks what a stream format must satisfy to be decoded here.
     static func validate(_ format: AudioStreamDescription, registry: AudioDecoderRegistry) throws {

@@ -48,8 +48,9 @@ final class RenderStage: @unchecked Sendable {
     let startedGeneration = Atomic<Int>(0)
     /// The start generation whose audio the sink reported as heard (sinks that report it).
     let heardGeneration = Atomic<Int>(0)
-    let underrunCount = Atomic<Int>(0)
-    let endOfStreamCount = Atomic<Int>(0)
+    /// Underruns, ends of stream rendered and resampler shortfalls, in the order they happened,
+    /// for the worker to drain (``RenderEventRing``).
+    let events = RenderEventRing()
     let waitingForFormat = Atomic<Bool>(false)
     /// Discontinuities (underruns, resets) so far; each timeline remembers how many it has seen.
     let discontinuities = Atomic<Int>(0)
@@ -91,9 +92,6 @@ final class RenderStage: @unchecked Sendable {
     /// Output frames rendered since the timeline began (``timelineFrames`` counts source frames;
     /// the two differ while a converter changes the rate).
     let outputFrames = Atomic<Int>(0)
-    /// Output frames a resampler failed to give (silence stood in), for the worker to report
-    /// (``AudioQueue`` takes and reports them after each render signal).
-    let converterShortfall = Atomic<Int>(0)
 
     // MARK: consumer-local
     /// The decoded format of the frames in the ring.
@@ -301,7 +299,7 @@ final class RenderStage: @unchecked Sendable {
                   list[index].failure == nil else { return false }
             if let converter {
                 let short = converter.takeShortfall()
-                if short > 0 { converterShortfall.add(short, ordering: .releasing) }
+                if short > 0 { events.push(.shortfall(frames: short)) }
             }
             swap(&list[index].converter, &converter)
             swap(&list[index].rateNode, &timeStretch)
@@ -516,7 +514,7 @@ final class RenderStage: @unchecked Sendable {
         }
         if let converter {
             let short = converter.takeShortfall()
-            if short > 0 { converterShortfall.add(short, ordering: .releasing); signal = true }
+            if short > 0 { events.push(.shortfall(frames: short)); signal = true }
         }
         finishRender(out, frames: frames, done: done, consumed: consumed, fillSilence: fillSilence, blocked: blocked, signal: &signal)
         return done
@@ -555,7 +553,7 @@ final class RenderStage: @unchecked Sendable {
             }
             if fillSilence && hadAudio && !blocked && playing.load(ordering: .relaxed) {
                 hadAudio = false
-                underrunCount.add(1, ordering: .releasing)
+                events.push(.underrun)
                 discontinuities.add(1, ordering: .releasing)
                 signal = true
             }
@@ -692,7 +690,7 @@ final class RenderStage: @unchecked Sendable {
         case .endOfStream:
             markers.pop()
             holdAfterEnd = true
-            endOfStreamCount.add(1, ordering: .releasing)
+            events.push(.endOfStream)
             signal = true
             return true
         case .formatChange:
