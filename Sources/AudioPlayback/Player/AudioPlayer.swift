@@ -312,14 +312,7 @@ public final class AudioPlayer: @unchecked Sendable {
     @discardableResult
     public func play() async throws -> Int64 {
         if shared.withLock({ $0.result != nil }) { return try await replay() }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int64, any Error>) in
-                whenDone { continuation.resume(with: $0) }
-                begin()
-            }
-        } onCancel: {
-            stop()
-        }
+        return try await playToTheEnd()
     }
 
     /// Plays the list again from the first item after playback ended (finished, failed or
@@ -332,7 +325,12 @@ public final class AudioPlayer: @unchecked Sendable {
                 continuation.resume()
             }
         }
-        return try await withTaskCancellationHandler {
+        return try await playToTheEnd()
+    }
+
+    /// Begins (once) and waits for the end; cancelling the task stops playback.
+    private func playToTheEnd() async throws -> Int64 {
+        try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int64, any Error>) in
                 whenDone { continuation.resume(with: $0) }
                 begin()
