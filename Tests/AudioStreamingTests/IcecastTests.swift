@@ -168,7 +168,7 @@ final class StreamReader: @unchecked Sendable {
 
     init(url: String, configuration: HTTPStreamConfiguration, events: EventBox) {
         let item = AudioPlayerItem(name: url) { [weak self] context in
-            let source = HTTPAudioSource(url: url, configuration: configuration, context: context)
+            let source = try HTTPAudioSource(url: url, configuration: configuration, context: context)
             self?.lock.withLock { self?.held = source }
             return source
         }

@@ -51,7 +51,7 @@ func playStream(_ items: [AudioPlayerItem], seek: Double = 0, loops: Int = 1) as
 /// An HTTP source once it has parsed its first packets (it tells when bytes arrive).
 func readySource(_ url: String) async throws -> HTTPAudioSource {
     let (arrivals, continuation) = AsyncStream.makeStream(of: Void.self)
-    let source = HTTPAudioSource(url: url, configuration: quick, context: AudioSourceContext(available: { continuation.yield() }))
+    let source = try HTTPAudioSource(url: url, configuration: quick, context: AudioSourceContext(available: { continuation.yield() }))
     for await _ in arrivals where source.isReady {
         if case .packets = try source.read(maxPackets: 1, maxBytes: 1 << 16) { break }
     }

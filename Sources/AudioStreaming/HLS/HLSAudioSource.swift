@@ -26,7 +26,7 @@ import Foundation
 /// `hls-blocking-reload` when a blocking reload failed and an ordinary one followed.
 /// HLS carries no gapless numbers: every decoded frame is played (priming included).
 public final class HLSAudioSource: PacketSource, @unchecked Sendable {
-    public let url: String
+    public let url: URL
     /// The media playlist being played (after the first load).
     public private(set) var playlist: HLSMediaPlaylist?
     /// The variant chosen from a master playlist (nil when the URL is a media playlist).
@@ -64,13 +64,14 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     private var origin: (ticks: Int64, perSecond: Int64, discontinuitySequence: Int)?
 
     /// Starts loading `url` (a master or media playlist); returns at once.
-    public init(url: String, configuration: HLSConfiguration = HLSConfiguration(), context: AudioSourceContext = AudioSourceContext()) throws {
-        guard let parsed = URL(string: url), parsed.scheme?.lowercased().hasPrefix("http") == true else {
-            throw HTTPStreamError(url: url, byteOffset: 0, message: "not an http(s) URL")
+    /// - Throws: ``HTTPStreamError`` when it is not an http(s) URL.
+    public init(url: URL, configuration: HLSConfiguration = HLSConfiguration(), context: AudioSourceContext = AudioSourceContext()) throws {
+        guard url.scheme?.lowercased() == "http" || url.scheme?.lowercased() == "https" else {
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "not an http(s) URL")
         }
         self.url = url
         self.context = context
-        loader = HLSLoader(url: parsed, configuration: configuration, report: context.report, available: context.available)
+        loader = HLSLoader(url: url, configuration: configuration, report: context.report, available: context.available)
         context.report(.state(.connecting))
         loader.start(.beginning)
     }
@@ -119,7 +120,7 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     public func seek(toPacket packet: Int64) throws {
         guard let playlist else { return }
         guard !playlist.isLive else {
-            throw HTTPStreamError(url: url, byteOffset: 0, message: "a live HLS stream cannot seek")
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "a live HLS stream cannot seek")
         }
         let time = Double(packet * framesPerPacket) / format.sampleRate
         restart(at: Self.segment(containing: time - 0.5, in: playlist), dropBefore: packet)
@@ -187,7 +188,7 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                     try endRun()
                     ended = true
                     if formatStream?.isReadyToProducePackets != true {
-                        throw HTTPStreamError(url: url, byteOffset: 0, message: "the presentation ended before any audio")
+                        throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "the presentation ended before any audio")
                     }
                 case .failure(let error):
                     // What the parsers hold is played before the error (an error while finishing
@@ -259,7 +260,7 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                 let was = locked.formatList.first ?? locked.dataFormat, now = stream.formatList.first ?? stream.dataFormat
                 if was?.formatID != now?.formatID || was?.sampleRate != now?.sampleRate || was?.channelsPerFrame != now?.channelsPerFrame
                     || locked.magicCookie != stream.magicCookie {
-                    throw HTTPStreamError(url: segment?.segment.url.absoluteString ?? url, byteOffset: 0,
+                    throw HTTPStreamError(url: segment?.segment.url.absoluteString ?? url.absoluteString, byteOffset: 0,
                                           message: "the audio format changes at segment \(segment?.segment.sequence ?? 0) (\(String(describing: was)) to \(String(describing: now))); one item plays one format")
                 }
             }
@@ -295,9 +296,16 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
 
 extension AudioPlayerItem {
     /// An HLS presentation played through an ``HLSAudioSource``.
-    public static func hls(_ url: String, configuration: HLSConfiguration = HLSConfiguration()) -> AudioPlayerItem {
-        AudioPlayerItem(name: url) { context in
+    public static func hls(_ url: URL, configuration: HLSConfiguration = HLSConfiguration()) -> AudioPlayerItem {
+        AudioPlayerItem(name: url.absoluteString) { context in
             try HLSAudioSource(url: url, configuration: configuration, context: context)
+        }
+    }
+
+    /// An HLS presentation at the URL `text` names (an error when the item is opened, if it is not one).
+    public static func hls(_ text: String, configuration: HLSConfiguration = HLSConfiguration()) -> AudioPlayerItem {
+        AudioPlayerItem(name: text) { context in
+            try HLSAudioSource(url: try AudioLocation.httpURL(text), configuration: configuration, context: context)
         }
     }
 }

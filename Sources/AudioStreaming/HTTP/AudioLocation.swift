@@ -39,6 +39,15 @@ public enum AudioLocation: Hashable, Sendable {
         }
     }
 
+    /// The http(s) URL `text` names.
+    /// - Throws: ``HTTPStreamError`` for anything else.
+    public static func httpURL(_ text: String) throws -> URL {
+        switch try AudioLocation(text) {
+        case .http(let url), .hls(let url): return url
+        case .file: throw HTTPStreamError(url: text, byteOffset: 0, message: "not an http(s) URL")
+        }
+    }
+
     /// Whether the audio comes over the network.
     public var isRemote: Bool {
         if case .file = self { return false }
@@ -53,19 +62,28 @@ extension AudioPlayerItem {
     public static func location(_ text: String, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration()) throws -> AudioPlayerItem {
         switch try AudioLocation(text) {
         case .file(let path): return .file(path)
-        case .http, .hls: return .url(text, configuration: configuration)
+        case .http(let url), .hls(let url): return .url(url, configuration: configuration)
         }
     }
 
     /// An HTTP(S) resource played through an ``HTTPAudioSource``; an HLS playlist — named
     /// `.m3u8`/`.m3u`, or served as one (`application/vnd.apple.mpegurl` and its aliases, or a
     /// body starting `#EXTM3U`) — through an ``HLSAudioSource``.
-    public static func url(_ url: String, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration()) -> AudioPlayerItem {
+    public static func url(_ url: URL, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration()) -> AudioPlayerItem {
         let hls = HLSConfiguration.matching(configuration)
-        if case .hls = try? AudioLocation(url) { return .hls(url, configuration: hls) }
-        return AudioPlayerItem(name: url) { context in
+        if AudioSniffer.kind(pathExtension: AudioSniffer.pathExtension(of: url.path)) == .hlsPlaylist { return .hls(url, configuration: hls) }
+        return AudioPlayerItem(name: url.absoluteString) { context in
             RemoteAudioSource(url: url, http: configuration, hls: hls, context: context)
         }
+    }
+
+    /// The item for the URL `text` names (an error when the item is opened, if it is not an http(s) URL).
+    public static func url(_ text: String, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration()) -> AudioPlayerItem {
+        guard let url = try? AudioLocation.httpURL(text) else {
+            return AudioPlayerItem(name: text) { _ in throw (try? AudioLocation(text)).map { _ in HTTPStreamError(url: text, byteOffset: 0, message: "not an http(s) URL") }
+                ?? HTTPStreamError(url: text, byteOffset: 0, message: "not a valid URL") }
+        }
+        return .url(url, configuration: configuration)
     }
 }
 
@@ -84,7 +102,7 @@ extension HLSConfiguration {
 /// ``HTTPAudioSource`` until its first answer shows a playlist, then an ``HLSAudioSource`` on
 /// the same URL.
 public final class RemoteAudioSource: PacketSource, @unchecked Sendable {
-    public let url: String
+    public let url: URL
     private let hlsConfiguration: HLSConfiguration
     private let context: AudioSourceContext
     /// The source reading now.
@@ -95,7 +113,7 @@ public final class RemoteAudioSource: PacketSource, @unchecked Sendable {
     public var hls: HLSAudioSource? { current as? HLSAudioSource }
     private var failure: (any Error)?
 
-    public init(url: String, http: HTTPStreamConfiguration = HTTPStreamConfiguration(), hls: HLSConfiguration? = nil,
+    public init(url: URL, http: HTTPStreamConfiguration = HTTPStreamConfiguration(), hls: HLSConfiguration? = nil,
                 context: AudioSourceContext = AudioSourceContext()) {
         self.url = url
         hlsConfiguration = hls ?? HLSConfiguration.matching(http)
@@ -114,7 +132,7 @@ public final class RemoteAudioSource: PacketSource, @unchecked Sendable {
         guard let source = http, source.isPlaylist, failure == nil else { return }
         do {
             source.close()
-            context.report(.property(name: "hls", value: "the server says \(url) is a playlist (\(source.info?.contentType ?? "#EXTM3U"))"))
+            context.report(.property(name: "hls", value: "the server says \(url.absoluteString) is a playlist (\(source.info?.contentType ?? "#EXTM3U"))"))
             current = try HLSAudioSource(url: url, configuration: hlsConfiguration, context: context)
         } catch {
             failure = error

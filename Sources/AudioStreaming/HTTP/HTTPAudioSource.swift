@@ -2,6 +2,7 @@ import AudioFileStream
 import AudioPlayback
 import BufferQueue
 import Dispatch
+import Foundation
 
 /// An MP3/AAC/PCM resource over HTTP(S) as a ``PacketSource``: bytes go through the same parser
 /// driver as a local file's, and the packets through the same ``PacketFeeder``, so a finite
@@ -16,7 +17,7 @@ import Dispatch
 /// when full), and ``read(maxPackets:maxBytes:)`` parses what has arrived, answering
 /// ``PacketRead/waiting`` when nothing has; the context's `available` is called when more comes.
 public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
-    public let url: String
+    public let url: URL
     /// What the server said.
     public private(set) var info: HTTPStreamInfo?
     /// The container the bytes turned out to be.
@@ -34,13 +35,20 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     private var closed = false
 
     /// Starts fetching `url`; returns at once (the first bytes arrive later).
-    public init(url: String, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration(),
+    public init(url: URL, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration(),
                 context: AudioSourceContext = AudioSourceContext()) {
         self.url = url
         self.context = context
-        fetcher = HTTPFetcher(url: url, configuration: configuration, report: context.report, available: context.available)
+        fetcher = HTTPFetcher(url: url.absoluteString, configuration: configuration, report: context.report, available: context.available)
         context.report(.state(.connecting))
         fetcher.start(at: 0)
+    }
+
+    /// Starts fetching the URL `text` names.
+    /// - Throws: ``HTTPStreamError`` when it is not an http(s) URL.
+    public convenience init(url text: String, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration(),
+                            context: AudioSourceContext = AudioSourceContext()) throws {
+        self.init(url: try AudioLocation.httpURL(text), configuration: configuration, context: context)
     }
 
     deinit { fetcher.close() }
@@ -105,7 +113,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     public func seek(toPacket packet: Int64) throws {
         guard let driver else { return }
         guard isSeekable else {
-            throw HTTPStreamError(url: url, byteOffset: 0, message: "a live stream without Range support cannot seek")
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "a live stream without Range support cannot seek")
         }
         let result = try driver.seek(toPacket: packet)
         pending.removeAll()
@@ -123,7 +131,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         if let packets = pending.read(maxPackets: maxPackets, maxBytes: maxBytes) { return packets }
         if let failure { throw failure }
         if isPlaylist {
-            throw HTTPStreamError(url: url, byteOffset: 0, message: "the resource is an HLS playlist (\(info?.contentType ?? "#EXTM3U")): play it as HLS")
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "the resource is an HLS playlist (\(info?.contentType ?? "#EXTM3U")): play it as HLS")
         }
         return ended || closed ? .end : .waiting
     }
@@ -156,7 +164,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
                 case .end:
                     if let driver, let target = try driver.finish(handle) { try follow(target) } else { ended = true }
                     if driver?.stream.isReadyToProducePackets != true {
-                        throw HTTPStreamError(url: url, byteOffset: driver?.position ?? 0, message: "the stream ended before any audio")
+                        throw HTTPStreamError(url: url.absoluteString, byteOffset: driver?.position ?? 0, message: "the stream ended before any audio")
                     }
                 case .failure(let error):
                     throw error
@@ -171,7 +179,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         if driver == nil {
             // The bytes decide, then the server's type, then the name (the stream sniffs the
             // bytes again as they come; the hint only matters where they cannot tell).
-            let kind = AudioSniffer.identify(head: bytes, contentType: info?.contentType, pathExtension: AudioSniffer.pathExtension(of: url))
+            let kind = AudioSniffer.identify(head: bytes, contentType: info?.contentType, pathExtension: AudioSniffer.pathExtension(of: url.path))
             if kind == .hlsPlaylist {
                 isPlaylist = true
                 fetcher.close()
@@ -193,7 +201,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     /// The container keeps what the parser needs elsewhere (an MP4 index at the end).
     private func follow(_ offset: Int64) throws {
         guard isSeekable else {
-            throw HTTPStreamError(url: url, byteOffset: offset,
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: offset,
                                   message: "the \(fileType?.displayName ?? "file") keeps its index at byte \(offset), but the server does not accept Range requests: not seekable")
         }
         fetcher.start(at: offset)

@@ -44,14 +44,16 @@ extension StreamDescription {
                               title: source.title, master: source.masterPlaylist, variant: source.variant,
                               mediaPlaylist: source.playlist, segmentContainer: source.segmentContainer?.segments, warnings: source.warnings)
         }
-        if case .hls = try AudioLocation(url) {
-            let source = try HLSAudioSource(url: url, configuration: hls, context: context)
+        let location = try AudioLocation(url)
+        let parsed = try AudioLocation.httpURL(url)
+        if case .hls = location {
+            let source = try HLSAudioSource(url: parsed, configuration: hls, context: context)
             defer { source.close() }
             try await ready(source)
             return describe(source)
         }
         // A plain resource, unless the server says it is a playlist.
-        let source = RemoteAudioSource(url: url, http: http, hls: hls, context: context)
+        let source = RemoteAudioSource(url: parsed, http: http, hls: hls, context: context)
         defer { source.close() }
         try await ready(source)
         if let playlist = source.hls { return describe(playlist) }
