@@ -198,6 +198,13 @@ let package = Package(
             dependencies: ["CProcessWait"],
             path: "Tests/TestSupport"
         ),
+        // What the codec and playback tests share (fixtures, tools, renders with every decoder).
+        .target(
+            name: "CodecTestSupport",
+            dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
+                           "SoxrConverter", "TestSupport"],
+            path: "Tests/CodecTestSupport"
+        ),
         .testTarget(
             name: "AudioFileStreamTests",
             dependencies: ["AudioFileStream", "BufferQueue", "TestSupport"],
@@ -217,12 +224,13 @@ let package = Package(
         .testTarget(
             name: "CodecTests",
             dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                           "TestSupport"],
+                           "CodecTestSupport", "TestSupport"],
             path: "Tests/CodecTests"
         ),
         .testTarget(
             name: "AudioPlaybackTests",
-            dependencies: ["AudioPlayback", "AudioFileStream", "BufferQueue", "MPG123Decoder", "TestSupport"],
+            dependencies: ["AudioPlayback", "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
+                           "SoxrConverter", "CodecTestSupport", "TestSupport"],
             path: "Tests/AudioPlaybackTests"
         ),
         // Every Swift snippet of README.md and Docs/, compiled (Tests/DocSnippetTests/Generated).

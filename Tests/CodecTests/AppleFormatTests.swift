@@ -3,6 +3,7 @@ import Testing
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import CodecTestSupport
 import TestSupport
 
 /// The Swift decoders for the rest of Apple's format list, against ffmpeg's decoders and the

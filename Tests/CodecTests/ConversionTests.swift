@@ -3,6 +3,7 @@ import Testing
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import CodecTestSupport
 import TestSupport
 
 /// Offline render at another rate or channel count, against `sox rate -v` run on mpg123's decode.

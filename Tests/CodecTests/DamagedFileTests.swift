@@ -3,6 +3,7 @@ import Testing
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import CodecTestSupport
 
 /// Files cut off, or with gapless numbers that do not fit, as real encoders and repackagers leave
 /// them (issue 14): what plays is what mpg123, the reference decoder, plays from the same bytes.

@@ -7,6 +7,7 @@ import FAADDecoder
 import OpenCoreAMRDecoder
 import MPG123Decoder
 import SoxrConverter
+import CodecTestSupport
 import TestSupport
 import Synchronization
 

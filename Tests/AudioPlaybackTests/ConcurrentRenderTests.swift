@@ -7,6 +7,7 @@ import FAADDecoder
 import MPG123Decoder
 import OpenCoreAMRDecoder
 import SoxrConverter
+import CodecTestSupport
 import TestSupport
 
 /// Frames delivered by position, as a seekable file would hold them.

@@ -3,6 +3,7 @@ import Testing
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import CodecTestSupport
 import TestSupport
 
 /// The PCM file writer: appended frames go out in aligned blocks with nothing lost or added at

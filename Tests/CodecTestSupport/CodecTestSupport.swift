@@ -1,0 +1,95 @@
+import Foundation
+import AudioFileStream
+import AudioPlayback
+import BufferQueue
+import FAADDecoder
+import OpenCoreAMRDecoder
+import MPG123Decoder
+import SoxrConverter
+import TestSupport
+
+// What the codec and playback tests share: where fixtures and tools are, and renders through
+// the queue with every decoder registered, off Swift's cooperative pool.
+
+public enum Where {
+    public static let repository = TestPaths.repository
+    public static func fixture(_ name: String) -> String { TestPaths.fixture(name) }
+    public static let shared = TestPaths.sharedFixtures
+    public static func tool(_ name: String) -> String? {
+        ["/usr/bin/\(name)", "/usr/local/bin/\(name)"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+}
+
+/// Renders a file through the queue with both decoders (and libsoxr) registered.
+public func render(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil,
+            playRate: Double? = nil, timePitch: TimePitchAlgorithm = .timeDomain) throws
+    -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
+    MPG123Decoder.register()
+    FAADDecoder.register()
+    AMRDecoder.register()
+    SoxrConverter.register()
+    let renderer = try AudioFileRenderer(file: try AudioFile(path: path), loops: loops, sampleRate: sampleRate, channels: channels,
+                                         playRate: playRate, timePitch: timePitch)
+    var all: [Float] = []
+    var scratch = [Float](repeating: 0, count: 4096 * renderer.outputFormat.channelsPerFrame)
+    while true {
+        let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 4096) }
+        if n == 0 { break }
+        all += scratch[0..<(n * renderer.outputFormat.channelsPerFrame)]
+    }
+    return (all, renderer.outputFormat, renderer)
+}
+
+/// One serial queue for the decoding these tests do: it runs off Swift's cooperative pool (two
+/// threads here), one render at a time, so the tests that play in real time keep getting a thread.
+public let decodingWork = DispatchQueue(label: "CodecTests.decoding")
+
+/// ``render(_:loops:)`` on ``decodingWork``.
+public func rendered(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil,
+              playRate: Double? = nil, timePitch: TimePitchAlgorithm = .timeDomain) async throws
+    -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
+    try await withCheckedThrowingContinuation { continuation in
+        decodingWork.async {
+            continuation.resume(with: Result {
+                try render(path, loops: loops, sampleRate: sampleRate, channels: channels, playRate: playRate, timePitch: timePitch)
+            })
+        }
+    }
+}
+
+/// Runs a reference tool and returns its standard output (see `runTool`: nothing blocks the
+/// cooperative pool).
+public func run(_ tool: String, _ arguments: [String]) async throws -> Data {
+    let result = try await runTool(tool, arguments)
+    guard result.status == 0 else {
+        throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(tool) \(arguments.joined(separator: " ")) exited with \(result.status)"])
+    }
+    return result.output
+}
+
+/// A temporary copy of a file with one packet's bytes overwritten (0xFF); the caller removes it.
+public func copyWithPacketOverwritten(_ path: String, packet index: Int64) throws -> URL {
+    let file = try AudioFile(path: path)
+    var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+    let packet = try file.readPackets(from: index, count: 1)
+    guard let offset = file.byteOffset(ofPacket: index).map(Int.init), let description = packet.descriptions.first else {
+        throw CocoaError(.fileReadCorruptFile, userInfo: [NSLocalizedDescriptionKey: "\(path) has no packet \(index)"])
+    }
+    for i in offset..<(offset + description.dataByteSize) { bytes[i] = 0xFF }
+    let copy = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID())." + URL(fileURLWithPath: path).pathExtension)
+    try bytes.write(to: copy)
+    return copy
+}
+
+public func floats(wav data: Data) -> [Float] {
+    guard let range = data.range(of: Data("data".utf8)) else { return [] }
+    let body = data[(range.upperBound + 4)...]
+    return body.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+}
+
+public func snr(_ signal: ArraySlice<Float>, _ reference: ArraySlice<Float>) -> Double {
+    var s = 0.0, e = 0.0
+    for (x, y) in zip(signal, reference) { s += Double(x) * Double(x); e += Double(x - y) * Double(x - y) }
+    return e == 0 ? .infinity : 10 * log10(s / e)
+}
+
