@@ -23,3 +23,30 @@ import TestSupport
         #expect(third == 88_200)
     }
 }
+
+/// The time observer reports as sound plays and whenever the state changes, and ends with playback.
+@Suite struct PlayerPositionTests {
+    @Test func positionsMoveWhileSoundPlaysAndEndWithPlayback() async throws {
+        let tone = TestPaths.fixture("tone-440hz-mono-s16.wav")   // 1 s
+        let player = AudioPlayer(items: [.file(tone)], buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5),
+                                 makeSink: { NullSink(pacing: .realTime) })
+        let positions = player.positions(every: .milliseconds(100))
+        let collected = Task { () -> [AudioPlayer.Status] in
+            var all: [AudioPlayer.Status] = []
+            for await status in positions { all.append(status) }   // ends when playback ends
+            return all
+        }
+        let frames = try await player.play()
+        let all = await collected.value
+        #expect(frames == 44_100)
+        let moving = all.map(\.position).filter { $0 > 0 }
+        // About ten reports in one second of sound (at least three on a loaded machine), rising.
+        #expect(moving.count >= 3, "\(all.map(\.position))")
+        #expect(moving == moving.sorted(), "\(moving)")
+        #expect((moving.last ?? 0) <= 1.0 + 1e-9)
+        // Once ended, a new observer gets the status at once and ends.
+        var late: [AudioPlayer.Status] = []
+        for await status in player.positions(every: .milliseconds(10)) { late.append(status) }
+        #expect(late.count == 1)
+    }
+}

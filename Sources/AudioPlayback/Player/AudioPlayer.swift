@@ -122,6 +122,8 @@ public final class AudioPlayer: @unchecked Sendable {
     private var heardCheck: DispatchWorkItem?
     /// Seeks waiting for the position they reach.
     private var pendingSeeks: [CheckedContinuation<Double, any Error>] = []
+    /// The next report of each time observer (``positions(every:)``), scheduled while sound plays.
+    private var positionTicks: [Int: DispatchWorkItem] = [:]
 
     // MARK: shared
     private struct Mark {
@@ -158,6 +160,8 @@ public final class AudioPlayer: @unchecked Sendable {
         var stopped = false
         var subscribers: [Int: AsyncStream<AudioPlayerEvent>.Continuation] = [:]
         var nextSubscriber = 0
+        /// The time observers: their period and stream.
+        var positionObservers: [Int: (period: Duration, continuation: AsyncStream<Status>.Continuation)] = [:]
     }
     private let shared: Lock<Shared>
     /// Frames handed to the sink (counted by a siphon on the render path).
@@ -259,28 +263,33 @@ public final class AudioPlayer: @unchecked Sendable {
         return stream
     }
 
-    /// Where playback is, every `interval` (at least 10 ms), until it ends: a periodic time
-    /// observer, as AVPlayer's. The first value comes at once.
+    /// Where playback is, as it changes, until playback ends: a time observer, as AVPlayer's
+    /// periodic one. A value comes at once, then every `interval` (at least 10 ms) while sound
+    /// plays, and whenever the state changes (a seek, a pause, an item heard). Nothing comes
+    /// while the position stands still (paused, buffering), so nothing wakes then either.
     public func positions(every interval: Duration) -> AsyncStream<Status> {
         let period = max(interval, .milliseconds(10))
-        let ends = events()
-        return AsyncStream { continuation in
-            let ticker = Task { [weak self] in
-                while !Task.isCancelled, let self {
-                    continuation.yield(self.status)
-                    try? await Task.sleep(for: period)
-                }
-            }
-            let watcher = Task {
-                for await _ in ends {}
-                ticker.cancel()
-                continuation.finish()
-            }
-            continuation.onTermination = { _ in
-                ticker.cancel()
-                watcher.cancel()
-            }
+        let (stream, continuation) = AsyncStream.makeStream(of: Status.self)
+        let key = shared.withLock { s -> Int? in
+            guard s.result == nil else { return nil }
+            let key = s.nextSubscriber
+            s.nextSubscriber += 1
+            s.positionObservers[key] = (period, continuation)
+            return key
         }
+        guard let key else {
+            continuation.yield(status)
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            self.shared.withLock { _ = $0.positionObservers.removeValue(forKey: key) }
+            self.work.async { self.positionTicks.removeValue(forKey: key)?.cancel() }
+        }
+        continuation.yield(status)
+        work.async { [self] in schedulePositionTick(key) }
+        return stream
     }
 
     /// The player's state now (the state of the item heard).
@@ -564,10 +573,12 @@ public final class AudioPlayer: @unchecked Sendable {
             switch action {
             case .publish(let state):
                 emit(.state(state))
+                reportPositions()
             case .publishItem(let id, let state):
                 let index = shared.withLock { s in s.items.firstIndex { $0.id == id } } ?? removedIndex ?? -1
                 emit(.itemState(index: index, id: id, state))
                 if state == .playing { emit(.itemStarted(index: index)) }
+                reportPositions()
             case .openItem:
                 openItem()
             case .startQueue(let play):
@@ -848,10 +859,12 @@ public final class AudioPlayer: @unchecked Sendable {
         case .underrun:
             // A stream that has not caught up: hold until enough is enqueued again.
             soundRunning = false
+            schedulePositionTicks()
             act { $0.underran() }
         case .runningChanged(let running):
             soundRunning = running
             if running { scheduleHeardCheck() }
+            schedulePositionTicks()
             act { $0.runningChanged(running, queueStopping: source.isStopping) }
         default:
             break
@@ -878,6 +891,35 @@ public final class AudioPlayer: @unchecked Sendable {
         let check = DispatchWorkItem { [weak self] in self?.scheduleHeardCheck() }
         heardCheck = check
         work.asyncAfter(deadline: .now() + seconds + 0.002, execute: check)
+    }
+
+    // MARK: time observers
+
+    /// Gives every time observer the status now.
+    private func reportPositions() {
+        let observers = shared.withLock { $0.positionObservers.values.map(\.continuation) }
+        guard !observers.isEmpty else { return }
+        let now = status
+        for observer in observers { observer.yield(now) }
+    }
+
+    /// (Re)schedules every observer's next report: only while sound plays (the position moves).
+    private func schedulePositionTicks() {
+        for key in shared.withLock({ Array($0.positionObservers.keys) }) { schedulePositionTick(key) }
+    }
+
+    /// On `work`: the next report of observer `key`, one period from now while sound plays.
+    private func schedulePositionTick(_ key: Int) {
+        positionTicks.removeValue(forKey: key)?.cancel()
+        guard soundRunning, let period = shared.withLock({ $0.positionObservers[key]?.period }) else { return }
+        let tick = DispatchWorkItem { [weak self] in
+            guard let self, let observer = self.shared.withLock({ $0.positionObservers[key]?.continuation }) else { return }
+            observer.yield(self.status)
+            self.schedulePositionTick(key)
+        }
+        positionTicks[key] = tick
+        let parts = period.components
+        work.asyncAfter(deadline: .now() + Double(parts.seconds) + Double(parts.attoseconds) / 1e18, execute: tick)
     }
 
     // MARK: ending
@@ -1000,16 +1042,20 @@ public final class AudioPlayer: @unchecked Sendable {
     /// Ends playback (once): the waiters, the event streams.
     private func complete() {
         heardCheck?.cancel()
+        for tick in positionTicks.values { tick.cancel() }
+        positionTicks.removeAll()
         let played = framesHanded.frames.load(ordering: .relaxed)
-        let (waiters, subscribers, result) = shared.withLock { s -> ([@Sendable (Result<Int64, any Error>) -> Void], [AsyncStream<AudioPlayerEvent>.Continuation], Result<Int64, any Error>?) in
-            guard s.result == nil else { return ([], [], nil) }
+        let (waiters, subscribers, observers, result) = shared.withLock { s in
+            guard s.result == nil else { return ([@Sendable (Result<Int64, any Error>) -> Void](), [AsyncStream<AudioPlayerEvent>.Continuation](),
+                                                  [AsyncStream<Status>.Continuation](), Result<Int64, any Error>?.none) }
             let result: Result<Int64, any Error> = s.machine.failure.map { .failure($0) } ?? .success(played)
             s.result = result
             defer {
                 s.waiters.removeAll()
                 s.subscribers.removeAll()
+                s.positionObservers.removeAll()
             }
-            return (s.waiters, Array(s.subscribers.values), result)
+            return (s.waiters, Array(s.subscribers.values), s.positionObservers.values.map(\.continuation), result)
         }
         guard let result else { return }
         recorderBox.recorder?.finish()
@@ -1019,6 +1065,7 @@ public final class AudioPlayer: @unchecked Sendable {
             continuation.resume(throwing: AudioPlayerError(.request, underlying: AudioQueueError(.invalidRunState, "playback ended before the seek took effect")))
         }
         for subscriber in subscribers { subscriber.finish() }
+        for observer in observers { observer.finish() }
         for waiter in waiters { waiter(result) }
     }
 }
