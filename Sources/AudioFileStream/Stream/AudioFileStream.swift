@@ -136,8 +136,10 @@ public final class AudioFileStream {
             throw error
         }
         guard !finished else { return [] }
+        // A segment's head still being read (shorter than an ID3 header): what it holds goes to
+        // the parser, and its events come with the ones below.
         if segmentHead != nil, let rest = takeSegmentHead(adding: UnsafeRawBufferPointer(start: nil, count: 0), atEnd: true) {
-            _ = try rest.withUnsafeBytes { try parse($0) }
+            rest.withUnsafeBytes { input.append($0) }
         }
         finished = true
         input.atEnd = true

@@ -441,13 +441,13 @@ public final class AudioPlayer: @unchecked Sendable {
     /// Adds an item at the end of the list. It plays after the others, without a gap when it
     /// comes before the last one is decoded (else after the queue has played out).
     public func append(_ item: AudioPlayerItem) {
-        work.async { [self] in insert(item, at: shared.withLock { $0.items.count }, now: true) }
+        work.async { [self] in insertOnWork(item, at: shared.withLock { $0.items.count }) }
     }
 
     /// Inserts an item at `index` (clamped to the list). One inserted before the item being fed
     /// is not played in this pass of the list.
     public func insert(_ item: AudioPlayerItem, at index: Int) {
-        work.async { [self] in insert(item, at: index, now: true) }
+        work.async { [self] in insertOnWork(item, at: index) }
     }
 
     /// Takes the item at `index` out of the list; the one heard or being fed is skipped.
@@ -479,7 +479,8 @@ public final class AudioPlayer: @unchecked Sendable {
         }
     }
 
-    private func insert(_ item: AudioPlayerItem, at requested: Int, now: Bool) {
+    /// On `work`: puts the item in the list; past the item fed last, the input goes on.
+    private func insertOnWork(_ item: AudioPlayerItem, at requested: Int) {
         let actions = shared.withLock { s -> [PlayerMachine.Action] in
             let index = min(max(requested, 0), s.items.count)
             s.items.insert(item, at: index)
@@ -490,7 +491,7 @@ public final class AudioPlayer: @unchecked Sendable {
         }
         perform(actions)
         // Items past the one fed last: the input goes on (or after the drain).
-        if shared.withLock({ $0.machine.inputDone }) && itemIndex < shared.withLock({ $0.items.count }) {
+        if shared.withLock({ $0.machine.inputDone && itemIndex < $0.items.count }) {
             if loop >= loops { loop = loops - 1 }
             act { $0.moreInput() }
             pump()

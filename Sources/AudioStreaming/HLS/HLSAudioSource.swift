@@ -43,8 +43,6 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     /// ``AudioFileStream`` in segmented mode, which reads the segments' containers, timestamps
     /// and ID3 tags; this source keeps playlists, keys and scheduling.
     private var run: AudioFileStreamDriver?
-    /// The next segment is the first of its run: the init section goes with it.
-    private var runStarts = true
     /// The parser whose format the decoder was set up with.
     private var formatStream: AudioFileStream?
     private var initSection: [UInt8]?
@@ -139,7 +137,6 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     private func restart(at index: Int, dropBefore packet: Int64) {
         pending.removeAll()
         run = nil
-        runStarts = true
         ended = false
         failure = nil
         gapPending = false
@@ -204,24 +201,18 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
 
     /// Starts the next segment, in the current run or a new one (whose stream gets the init section).
     private func beginSegment() throws {
-        if run == nil {
-            run = AudioFileStreamDriver(stream: AudioFileStream())
-            runStarts = true
-        }
-        guard let run else { return }
-        let section = runStarts ? initSection : nil
-        runStarts = false
-        for event in try run.stream.beginSegment(initializationSection: section) { try handle(run.stream, event) }
+        // A new run's stream gets the init section with its first segment.
+        let starts = run == nil
+        let run = self.run ?? AudioFileStreamDriver(stream: AudioFileStream())
+        self.run = run
+        for event in try run.stream.beginSegment(initializationSection: starts ? initSection : nil) { try handle(run.stream, event) }
     }
 
     /// Ends the current run of segments: the packets its parser still holds (the last PES, the
     /// last frame waiting for the next header) are delivered before the next run starts.
     private func endRun() throws {
         guard let run else { return }
-        defer {
-            if self.run === run { self.run = nil }
-            runStarts = true
-        }
+        defer { if self.run === run { self.run = nil } }
         _ = try run.finish { try self.handle(run.stream, $0) }
     }
 

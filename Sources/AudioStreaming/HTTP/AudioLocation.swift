@@ -79,11 +79,12 @@ extension AudioPlayerItem {
 
     /// The item for the URL `text` names (an error when the item is opened, if it is not an http(s) URL).
     public static func url(_ text: String, configuration: HTTPStreamConfiguration = HTTPStreamConfiguration()) -> AudioPlayerItem {
-        guard let url = try? AudioLocation.httpURL(text) else {
-            return AudioPlayerItem(name: text) { _ in throw (try? AudioLocation(text)).map { _ in HTTPStreamError(url: text, byteOffset: 0, message: "not an http(s) URL") }
-                ?? HTTPStreamError(url: text, byteOffset: 0, message: "not a valid URL") }
+        do {
+            return .url(try AudioLocation.httpURL(text), configuration: configuration)
+        } catch {
+            let failure = error as? HTTPStreamError ?? HTTPStreamError(url: text, byteOffset: 0, message: "not an http(s) URL")
+            return AudioPlayerItem(name: text) { _ in throw failure }
         }
-        return .url(url, configuration: configuration)
     }
 }
 

@@ -188,7 +188,6 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
             }
             var hint: AudioFileType?
             if case .audio(let type) = kind { hint = type }
-            if hint == nil, let type = info?.contentType.flatMap(AudioFileType.init(contentType:)) { hint = type }
             driver = AudioFileStreamDriver(fileTypeHint: hint)
             context.report(.state(.buffering))
         }

@@ -2,7 +2,7 @@
 import BufferQueue
 import SoxrConverter
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_Converting() async throws {
     let queue = try AudioQueue(format: .linearPCM(sampleRate: 44100, channels: 2, bitsPerChannel: 16))
     let samples = [Float](repeating: 0, count: 4410 * 2)

@@ -5,7 +5,7 @@ import BufferQueue
 import FAADDecoder
 import MPG123Decoder
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_Decoding() async throws {
     // Docs/Decoding.md, snippet 1
 

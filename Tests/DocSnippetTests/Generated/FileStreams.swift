@@ -2,7 +2,7 @@
 import AudioFileStream
 import BufferQueue
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_FileStreams() async throws {
     let chunks: [[UInt8]] = []
     func enqueue(_ data: [UInt8], _ descriptions: [AudioPacketDescription]) {}

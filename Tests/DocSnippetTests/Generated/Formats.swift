@@ -2,7 +2,7 @@
 import AudioFileStream
 import OpenCoreAMRDecoder
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_Formats() async throws {
     // Docs/Formats.md, snippet 1
 

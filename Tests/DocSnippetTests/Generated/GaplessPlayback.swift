@@ -1,7 +1,7 @@
 // Generated from Docs/GaplessPlayback.md by DocSnippetTests (AQ_WRITE_SNIPPETS=1 swift test --filter DocSnippetTests): do not edit.
 import BufferQueue
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_GaplessPlayback() async throws {
     let queue = try AudioQueue(format: .linearPCM(sampleRate: 44100, channels: 2, bitsPerChannel: 16))
     let (first, middle, last) = (try queue.allocateBuffer(capacity: 4096), try queue.allocateBuffer(capacity: 4096), try queue.allocateBuffer(capacity: 4096))

@@ -1,7 +1,7 @@
 // Generated from Docs/GettingStarted.md by DocSnippetTests (AQ_WRITE_SNIPPETS=1 swift test --filter DocSnippetTests): do not edit.
 import BufferQueue
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_GettingStarted() async throws {
     let bytes: [UInt8] = Array(repeating: 0, count: 4096)
     let (other, third) = (try AudioQueue(format: .float32(sampleRate: 44100, channels: 1)).allocateBuffer(capacity: 64),

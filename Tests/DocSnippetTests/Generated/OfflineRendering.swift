@@ -3,7 +3,7 @@ import AudioFileStream
 import AudioPlayback
 import BufferQueue
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_OfflineRendering() async throws {
     let format = AudioStreamDescription.linearPCM(sampleRate: 44100, channels: 2, bitsPerChannel: 16)
     let queue = try AudioQueue(format: format, configuration: .init(sink: nil))

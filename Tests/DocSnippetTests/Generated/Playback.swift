@@ -4,7 +4,7 @@ import AudioStreaming
 import BufferQueue
 import PulseAudioSink
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_Playback() async throws {
     // Docs/Playback.md, snippet 1
 

@@ -2,7 +2,7 @@
 import BufferQueue
 import Synchronization
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_ProcessingTaps() async throws {
     let queue = try AudioQueue(format: .linearPCM(sampleRate: 44100, channels: 2, bitsPerChannel: 16))
     final class Biquad: Sendable {

@@ -2,7 +2,7 @@
 import BufferQueue
 import Foundation
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_README() async throws {
     // README.md, snippet 1
 

@@ -4,7 +4,7 @@ import AudioPlayback
 import BufferQueue
 import PulseAudioSink
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_Recording() async throws {
     let format = AudioStreamDescription.linearPCM(sampleRate: 48000, channels: 2, bitsPerChannel: 16)
     _ = format

@@ -5,7 +5,7 @@ import FAADDecoder
 import MPG123Decoder
 import PulseAudioSink
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_Streaming() async throws {
     // Docs/Streaming.md, snippet 1
 

@@ -2,7 +2,7 @@
 import BufferQueue
 import RubberBandTimePitch
 
-@available(*, deprecated, message: "compiled, never called")
+// Compiled, never called.
 func docSnippets_TimePitch() async throws {
     let queue = try AudioQueue(format: .linearPCM(sampleRate: 44100, channels: 2, bitsPerChannel: 16))
     let chapter = try queue.allocateBuffer(capacity: 4096)
