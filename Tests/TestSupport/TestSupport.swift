@@ -7,8 +7,10 @@ public enum TestPaths {
     /// The project's own generated fixtures.
     public static let projectFixtures = repository.appendingPathComponent("Fixtures")
     public static func fixture(_ name: String) -> String { projectFixtures.appendingPathComponent(name).path }
-    /// The shared fixtures: `$AQ_FIXTURES`, else `../shared/fixtures` beside the repository; nil when absent.
+    /// The shared fixtures: `$AQ_FIXTURES`, else `../shared/fixtures` beside the repository; nil when absent,
+    /// or when `$AQ_FIXTURES` is `none` (how CI shows that every test needing them skips cleanly without them).
     public static let sharedFixtures: URL? = {
+        if ProcessInfo.processInfo.environment["AQ_FIXTURES"] == "none" { return nil }
         let candidates = [ProcessInfo.processInfo.environment["AQ_FIXTURES"].map { URL(fileURLWithPath: $0) },
                           repository.deletingLastPathComponent().appendingPathComponent("shared/fixtures")]
         return candidates.compactMap { $0 }.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("SOURCES.md").path) }
