@@ -121,8 +121,8 @@ final class CAFParser: ContainerParser, PacketLocating {
             }
             var format: AudioStreamDescription
             if formatID == .linearPCM {
-                format = .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isFloat: flags & 1 != 0, isBigEndian: flags & 2 == 0,
-                                    bytesPerSample: channels > 0 ? bytesPerPacket / channels : nil)
+                format = .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isFloat: flags & 1 != 0, isBigEndian: flags & 2 == 0, // integers are always signed in CAF
+                                    bytesPerSample: channels > 0 ? bytesPerPacket / channels : nil, isSigned8: true)
             } else {
                 format = AudioStreamDescription(sampleRate: rate, formatID: formatID, bytesPerPacket: bytesPerPacket,
                                                 framesPerPacket: framesPerPacket, bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 0)

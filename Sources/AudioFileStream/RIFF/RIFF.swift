@@ -18,8 +18,17 @@ final class RIFFParser: ContainerParser, PacketLocating {
     private var packetsSeen: Int64 = 0
     /// WAV's `fact` frame count (compressed formats).
     private var factFrames: Int64?
+    /// AIFF's `numSampleFrames` (COMM): the frames the file holds, however long SSND is.
+    private var commFrames: Int64?
+    /// A data chunk met before the format chunk (AIFF allows SSND anywhere): its header's offset,
+    /// to come back to once the format is known.
+    private var earlyData: Int64?
+    private let seekable: Bool
 
-    init(type: AudioFileType) { self.type = type }
+    init(type: AudioFileType, seekable: Bool = true) {
+        self.type = type
+        self.seekable = seekable
+    }
 
     func parse(_ input: ByteInput, _ out: StreamOutput) throws {
         if !headerDone {
@@ -56,6 +65,13 @@ final class RIFFParser: ContainerParser, PacketLocating {
                 input.consume(chunk.size)
                 pending = nil
                 try readFormatChunk(chunk.id, body, at: chunk.start, out)
+                if let early = earlyData, format != nil {
+                    // The format came after the sound data: go back to the data chunk, once.
+                    earlyData = nil
+                    input.reset(to: early)
+                    out.requestSeek(to: early)
+                    return
+                }
                 continue
             }
             guard input.available >= 8 else { return }
@@ -73,17 +89,39 @@ final class RIFFParser: ContainerParser, PacketLocating {
                 }
                 pending = (id, Int(size + (size & 1)), start)
             case "data", "SSND":
+                let streamed = size == 0 || size == 0xFFFF_FFFF
                 guard let format else {
-                    throw AudioFileStreamError(.invalidData, type, start, "the \(id) chunk comes before the format chunk")
+                    let formatChunk = type == .wave ? "fmt" : "COMM"
+                    guard seekable, !streamed, earlyData == nil else {
+                        throw AudioFileStreamError(.invalidData, type, start, seekable || streamed
+                            ? "the \(id) chunk comes before the \(formatChunk) chunk and its size is not known, so the format cannot be found"
+                            : "the \(id) chunk comes before the \(formatChunk) chunk; the source cannot seek back to it. Read it from a seekable source")
+                    }
+                    // Find the format after the data, then come back (as for an MP4 whose moov follows mdat).
+                    earlyData = start
+                    let end = start + 8 + size + (size & 1)
+                    input.reset(to: end)
+                    out.requestSeek(to: end)
+                    return
                 }
                 let skipFirst: Int64 = id == "SSND" ? 8 + ssndOffset : 0
-                let streamed = size == 0 || size == 0xFFFF_FFFF
+                dataPad = size & 1
                 dataStart = start + 8 + skipFirst
                 dataEnd = streamed ? nil : start + 8 + size
                 if let end = dataEnd, let begin = dataStart, begin > end {
                     throw AudioFileStreamError(.invalidData, type, start, "the SSND offset (\(ssndOffset)) points past the end of its chunk (\(size) bytes)")
                 }
-                dataPad = size & 1
+                // AIFF's COMM counts the sample frames: bytes of SSND beyond them (trailing
+                // bytes, or an offset that shifts the block) are not sound, as in Apple's AudioFile.
+                if let frames = commFrames, format.framesPerPacket == 1, let begin = dataStart {
+                    let end = begin + frames * Int64(format.bytesPerPacket)
+                    if let chunkEnd = dataEnd, end < chunkEnd {
+                        dataEnd = end
+                        dataPad = chunkEnd - end + (size & 1)
+                    } else if dataEnd == nil {
+                        dataEnd = end
+                    }
+                }
                 input.skip(skipFirst)
                 inData = true
                 if !out.isReady {
@@ -159,7 +197,9 @@ final class RIFFParser: ContainerParser, PacketLocating {
             }
         } else {
             let channels = Int(try r.u16be("the channel count"))
-            _ = try r.u32be("the frame count")
+            let frames = Int64(try r.u32be("the frame count"))
+            // 0 is what streaming writers leave when they cannot come back: unknown, not empty.
+            commFrames = frames > 0 ? frames : nil
             let bits = Int(try r.u16be("the sample size"))
             let rate = extended80(try r.take(10, "the sample rate"))
             try checkShape(channels: channels, rate: rate, at: start)
@@ -184,9 +224,6 @@ final class RIFFParser: ContainerParser, PacketLocating {
                         "AIFC compression '\(compression)' is not supported (NONE, twos, sowt, fl32, fl64, ulaw, alaw, ima4 are)")
                 }
             }
-            if bits == 8 && !float {
-                throw AudioFileStreamError(.unsupportedDataFormat, type, start, "8-bit AIFF samples are signed; only unsigned 8-bit PCM is supported")
-            }
             try setFormat(rate: rate, channels: channels, bits: bits, float: float, bigEndian: big, at: start, out)
         }
     }
@@ -201,7 +238,9 @@ final class RIFFParser: ContainerParser, PacketLocating {
         guard [8, 16, 24, 32, 64].contains(bits) else {
             throw AudioFileStreamError(.invalidData, type, start, "the format chunk says \(bits) bits per sample")
         }
-        publish(.linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isFloat: float, isBigEndian: bigEndian), out)
+        // WAV's 8-bit samples are unsigned; AIFF's are signed.
+        publish(.linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isFloat: float, isBigEndian: bigEndian,
+                           isSigned8: type != .wave), out)
     }
 
     private func publish(_ format: AudioStreamDescription, _ out: StreamOutput) {

@@ -369,7 +369,7 @@ public final class AudioFileStream {
         case .adts: parser = ADTSParser()
         case .mp4: parser = MP4Parser(seekable: sourceIsSeekable)
         case .caf: parser = CAFParser(seekable: sourceIsSeekable)
-        case .wave, .aiff, .aifc: parser = RIFFParser(type: type)
+        case .wave, .aiff, .aifc: parser = RIFFParser(type: type, seekable: sourceIsSeekable)
         case .amr: parser = AMRParser()
         case .mpegTransportStream: parser = TransportStreamParser()
         }

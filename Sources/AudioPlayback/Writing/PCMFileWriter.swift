@@ -13,7 +13,7 @@ import BufferQueue
 /// chunk of size −1; a WAV's zero sizes), so a recording cut short by a crash is still readable by
 /// tools that accept that. An output that cannot seek (a pipe, `/dev/stdout` on a pipe) gets the
 /// streaming header for good: WAV sizes of `0xFFFFFFFF`, as `ffmpeg` writes to a pipe, and CAF's −1.
-/// Formats: 8-bit unsigned, 16/24/32-bit signed integer, 32/64-bit float.
+/// Formats: 8-bit (unsigned in WAV, signed in CAF), 16/24/32-bit signed integer, 32/64-bit float.
 ///
 /// Frames go in either appended in order (``write(_:)``, one thread) or each at its position
 /// (``write(_:atFrame:)``, from any number of threads at once, as a ``ConcurrentFileRenderer``
@@ -72,6 +72,12 @@ public final class PCMFileWriter: @unchecked Sendable {
         if case .signed(let bits, let bytes, _, _) = layout, bits != bytes * 8 {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "\(bits)-bit samples in \(bytes)-byte containers are not written; use packed samples")
         }
+        let container = container ?? Container(path: path)
+        switch (layout, container) {
+        case (.signed8, .wav): throw AudioFileWriterError(.unsupportedFormat, path: path, "WAV's 8-bit samples are unsigned; signed 8-bit PCM is not written to a WAV")
+        case (.unsigned8, .caf): throw AudioFileWriterError(.unsupportedFormat, path: path, "CAF's 8-bit samples are signed; unsigned 8-bit PCM is not written to a CAF")
+        default: break
+        }
         // Not O_TRUNC: an existing file is cut to its new header's length below instead. Cut to
         // zero, ext4 writes a rewritten file's blocks to disk before `close` returns (its
         // safeguard for files replaced by truncation, `auto_da_alloc`): tens of milliseconds
@@ -80,7 +86,6 @@ public final class PCMFileWriter: @unchecked Sendable {
         do throws(SystemError) { descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT, permissions: 0o666) } catch {
             throw AudioFileWriterError(.cannotCreate, path: path, underlying: error, "cannot create the file")
         }
-        let container = container ?? Container(path: path)
         let canSeek = lseek(descriptor.rawValue, 0, SEEK_CUR) >= 0
         let header = Self.header(format: format, container: container, dataBytes: nil, streaming: !canSeek)
         do throws(SystemError) {

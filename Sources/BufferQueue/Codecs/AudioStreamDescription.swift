@@ -108,15 +108,15 @@ public struct AudioStreamDescription: Hashable, Sendable, CustomStringConvertibl
     /// Interleaved linear PCM with one frame per packet.
     ///
     /// - Parameters:
-    ///   - bitsPerChannel: 8 (unsigned), 16, 24 or 32 (signed integers), or 32/64 with `isFloat`.
+    ///   - bitsPerChannel: 8 (unsigned unless `isSigned8`), 16, 24 or 32 (signed integers), or 32/64 with `isFloat`.
     ///   - bytesPerSample: the container size; defaults to the smallest that holds the bits
     ///     (pass 4 for 24-bit samples in 32-bit words).
     public static func linearPCM(sampleRate: Double, channels: Int, bitsPerChannel: Int,
                                  isFloat: Bool = false, isBigEndian: Bool = false,
-                                 bytesPerSample: Int? = nil) -> AudioStreamDescription {
+                                 bytesPerSample: Int? = nil, isSigned8: Bool = false) -> AudioStreamDescription {
         let container = bytesPerSample ?? (bitsPerChannel + 7) / 8
         var flags: AudioFormatFlags = []
-        if isFloat { flags.insert(.isFloat) } else if bitsPerChannel > 8 { flags.insert(.isSignedInteger) }
+        if isFloat { flags.insert(.isFloat) } else if bitsPerChannel > 8 || isSigned8 { flags.insert(.isSignedInteger) }
         if isBigEndian { flags.insert(.isBigEndian) }
         if container * 8 == bitsPerChannel { flags.insert(.isPacked) }
         return AudioStreamDescription(

@@ -1,7 +1,9 @@
 /// One interleaved linear PCM sample layout the library reads and writes.
 public enum PCMSampleLayout: Hashable, Sendable {
-    /// 8-bit unsigned, 128 = silence.
+    /// 8-bit unsigned, 128 = silence (WAV).
     case unsigned8
+    /// 8-bit signed, 0 = silence (AIFF and CAF, whose 8-bit samples are always signed).
+    case signed8
     /// Signed integers of `bits` bits in containers of `bytes` bytes.
     case signed(bits: Int, bytes: Int, alignedHigh: Bool, bigEndian: Bool)
     /// IEEE float of 4 or 8 bytes.
@@ -38,13 +40,13 @@ public enum PCMSampleLayout: Hashable, Sendable {
                 throw AudioQueueError(.codecNotFound, "float PCM must be 32 or 64 bits (got \(bits) bits in \(bytes) bytes)")
             }
             self = .float(bytes: bytes, bigEndian: big)
-        } else if bits == 8 && bytes == 1 && !format.formatFlags.contains(.isSignedInteger) {
-            self = .unsigned8
+        } else if bits == 8 && bytes == 1 {
+            self = format.formatFlags.contains(.isSignedInteger) ? .signed8 : .unsigned8
         } else {
             guard format.formatFlags.contains(.isSignedInteger), [16, 24, 32].contains(bits),
                   bytes * 8 >= bits, bytes <= 4 else {
                 throw AudioQueueError(.codecNotFound,
-                    "integer PCM must be 8-bit unsigned or 16/24/32-bit signed (got \(bits) bits in \(bytes) bytes, flags \(format.formatFlags.rawValue))")
+                    "integer PCM must be 8-bit or 16/24/32-bit signed (got \(bits) bits in \(bytes) bytes, flags \(format.formatFlags.rawValue))")
             }
             let packed = bytes * 8 == bits
             self = .signed(bits: bits, bytes: bytes, alignedHigh: packed || format.formatFlags.contains(.isAlignedHigh), bigEndian: big)
@@ -54,7 +56,7 @@ public enum PCMSampleLayout: Hashable, Sendable {
     /// Bytes one sample occupies.
     public var bytesPerSample: Int {
         switch self {
-        case .unsigned8: return 1
+        case .unsigned8, .signed8: return 1
         case .signed(_, let bytes, _, _): return bytes
         case .float(let bytes, _): return bytes
         }
@@ -72,6 +74,9 @@ public enum PCMSampleLayout: Hashable, Sendable {
         case .unsigned8:
             let bytes = source.assumingMemoryBound(to: UInt8.self)
             for i in 0..<count { destination[i] = Float(Int(bytes[i]) - 128) * (1.0 / 128.0) }
+        case .signed8:
+            let bytes = source.assumingMemoryBound(to: Int8.self)
+            for i in 0..<count { destination[i] = Float(bytes[i]) * (1.0 / 128.0) }
         case .float(4, let big):
             if !big {
                 destination.update(from: source.assumingMemoryBound(to: Float.self), count: count)
@@ -122,6 +127,9 @@ public enum PCMSampleLayout: Hashable, Sendable {
         case .unsigned8:
             let out = destination.assumingMemoryBound(to: UInt8.self)
             for i in 0..<count { out[i] = UInt8(truncatingIfNeeded: Self.quantizeShort(source[i], scale: 128) &+ 128) }
+        case .signed8:
+            let out = destination.assumingMemoryBound(to: UInt8.self)
+            for i in 0..<count { out[i] = UInt8(truncatingIfNeeded: Self.quantizeShort(source[i], scale: 128)) }
         case .float(4, let big):
             if !big {
                 destination.assumingMemoryBound(to: Float.self).update(from: source, count: count)

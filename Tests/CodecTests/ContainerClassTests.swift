@@ -1,0 +1,142 @@
+import Foundation
+import Testing
+import AudioFileStream
+import BufferQueue
+import CodecTestSupport
+import TestSupport
+
+// Failure classes found with third-party files (issue 37), each on a file the test makes with
+// ffmpeg and a byte patch, against ffmpeg's decode of the same file.
+
+/// A temporary file path with the given extension; the caller removes it.
+func temporaryPath(_ ext: String) -> String {
+    FileManager.default.temporaryDirectory.appendingPathComponent("class-\(UUID()).\(ext)").path
+}
+
+/// ffmpeg's interleaved float decode of a file.
+func ffmpegFloats(_ path: String) async throws -> [Float] {
+    let data = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", path, "-f", "f32le", "-acodec", "pcm_f32le", "-"])
+    return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+}
+
+/// Makes a file with ffmpeg from a lavfi source.
+func ffmpegMake(_ source: String, _ path: String, _ options: [String]) async throws {
+    _ = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-y", "-f", "lavfi", "-i", source] + options + [path])
+}
+
+/// The chunks of an IFF file (FORM/RIFF header of 12 bytes, then id + size + body, padded to even).
+struct IFFChunks {
+    var header: [UInt8]
+    var chunks: [(id: String, body: [UInt8])]
+
+    init(_ bytes: [UInt8]) throws {
+        header = Array(bytes[0..<12])
+        chunks = []
+        var at = 12
+        while at + 8 <= bytes.count {
+            let id = String(decoding: bytes[at..<(at + 4)], as: UTF8.self)
+            let size = bytes[(at + 4)..<(at + 8)].reduce(0) { $0 << 8 | Int($1) }
+            try #require(at + 8 + size <= bytes.count, "chunk \(id) runs past the end")
+            chunks.append((id, Array(bytes[(at + 8)..<(at + 8 + size)])))
+            at += 8 + size + (size & 1)
+        }
+    }
+
+    func body(_ id: String) throws -> [UInt8] { try #require(chunks.first { $0.id == id }).body }
+
+    mutating func setBody(_ id: String, _ body: [UInt8]) throws {
+        let index = try #require(chunks.firstIndex { $0.id == id })
+        chunks[index].body = body
+    }
+
+    /// The file, with the FORM size recomputed (big-endian sizes: AIFF).
+    var bytes: [UInt8] {
+        var out = Array(header[0..<4])
+        var rest = Array(header[8..<12])
+        for chunk in chunks {
+            rest += Array(chunk.id.utf8) + be32(chunk.body.count) + chunk.body
+            if chunk.body.count & 1 == 1 { rest.append(0) }
+        }
+        out += be32(rest.count) + rest
+        return out
+    }
+}
+
+func be32(_ value: Int) -> [UInt8] { (0..<4).reversed().map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+
+func write(_ bytes: [UInt8], _ ext: String) throws -> String {
+    let path = temporaryPath(ext)
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+    return path
+}
+
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): AIFF/CAF class tests skipped"))
+struct AIFFLayoutClassTests {
+    static let source = "aevalsrc=0.5*sin(2*PI*440*t)|0.3*sin(2*PI*660*t):s=8000:d=0.3"
+
+    static func aiff(_ codec: String = "pcm_s16be") async throws -> (path: String, chunks: IFFChunks) {
+        let path = temporaryPath("aiff")
+        try await ffmpegMake(source, path, ["-c:a", codec])
+        return (path, try IFFChunks([UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))))
+    }
+
+    /// Class 1: AIFF puts no order on its chunks; a sound data chunk before the common chunk plays
+    /// the same frames as the file in the usual order.
+    @Test func soundDataBeforeTheCommonChunkPlaysTheSameFrames() async throws {
+        var (original, chunks) = try await Self.aiff()
+        defer { try? FileManager.default.removeItem(atPath: original) }
+        let reference = try await rendered(original).samples
+        #expect(reference.count == 2400 * 2)
+        let ssnd = try #require(chunks.chunks.firstIndex { $0.id == "SSND" })
+        chunks.chunks.insert(chunks.chunks.remove(at: ssnd), at: 0)
+        #expect(chunks.chunks.first?.id == "SSND")
+        let moved = try write(chunks.bytes, "aiff")
+        defer { try? FileManager.default.removeItem(atPath: moved) }
+        let ours = try await rendered(moved).samples
+        #expect(difference(ours, reference) == nil)
+    }
+
+    /// Class 1: COMM's numSampleFrames is what plays; bytes of SSND past it (trailing bytes, or
+    /// an SSND offset that shifts the block) are not sound, as in Apple's AudioFile.
+    @Test(arguments: [false, true])
+    func theCommonChunksFrameCountIsWhatPlays(_ withOffset: Bool) async throws {
+        var (original, chunks) = try await Self.aiff()
+        defer { try? FileManager.default.removeItem(atPath: original) }
+        let reference = try await rendered(original).samples
+        var ssnd = try chunks.body("SSND")
+        // 400 bytes of noise past the frames (100 frames of 2 × 16 bits).
+        ssnd += (0..<400).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+        if withOffset {
+            // An offset of 12: 12 bytes of something else before the first frame.
+            ssnd.replaceSubrange(0..<4, with: be32(12))
+            ssnd.insert(contentsOf: [UInt8](repeating: 0x7F, count: 12), at: 8)
+        }
+        try chunks.setBody("SSND", ssnd)
+        let patched = try write(chunks.bytes, "aiff")
+        defer { try? FileManager.default.removeItem(atPath: patched) }
+        let ours = try await rendered(patched).samples
+        #expect(difference(ours, reference) == nil, "numSampleFrames = 2400, and those frames")
+    }
+
+    /// Class 2: 8-bit AIFF samples are signed; they play as ffmpeg decodes them.
+    @Test func eightBitAIFFIsSigned() async throws {
+        let (path, _) = try await Self.aiff("pcm_s8")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let ours = try await rendered(path).samples
+        let reference = try await ffmpegFloats(path)
+        #expect(ours.count == 2400 * 2)
+        #expect(difference(ours, reference) == nil)
+        #expect(ours.contains { $0 < -0.4 } && ours.contains { $0 > 0.4 })
+    }
+
+    /// Class 2: CAF's integer PCM is always signed (its flags have no signedness bit), 8-bit too.
+    @Test func eightBitCAFIsSigned() async throws {
+        let path = temporaryPath("caf")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await ffmpegMake(Self.source, path, ["-c:a", "pcm_s8"])
+        let ours = try await rendered(path).samples
+        let reference = try await ffmpegFloats(path)
+        #expect(ours.count == 2400 * 2)
+        #expect(difference(ours, reference) == nil)
+    }
+}
