@@ -89,10 +89,13 @@ import TestSupport
                 .float32(sampleRate: 44100, channels: channels),
             ]
             var written: [Written] = []
-            for format in formats {
-                let layout = try PCMSampleLayout(format)
-                let expected = try Self.converted(samples, to: format)
+            for wavFormat in formats {
                 for container in [PCMFileWriter.Container.wav, .caf] {
+                    // CAF's 8-bit samples are signed, WAV's unsigned.
+                    var format = wavFormat
+                    if container == .caf && format.bitsPerChannel == 8 { format.formatFlags.insert(.isSignedInteger) }
+                    let layout = try PCMSampleLayout(format)
+                    let expected = try Self.converted(samples, to: format)
                     let path = directory.appendingPathComponent("out-\(format.bytesPerFrame)-\(container).\(container == .wav ? "wav" : "caf")").path
                     let writer = try PCMFileWriter(path: path, format: format)
                     let bytes = try Self.writtenInPieces(samples, channels: channels, to: path,
