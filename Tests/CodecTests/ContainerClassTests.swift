@@ -140,3 +140,33 @@ struct AIFFLayoutClassTests {
         #expect(difference(ours, reference) == nil)
     }
 }
+
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): fragmented MP4 class test skipped"))
+struct FragmentedMP4ClassTests {
+    /// Class 3: ffmpeg's fragmented AAC ends with a `trun` whose last sample lasts 68 of AAC's
+    /// 1 024 frames: the shortened duration is the end trim, as in an unfragmented file's `stts`.
+    /// The same file with that duration patched to 1 024 plays every frame of the last packet.
+    @Test func aShortLastSampleInATrunIsTheEndTrim() async throws {
+        let path = temporaryPath("m4a")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await ffmpegMake("sine=f=440:d=1.0:r=44100", path, ["-c:a", "aac", "-b:a", "96k", "-movflags", "frag_keyframe+empty_moov"])
+        let (ours, _, renderer) = try await rendered(path)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        // The one trun: flags 0x301 (data offset, then a duration and a size per sample).
+        let trun = try #require(bytes.firstRange(of: Array("trun".utf8))).lowerBound
+        let flags = bytes[(trun + 4)..<(trun + 8)].reduce(0) { $0 << 8 | Int($1) }
+        let count = bytes[(trun + 8)..<(trun + 12)].reduce(0) { $0 << 8 | Int($1) }
+        try #require(flags == 0x301, "ffmpeg's trun flags changed: \(String(flags, radix: 16))")
+        let lastDuration = trun + 16 + (count - 1) * 8
+        // 44 100 frames and AAC's 1 024 of priming: 45 124, 68 in the last packet.
+        try #require(bytes[lastDuration..<(lastDuration + 4)].elementsEqual(be32(68)), "ffmpeg no longer shortens the last sample")
+        bytes.replaceSubrange(lastDuration..<(lastDuration + 4), with: be32(1024))
+        let patched = try write(bytes, "m4a")
+        defer { try? FileManager.default.removeItem(atPath: patched) }
+        let whole = try await rendered(patched).samples
+        #expect(whole.count == count * 1024)
+        #expect(ours.count == (count - 1) * 1024 + 68)
+        #expect(difference(ours, Array(whole.prefix(ours.count))) == nil)
+        #expect(renderer.file.packetTableInfo?.remainderFrames == 1024 - 68)
+    }
+}

@@ -57,6 +57,8 @@ final class MP4Parser: ContainerParser, PacketLocating {
         var fragmented = false
         var defaultSampleSize = 0
         var defaultSampleDuration = 0
+        /// The edit list's media time (the priming, in media timescale units), 0 when none.
+        var editMediaTime: Int64 = 0
     }
 
     init(seekable: Bool) { self.seekable = seekable }
@@ -506,6 +508,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
         // Gapless numbers: the edit list against the media timescale, else iTunSMPB, else the
         // sample durations (a shortened last sample). Output frames; the remainder is what the
         // decoder outputs beyond priming + valid.
+        var editMediaTime: Int64 = 0
         if let edts = try child(trak, "edts"), let elst = try boxes(body, edts.body, base: base).first(where: { $0.type == "elst" }) {
             r = FieldReader(body, from: elst.body.lowerBound, to: elst.body.upperBound, base: base, container: .mp4)
             let version = try r.u8(); try r.skip(3)
@@ -515,6 +518,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 let mediaTime = version == 1 ? Int64(bitPattern: try r.u64be()) : Int64(Int32(bitPattern: try r.u32be()))
                 try r.skip(4)
                 guard mediaTime >= 0 else { continue }   // an empty edit
+                editMediaTime = mediaTime
                 guard mediaTime <= totalUnits, mediaDuration >= 0, segment >= 0 else { break }
                 let fromHeader = mediaDuration - mediaTime
                 let fromEdit = movieTimescale > 0 ? clampedInt64(Double(segment) * Double(timescale) / Double(movieTimescale)) : fromHeader
@@ -541,7 +545,8 @@ final class MP4Parser: ContainerParser, PacketLocating {
                 remainderFrames: Int(decodedFrames - presentedOut), source: .sampleDurations, note: note)
         }
         return Track(format: format, formatList: formatList, cookie: cookie, samples: samples, durations: durations,
-                     mediaTimescale: timescale, frameScale: frameScale, framesPerPacket: framesPerPacket, trackID: trackID)
+                     mediaTimescale: timescale, frameScale: frameScale, framesPerPacket: framesPerPacket, trackID: trackID,
+                     editMediaTime: editMediaTime)
     }
 
     // MARK: movie fragments
@@ -790,7 +795,25 @@ final class MP4Parser: ContainerParser, PacketLocating {
         if track.fragmented {
             out.audioDataPacketCount = Int64(track.samples.count)
             out.announce(.audioDataPacketCount)
+            fragmentedGaplessNumbers(track, out)
         }
+    }
+
+    /// A fragmented track's gapless numbers, known only at its end: the edit list's media time is
+    /// the priming, and the fragments' sample durations say what is presented (a last sample
+    /// shorter than the codec's frame is the end trim).
+    private func fragmentedGaplessNumbers(_ track: Track, _ out: StreamOutput) {
+        guard out.packetTableInfo == nil, track.framesPerPacket > 0,
+              !Set<AudioFormatID>([.appleLossless, .amr, .amrWideband, .linearPCM]).contains(track.format.formatID) else { return }
+        let totalUnits = track.durations.reduce(Int64(0)) { $0 + Int64($1.count) * Int64($1.delta) }
+        let decoded = Int64(track.samples.count) * Int64(track.framesPerPacket)
+        let presented = clampedInt64(Double(totalUnits) * track.frameScale)
+        let priming = clampedInt64(Double(track.editMediaTime) * track.frameScale)
+        guard presented > priming, presented <= decoded, decoded - presented < Int64(track.framesPerPacket),
+              priming > 0 || presented < decoded else { return }
+        out.packetTableInfo = AudioFilePacketTableInfo(validFrames: presented - priming, primingFrames: Int(priming),
+            remainderFrames: Int(decoded - presented), source: priming > 0 ? .editList : .sampleDurations)
+        out.announce(.packetTableInfo)
     }
 
     func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
