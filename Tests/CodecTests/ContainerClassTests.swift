@@ -170,3 +170,31 @@ struct FragmentedMP4ClassTests {
         #expect(renderer.file.packetTableInfo?.remainderFrames == 1024 - 68)
     }
 }
+
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): transport stream class test skipped"))
+struct TransportStreamClassTests {
+    /// Class 4: a transport stream cut so that its first PAT and PMT are gone (as a segment cut
+    /// mid-stream): the audio before the next PAT/PMT is kept, as ffmpeg keeps it. Without its
+    /// first tables the file plays exactly the frames of the whole one.
+    @Test func audioBeforeTheFirstProgramTablesIsKept() async throws {
+        let path = temporaryPath("ts")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await ffmpegMake("sine=f=440:d=1.0:r=44100", path, ["-c:a", "aac", "-b:a", "96k"])
+        let whole = try await rendered(path).samples
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let packets = stride(from: 0, to: bytes.count, by: 188).map { Array(bytes[$0..<min($0 + 188, bytes.count)]) }
+        func pid(_ p: [UInt8]) -> Int { Int(p[1] & 0x1F) << 8 | Int(p[2]) }
+        // The tables before the first audio packet go (ffmpeg repeats them every 0.1 s).
+        let firstAudio = try #require(packets.firstIndex { ![0, 0x11, 0x1000].contains(pid($0)) })
+        let kept = packets.enumerated().filter { $0.offset >= firstAudio || ![0, 0x1000].contains(pid($0.element)) }.map(\.element)
+        let nextTables = try #require(kept.firstIndex { pid($0) == 0 })
+        #expect(kept[..<nextTables].filter { pid($0) == 0x100 }.count >= 5, "audio packets come before the next PAT")
+        let cut = try write(kept.flatMap { $0 }, "ts")
+        defer { try? FileManager.default.removeItem(atPath: cut) }
+        let ours = try await rendered(cut).samples
+        #expect(ours.count == whole.count)
+        #expect(difference(ours, whole) == nil)
+        let reference = try await ffmpegFloats(cut)
+        #expect(reference.count == (try await ffmpegFloats(path)).count, "ffmpeg keeps them too")
+    }
+}

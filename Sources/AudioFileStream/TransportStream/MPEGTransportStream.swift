@@ -80,6 +80,10 @@ public final class MPEGTransportStreamDemuxer {
     private var metadataPES = PESReader()
     private var lastPTS: Int64?
     private var packetsWithoutProgram = 0
+    /// Packets met before the program map named the audio PID, with their positions: a stream
+    /// cut mid-way (an HLS segment) carries audio before its PAT/PMT, and the PMT says which of
+    /// them is the audio (as ffmpeg finds them). At most ``packetsToFindProgram``.
+    private var beforeProgram: [(position: Int64, packet: [UInt8])] = []
     private var skippedSince: Int64?
     private var skippedBytes = 0
     private var failure: AudioFileStreamError?
@@ -143,6 +147,7 @@ public final class MPEGTransportStreamDemuxer {
         resyncing = false
         counters.removeAll()
         sections.removeAll()
+        beforeProgram.removeAll()
         audioPES = PESReader()
         metadataPES = PESReader()
         skippedSince = nil
@@ -252,6 +257,10 @@ public final class MPEGTransportStreamDemuxer {
             }
         }
         guard pid != 0x1FFF else { return }   // null packets
+        if audio == nil && pid != 0 && pid != pmtPID {
+            beforeProgram.append((position, Array(p)))
+            return
+        }
         var payloadStart = 4
         var discontinuityIndicator = false
         if adaptation & 2 != 0 {
@@ -428,6 +437,7 @@ public final class MPEGTransportStreamDemuxer {
                 if program != 0 {
                     if pmtPID != mapPID { sections[mapPID] = nil }
                     pmtPID = mapPID
+                    try replayBeforeProgram(pids: [mapPID], handle)   // a PMT that came before the PAT
                     return
                 }
                 i += 4
@@ -466,6 +476,27 @@ public final class MPEGTransportStreamDemuxer {
             try handle(.program(audio: chosen, metadata: metadata))
         }
         metadataStream = metadata
+        try replayBeforeProgram(pids: Set([chosen.pid] + (metadata.map { [$0.pid] } ?? [])), handle)
+        beforeProgram = []
+    }
+
+    /// The held packets of `pids` (see ``beforeProgram``), in order; the others stay held. The
+    /// audio's count from its first PES start: what precedes that cannot be placed.
+    private func replayBeforeProgram(pids: Set<Int>, _ handle: (Event) throws -> Void) throws {
+        guard !beforeProgram.isEmpty else { return }
+        var replay: [(position: Int64, packet: [UInt8])] = []
+        beforeProgram.removeAll { item in
+            let pid = Int(item.packet[1] & 0x1F) << 8 | Int(item.packet[2])
+            guard pids.contains(pid) else { return false }
+            replay.append(item)
+            return true
+        }
+        let resume = position
+        defer { position = resume }
+        for (at, bytes) in replay {
+            position = at
+            try bytes.withUnsafeBytes { try packet($0, handle) }
+        }
     }
 
     private func programMissing() -> String {
