@@ -198,3 +198,29 @@ struct TransportStreamClassTests {
         #expect(reference.count == (try await ffmpegFloats(path)).count, "ffmpeg keeps them too")
     }
 }
+
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): ADTS profile class test skipped"))
+struct ADTSProfileClassTests {
+    /// Class 5: ADTS headers whose profile field says SSR (2) on frames that are LC play as LC
+    /// (faad and ffmpeg do the same), with a warning, and give the frames of the LC stream.
+    @Test func anSSRProfileFieldOnAnLCStreamPlaysAsLC() async throws {
+        let path = temporaryPath("aac")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await ffmpegMake("sine=f=440:d=1.0:r=44100", path, ["-c:a", "aac", "-b:a", "96k"])
+        let original = try await rendered(path).samples
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        var at = 0, frames = 0
+        while at + 7 <= bytes.count {
+            try #require(bytes[at] == 0xFF && bytes[at + 2] >> 6 == 1, "an LC header at byte \(at)")
+            bytes[at + 2] = bytes[at + 2] & 0x3F | 2 << 6
+            at += Int(bytes[at + 3] & 3) << 11 | Int(bytes[at + 4]) << 3 | Int(bytes[at + 5] >> 5)
+            frames += 1
+        }
+        #expect(frames == 45)
+        let patched = try write(bytes, "aac")
+        defer { try? FileManager.default.removeItem(atPath: patched) }
+        let (ours, _, renderer) = try await rendered(patched)
+        #expect(difference(ours, original) == nil)
+        #expect(renderer.file.warnings.contains { "\($0)".contains("SSR") })
+    }
+}

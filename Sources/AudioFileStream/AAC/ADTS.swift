@@ -41,7 +41,8 @@ struct ADTSHeader: Equatable {
     static func confirm(_ input: ByteInput, at offset: Int, matching lock: ADTSHeader?) -> Confirmation<ADTSHeader> {
         guard offset + 7 <= input.available else { return input.atEnd ? .no : .needMore(offset + 7) }
         guard let header = at(input, offset) else { return .no }
-        if header.reservedRateIndex { return .yes(header) }   // reported as an error by the parser
+        // A reserved index at the start is reported as an error by the parser; later it is junk.
+        if header.reservedRateIndex { return lock == nil ? .yes(header) : .no }
         if let lock, !lock.sameStream(header) { return .no }
         let next = offset + header.frameLength
         if next + 7 <= input.available {
@@ -73,15 +74,9 @@ final class ADTSParser: ContainerParser, PacketLocating {
             if input.matches("TAG", at: 0) { input.skip(128); continue }
             if input.available >= 10, input.matches("ID3", at: 0), let size = ID3v2.totalSize(header: input.bytes(0, 10)) { input.skip(Int64(size)); continue }
             guard let header = ADTSHeader.at(input, 0) else { resyncing = true; continue }
-            if header.reservedRateIndex {
-                throw AudioFileStreamError(.invalidData, .adts, input.position,
-                    "sampling frequency index \(header.rateIndex) is reserved; this is not a valid ADTS stream")
-            }
-            if header.rawDataBlocks > 0 {
-                throw AudioFileStreamError(.unsupportedDataFormat, .adts, input.position,
-                    "ADTS frames holding \(header.rawDataBlocks + 1) raw data blocks are not supported")
-            }
-            if let lock, !lock.sameStream(header) {
+            // Once the stream is known, a header unlike its frames is junk (a sync word in a tag
+            // or in damage between frames) unless the next frame confirms it.
+            if let lock, header.reservedRateIndex || header.rawDataBlocks > 0 || !lock.sameStream(header) {
                 switch ADTSHeader.confirm(input, at: 0, matching: header) {
                 case .needMore(let count):
                     input.waitFor(count)
@@ -89,6 +84,14 @@ final class ADTSParser: ContainerParser, PacketLocating {
                 case .no: resyncing = true; continue
                 case .yes: break
                 }
+            }
+            if header.reservedRateIndex {
+                throw AudioFileStreamError(.invalidData, .adts, input.position,
+                    "sampling frequency index \(header.rateIndex) is reserved; this is not a valid ADTS stream")
+            }
+            if header.rawDataBlocks > 0 {
+                throw AudioFileStreamError(.unsupportedDataFormat, .adts, input.position,
+                    "ADTS frames holding \(header.rawDataBlocks + 1) raw data blocks are not supported")
             }
             guard input.available >= header.frameLength else {
                 input.waitFor(header.frameLength)
@@ -139,7 +142,15 @@ final class ADTSParser: ContainerParser, PacketLocating {
     }
 
     private func announce(_ header: ADTSHeader, _ input: ByteInput, _ out: StreamOutput, inBand: AACExtensionScan.Finding? = nil) {
-        let objectType = header.profile + 1
+        var objectType = header.profile + 1
+        if objectType == 3 {
+            // AAC SSR is all but unused; a header that says it on a stream whose frames are LC is a
+            // packager's mistake, and faad and ffmpeg decode it as LC. So does this library.
+            objectType = 2
+            if lock == nil || lock?.profile != header.profile {
+                out.warn(AudioFileStreamError(.invalidData, .adts, input.position, "the ADTS header says AAC SSR (profile 2); decoded as AAC LC, as faad and ffmpeg do"))
+            }
+        }
         let cookie = AudioSpecificConfig.bytes(objectType: objectType, rateIndex: header.rateIndex, channels: header.channelConfiguration)
         var config = AudioSpecificConfig(cookie)
         // SBR and PS found in the first frames: HE-AAC readings at the head of the list.

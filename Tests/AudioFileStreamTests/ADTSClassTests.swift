@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+@testable import AudioFileStream
+import BufferQueue
+import TestSupport
+
+/// Class 5 of issue 37: ADTS with junk or tags between frames keeps every frame, whatever the
+/// chunking; and an SSR profile field on a stream that is LC in every other respect plays as LC.
+@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg"), "ffmpeg is missing (make deps installs it): ADTS class tests skipped"))
+struct ADTSClassTests {
+    /// A second of AAC in ADTS, made by ffmpeg, cut into its frames.
+    static func frames() async throws -> [[UInt8]] {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("adts-\(UUID()).aac").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=1.0:r=44100",
+                                                           "-c:a", "aac", "-b:a", "96k", path])
+        try #require(result.status == 0)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        var frames: [[UInt8]] = []
+        var at = 0
+        while at + 7 <= bytes.count {
+            let length = Int(bytes[at + 3] & 3) << 11 | Int(bytes[at + 4]) << 3 | Int(bytes[at + 5] >> 5)
+            try #require(length >= 7 && at + length <= bytes.count)
+            frames.append(Array(bytes[at..<(at + length)]))
+            at += length
+        }
+        return frames
+    }
+
+    /// What can lie between two frames of a real stream.
+    static let between: [(String, [UInt8])] = {
+        var noise: [UInt8] = []
+        var state: UInt32 = 12345
+        for _ in 0..<300 { state = state &* 1_103_515_245 &+ 12345; noise.append(UInt8(truncatingIfNeeded: state >> 16)) }
+        let id3: [UInt8] = Array("ID3".utf8) + [4, 0, 0, 0, 0, 0, 20] + Array("TIT2".utf8) + [0, 0, 0, 10, 0, 0, 3] + Array("A title".utf8) + [0, 0]
+        let id3v1: [UInt8] = Array("TAG".utf8) + [UInt8](repeating: 0x20, count: 125)
+        // A header of the same stream (LC, 44.1 kHz, mono) whose frame runs into the next real one.
+        let fakeHeader: [UInt8] = [0xFF, 0xF1, 0x50, 0x40, 0x20, 0x1F, 0xFC] + [UInt8](repeating: 0x11, count: 20)
+        // A header claiming 2 raw data blocks, in junk.
+        let fakeBlocks: [UInt8] = [0xFF, 0xF1, 0x50, 0x40, 0x10, 0x1F, 0xFD] + Array(noise.prefix(40))
+        // Short noise that starts with a sync word, at several lengths and seeds.
+        var shortNoise: [(String, [UInt8])] = []
+        for seed in 1...12 {
+            var value = UInt32(seed) &* 2_654_435_761
+            var bytes: [UInt8] = [0xFF, 0xF1]
+            for _ in 0..<(seed * 5) { value = value &* 1_103_515_245 &+ 12345; bytes.append(UInt8(truncatingIfNeeded: value >> 16)) }
+            shortNoise.append(("sync and noise \(seed)", bytes))
+        }
+        return shortNoise + [("noise", noise), ("sync bytes", [0xFF, 0xFF, 0xF1, 0x00, 0xFF]), ("ID3v2", id3), ("ID3v1", id3v1),
+                ("same-stream header", fakeHeader), ("header with 2 blocks", fakeBlocks)]
+    }()
+
+    @Test(arguments: between.map(\.0))
+    func junkOrATagBetweenFramesLosesNoFrame(_ name: String) async throws {
+        let frames = try await Self.frames()
+        let junk = try #require(Self.between.first { $0.0 == name }).1
+        let bytes = frames[..<10].flatMap { $0 } + junk + frames[10...].flatMap { $0 }
+        let payloads = frames.map { Array($0[7...]) }
+        for chunks in [[1], [7], [100], [4096], [3, 500, 17]] {
+            let result = trace(bytes, chunks: chunks)
+            #expect(result.error == nil, "\(name), chunks \(chunks): \(result.error ?? "")")
+            let packets = result.packets.map(\.bytes)
+            #expect(packets.count == frames.count, "\(name), chunks \(chunks): \(packets.count) of \(frames.count) frames")
+            let same = packets == payloads
+            #expect(same, "\(name), chunks \(chunks): the frames differ")
+        }
+    }
+}
