@@ -224,3 +224,29 @@ struct ADTSProfileClassTests {
         #expect(renderer.file.warnings.contains { "\($0)".contains("SSR") })
     }
 }
+
+@Suite struct TruncatedMP3ClassTests {
+    /// Class 6: an MP3 whose end is cut off mid-frame, with an ID3v1 tag after the cut, keeps its
+    /// start trim (the LAME tag's encoder delay): it plays exactly the first frames of the whole
+    /// file's gapless render, and a stream that cannot seek knows the priming when it is ready.
+    @Test func aTruncatedMP3KeepsItsStartTrim() async throws {
+        let source = Where.fixture("lame-vbr-v2-44k-stereo.mp3")
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: source)))
+        let cut = Array(bytes[..<(bytes.count * 6 / 10)]) + Array("TAG".utf8) + [UInt8](repeating: 0x20, count: 125)
+        let path = try write(cut, "mp3")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let whole = try await rendered(source).samples
+        let (ours, _, renderer) = try await rendered(path)
+        #expect(renderer.file.packetTableInfo?.primingFrames == 1105)
+        #expect(ours.count > 20_000 * 2 && ours.count < whole.count)
+        #expect(difference(ours, Array(whole.prefix(ours.count))) == nil)
+        // The same bytes as a stream that cannot seek, a few hundred bytes at a time.
+        let stream = AudioFileStream(fileTypeHint: nil, sourceIsSeekable: false)
+        var primingWhenReady: Int?
+        for start in stride(from: 0, to: cut.count, by: 333) {
+            let events = try cut[start..<min(start + 333, cut.count)].withUnsafeBytes { try stream.parse($0) }
+            for case .property(.readyToProducePackets) in events { primingWhenReady = stream.packetTableInfo?.primingFrames }
+        }
+        #expect(primingWhenReady == 1105)
+    }
+}
