@@ -82,8 +82,9 @@ struct Info: Encodable {
         packetCount = audio.packetCount
         audioBytes = audio.audioDataByteCount
         dataOffset = audio.dataOffset
-        // Packet frame counts are already in the best reading's output frames.
-        let total = audio.totalFrames
+        // In the best reading's output frames (an MP4's tables already are; ADTS counts HE-AAC
+        // packets at the core rate).
+        let total = audio.totalFrames * Int64(audio.indexFrameScale)
         if let table = audio.packetTableInfo {
             validFrames = table.validFrames
             primingFrames = table.primingFrames

@@ -66,3 +66,26 @@ struct ADTSClassTests {
         }
     }
 }
+
+/// Class 7 of issue 37: `aqinfo` on implicit HE-AAC in ADTS counts in the output rate it announces.
+@Suite(.enabled(if: Paths.sharedFixtures != nil, "../shared/fixtures (or $AQ_FIXTURES) is absent: implicit HE-AAC aqinfo test skipped"))
+struct ImplicitHEAACInfoTests {
+    @Test(arguments: ["gen-fdk-he-aac-v1-implicit-stereo.aac", "gen-fdk-he-aac-v2-implicit.aac", "gen-fdk-he-aac-v1-implicit-mono.aac"])
+    func aqinfoCountsInTheAnnouncedRate(_ name: String) async throws {
+        let aqinfo = SnifferTests.aqinfo
+        try #require(FileManager.default.isExecutableFile(atPath: aqinfo), "aqinfo is built with the tests")
+        let path = try #require(Paths.shared(name)).path
+        let result = try await runTool(aqinfo, ["--json", path])
+        try #require(result.status == 0, "\(result.errorText)")
+        let json = try #require(try JSONSerialization.jsonObject(with: result.output) as? [String: Any])
+        let packets = try #require(json["packetCount"] as? Int), perPacket = try #require(json["framesPerPacket"] as? Int)
+        let valid = try #require(json["validFrames"] as? Int), priming = try #require(json["primingFrames"] as? Int)
+        let remainder = try #require(json["remainderFrames"] as? Int), rate = try #require(json["sampleRate"] as? Double)
+        let seconds = try #require(json["durationSeconds"] as? Double)
+        #expect(perPacket == 2048)
+        #expect(priming + valid + remainder == packets * perPacket)
+        #expect(abs(seconds - Double(valid) / rate) < 1e-9)
+        // The file's own length, as ffprobe gives it in SOURCES.md: about two seconds.
+        #expect(seconds > 1.9 && seconds < 2.3, "\(seconds) s")
+    }
+}

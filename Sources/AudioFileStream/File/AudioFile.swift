@@ -153,6 +153,20 @@ public final class AudioFile: Sendable {
         index.isEmpty ? packetCount * Int64(max(dataFormat.framesPerPacket, 1)) : index.totalFrames
     }
 
+    /// Decoded frames of the best reading (`formatList.first`) per frame the index counts: 2 for
+    /// HE-AAC whose container counts at the core rate (ADTS: 1 024 a packet, where the decoder
+    /// gives 2 048), else 1. An MP4 counts in the output rate it found signalled, so 1.
+    public var indexFrameScale: Int {
+        Self.frameScale(of: formatList.first ?? dataFormat, counted: packetCount > 0 ? frames(ofPacket: 0) : dataFormat.framesPerPacket)
+    }
+
+    /// The decoded frames of `format` per frame of a count made in `counted` frames per packet:
+    /// 2 for HE-AAC (2048 frames a packet) counted at the core rate (1024), else 1.
+    public static func frameScale(of format: AudioStreamDescription, counted: Int) -> Int {
+        let declared = format.framesPerPacket
+        return declared > counted && counted > 0 && declared % counted == 0 ? declared / counted : 1
+    }
+
     /// Frames of packet `index`.
     public func frames(ofPacket packet: Int64) -> Int {
         index.isEmpty ? max(dataFormat.framesPerPacket, 1) : index.frames(Int(packet))

@@ -224,14 +224,13 @@ public final class FilePacketSource: PacketSource {
         format = file.formatList.first ?? file.dataFormat
         // What the file counts per packet: the format's frames for an MP4 (its parser counts in the
         // output rate it found signalled), the container format's for others.
-        scale = Self.frameScale(of: format, counted: file.packetCount > 0 ? file.frames(ofPacket: 0) : file.dataFormat.framesPerPacket)
+        scale = file.indexFrameScale
     }
 
     /// The decoded frames of `format` per frame of a count made in `counted` frames per packet:
     /// 2 for HE-AAC (2048 frames a packet) counted at the core rate (1024), else 1.
     public static func frameScale(of format: AudioStreamDescription, counted: Int) -> Int {
-        let declared = format.framesPerPacket
-        return declared > counted && counted > 0 && declared % counted == 0 ? declared / counted : 1
+        AudioFile.frameScale(of: format, counted: counted)
     }
 
     public var isReady: Bool { true }

@@ -26,7 +26,7 @@ struct PendingPackets {
         // The feeder counts decoded frames: a packet's own count is in them already (an MP4 counts
         // HE-AAC at its output rate); the container format's count is scaled up for HE-AAC it
         // declares at half rate.
-        let scale = FilePacketSource.frameScale(of: format, counted: perPacket)
+        let scale = AudioFile.frameScale(of: format, counted: perPacket)
         if packets.descriptions.isEmpty {
             // Constant-size packets (PCM): runs of whole packets, at most 16 KiB each.
             let size = max(stream.dataFormat?.bytesPerPacket ?? 1, 1)
