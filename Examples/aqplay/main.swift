@@ -115,12 +115,21 @@ struct AQPlay: ParsableCommand {
             }
         }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0))
 
-        // Ctrl-C: stop at once, exit 130.
-        signal(SIGINT, SIG_IGN)
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        // Ctrl-C or SIGTERM: stop at once, finish the --record file, exit 130 or 143.
+        // (A parent may have left them blocked: a process started from a Swift program is.)
+        var unblock = sigset_t()
+        sigemptyset(&unblock)
+        sigaddset(&unblock, SIGINT)
+        sigaddset(&unblock, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
         let interrupted = InterruptFlag()
-        interrupt.setEventHandler { interrupted.set(); player.stop() }
-        interrupt.resume()
+        let interrupts = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { interrupted.set(number); player.stop() }
+            source.resume()
+            return source
+        }
 
         // A status line on a terminal.
         // (A dispatch source that was never activated must not be released: make it only when used.)
@@ -145,14 +154,14 @@ struct AQPlay: ParsableCommand {
             throw ExitCode(1)
         }
         status?.cancel()
-        interrupt.cancel()
+        interrupts.forEach { $0.cancel() }
         let recordError = writer.close()
         if isatty(1) != 0 { print("") }
         if let recordError {
             FileHandle.standardError.write(Data("aqplay: --record: \(recordError)\n".utf8))
             throw ExitCode(1)
         }
-        if interrupted.isSet { throw ExitCode(130) }
+        if let number = interrupted.signal { throw ExitCode(128 + number) }
         print("Played \(frames) frames through the \(usePulse ? "PulseAudio" : useALSA ? "ALSA" : unpaced ? "unpaced null" : "null") sink in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
     }
 }
@@ -161,11 +170,12 @@ func clock(_ seconds: Double) -> String {
     String(format: "%d:%04.1f", Int(seconds) / 60, seconds.truncatingRemainder(dividingBy: 60))
 }
 
+/// The first signal that stopped playback.
 final class InterruptFlag: @unchecked Sendable {
     private let lock = NSLock()
-    private var value = false
-    func set() { lock.lock(); value = true; lock.unlock() }
-    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+    private var value: Int32?
+    func set(_ number: Int32) { lock.lock(); value = value ?? number; lock.unlock() }
+    var signal: Int32? { lock.lock(); defer { lock.unlock() }; return value }
 }
 
 /// The --record file, opened at the first frames (their format decides the header). The first

@@ -12,10 +12,11 @@ public final class DirectoryWatcher: @unchecked Sendable {
     private let lock = NSLock()
     private var stopped = false
 
-    public init(_ path: String, onChange: @escaping @Sendable (String) -> Void) throws {
+    /// - Parameter everyWrite: also each write to an open file (not only its close).
+    public init(_ path: String, everyWrite: Bool = false, onChange: @escaping @Sendable (String) -> Void) throws {
         fd = inotify_init1(Int32(IN_CLOEXEC))
         guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        let mask = UInt32(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO)
+        let mask = UInt32(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO) | (everyWrite ? UInt32(IN_MODIFY) : 0)
         guard inotify_add_watch(fd, path, mask) >= 0 else { close(fd); throw POSIXError(.ENOENT) }
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else { close(fd); throw POSIXError(.EMFILE) }
