@@ -45,6 +45,10 @@ public final class LoopbackServer: @unchecked Sendable {
     /// as a server holding a request does.
     public typealias Handler = @Sendable (_ path: String, _ query: String) -> (status: Int, body: [UInt8])?
     private let handler: Handler?
+    /// Answers with headers of their own (a redirect's `Location`, `Content-Encoding`), given the
+    /// request's head as text; nil falls through.
+    public typealias RawHandler = @Sendable (_ path: String, _ query: String, _ requestHead: String) -> (status: Int, headers: [String], body: [UInt8])?
+    private var rawHandler: RawHandler?
     /// The path the faults apply to (nil: every request).
     private let faultyPath: String?
     private var faultyResponses = 0
@@ -75,7 +79,15 @@ public final class LoopbackServer: @unchecked Sendable {
         try self.init(body: [], files: files, faults: Faults(), faultyPath: nil, handler: handler)
     }
 
-    private init(body: [UInt8], files: [String: [UInt8]]?, faults: Faults, faultyPath: String?, handler: Handler? = nil) throws {
+    /// Serves `files` by path, asking `handler` first for every request; it sets the status line's
+    /// code and any headers besides `Content-Length` and `Connection` (no faults).
+    public convenience init(files: [String: [UInt8]], rawHandler: @escaping RawHandler) throws {
+        try self.init(body: [], files: files, faults: Faults(), faultyPath: nil, handler: nil, rawHandler: rawHandler)
+    }
+
+    private init(body: [UInt8], files: [String: [UInt8]]?, faults: Faults, faultyPath: String?, handler: Handler? = nil,
+                 rawHandler: RawHandler? = nil) throws {
+        self.rawHandler = rawHandler
         self.body = body
         self.files = files
         self.handler = handler
@@ -184,6 +196,13 @@ public final class LoopbackServer: @unchecked Sendable {
         if isFaulty { faultyResponses += 1 }
         let index = isFaulty ? faultyResponses : 0
         lock.unlock()
+        if let answer = rawHandler?(path, query, text) {
+            let head = "HTTP/1.1 \(answer.status) Status \(answer.status)\r\n" + answer.headers.map { $0 + "\r\n" }.joined()
+                + "Content-Length: \(answer.body.count)\r\nConnection: close\r\n\r\n"
+            guard send(fd, Array(head.utf8)) else { return }
+            _ = send(fd, answer.body)
+            return
+        }
         if let answer = handler?(path, query) {
             let reason = answer.status == 200 ? "OK" : "Status \(answer.status)"
             let head = "HTTP/1.1 \(answer.status) \(reason)\r\nContent-Type: application/vnd.apple.mpegurl\r\n"

@@ -252,7 +252,7 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                 if was?.formatID != now?.formatID || was?.sampleRate != now?.sampleRate || was?.channelsPerFrame != now?.channelsPerFrame
                     || locked.magicCookie != stream.magicCookie {
                     throw HTTPStreamError(url: segment?.segment.url.absoluteString ?? url.absoluteString, byteOffset: 0,
-                                          message: "the audio format changes at segment \(segment?.segment.sequence ?? 0) (\(String(describing: was)) to \(String(describing: now))); one item plays one format")
+                                          message: "the audio format changes at segment \(segment?.segment.sequence ?? 0) (\(was.map { "\($0)" } ?? "no format") to \(now.map { "\($0)" } ?? "no format")); one item plays one format")
                 }
             }
             if formatStream == nil {

@@ -148,7 +148,7 @@ final class HLSLoader: @unchecked Sendable {
                         if !media.isLive, let cached = await cached(key: key) {
                             section = cached
                         } else {
-                            section = try await fetchWhole(map.url, range: map.byteRange, what: "the init section")
+                            section = try await fetchWhole(map.url, range: map.byteRange, what: "the init section").bytes
                             if !media.isLive { await store(section, key: key) }
                         }
                         try await push(.initSection(section))
@@ -301,9 +301,9 @@ final class HLSLoader: @unchecked Sendable {
         let at = ContinuousClock.now
         guard let blocking = Self.blockingReloadURL(url, sequence: sequence) else { return try await reload() }
         do {
-            let bytes = try await fetchOnce(blocking, range: nil, what: "the blocking reload", limit: 16 << 20,
-                                            deadline: .now() + .seconds(Int64(3 * max(targetDuration, 1))))
-            guard case .media(let media) = try Self.parsePlaylist(bytes, url: url) else {
+            let (bytes, found) = try await fetchOnce(blocking, range: nil, what: "the blocking reload", limit: 16 << 20,
+                                                     deadline: .now() + .seconds(Int64(3 * max(targetDuration, 1))))
+            guard case .media(let media) = try Self.parsePlaylist(bytes, url: found == blocking ? url : found) else {
                 throw HLSPlaylistError(line: 0, message: "the blocking reload did not answer with a media playlist", url: blocking)
             }
             return (media, at)
@@ -341,8 +341,9 @@ final class HLSLoader: @unchecked Sendable {
             report(.property(name: "hls-cache", value: "\(url.absoluteString) from the cache"))
             return playlist
         }
-        let bytes = try await fetchWhole(url, range: nil, what: "the playlist", limit: 16 << 20)
-        let playlist = try Self.parsePlaylist(bytes, url: url)
+        // Its URIs are relative to where it was found: the URL after any redirect.
+        let (bytes, found) = try await fetchWhole(url, range: nil, what: "the playlist", limit: 16 << 20)
+        let playlist = try Self.parsePlaylist(bytes, url: found)
         switch playlist {
         case .master: await store(bytes, key: url.absoluteString)
         case .media(let media) where media.hasEndList: await store(bytes, key: url.absoluteString)
@@ -362,7 +363,8 @@ final class HLSLoader: @unchecked Sendable {
     // MARK: fetching
 
     /// A whole (small) resource, retried within the configured attempts.
-    func fetchWhole(_ url: URL, range: HLSByteRange?, what: String, limit: Int = 1 << 20) async throws -> [UInt8] {
+    /// Returns the bytes and the URL they came from (after redirects).
+    func fetchWhole(_ url: URL, range: HLSByteRange?, what: String, limit: Int = 1 << 20) async throws -> (bytes: [UInt8], url: URL) {
         var attempt = 0
         while true {
             do {
@@ -372,7 +374,8 @@ final class HLSLoader: @unchecked Sendable {
                 let failure = error as? HTTPStreamError
                     ?? HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "\(what): " + HTTPFetcher.describe(error, stall: configuration.http.stallTimeout))
                 attempt += 1
-                if attempt > configuration.http.maximumReconnects || failure.message.hasPrefix("HTTP 4") && failure.message.hasPrefix("HTTP 404") == false {
+                if attempt > configuration.http.maximumReconnects || failure.message.hasPrefix("HTTP 4") && failure.message.hasPrefix("HTTP 404") == false
+                    || HTTPFetcher.isPermanent(error) {
                     throw HTTPStreamError(url: failure.url, byteOffset: failure.byteOffset,
                                           message: failure.message + (attempt > 1 ? "; gave up after \(attempt - 1) retries" : ""))
                 }
@@ -382,10 +385,16 @@ final class HLSLoader: @unchecked Sendable {
     }
 
     /// One request for a whole (small) resource: a status outside 2xx is an error naming `what`.
-    private func fetchOnce(_ url: URL, range: HLSByteRange?, what: String, limit: Int, deadline: NIODeadline) async throws -> [UInt8] {
+    /// Returns the bytes and the URL they came from (after redirects).
+    private func fetchOnce(_ url: URL, range: HLSByteRange?, what: String, limit: Int, deadline: NIODeadline) async throws -> (bytes: [UInt8], url: URL) {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.headers.add(name: "User-Agent", value: "AudioStreaming/1 (swift-audio-queue)")
-        if let range { request.headers.add(name: "Range", value: "bytes=\(range.offset)-\(range.offset + range.length - 1)") }
+        if let range {
+            request.headers.add(name: "Range", value: "bytes=\(range.offset)-\(range.offset + range.length - 1)")
+        } else {
+            // Whole text resources (playlists) are often served compressed; the client inflates them.
+            request.headers.add(name: "Accept-Encoding", value: "gzip, deflate")
+        }
         let response = try await client.execute(request, deadline: deadline)
         let status = Int(response.status.code)
         guard (200..<300).contains(status) else {
@@ -401,7 +410,8 @@ final class HLSLoader: @unchecked Sendable {
             }
             bytes = Array(bytes[start..<end])
         }
-        return bytes
+        let found = response.url.flatMap { $0.scheme == nil ? nil : $0 } ?? url
+        return (bytes, found)
     }
 
     private func backOff(_ attempt: Int) async throws {
@@ -547,7 +557,7 @@ final class HLSLoader: @unchecked Sendable {
             } catch {
                 if Task.isCancelled { throw CancellationError() }
                 attempt += 1
-                if attempt > configuration.http.maximumReconnects {
+                if attempt > configuration.http.maximumReconnects || HTTPFetcher.isPermanent(error) {
                     let message = (error as? HTTPStreamError)?.message ?? HTTPFetcher.describe(error, stall: configuration.http.stallTimeout)
                     if received > 0 { throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: start + received, message: message) }
                     return message
@@ -559,7 +569,7 @@ final class HLSLoader: @unchecked Sendable {
 
     private func keyBytes(at url: URL) async throws -> [UInt8] {
         if let known = keys.withLock({ $0[url] }) { return known }
-        let bytes = try await fetchWhole(url, range: nil, what: "the AES-128 key", limit: 64)
+        let bytes = try await fetchWhole(url, range: nil, what: "the AES-128 key", limit: 64).bytes
         guard bytes.count == 16 else {
             throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "the AES-128 key is \(bytes.count) bytes, not 16")
         }

@@ -13,7 +13,9 @@ final class ChannelTask<Item: ChannelItem>: @unchecked Sendable {
         self.channel = channel
         let timeout = HTTPClient.Configuration.Timeout(connect: .init(configuration.connectTimeout), read: .init(configuration.stallTimeout))
         client = HTTPClient(eventLoopGroupProvider: .singleton,
-                            configuration: .init(redirectConfiguration: .follow(max: 8, allowCycles: false), timeout: timeout))
+                            configuration: .init(redirectConfiguration: .follow(max: 8, allowCycles: false), timeout: timeout,
+                                                 // Only what asks for it comes compressed (playlists): audio requests send no Accept-Encoding.
+                                                 decompression: .enabled(limit: .ratio(100))))
     }
 
     /// Starts `body` with the channel's new generation (what it pushes under an older one is dropped).

@@ -329,7 +329,7 @@ final class HTTPFetcher: @unchecked Sendable {
                     ?? HTTPStreamError(url: url, byteOffset: offset, message: Self.describe(error, stall: configuration.stallTimeout))
                 // A client error on the first request is final; a live stream whose source is
                 // restarting answers 404 for a moment, so later ones are retried.
-                if wasFirst && failure.message.hasPrefix("HTTP ") && !failure.message.hasPrefix("HTTP 5") {
+                if (wasFirst && failure.message.hasPrefix("HTTP ") && !failure.message.hasPrefix("HTTP 5")) || Self.isPermanent(error) {
                     _ = await channel.push(.failure(failure), generation: generation)
                     return
                 }
@@ -512,13 +512,30 @@ final class HTTPFetcher: @unchecked Sendable {
     }
 
     static func describe(_ error: any Error, stall: Duration) -> String {
-        if let http = error as? HTTPClientError {
-            if http == .readTimeout { return "no bytes for \(stall) (stalled)" }
-            if http == .connectTimeout { return "could not connect in time" }
-            if http == .remoteConnectionClosed { return "the server closed the connection" }
-            return "\(http)"
-        }
-        return "\(error)"
+        guard let http = error as? HTTPClientError else { return "\(error)" }
+        let known: [(HTTPClientError, String)] = [
+            (.readTimeout, "no bytes for \(stall) (stalled)"),
+            (.connectTimeout, "could not connect in time"),
+            (.remoteConnectionClosed, "the server closed the connection"),
+            (.redirectCycleDetected, "the server redirects in a loop"),
+            (.redirectLimitReached, "too many redirects (more than 8)"),
+            (.invalidURL, "the URL is not valid"), (.emptyHost, "the URL has no host"), (.emptyScheme, "the URL has no scheme"),
+            (.alreadyShutdown, "the HTTP client has shut down"),
+            (.bodyLengthMismatch, "the body's length differs from its Content-Length"),
+            (.invalidProxyResponse, "the proxy answered with an error"),
+        ]
+        if let text = known.first(where: { $0.0 == http })?.1 { return text }
+        // The client's own description, without Swift's type name.
+        let text = "\(http)"
+        return text.hasPrefix("HTTPClientError.") ? "HTTP client error: " + text.dropFirst("HTTPClientError.".count) : text
+    }
+
+    /// Whether retrying cannot help: a redirect loop or limit, or a URL the client cannot use.
+    /// Such a failure ends the request at once instead of after the reconnect attempts.
+    static func isPermanent(_ error: any Error) -> Bool {
+        guard let http = error as? HTTPClientError else { return false }
+        return [.redirectCycleDetected, .redirectLimitReached, .invalidURL, .emptyHost, .emptyScheme, .alreadyShutdown].contains(http)
+            || "\(http)".contains("unsupportedScheme")
     }
 }
 

@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+import AudioPlayback
+import AudioStreaming
+import TestSupport
+
+/// Classes 10, 12 and 16 of issue 37: what servers do that players must follow — a playlist
+/// reached through a redirect, a playlist sent gzip-compressed, a redirect loop — from a loopback
+/// server serving the presentation ffmpeg wrote.
+@Suite(.serialized) struct HTTPClassTests {
+    /// `ts/index.m3u8`, gzip-compressed by the gzip tool.
+    static func gzipped(_ bytes: [UInt8]) async throws -> [UInt8] {
+        let path = NSTemporaryDirectory() + "aq-gzip-\(UUID())"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try await runTool("/bin/gzip", ["-c", "-n", path])
+        try #require(result.status == 0)
+        return [UInt8](result.output)
+    }
+
+    /// Class 10: `moved/index.m3u8` redirects to `ts/index.m3u8`, whose URIs are relative: they
+    /// resolve against the URL after the redirect, and the presentation plays whole.
+    /// Class 12: `ts/packed.m3u8` is sent gzip-compressed to a client that asked for it.
+    @Test(arguments: ["moved/index.m3u8", "ts/compressed.m3u8"])
+    func aRedirectedOrCompressedPlaylistPlaysWhole(_ path: String) async throws {
+        guard let root = try await HLSTests.presentation() else { return }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let files = try HLSFaultTests.files(root, "ts")
+        let playlist = try #require(files["ts/index.m3u8"])
+        let compressed = try await Self.gzipped(playlist)
+        let server = try LoopbackServer(files: files, rawHandler: { path, _, head in
+            switch path {
+            case "moved/index.m3u8": return (302, ["Location: /ts/index.m3u8"], [])
+            case "ts/compressed.m3u8":
+                guard head.lowercased().contains("accept-encoding: gzip") else { return (406, [], []) }
+                return (200, ["Content-Type: application/vnd.apple.mpegurl", "Content-Encoding: gzip"], compressed)
+            default: return nil
+            }
+        })
+        defer { server.shutdown() }
+        let (capture, outcome) = await playStreamToTheEnd([.hls(server.url(path), configuration: HLSFaultTests.quick())])
+        let frames = try outcome.get()
+        #expect(frames == 174 * 1024)
+        #expect(capture.samples == (try HLSTests.localJoin(root, "ts")))
+        #expect(!server.requestLog.contains { $0.path.hasPrefix("moved/seg") }, "a segment was asked for under the redirect's old path")
+    }
+
+    /// Class 16: a redirect loop fails at once, with a message in English (no Swift type names),
+    /// for HLS and for a plain HTTP stream.
+    @Test(arguments: [true, false])
+    func aRedirectLoopFailsAtOnceAndSaysSo(_ hls: Bool) async throws {
+        let server = try LoopbackServer(files: [:], rawHandler: { path, _, _ in
+            path == "a" ? (302, ["Location: /b"], []) : (302, ["Location: /a"], [])
+        })
+        defer { server.shutdown() }
+        var http = HTTPStreamConfiguration()
+        http.initialBackoff = .milliseconds(200)
+        var configuration = HLSConfiguration()
+        configuration.http = http
+        let item: AudioPlayerItem = hls ? .hls(server.url("a"), configuration: configuration) : .url(server.url("a"), configuration: http)
+        let (_, outcome) = await playStreamToTheEnd([item])
+        guard case .failure(let error) = outcome else {
+            Issue.record("a redirect loop played")
+            return
+        }
+        let message = "\(error)"
+        #expect(message.contains("redirects in a loop"), "\(message)")
+        #expect(!message.contains("HTTPClientError") && !message.contains("Optional("), "\(message)")
+        // One attempt: the loop is a and b once each (the client stops where it would repeat).
+        #expect(server.requestLog.count <= 3, "\(server.requestLog.count) requests: the loop was retried")
+    }
+}
