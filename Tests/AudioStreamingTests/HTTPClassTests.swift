@@ -70,3 +70,23 @@ import TestSupport
         #expect(server.requestLog.count <= 3, "\(server.requestLog.count) requests: the loop was retried")
     }
 }
+
+/// Class 15 of issue 37: a live ICY stream that breaks off plays its last whole frame.
+@Suite struct ICYEndClassTests {
+    @Test func theLastFrameBeforeTheStreamBreaksIsHeard() async throws {
+        let name = "lame-cbr128-44k-stereo.mp3"
+        var faults = LoopbackServer.Faults()
+        faults.live = true
+        faults.icyInterval = 2000
+        faults.goneAfterRequests = 1
+        let server = try LoopbackServer(body: try bytes(name), faults: faults)
+        defer { server.shutdown() }
+        let (capture, outcome) = await playStreamToTheEnd([.url(server.url("live"), configuration: quick)])
+        guard case .failure = outcome else { Issue.record("the stream was expected to fail once gone"); return }
+        // Live: the LAME tag's start trim applies, its end trim does not (more may follow). So
+        // every frame from the priming on: 44 frames of 1152, less 1105.
+        let whole = try localRender(TestPaths.fixture(name))
+        #expect(capture.samples.count / 2 == 44 * 1152 - 1105, "\(capture.samples.count / 2) frames heard")
+        #expect(Array(capture.samples.prefix(whole.count)) == whole)
+    }
+}

@@ -91,6 +91,19 @@ public final class AudioFileStream {
 
     // MARK: parsing
 
+    /// The stream broke here (a live connection dropped; other bytes follow after a
+    /// discontinuity, or none): the packets whose bytes have all arrived are handed over, as at the
+    /// end of a stream, instead of waiting for the next packet to confirm them. Partial packets
+    /// stay, for the discontinuity that follows to drop. Not for a seek: there the buffered
+    /// bytes are simply not wanted.
+    public func parseBufferedAsEnd() throws -> [AudioFileStreamEvent] {
+        guard !finished, parser != nil, segmentHead == nil else { return out.takeEvents() }
+        input.atEnd = true
+        defer { input.atEnd = false }
+        try run()
+        return out.takeEvents()
+    }
+
     /// Parses more bytes.
     ///
     /// When the format changes mid-stream (a new MPEG sample rate, a new ADTS configuration) after

@@ -52,6 +52,11 @@ public final class AudioFileStreamDriver {
         try bytes.withUnsafeBytes { try feed($0, discontinuity: discontinuity, handle) }
     }
 
+    /// ``AudioFileStream/parseBufferedAsEnd()``: the stream broke here; complete packets are handed over.
+    public func parseBufferedAsEnd(_ handle: (AudioFileStreamEvent) throws -> Void) throws {
+        _ = try deliver(try stream.parseBufferedAsEnd(), handle)
+    }
+
     /// No more bytes come: the parser hands over what it holds or reports what is missing.
     /// - Returns: a byte offset when the parser still wants bytes from elsewhere (an index it has
     ///   not seen); nil when it is done.

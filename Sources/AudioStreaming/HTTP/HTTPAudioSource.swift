@@ -158,7 +158,9 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
                     try parse(bytes)
                 case .discontinuity:
                     // A live stream reconnected: what follows is not the rest of one file, so the
-                    // file's end trim (from its header) no longer applies.
+                    // file's end trim (from its header) no longer applies. The last whole frame
+                    // before the break plays (nothing after it will confirm it).
+                    try driver?.parseBufferedAsEnd(handle)
                     discontinuity = true
                     liveGapPending = true
                 case .end:
@@ -167,6 +169,8 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
                         throw HTTPStreamError(url: url.absoluteString, byteOffset: driver?.position ?? 0, message: "the stream ended before any audio")
                     }
                 case .failure(let error):
+                    // What arrived whole before the failure plays before the error.
+                    try? driver?.parseBufferedAsEnd(handle)
                     throw error
                 }
             } catch {
