@@ -322,3 +322,40 @@ import Testing
         #expect(!queue.currentTime(in: late).discontinuity)          // from its creation on
     }
 }
+
+/// Class 19 of issue 37: once an asynchronous stop has ended (`isStopping` false), a flush or an
+/// enqueue is never refused by it, however soon it comes.
+@Suite struct StopEndRefusalTests {
+    @Test func aFlushJustAfterAStopEndsIsTaken() async throws {
+        let format = AudioStreamDescription.float32(sampleRate: 48000, channels: 2)
+        let failures: [String] = await withCheckedContinuation { continuation in
+            // A thread of its own: the waits below block it.
+            DispatchQueue.global().async {
+                var failures: [String] = []
+                do {
+                    let queue = try AudioQueue(format: format, configuration: .init(sink: NullSink(pacing: .unpaced)))
+                    for round in 0..<200 {
+                        try queue.enqueue(try queue.makeBuffer(ramp(frames: 480, channels: 2, offset: 1)))
+                        try queue.start()
+                        try queue.stop(immediately: false)
+                        // Woken by the lifecycle change that ends the stop; then at once:
+                        guard queue.waitWhileStopping(until: .now() + 5, unless: { false }) else {
+                            failures.append("round \(round): the stop did not end")
+                            break
+                        }
+                        do { try queue.flush() } catch { failures.append("round \(round): flush: \(error)") }
+                        do { try queue.enqueue(try queue.makeBuffer(ramp(frames: 48, channels: 2, offset: 2))) } catch {
+                            failures.append("round \(round): enqueue: \(error)")
+                        }
+                        try queue.reset()
+                    }
+                    queue.dispose(immediately: true)
+                } catch {
+                    failures.append("\(error)")
+                }
+                continuation.resume(returning: failures)
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.prefix(5))")
+    }
+}

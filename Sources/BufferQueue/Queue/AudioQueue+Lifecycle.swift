@@ -59,10 +59,10 @@ extension AudioQueue {
     ///   while an asynchronous stop is under way (the stop flushes already).
     public func flush() throws {
         try checkNotDisposed()
-        try input.withLock { input in
+        try pastFinishedStop { try input.withLock { input in
             if let refusal = input.refusal { throw refusal }
             input.entries.append(.flush)
-        }
+        } }
         wake.signal()
     }
 
@@ -117,6 +117,19 @@ extension AudioQueue {
     /// Whether the sink is producing the queue's sound (Core Audio's `kAudioQueueProperty_IsRunning`).
     /// Changes are announced by ``AudioQueueEvent/runningChanged(_:)`` when they really happen.
     public var isRunning: Bool { control.withLock { $0.lifecycle.isRunning } }
+
+    /// Runs `step`, which throws the input's refusal. A refusal by an asynchronous stop that the
+    /// lifecycle already counts as over (``isStopping`` false) means the step that allows enqueues
+    /// again is being performed: wait for it (it holds `serial`) and try once more, so a caller
+    /// that saw the stop end is never refused by it.
+    func pastFinishedStop<T>(_ step: () throws -> T) throws -> T {
+        do {
+            return try step()
+        } catch let error as AudioQueueError where error.code == .enqueueDuringReset && !isStopping {
+            serial.withLock { _ in }
+            return try step()
+        }
+    }
 
     func checkNotDisposed() throws {
         let lifecycle = control.withLock { $0.lifecycle }

@@ -332,7 +332,7 @@ public final class AudioQueue: Sendable {
         if let startTime, startTime < 0 {
             throw AudioQueueError(.timeNotAscending, "start time \(startTime) is negative")
         }
-        let start: Int = try input.withLock { input in
+        let start: Int = try pastFinishedStop { try input.withLock { input in
             if let refusal = input.refusal { throw refusal }
             let start = startTime.map { Int($0) } ?? input.scheduledEnd
             guard start >= input.scheduledEnd else {
@@ -347,7 +347,7 @@ public final class AudioQueue: Sendable {
                 volume: params.volume, pan: params.pan, playRate: params.playRate, pitch: params.pitch, startTime: startTime == nil ? nil : start)))
             if let frames { input.scheduledEnd = start + max(frames - trimFramesAtStart - trimFramesAtEnd, 0) }
             return start
-        }
+        } }
         wake.signalUnlessMuted()
         return Int64(start)
     }
@@ -366,11 +366,11 @@ public final class AudioQueue: Sendable {
     ///   or ``AudioQueueError/Code/disposalPending`` while enqueues are refused.
     public func beginStream(format: AudioStreamDescription, magicCookie: [UInt8]? = nil) throws {
         try Self.validate(format, registry: decoderRegistry)
-        try input.withLock { input in
+        try pastFinishedStop { try input.withLock { input in
             if let refusal = input.refusal { throw refusal }
             input.entries.append(.newStream(format, magicCookie: magicCookie))
             input.format = format
-        }
+        } }
         wake.signalUnlessMuted()
     }
 
