@@ -14,13 +14,16 @@ import Foundation
 /// Only formats whose decoder says its pieces join bit-exactly (``AudioDecoderTraits/parallelRefusal``)
 /// are split; any other file renders on the calling thread (``sequentialReason`` says why), so
 /// one code path serves every file. With the codec modules registered that is MP3 (libmpg123),
-/// AAC-LC (libfaad2, bit-identical unless the encoder used perceptual noise substitution), ALAC,
+/// AAC-LC (libfaad2), ALAC,
 /// µ-law and A-law; the decoder's own module documents why the others are not. Where the decoder
 /// chooses its start (``AudioDecoderTraits/decodeStart``), every chunk starts there. A file the
 /// decoder finds to have another rate or channel count than declared (HE-AAC signalled only in
 /// band), and a file shorter than two chunks, render on one thread too.
 ///
-/// A chunk that cannot be joined exactly — the decoded format differs from the first chunk's,
+/// Each join is checked: a chunk decodes a quarter of a second past its end, and the next chunk's
+/// first frames must equal those. A chunk that cannot be joined exactly — the check fails (AAC
+/// whose encoder used perceptual noise substitution: libfaad2 draws its noise from a generator
+/// that runs from the start of the stream), the decoded format differs from the first chunk's,
 /// the stream changes rate inside it, a packet fails to decode, or it yields another number of
 /// frames than its range — makes the whole render start over sequentially from frame 0
 /// (``sequentialReason`` then says what was found); pieces already delivered are delivered again.
@@ -46,6 +49,8 @@ public final class ConcurrentFileRenderer: Sendable {
     public let expectedFrames: Int64?
     private let registry: AudioDecoderRegistry
     private let decodedFormat: AudioStreamDescription
+    /// Frames each join is checked over: 16 packets, at least 0.25 s.
+    private let overlapFrames: Int64
     private let state: Lock<State>
 
     private struct State {
@@ -111,7 +116,8 @@ public final class ConcurrentFileRenderer: Sendable {
         for (index, start) in bounds.enumerated() {
             chunks.append(start..<(index + 1 < bounds.count ? bounds[index + 1] : Int64.max))
         }
-        let first = try AudioFileRenderer(file: file, endFrame: refusal == nil ? chunks[0].upperBound : nil, registry: registry)
+        let overlap = Int64(max(16 * max(format.framesPerPacket, 1), Int(format.sampleRate / 4)))
+        let first = try AudioFileRenderer(file: file, endFrame: refusal == nil ? chunks[0].upperBound + overlap : nil, registry: registry)
         decodedFormat = first.queue.outputFormat
         outputFormat = first.outputFormat
         if refusal == nil, decodedFormat.sampleRate != format.sampleRate || decodedFormat.channelsPerFrame != format.channelsPerFrame {
@@ -129,6 +135,7 @@ public final class ConcurrentFileRenderer: Sendable {
             self.jobs = max(1, min(jobs, chunks.count))
         }
         expectedFrames = file.packetTableInfo?.validFrames
+        overlapFrames = overlap
     }
 
     /// Why the render runs on one thread (the file cannot be split, or a chunk could not be joined
@@ -167,8 +174,16 @@ public final class ConcurrentFileRenderer: Sendable {
                 defer { group.leave() }
                 while let index = work.withLock({ $0.take(of: chunks.count) }) {
                     do {
-                        let end = try renderChunk(index, index == 0 ? takeFirst() : nil, deliver, stopped: { work.withLock { $0.stopped } })
-                        if index == chunks.count - 1 { work.withLock { $0.frames = end } }
+                        let (end, head, tail) = try renderChunk(index, index == 0 ? takeFirst() : nil, deliver, stopped: { work.withLock { $0.stopped } })
+                        work.withLock {
+                            if index == chunks.count - 1 { $0.frames = end }
+                            $0.heads[index] = head
+                            $0.tails[index] = tail
+                            // A join found not to converge stops the other threads at once.
+                            for join in [index, index + 1] where join > 0 && join < chunks.count {
+                                if let reason = $0.joinProblem(at: join) { $0.fail(chunk: join, reason: reason) }
+                            }
+                        }
                     } catch let problem as ChunkProblem {
                         work.withLock { $0.fail(chunk: index, reason: problem.reason) }
                     } catch {
@@ -180,8 +195,16 @@ public final class ConcurrentFileRenderer: Sendable {
             thread.start()
         }
         group.wait()
-        let outcome = work.withLock { $0 }
+        var outcome = work.withLock { $0 }
         if let error = outcome.deliveryError { throw error }
+        if outcome.problem == nil, !outcome.stopped {
+            for join in 1..<chunks.count {
+                if let reason = outcome.joinProblem(at: join) {
+                    outcome.problem = (join, reason)
+                    break
+                }
+            }
+        }
         if let (chunk, reason) = outcome.problem {
             let start = chunks[chunk].lowerBound
             state.withLock {
@@ -222,14 +245,17 @@ public final class ConcurrentFileRenderer: Sendable {
     private struct ChunkProblem: Error { let reason: String }
 
     /// Renders chunk `index` and delivers it; returns the valid frame after its last one when it
-    /// is done or the render stopped.
+    /// is done or the render stopped. A chunk that is not the last decodes ``overlapFrames`` more
+    /// (not delivered: they are `tail`), and a chunk that is not the first keeps its first
+    /// ``overlapFrames`` (`head`): the next chunk's head must equal this one's tail.
     private func renderChunk(_ index: Int, _ given: AudioFileRenderer?, _ deliver: (Int64, UnsafeBufferPointer<Float>) throws -> Void,
-                             stopped: () -> Bool) throws -> Int64 {
+                             stopped: () -> Bool) throws -> (end: Int64, head: [Float], tail: [Float]) {
         let range = chunks[index]
         let isLast = index == chunks.count - 1
         let renderer: AudioFileRenderer
+        let decodeEnd = isLast ? Int64.max : range.upperBound + overlapFrames
         do {
-            renderer = try given ?? AudioFileRenderer(file: file, startFrame: range.lowerBound, endFrame: isLast ? nil : range.upperBound,
+            renderer = try given ?? AudioFileRenderer(file: file, startFrame: range.lowerBound, endFrame: isLast ? nil : decodeEnd,
                                                       registry: registry, resamplers: AudioResamplerRegistry())
         } catch {
             throw ChunkProblem(reason: "\(error)")
@@ -240,8 +266,9 @@ public final class ConcurrentFileRenderer: Sendable {
         let channels = outputFormat.channelsPerFrame
         var scratch = [Float](repeating: 0, count: Self.piece * channels)
         var position = range.lowerBound
+        var head: [Float] = [], tail: [Float] = []
         while !stopped() {
-            let wanted = isLast ? Self.piece : Int(min(Int64(Self.piece), range.upperBound - position))
+            let wanted = isLast ? Self.piece : Int(min(Int64(Self.piece), decodeEnd - position))
             let n: Int
             do {
                 // A full chunk asks once more, to see it ends where planned.
@@ -251,18 +278,27 @@ public final class ConcurrentFileRenderer: Sendable {
             }
             if let error = renderer.lastConverterError { throw ChunkProblem(reason: "\(error)") }
             if wanted == 0 {
-                if n > 0 { throw ChunkProblem(reason: "it renders more than its \(range.count) frames") }
+                if n > 0 { throw ChunkProblem(reason: "it renders more than its \(range.count) frames and their overlap") }
                 break
             }
             if n == 0 {
-                if isLast { break }
+                // The file may end inside the overlap (the next chunk is then its short last one).
+                if isLast || position >= range.upperBound { break }
                 throw ChunkProblem(reason: "it ends after \(position - range.lowerBound) of its \(range.count) frames")
             }
-            try scratch.withUnsafeBufferPointer { try deliver(position, UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
+            let delivered = isLast ? n : Int(max(min(Int64(n), range.upperBound - position), 0))
+            if delivered > 0 {
+                try scratch.withUnsafeBufferPointer { try deliver(position, UnsafeBufferPointer(rebasing: $0[0..<(delivered * channels)])) }
+                if index > 0, position - range.lowerBound < overlapFrames {
+                    let keep = Int(min(Int64(delivered), overlapFrames - (position - range.lowerBound)))
+                    head += scratch[0..<(keep * channels)]
+                }
+                state.withLock { $0.rendered += Int64(delivered) }
+            }
+            if delivered < n { tail += scratch[(delivered * channels)..<(n * channels)] }
             position += Int64(n)
-            state.withLock { $0.rendered += Int64(n) }
         }
-        return position
+        return (min(position, isLast ? position : range.upperBound), head, tail)
     }
 }
 
@@ -273,11 +309,28 @@ private struct Work {
     var deliveryError: (any Error)?
     var problem: (chunk: Int, reason: String)?
     var frames: Int64 = 0
+    /// Each chunk's first frames, and the frames it decoded past its end, for the join check.
+    var heads: [Int: [Float]] = [:]
+    var tails: [Int: [Float]] = [:]
 
     mutating func take(of count: Int) -> Int? {
         guard !stopped, next < count else { return nil }
         defer { next += 1 }
         return next
+    }
+
+    /// Why chunk `join` does not join its predecessor exactly, once both are rendered: its first
+    /// frames against the previous chunk's decode continued past the join. They differ where the
+    /// decoder's state does not converge within the pre-roll (libfaad2's perceptual noise
+    /// substitution draws from a generator that runs from the start of the stream).
+    func joinProblem(at join: Int) -> String? {
+        guard let tail = tails[join - 1], let head = heads[join] else { return nil }
+        let common = min(tail.count, head.count)
+        if common == 0 { return "there is nothing to compare its start with" }
+        if tail[0..<common] != head[0..<common] {
+            return "its first frames differ from the previous chunk's decode continued past the join (the decoder's state does not converge, as in AAC with perceptual noise substitution)"
+        }
+        return nil
     }
 
     /// A chunk cannot be joined: stop, and remember the earliest such chunk.
