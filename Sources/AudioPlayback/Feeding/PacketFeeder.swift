@@ -193,6 +193,10 @@ public final class PacketFeeder {
                 isFinished = true
             case .discontinuity:
                 keepUntil = nil
+                // What follows is another encode (an HLS discontinuity, a live stream's new
+                // connection): a fresh decoder, as for a new stream, so none of the previous
+                // source's state (overlap, bit reservoir, noise generator) reaches its frames.
+                try queue.beginStream(format: source.format, magicCookie: source.magicCookie)
             case .packets(let data, let descriptions, let frames):
                 guard !data.isEmpty else { continue }
                 let first = position, last = position + Int64(frames)

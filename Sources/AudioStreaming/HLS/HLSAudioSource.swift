@@ -171,7 +171,11 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                     try endRun()
                     initSection = bytes
                 case .segment(let start):
-                    if start.segment.discontinuity { try endRun() }
+                    if start.segment.discontinuity {
+                        try endRun()
+                        // Another encode follows: the reader (the feeder) starts a fresh decoder.
+                        if pending.parsedFrames > 0 { pending.appendBreak() }
+                    }
                     segment = start
                     if let time = start.segment.programDateTime { context.report(.property(name: "program-date-time", value: time)) }
                     try beginSegment()

@@ -31,7 +31,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     private var ended = false
     private var failure: (any Error)?
     private var discontinuity = false
-    private var liveGapPending = false
+
     private var closed = false
 
     /// Starts fetching `url`; returns at once (the first bytes arrive later).
@@ -123,11 +123,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     }
 
     public func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {
-        take { !self.pending.isEmpty || self.liveGapPending }
-        if liveGapPending {
-            liveGapPending = false
-            return .discontinuity
-        }
+        take { !self.pending.isEmpty }
         if let packets = pending.read(maxPackets: maxPackets, maxBytes: maxBytes) { return packets }
         if let failure { throw failure }
         if isPlaylist {
@@ -162,7 +158,8 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
                     // before the break plays (nothing after it will confirm it).
                     try driver?.parseBufferedAsEnd(handle)
                     discontinuity = true
-                    liveGapPending = true
+                    // The reader gets `.discontinuity` after the packets before the break.
+                    pending.appendBreak()
                 case .end:
                     if let driver, let target = try driver.finish(handle) { try follow(target) } else { ended = true }
                     if driver?.stream.isReadyToProducePackets != true {

@@ -13,6 +13,12 @@ struct PendingPackets {
 
     var isEmpty: Bool { head >= items.count }
 
+    /// Marks a break: the packets after it are another encode (an HLS discontinuity); the reader
+    /// gets `.discontinuity` there. (A break is an item of -1 frames.)
+    mutating func appendBreak() {
+        items.append(([], nil, -1))
+    }
+
     mutating func removeAll() {
         items.removeAll()
         head = 0
@@ -57,13 +63,17 @@ struct PendingPackets {
     /// nil when none are pending.
     mutating func read(maxPackets: Int, maxBytes: Int) -> PacketRead? {
         guard head < items.count else { return nil }
+        if items[head].frames < 0 {
+            head += 1
+            return .discontinuity
+        }
         var data: [UInt8] = []
         var descriptions: [AudioPacketDescription] = []
         var frames = 0
         let isPCM = items[head].variableFrames == nil
         while head < items.count, descriptions.count < maxPackets || isPCM {
             let packet = items[head]
-            guard (packet.variableFrames == nil) == isPCM, data.isEmpty || data.count + packet.data.count <= maxBytes else { break }
+            guard packet.frames >= 0, (packet.variableFrames == nil) == isPCM, data.isEmpty || data.count + packet.data.count <= maxBytes else { break }
             if !isPCM {
                 descriptions.append(AudioPacketDescription(startOffset: data.count, variableFramesInPacket: packet.variableFrames ?? 0,
                                                            dataByteSize: packet.data.count))
