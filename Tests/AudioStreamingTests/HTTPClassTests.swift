@@ -138,3 +138,38 @@ import TestSupport
         #expect(difference(capture.samples, expected) == nil)
     }
 }
+
+/// Class 11 of issue 37: a segment marked `EXT-X-GAP` is not fetched (its URI answers 404 here,
+/// which would end a VOD), is reported, and the segments after it play from a fresh decoder.
+@Suite struct HLSGapClassTests {
+    @Test func aGapSegmentIsSkippedAndReported() async throws {
+        guard let root = try await HLSTests.presentation() else { return }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var files = try HLSFaultTests.files(root, "ts")
+        let playlist = try String(decoding: #require(files["ts/index.m3u8"]), as: UTF8.self)
+        let names = playlist.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+        try #require(names.count >= 4)
+        // The second segment is a gap: marked, and gone from the server.
+        let gapName = names[1]
+        files["ts/" + gapName] = nil
+        let marked = playlist.replacingOccurrences(of: "\n" + gapName, with: "\n#EXT-X-GAP\n" + gapName)
+        files["ts/gap.m3u8"] = Array(marked.utf8)
+        let server = try LoopbackServer(files: files, faults: LoopbackServer.Faults(), faultyPath: "none")
+        defer { server.shutdown() }
+        let (capture, outcome) = await playStreamToTheEnd([.hls(server.url("ts/gap.m3u8"), configuration: HLSFaultTests.quick())])
+        _ = try outcome.get()
+        #expect(!server.requestLog.contains { $0.path == "ts/" + gapName }, "the gap segment was fetched")
+        #expect(capture.events.contains { if case .property("hls-gap", let value, _) = $0 { return value.contains("EXT-X-GAP") } else { return false } })
+        // What plays: the segment before the gap, then a fresh decode of the ones after it.
+        func render(_ segments: ArraySlice<String>) throws -> [Float] {
+            let path = root + "/ts/part-\(UUID()).ts"
+            var joined = Data()
+            for name in segments { joined += try Data(contentsOf: URL(fileURLWithPath: root + "/ts/" + name)) }
+            try joined.write(to: URL(fileURLWithPath: path))
+            return try localRender(path)
+        }
+        let expected = try render(names[..<1]) + render(names[2...])
+        #expect(capture.samples.count == expected.count)
+        #expect(difference(capture.samples, expected) == nil)
+    }
+}

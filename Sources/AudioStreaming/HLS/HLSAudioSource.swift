@@ -50,7 +50,6 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     private var ended = false
     private var failure: (any Error)?
     private var closed = false
-    private var gapPending = false
     private var segment: HLSSegmentStart?
     /// Index of the next packet parsed; nil after a seek until the segment's timestamp says.
     private var nextPacket: Int64? = 0
@@ -139,7 +138,6 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
         run = nil
         ended = false
         failure = nil
-        gapPending = false
         nextPacket = nil
         dropBefore = packet
         checkStart = true
@@ -147,11 +145,7 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     }
 
     public func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {
-        take { !self.pending.isEmpty || self.gapPending }
-        if gapPending, pending.isEmpty {
-            gapPending = false
-            return .discontinuity
-        }
+        take { !self.pending.isEmpty }
         if let packets = pending.read(maxPackets: maxPackets, maxBytes: maxBytes) { return packets }
         if let failure { throw failure }
         return ended || closed ? .end : .waiting
@@ -181,10 +175,16 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                     try beginSegment()
                 case .bytes(let bytes):
                     if let run { _ = try run.feed(bytes) { try self.handle(run.stream, $0) } }
-                case .gap(let why):
+                case .gap(let why, let seconds):
                     context.report(.property(name: "hls-gap", value: why))
                     try endRun()
-                    gapPending = true
+                    // The timeline keeps the gap: the packets after it are counted from where the
+                    // skipped segment ends (a timestamp that comes places them anyway).
+                    if let seconds, let next = nextPacket, formatStream != nil {
+                        nextPacket = next + Int64((seconds * format.sampleRate / Double(framesPerPacket)).rounded())
+                    }
+                    // What follows does not continue what came before: a fresh decoder.
+                    if pending.parsedFrames > 0 { pending.appendBreak() }
                 case .end:
                     try endRun()
                     ended = true

@@ -58,9 +58,9 @@ enum HLSItem: ChannelItem {
     /// A segment starts; its (decrypted) bytes follow.
     case segment(HLSSegmentStart)
     case bytes([UInt8])
-    /// Segments were skipped (a live stream moved on, or a segment stayed unavailable): the next
-    /// bytes do not follow.
-    case gap(String)
+    /// Segments were skipped (a live stream moved on, a segment stayed unavailable, or one is
+    /// marked `EXT-X-GAP`), lasting `seconds` when known: the next bytes do not follow.
+    case gap(String, seconds: Double?)
     case end
     case failure(HTTPStreamError)
 
@@ -142,6 +142,14 @@ final class HLSLoader: @unchecked Sendable {
             while !Task.isCancelled {
                 if let position = media.segments.firstIndex(where: { $0.sequence == next }) {
                     let segment = media.segments[position]
+                    if segment.isGap {
+                        // Marked missing: not asked for. The segments after it keep their place
+                        // on the timeline (their timestamps, or their EXTINF start).
+                        try await push(.gap(String(format: "segment %d is marked EXT-X-GAP: its %.3f s are skipped", segment.sequence, segment.duration),
+                                            seconds: segment.duration))
+                        next += 1
+                        continue
+                    }
                     if let map = segment.map, map != lastMap {
                         let key = Self.cacheKey(map.url, map.byteRange)
                         let section: [UInt8]
@@ -159,7 +167,7 @@ final class HLSLoader: @unchecked Sendable {
                     if let why = try await fetchSegment(segment, cacheable: !media.isLive, generation: generation) {
                         let message = "segment \(segment.sequence) could not be fetched (\(why)); gave up after \(configuration.http.maximumReconnects) retries"
                         guard media.isLive else { throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: 0, message: message) }
-                        try await push(.gap(message + "; skipped"))
+                        try await push(.gap(message + "; skipped", seconds: segment.duration))
                     }
                     next += 1
                     continue
@@ -169,7 +177,7 @@ final class HLSLoader: @unchecked Sendable {
                     return
                 }
                 if let first = media.segments.first, first.sequence > next {
-                    try await push(.gap("segments \(next)…\(first.sequence - 1) left the live playlist before they were fetched"))
+                    try await push(.gap("segments \(next)…\(first.sequence - 1) left the live playlist before they were fetched", seconds: nil))
                     next = first.sequence
                     continue
                 }

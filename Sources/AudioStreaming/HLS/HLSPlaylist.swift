@@ -64,6 +64,8 @@ public struct HLSMediaPlaylist: Sendable, Equatable {
         public var map: HLSMap?
         /// `EXT-X-PROGRAM-DATE-TIME` as given for this segment (ISO 8601 text).
         public var programDateTime: String?
+        /// `EXT-X-GAP`: the segment's media is missing; it is not fetched (RFC 8216bis 4.4.4.7).
+        public var isGap = false
     }
     /// `EXT-X-TARGETDURATION`, seconds.
     public var targetDuration: Int
@@ -191,6 +193,7 @@ private struct HLSPlaylistParser {
             return HLSByteRange(length: length, offset: lastRange.end)
         }
         var pendingRangeText: (Substring, Int)?
+        var gap = false
         for (index, line) in lines.enumerated() {
             let number = index + 1
             if line.isEmpty { continue }
@@ -203,8 +206,8 @@ private struct HLSPlaylistParser {
                 if let range { lastRange = (segmentURL, range.offset + range.length) }
                 segments.append(.init(url: segmentURL, duration: segmentDuration, title: title, sequence: mediaSequence + segments.count,
                                       discontinuitySequence: discontinuitySequence, discontinuity: discontinuity, byteRange: range,
-                                      key: key, map: map, programDateTime: dateTime))
-                duration = nil; title = nil; discontinuity = false; dateTime = nil; pendingRangeText = nil
+                                      key: key, map: map, programDateTime: dateTime, isGap: gap))
+                duration = nil; title = nil; discontinuity = false; dateTime = nil; pendingRangeText = nil; gap = false
                 continue
             }
             guard let colon = line.firstIndex(of: ":") else {
@@ -213,6 +216,7 @@ private struct HLSPlaylistParser {
                 case "#EXT-X-DISCONTINUITY":   // the segments after it have the next discontinuity sequence number
                     discontinuity = true
                     discontinuitySequence += 1
+                case "#EXT-X-GAP": gap = true
                 default: break   // #EXTM3U, #EXT-X-INDEPENDENT-SEGMENTS, comments, unknown tags
                 }
                 continue
