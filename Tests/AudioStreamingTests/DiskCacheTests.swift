@@ -55,6 +55,54 @@ import Glibc
         #expect(secondIsTheFirst, "\(name): the cached play differs")
     }
 
+    /// Class 13 of issue 37: the cache checks what it holds. Bytes flipped in a complete entry's
+    /// data file are found by the block's CRC-32C: with the server up the block is fetched again
+    /// and the play equals the first; with the server gone the play fails naming the block. A
+    /// clean run leaves no `*.json.tmp`.
+    @Test func flippedBytesInTheCacheAreFoundAndFetchedAgain() async throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg") else { print("ffmpeg is not installed: skipped"); return }
+        let name = "long.mp3"
+        let directory = Self.folder(), sources = Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: directory); try? FileManager.default.removeItem(atPath: sources) }
+        let cache = try AudioDiskCache(directory: directory)
+        let body = [UInt8](try Data(contentsOf: URL(fileURLWithPath: try await Self.longMP3(sources))))
+        try #require(body.count > Int(2 * AudioDiskCache.blockSize), "the file spans more than two blocks")
+        let server = try LoopbackServer(files: [name: body], faultyPath: nil)
+        let url = server.url(name)
+        let (first, _) = try await playStream([.url(url, configuration: Self.configuration(cache))])
+        #expect(cache.item(forKey: url)?.isComplete == true)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".tmp") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+        // Flip bytes in the second block.
+        let dataPath = cache.directory.appendingPathComponent(AudioDiskCache.name(url) + ".data").path
+        var data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dataPath)))
+        let at = Int(AudioDiskCache.blockSize) + 1000
+        for i in at..<(at + 16) { data[i] ^= 0xA5 }
+        try Data(data).write(to: URL(fileURLWithPath: dataPath))
+        let requestsBefore = server.requestLog.count
+        let (second, _) = try await playStream([.url(url, configuration: Self.configuration(cache))])
+        #expect(HLSTests.same(second.samples, first.samples), "the damaged block was played")
+        #expect(server.requestLog.count > requestsBefore, "the damaged block was not fetched again")
+        // Damage again, with the server gone: a clear error, not garbage.
+        let (third, _) = try await playStream([.url(url, configuration: Self.configuration(cache))])
+        #expect(HLSTests.same(third.samples, first.samples))
+        data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dataPath)))
+        for i in at..<(at + 16) { data[i] ^= 0x5A }
+        try Data(data).write(to: URL(fileURLWithPath: dataPath))
+        server.shutdown()
+        // (AsyncHTTPClient keeps trying a refused connection until the connect timeout.)
+        var gone = Self.configuration(cache)
+        gone.connectTimeout = .milliseconds(300)
+        let (fourth, outcome) = await playStreamToTheEnd([.url(url, configuration: gone)])
+        guard case .failure(let error) = outcome else {
+            Issue.record("a damaged cache with the server gone played \(fourth.samples.count / 2) frames without an error")
+            return
+        }
+        #expect("\(error)".contains("checksum"), "\(error)")
+        #expect(fourth.samples.count < first.samples.count)
+        #expect(Array(fourth.samples.prefix(fourth.samples.count)) == Array(first.samples.prefix(fourth.samples.count)), "what played before the damage is the file's")
+    }
+
     /// 60 s of MP3 (about 960 kB) made by ffmpeg in `directory`.
     static func longMP3(_ directory: String) async throws -> String {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -208,5 +256,30 @@ import Glibc
             #expect(cachedIsTheFirst, "\(folder): \(second.samples.count / 2) frames from the cache")
             #expect(second.events.contains { if case .property("hls-cache", _, _) = $0 { true } else { false } })
         }
+    }
+
+    /// Class 13 for HLS: a cached segment whose bytes changed on disk is fetched again.
+    @Test func aDamagedCachedSegmentIsFetchedAgain() async throws {
+        guard let root = try await HLSTests.presentation() else { return }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let directory = Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = try AudioDiskCache(directory: directory)
+        var configuration = HLSConfiguration()
+        configuration.http.cache = cache
+        let server = try LoopbackServer(files: try HLSFaultTests.files(root, "ts"), faultyPath: nil)
+        defer { server.shutdown() }
+        let url = server.url("ts/index.m3u8")
+        let (first, _) = try await playStream([.hls(url, configuration: configuration)])
+        let segment = server.url("ts/seg001.ts")
+        let dataPath = cache.directory.appendingPathComponent(AudioDiskCache.name(segment) + ".data").path
+        var data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: dataPath)))
+        for i in 2000..<2016 { data[i] ^= 0xA5 }
+        try Data(data).write(to: URL(fileURLWithPath: dataPath))
+        let before = server.requestLog.filter { $0.path == "ts/seg001.ts" }.count
+        let (second, _) = try await playStream([.hls(url, configuration: configuration)])
+        #expect(HLSTests.same(second.samples, first.samples), "the damaged segment was played")
+        #expect(server.requestLog.filter { $0.path == "ts/seg001.ts" }.count == before + 1, "the damaged segment was not fetched again")
+        #expect(second.events.contains { if case .property("cache", let value, _) = $0 { value.contains("checksum") } else { false } })
     }
 }

@@ -21,6 +21,11 @@ import Glibc
 /// at any moment leaves a record that claims nothing that is not on disk. Bytes written after
 /// the last record update are fetched again.
 ///
+/// **Integrity.** Each whole block of 64 KiB held has a CRC-32C in the record, computed when the
+/// block is recorded; every read checks the blocks it touches. A block whose bytes changed on
+/// disk is dropped from the record and the read fails, so the bytes are fetched again from the
+/// server (or, with the server gone, playback fails with an error naming the block).
+///
 /// **Size.** When the bytes held exceed ``capacity``, whole resources are evicted, least recently
 /// used first (never one that is open). The bytes held are tallied in memory, so checking the cap
 /// costs no I/O until it is exceeded.
@@ -43,6 +48,9 @@ public final class AudioDiskCache: @unchecked Sendable {
     }
     private let lock = Lock(Guarded())
 
+    /// The bytes each checksum covers.
+    static let blockSize: Int64 = 64 << 10
+
     /// Opens (creating it if needed) a cache in `directory` of at most `capacity` bytes.
     /// - Throws: the error creating the folder.
     public init(directory: String, capacity: Int64 = 1 << 30, commitInterval: Int64 = 256 << 10) throws {
@@ -64,6 +72,10 @@ public final class AudioDiskCache: @unchecked Sendable {
         var ranges: [[Int64]]
         /// Seconds since 1970 of the last use (for eviction).
         var lastUsed: Double
+        /// The CRC-32C of each whole block held (``AudioDiskCache/blockSize`` bytes; the last one
+        /// to the resource's end), by block index; reads check them. Records written before
+        /// checksums were kept have none.
+        var sums: [String: UInt32]?
 
         var heldBytes: Int64 { ranges.reduce(0) { $0 + $1[1] - $1[0] } }
         var isComplete: Bool { length.map { $0 == 0 || ranges == [[0, $0]] } ?? false }
@@ -306,6 +318,7 @@ public final class AudioDiskCache: @unchecked Sendable {
                 let differs = (!g.record.ranges.isEmpty || !g.unsynced.isEmpty) && Self.differs(old, seen)
                 if differs {
                     g.record.ranges = []
+                    g.record.sums = nil
                     g.unsynced = []
                     g.unsyncedBytes = 0
                 }
@@ -335,20 +348,66 @@ public final class AudioDiskCache: @unchecked Sendable {
         /// `If-Range` for a request of missing bytes: the strongest validator held.
         var ifRange: String? { lock.withLock { g in g.record.etag.flatMap { $0.hasPrefix("W/") ? nil : $0 } ?? g.record.lastModified } }
 
+        /// The bytes of `range` (held), after checking the checksum of every block it touches.
+        /// - Throws: ``AudioDiskCacheError`` when the file cannot be read, or when a block fails
+        ///   its checksum: that block is then dropped from the record (it will be fetched again).
         func read(_ range: Range<Int64>) async throws -> [UInt8] {
             let fd = self.fd, path = dataPath
-            return try await cache.run {
-                var bytes = [UInt8](repeating: 0, count: Int(range.count))
+            let (sums, length) = lock.withLock { g in (g.record.sums ?? [:], g.record.length) }
+            // Widen to the whole blocks that have a checksum, so each can be checked.
+            let size = AudioDiskCache.blockSize
+            let firstBlock = range.lowerBound / size, lastBlock = (range.upperBound - 1) / size
+            let lower = sums[String(firstBlock)] != nil ? firstBlock * size : range.lowerBound
+            let upper = sums[String(lastBlock)] != nil ? min((lastBlock + 1) * size, length ?? Int64.max) : range.upperBound
+            let widened = lower..<max(upper, range.upperBound)
+            let (bytes, bad) = try await cache.run { () throws -> ([UInt8], Int64?) in
+                var bytes = [UInt8](repeating: 0, count: Int(widened.count))
                 let done = try bytes.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) throws in
-                    do throws(SystemError) { return try fd.readAll(into: buffer, at: range.lowerBound) } catch {
+                    do throws(SystemError) { return try fd.readAll(into: buffer, at: widened.lowerBound) } catch {
                         throw AudioDiskCacheError(path: path, error)
                     }
                 }
                 guard done == bytes.count else {
-                    throw AudioDiskCacheError(path: path, message: "the data file ends at byte \(range.lowerBound + Int64(done)), before the \(bytes.count) bytes its record lists at \(range.lowerBound)")
+                    throw AudioDiskCacheError(path: path, message: "the data file ends at byte \(widened.lowerBound + Int64(done)), before the \(bytes.count) bytes its record lists at \(widened.lowerBound)")
                 }
-                return bytes
+                for block in firstBlock...lastBlock {
+                    guard let sum = sums[String(block)] else { continue }
+                    let start = Int(block * size - widened.lowerBound)
+                    let end = min(start + Int(size), bytes.count)
+                    guard start >= 0, end > start else { continue }
+                    let actual = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
+                    if actual != sum { return (bytes, block) }
+                }
+                return (bytes, nil)
             }
+            if let bad {
+                try await drop(block: bad)
+                let start = bad * size
+                throw AudioDiskCacheError(path: path, message: "block \(bad) (bytes \(start)..<\(start + size)) fails its checksum; it was dropped from the cache and will be fetched again")
+            }
+            let from = Int(range.lowerBound - widened.lowerBound)
+            return Array(bytes[from..<(from + Int(range.count))])
+        }
+
+        /// Forgets block `block`: its bytes are no longer held, nor its checksum.
+        private func drop(block: Int64) async throws {
+            let size = AudioDiskCache.blockSize
+            let cut = [block * size, (block + 1) * size]
+            func without(_ ranges: [[Int64]]) -> [[Int64]] {
+                ranges.flatMap { range -> [[Int64]] in
+                    guard range[0] < cut[1], cut[0] < range[1] else { return [range] }
+                    return [[range[0], cut[0]], [cut[1], range[1]]].filter { $0[1] > $0[0] }
+                }
+            }
+            let updated = lock.withLock { g -> Record in
+                g.record.ranges = without(g.record.ranges)
+                g.record.sums?[String(block)] = nil
+                g.unsynced = without(g.unsynced)
+                g.unsyncedBytes = g.unsynced.reduce(0) { $0 + $1[1] - $1[0] }
+                return g.record
+            }
+            let name = self.name, cache = self.cache
+            try await cache.run { try cache.writeRecord(updated, name: name) }
         }
 
         /// Writes bytes of the resource at `offset`; every ``AudioDiskCache/commitInterval``
@@ -381,18 +440,52 @@ public final class AudioDiskCache: @unchecked Sendable {
                 return (g.unsynced, next)
             }
             let fd = self.fd, name = self.name, cache = self.cache
-            try await cache.run {
+            let sums = try await cache.run { () throws -> [String: UInt32] in
                 // The bytes reach the disk before the record claims them.
                 if !adding.isEmpty { _ = try? valueOrErrno("fdatasync") { fdatasync(fd.rawValue) } }
-                try cache.writeRecord(updated, name: name)
+                var record = updated
+                record.sums = Self.sums(of: record, reading: fd)
+                try cache.writeRecord(record, name: name)
+                return record.sums ?? [:]
             }
             lock.withLock { g in
                 g.record.ranges = Self.merged(g.record.ranges + adding)
                 g.record.lastUsed = updated.lastUsed
+                // Blocks dropped meanwhile keep no checksum.
+                g.record.sums = sums.filter { key, _ in
+                    guard let block = Int64(key) else { return false }
+                    let start = block * AudioDiskCache.blockSize
+                    return g.record.ranges.contains { $0[0] <= start && start < $0[1] }
+                }
                 let held = g.record.ranges
                 g.unsynced = g.unsynced.filter { range in !held.contains { $0[0] <= range[0] && range[1] <= $0[1] } }
                 g.unsyncedBytes = g.unsynced.reduce(0) { $0 + $1[1] - $1[0] }
             }
+        }
+
+        /// The record's checksums, with one added for each whole block its ranges now hold (the
+        /// last block is whole when it reaches the resource's end), read back from the data file.
+        static func sums(of record: Record, reading fd: FileDescriptor) -> [String: UInt32] {
+            var sums = record.sums ?? [:]
+            let size = AudioDiskCache.blockSize
+            var block = [UInt8](repeating: 0, count: Int(size))
+            for range in record.ranges {
+                var index = (range[0] + size - 1) / size
+                while true {
+                    let start = index * size
+                    let end = min(start + size, record.length ?? Int64.max)
+                    guard end > start, end <= range[1], end - start == size || end == record.length else { break }
+                    if sums[String(index)] == nil {
+                        let count = Int(end - start)
+                        let read = block.withUnsafeMutableBytes { buffer -> Int? in
+                            try? fd.readAll(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: start)
+                        }
+                        if read == count { sums[String(index)] = block.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<count])) } }
+                    }
+                    index += 1
+                }
+            }
+            return sums
         }
 
         static func merged(_ ranges: [[Int64]]) -> [[Int64]] {

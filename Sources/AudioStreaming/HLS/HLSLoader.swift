@@ -493,7 +493,15 @@ final class HLSLoader: @unchecked Sendable {
         if let entry, let held = entry.held(containing: 0) {
             let length = entry.snapshot.length
             while received < held.upperBound {
-                let piece = try await entry.read(received..<min(held.upperBound, received + (256 << 10)))
+                let piece: [UInt8]
+                do {
+                    piece = try await entry.read(received..<min(held.upperBound, received + (256 << 10)))
+                } catch let error as AudioDiskCacheError {
+                    // A block that fails its checksum (or a file that cannot be read): the rest
+                    // of the segment comes from the server.
+                    report(.property(name: "cache", value: "the disk cache failed (\(error)); fetching without it"))
+                    break
+                }
                 received += Int64(piece.count)
                 fromCache = true
                 let plain = try decryptor.map { try $0.decrypt(piece) } ?? piece

@@ -335,7 +335,8 @@ final class HTTPFetcher: @unchecked Sendable {
                 }
                 failures += 1
                 if failures > configuration.maximumReconnects {
-                    let message = "\(failure.message); gave up after \(configuration.maximumReconnects) reconnects"
+                    var message = "\(failure.message); gave up after \(configuration.maximumReconnects) reconnects"
+                    if let why = cacheFailure.withLock({ $0 }) { message += " (the disk cache could not supply the bytes: \(why))" }
                     _ = await channel.push(.failure(HTTPStreamError(url: url, byteOffset: offset, message: message)), generation: generation)
                     return
                 }
@@ -370,8 +371,13 @@ final class HTTPFetcher: @unchecked Sendable {
     /// property, once.
     private func bypassCache(_ why: String?) {
         let first = cacheBypassed.withLock { bypassed -> Bool in defer { bypassed = true }; return !bypassed }
-        if first, let why { report(.property(name: "cache", value: "the disk cache failed (\(why)); fetching without it")) }
+        if first, let why {
+            cacheFailure.withLock { $0 = why }
+            report(.property(name: "cache", value: "the disk cache failed (\(why)); fetching without it"))
+        }
     }
+    /// Why the cache was bypassed, for the message of a fetch that then fails too.
+    private let cacheFailure = Lock<String?>(nil)
     /// Bytes were delivered from the cache: a validator change from now on is an error.
     private let deliveredFromCache = Lock(false)
 
