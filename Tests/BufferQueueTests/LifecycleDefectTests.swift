@@ -359,3 +359,45 @@ import Testing
         #expect(failures.isEmpty, "\(failures.prefix(5))")
     }
 }
+
+/// Class 18 of issue 37: `stop(immediately: false)` (or an asynchronous dispose) followed by a
+/// `prime()` completes on an unpaced sink: what prime decodes on the caller's thread (the
+/// end-of-stream marker among it) wakes the sink as the worker's decoding does.
+@Suite struct PrimeAfterAsynchronousStopTests {
+    @Test func anAsynchronousStopThenPrimeCompletes() async throws {
+        let format = AudioStreamDescription.float32(sampleRate: 48000, channels: 2)
+        let failures: [String] = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var failures: [String] = []
+                do {
+                    for round in 0..<300 {
+                        let queue = try AudioQueue(format: format, configuration: .init(sink: NullSink(pacing: .unpaced)))
+                        for _ in 0..<3 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 480, channels: 2, offset: 1))) }
+                        try queue.start()
+                        try queue.stop(immediately: false)
+                        _ = try queue.prime()
+                        if !queue.waitWhileStopping(until: .now() + 3, unless: { false }) {
+                            failures.append("round \(round): still stopping after 3 s")
+                        }
+                        if round % 2 == 0 {
+                            // The same with an asynchronous disposal.
+                            let other = try AudioQueue(format: format, configuration: .init(sink: NullSink(pacing: .unpaced)))
+                            try other.enqueue(try other.makeBuffer(ramp(frames: 480, channels: 2, offset: 1)))
+                            try other.start()
+                            other.dispose(immediately: false)
+                            _ = try? other.prime()
+                            if !other.waitWhileStopping(until: .now() + 3, unless: { false }) {
+                                failures.append("round \(round): the disposal still pending after 3 s")
+                            }
+                        }
+                        queue.dispose(immediately: true)
+                    }
+                } catch {
+                    failures.append("\(error)")
+                }
+                continuation.resume(returning: failures)
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.prefix(5))")
+    }
+}

@@ -18,12 +18,15 @@ extension AudioQueue {
     public func prime(frames: Int = 0) throws -> Int {
         try checkNotDisposed()
         guard frames >= 0 else { throw AudioQueueError(.invalidParameter, "cannot prime \(frames) frames") }
-        let (ready, failure) = pipeline.withLock { producer -> (Int, AudioQueueError?) in
+        let (ready, failure, wrote) = pipeline.withLock { producer -> (Int, AudioQueueError?, Bool) in
             let channels = max(producer.ringFormat.channelsPerFrame, 1)
-            producer.pump(readySamples: frames > 0 ? frames * channels : nil, next: takeEntry)
+            let wrote = producer.pump(readySamples: frames > 0 ? frames * channels : nil, next: takeEntry)
             flushOutbox(producer)
-            return (stage.ring.readable / max(producer.ringFormat.channelsPerFrame, 1), producer.decoderFailure)
+            return (stage.ring.readable / max(producer.ringFormat.channelsPerFrame, 1), producer.decoderFailure, wrote)
         }
+        // What prime wrote (frames, or the end-of-stream marker of an asynchronous stop) must
+        // reach a sink that waits to be told, as the worker's writes do.
+        if wrote { sink.sourceHasData() }
         if ready == 0, let failure { throw failure }
         return ready
     }
