@@ -401,3 +401,32 @@ import Testing
         #expect(failures.isEmpty, "\(failures.prefix(5))")
     }
 }
+
+/// Class 20 of issue 37: `prime()` never reports more than `decodeBufferFrames` ready (a mono
+/// queue's ring holds twice that), nor more than was scheduled.
+@Suite struct PrimeBoundTests {
+    @Test(arguments: [1, 2])
+    func primeStaysWithinTheDecodeBufferAndWhatWasScheduled(_ channels: Int) throws {
+        let format = AudioStreamDescription.float32(sampleRate: 48000, channels: channels)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: NullSink(pacing: .unpaced), decodeBufferFrames: 1024))
+        defer { queue.dispose(immediately: true) }
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 155, channels: channels, offset: 1)))
+        #expect(try queue.prime() == 155)
+        try queue.reset()
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 155, channels: channels, offset: 1)))
+        #expect(try queue.prime() == 155)
+        for _ in 0..<20 { try queue.enqueue(try queue.makeBuffer(ramp(frames: 155, channels: channels, offset: 1))) }
+        #expect(try queue.prime() == 1024)
+        #expect(try queue.prime(frames: 5000) == 1024)
+        // What prime left behind plays in order after what it prepared: the queue renders every frame.
+        try queue.setOfflineRenderFormat(format)
+        var scratch = [Float](repeating: 0, count: 4096 * channels)
+        var rendered = 0
+        while true {
+            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 4096) }
+            if n == 0 { break }
+            rendered += n
+        }
+        #expect(rendered == 21 * 155)
+    }
+}

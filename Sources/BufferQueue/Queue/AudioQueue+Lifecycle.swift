@@ -9,7 +9,8 @@ extension AudioQueue {
     ///
     /// - Parameter frames: frames wanted ready; 0 means as many as the decode buffer holds. It
     ///   decodes whole packets (PCM in chunks of up to 4096 frames), so it may prepare a little
-    ///   more than asked; never more than ``decodeBufferFrames``.
+    ///   more than asked; never more than ``decodeBufferFrames`` (the ring behind it may be larger:
+    ///   it is rounded up, and a mono one holds twice as many frames).
     /// - Returns: the frames ready to play.
     /// - Throws: ``AudioQueueError/Code/codecNotFound`` when no decoder could be made for the stream,
     ///   ``AudioQueueError/Code/disposalPending``, ``AudioQueueError/Code/invalidParameter`` for a
@@ -20,7 +21,11 @@ extension AudioQueue {
         guard frames >= 0 else { throw AudioQueueError(.invalidParameter, "cannot prime \(frames) frames") }
         let (ready, failure, wrote) = pipeline.withLock { producer -> (Int, AudioQueueError?, Bool) in
             let channels = max(producer.ringFormat.channelsPerFrame, 1)
-            let wrote = producer.pump(readySamples: frames > 0 ? frames * channels : nil, next: takeEntry)
+            // Never more than the decode buffer, though the ring may hold more.
+            let limit = decodeBufferFrames * channels
+            producer.fillLimit = limit
+            defer { producer.fillLimit = nil }
+            let wrote = producer.pump(readySamples: frames > 0 ? min(frames * channels, limit) : nil, next: takeEntry)
             flushOutbox(producer)
             return (stage.ring.readable / max(producer.ringFormat.channelsPerFrame, 1), producer.decoderFailure, wrote)
         }

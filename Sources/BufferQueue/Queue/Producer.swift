@@ -109,6 +109,16 @@ final class Producer {
 
     /// Frames of PCM decoded per step, so that one huge buffer does not stall the ring.
     private let pcmChunkFrames = 4096
+    /// While set (by ``AudioQueue/prime(frames:)``), the most samples the ring may hold: the
+    /// decode buffer's size, where the ring itself may be larger (it is rounded up, and holds
+    /// two channels' worth for mono).
+    @exclusivity(unchecked) var fillLimit: Int?
+    /// Samples the ring takes now, within ``fillLimit``.
+    private var room: Int {
+        let writable = stage.ring.writable
+        guard let fillLimit else { return writable }
+        return max(min(writable, fillLimit - stage.ring.readable), 0)
+    }
 
     init(format: AudioStreamDescription, registry: AudioDecoderRegistry, stage: RenderStage) {
         self.format = format
@@ -299,10 +309,10 @@ final class Producer {
         guard let allowed = directFrames() else { return .notDirect }
         let channels = max(ringFormat.channelsPerFrame, 1)
         let packetSamples = max(format.framesPerPacket, 1) * channels
-        if stage.ring.writable < packetSamples { return waitForRoom ? .noRoom : .notDirect }
-        let room = stage.ring.contiguousWritable(upTo: min(pcmChunkFrames, allowed) * channels)
-        guard room.count >= packetSamples, let destination = room.baseAddress else { return .notDirect }
-        let written = convertDirect(frames: room.count / channels, into: destination)
+        if room < packetSamples { return waitForRoom ? .noRoom : .notDirect }
+        let space = stage.ring.contiguousWritable(upTo: min(min(pcmChunkFrames, allowed) * channels, room / channels * channels))
+        guard space.count >= packetSamples, let destination = space.baseAddress else { return .notDirect }
+        let written = convertDirect(frames: space.count / channels, into: destination)
         stage.ring.commitWrite(count: written * channels)
         return .wrote
     }
@@ -452,7 +462,7 @@ final class Producer {
             }
             if !account.started {
                 if let start = account.startTime, start > writeTimeline {
-                    let gap = min(start - writeTimeline, stage.ring.writable / channels)
+                    let gap = min(start - writeTimeline, room / channels)
                     if gap == 0 { return (wrote, true) }
                     stage.ring.writeZeros(count: gap * channels)
                     writeTimeline += gap
@@ -508,7 +518,7 @@ final class Producer {
 
     /// Writes up to `frames` staged frames; returns how many the ring took.
     private func write(frames: Int, channels: Int) -> Int {
-        let count = min(frames, stage.ring.writable / channels)
+        let count = min(frames, room / channels)
         guard count > 0 else { return 0 }
         stage.ring.write(staging.samples + stagingRead, count: count * channels)
         stagingRead += count * channels
