@@ -430,3 +430,28 @@ import Testing
         #expect(rendered == 21 * 155)
     }
 }
+
+/// Class 21 of issue 37: a buffer trimmed to nothing but given a start time ahead still holds its
+/// place: the silence up to its start time, which the enqueue reported scheduled, is rendered.
+@Suite struct EmptyScheduledBufferTests {
+    @Test func aBufferTrimmedToNothingAtAStartTimeRendersTheSilenceBeforeIt() throws {
+        let format = AudioStreamDescription.float32(sampleRate: 48000, channels: 2)
+        let queue = try AudioQueue(format: format, configuration: .init(sink: NullSink(pacing: .unpaced)))
+        defer { queue.dispose(immediately: true) }
+        try queue.enqueue(try queue.makeBuffer(ramp(frames: 100, channels: 2, offset: 1)))
+        let at = try queue.enqueue(try queue.makeBuffer(ramp(frames: 64, channels: 2, offset: 7)), trimFramesAtStart: 64, startTime: 2967)
+        #expect(at == 2967)
+        try queue.setOfflineRenderFormat(format)
+        try queue.flush()
+        var scratch = [Float](repeating: 0, count: 4096 * 2)
+        var out: [Float] = []
+        while true {
+            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 1000) }
+            if n == 0 { break }
+            out += scratch[0..<(n * 2)]
+        }
+        #expect(out.count / 2 == 2967, "\(out.count / 2) frames rendered")
+        #expect(Array(out.prefix(200)) == ramp(frames: 100, channels: 2, offset: 1))
+        #expect(out.dropFirst(200).allSatisfy { $0 == 0 })
+    }
+}

@@ -297,7 +297,8 @@ public final class AudioQueue: Sendable {
     ///   - parameters: volume, pan and play rate that take effect when this buffer starts to play
     ///     and stay (a play rate needs time-pitch on: ``setTimePitch(_:)``).
     ///   - startTime: the timeline frame at which the first untrimmed frame plays; a gap before it
-    ///     plays silence. `nil`: right after the previous buffer.
+    ///     plays silence, also when the trims leave the buffer no frame (the timeline then reaches
+    ///     `startTime` in silence). `nil`: right after the previous buffer.
     /// - Returns: the timeline frame at which the buffer's first untrimmed frame will play. For
     ///   compressed formats this assumes the packets decode to the frames the format declares.
     /// - Throws: ``AudioQueueError`` with ``AudioQueueError/Code/bufferEmpty``,

@@ -422,8 +422,17 @@ final class Producer {
             var end = staging.sampleCount
             if let change = staging.formatChanges.first { end = min(end, change.sampleOffset) }
             let unread = max(end - stagingRead, 0) / channels
-            // An account whose frames are all seen is done.
+            // An account whose frames are all seen is done. One that kept none still holds its
+            // place on the timeline: the silence up to its start time was scheduled, and plays.
             if let account = accounts.first, let total = total(account), account.consumed >= total {
+                if !account.started, let start = account.startTime, start > writeTimeline {
+                    let gap = min(start - writeTimeline, room / channels)
+                    if gap == 0 { return (wrote, true) }
+                    stage.ring.writeZeros(count: gap * channels)
+                    writeTimeline += gap
+                    wrote = true
+                    continue
+                }
                 finishAccount()
                 wrote = true
                 continue
