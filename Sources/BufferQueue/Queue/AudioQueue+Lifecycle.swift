@@ -21,10 +21,8 @@ extension AudioQueue {
         guard frames >= 0 else { throw AudioQueueError(.invalidParameter, "cannot prime \(frames) frames") }
         let (ready, failure, wrote) = pipeline.withLock { producer -> (Int, AudioQueueError?, Bool) in
             let channels = max(producer.ringFormat.channelsPerFrame, 1)
-            // Never more than the decode buffer, though the ring may hold more.
+            // Never more than the decode buffer (the producer keeps to it), though the ring may hold more.
             let limit = decodeBufferFrames * channels
-            producer.fillLimit = limit
-            defer { producer.fillLimit = nil }
             let wrote = producer.pump(readySamples: frames > 0 ? min(frames * channels, limit) : nil, next: takeEntry)
             flushOutbox(producer)
             return (stage.ring.readable / max(producer.ringFormat.channelsPerFrame, 1), producer.decoderFailure, wrote)
@@ -321,6 +319,11 @@ extension AudioQueue {
             let timeline = returnBuffers ? stage.timelineFrames.load(ordering: .acquiring) : 0
             let interrupted = producer.discard(timelineContinuesAt: timeline)
             stage.withExclusiveAccess { _ = stage.applyDiscardIfNeeded() }
+            // An end of stream the render path reached before the discard, not yet acted on,
+            // belongs to what was discarded: left, it would end a later asynchronous stop before
+            // that stop's own end is rendered.
+            takeRenderEvents()
+            takenRenderEvents.withLock { $0.endsOfStream = 0 }
             let pending = input.withLock { input -> [AudioQueueBuffer] in
                 input.scheduledEnd = timeline
                 input.refusal = returnBuffers ? nil : AudioQueueError(.disposalPending, "the queue has been disposed of")
@@ -382,8 +385,10 @@ extension AudioQueue {
     func handleRenderSignals(offline: Bool = false) {
         reportConverterShortfall(always: offline)
         takeRenderEvents()
+        // Ends of stream are only peeked here: they are taken under the serial lock below, where
+        // a discard (which holds that lock) cannot come between taking one and acting on it.
         let (underruns, ends) = takenRenderEvents.withLock { taken -> (Int, Int) in
-            defer { taken.underruns = 0; taken.endsOfStream = 0 }
+            defer { taken.underruns = 0 }
             return (taken.underruns, taken.endsOfStream)
         }
         for _ in 0..<underruns { delivery.deliver(.underrun) }
@@ -400,7 +405,11 @@ extension AudioQueue {
             // running before the new start had rendered or been heard.
             if observe && playbackBegan() { actions += lifecycle.playbackObserved() }
             if formatPending { actions += lifecycle.formatChangeReached() }
-            if endReached { actions += lifecycle.endRendered(heard: heard) }
+            let endTaken = takenRenderEvents.withLock { taken -> Bool in
+                defer { taken.endsOfStream = 0 }
+                return taken.endsOfStream > 0
+            }
+            if endTaken { actions += lifecycle.endRendered(heard: heard) }
             return actions
         }
     }

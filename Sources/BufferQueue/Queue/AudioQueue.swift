@@ -227,7 +227,8 @@ public final class AudioQueue: Sendable {
                                 timePitchEngines: configuration.timePitchRegistry)
         self.stage = stage
         control = Lock(Control(channelLayout: .default(channels: format.channelsPerFrame)))
-        pipeline = Lock(Producer(format: format, registry: configuration.decoderRegistry, stage: stage))
+        pipeline = Lock(Producer(format: format, registry: configuration.decoderRegistry, stage: stage,
+                                       decodeBufferFrames: configuration.decodeBufferFrames))
         workQueue = DispatchQueue(label: "BufferQueue.worker")
         wake = WakeSignal(queue: workQueue)
         let weakBox = WeakQueue()

@@ -109,18 +109,17 @@ final class Producer {
 
     /// Frames of PCM decoded per step, so that one huge buffer does not stall the ring.
     private let pcmChunkFrames = 4096
-    /// While set (by ``AudioQueue/prime(frames:)``), the most samples the ring may hold: the
-    /// decode buffer's size, where the ring itself may be larger (it is rounded up, and holds
-    /// two channels' worth for mono).
-    @exclusivity(unchecked) var fillLimit: Int?
-    /// Samples the ring takes now, within ``fillLimit``.
+    /// The most frames decoded ahead (``AudioQueue/decodeBufferFrames``): the ring behind them
+    /// may be larger (it is rounded up, and holds two channels' worth for mono).
+    let decodeBufferFrames: Int
+    /// Samples the ring takes now, within ``decodeBufferFrames``.
     private var room: Int {
-        let writable = stage.ring.writable
-        guard let fillLimit else { return writable }
-        return max(min(writable, fillLimit - stage.ring.readable), 0)
+        let limit = decodeBufferFrames * max(ringFormat.channelsPerFrame, 1)
+        return max(min(stage.ring.writable, limit - stage.ring.readable), 0)
     }
 
-    init(format: AudioStreamDescription, registry: AudioDecoderRegistry, stage: RenderStage) {
+    init(format: AudioStreamDescription, registry: AudioDecoderRegistry, stage: RenderStage, decodeBufferFrames: Int) {
+        self.decodeBufferFrames = decodeBufferFrames
         self.format = format
         self.registry = registry
         self.stage = stage
