@@ -89,3 +89,57 @@ struct ImplicitHEAACInfoTests {
         #expect(seconds > 1.9 && seconds < 2.3, "\(seconds) s")
     }
 }
+
+/// Class 9a of issue 37: a file of one Layer III frame followed by a tag (APE with or without its
+/// header, ID3v1 after an APE tag, an appended ID3v2) is MPEG audio with that one frame.
+@Suite struct OneFrameWithTagsTests {
+    /// The first audio frame (after the Info frame) of a LAME CBR fixture.
+    static func oneFrame() throws -> [UInt8] {
+        let bytes = try load(Paths.projectFixtures.appendingPathComponent("lame-cbr128-44k-stereo.mp3"))
+        var at = 0
+        if bytes.starts(with: Array("ID3".utf8)) {
+            at = 10 + (Int(bytes[6]) << 21 | Int(bytes[7]) << 14 | Int(bytes[8]) << 7 | Int(bytes[9]))
+        }
+        var frames: [[UInt8]] = []
+        while frames.count < 2 {
+            let rates = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320]
+            let length = 144 * rates[Int(bytes[at + 2] >> 4)] * 1000 / 44100 + Int(bytes[at + 2] >> 1 & 1)
+            frames.append(Array(bytes[at..<(at + length)]))
+            at += length
+        }
+        return frames[1]
+    }
+
+    static func le32(_ value: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+
+    /// An APE tag with one item, with or without its header.
+    static func ape(header: Bool) -> [UInt8] {
+        let items = le32(5) + le32(0) + Array("Title".utf8) + [0] + Array("Hello".utf8)
+        let size = items.count + 32
+        func block(_ isHeader: Bool) -> [UInt8] {
+            Array("APETAGEX".utf8) + le32(2000) + le32(size) + le32(1) + le32(isHeader ? 0xA000_0000 : 0x8000_0000) + [UInt8](repeating: 0, count: 8)
+        }
+        return (header ? block(true) : []) + items + block(false)
+    }
+
+    @Test(arguments: ["APE", "APE without header", "APE without header, ID3v1", "ID3v1", "ID3v2"])
+    func oneFrameAndATagIsMPEGAudio(_ tags: String) throws {
+        let id3v1 = Array("TAG".utf8) + [UInt8](repeating: 0x20, count: 125)
+        let id3v2 = Array("ID3".utf8) + [4, 0, 0, 0, 0, 0, 10] + Array("TIT2".utf8) + [0, 0, 0, 0, 0, 0]
+        let after: [UInt8]
+        switch tags {
+        case "APE": after = Self.ape(header: true)
+        case "APE without header": after = Self.ape(header: false)
+        case "APE without header, ID3v1": after = Self.ape(header: false) + id3v1
+        case "ID3v1": after = id3v1
+        default: after = id3v2
+        }
+        let frame = try Self.oneFrame()
+        for chunks in [[1], [7], [4096]] {
+            let result = trace(frame + after, chunks: chunks)
+            #expect(result.error == nil, "\(tags), chunks \(chunks): \(result.error ?? "")")
+            #expect(result.packets.map(\.bytes) == [Array(frame[4...])] || result.packets.map(\.bytes) == [frame],
+                    "\(tags), chunks \(chunks): \(result.packets.count) packets")
+        }
+    }
+}
