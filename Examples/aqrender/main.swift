@@ -83,7 +83,7 @@ struct AQRender: ParsableCommand {
         } catch {
             fail("\(input): \(error)")
         }
-        let writer = makeWriter(renderer.outputFormat)
+        let writer = makeWriter(renderer.outputFormat, layout: file.channelLayout)
         let channels = renderer.outputFormat.channelsPerFrame
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
         var scratch = [Float](repeating: 0, count: 8192 * channels)
@@ -112,7 +112,7 @@ struct AQRender: ParsableCommand {
     func renderConcurrently(_ file: AudioFile) {
         let renderer: ConcurrentFileRenderer
         do { renderer = try ConcurrentFileRenderer(file: file, jobs: jobs) } catch { fail("\(input): \(error)") }
-        let writer = makeWriter(renderer.outputFormat)
+        let writer = makeWriter(renderer.outputFormat, layout: file.channelLayout)
         guard writer.canWriteAtPositions else { fail("cannot write \(output) at positions: it cannot seek") }
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
         var failure: String?
@@ -139,9 +139,12 @@ struct AQRender: ParsableCommand {
         finish(file, failure: failure, frames: frames, converterError: renderer.lastConverterError)
     }
 
-    func makeWriter(_ format: AudioStreamDescription) -> WAVFileWriter {
+    /// The WAV for `format`; `layout` (the file's channels, when they reach the output unmixed)
+    /// puts multichannel audio in WAVE's order with a channel mask.
+    func makeWriter(_ format: AudioStreamDescription, layout: AudioChannelLayout?) -> WAVFileWriter {
         do {
-            return try WAVFileWriter(path: output, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame, float: self.format == .f32)
+            return try WAVFileWriter(path: output, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame, float: self.format == .f32,
+                                     channelLayout: layout?.channelCount == format.channelsPerFrame ? layout : nil)
         } catch {
             fail("\(error)")
         }

@@ -220,3 +220,60 @@ import TestSupport
         }
     }
 }
+
+/// Class 9b of issue 37: multichannel audio lands in the right speakers. A 5.1 source with a
+/// different tone in each channel, encoded by ffmpeg to ALAC and AAC: `aqrender` writes a WAV in
+/// WAVE's order (L R C LFE Ls Rs) with a channel mask, where the decoders give C L R Ls Rs LFE.
+@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: ConcurrentRenderTests.aqrender) && Where.tool("ffmpeg") != nil,
+                "aqrender is not built beside the tests, or ffmpeg is missing"))
+struct MultichannelOrderTests {
+    /// Each channel's strongest tone among 300, 500 … 1300 Hz (Goertzel over 4000 frames).
+    static func tones(_ samples: [Float], channels: Int) -> [Int] {
+        (0..<channels).map { channel in
+            let x = stride(from: 4000, to: 8000, by: 1).map { Double(samples[$0 * channels + channel]) }
+            return stride(from: 300, through: 1300, by: 200).max { a, b in
+                func power(_ f: Int) -> Double {
+                    var re = 0.0, im = 0.0
+                    for (i, v) in x.enumerated() { re += v * cos(2 * .pi * Double(f) * Double(i) / 48000); im += v * sin(2 * .pi * Double(f) * Double(i) / 48000) }
+                    return re * re + im * im
+                }
+                return power(a) < power(b)
+            } ?? 0
+        }
+    }
+
+    @Test(arguments: ["alac", "aac"])
+    func fivePointOneIsWrittenInWAVEOrder(_ codec: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("order-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let ffmpeg = try #require(Where.tool("ffmpeg"))
+        // FL FR FC LFE BL BR: 300, 500, 700, 900, 1100, 1300 Hz.
+        let source = "aevalsrc=0.3*sin(2*PI*300*t)|0.3*sin(2*PI*500*t)|0.3*sin(2*PI*700*t)|0.3*sin(2*PI*900*t)|0.3*sin(2*PI*1100*t)|0.3*sin(2*PI*1300*t):s=48000:d=1:c=5.1"
+        let encoded = directory + "/in.m4a", output = directory + "/out.wav"
+        _ = try await run(ffmpeg, ["-v", "error", "-f", "lavfi", "-i", source, "-c:a", codec] + (codec == "aac" ? ["-b:a", "384k"] : []) + [encoded])
+        let result = try await runTool(ConcurrentRenderTests.aqrender, [encoded, output])
+        try #require(result.status == 0, "aqrender exited with \(result.status)")
+        let file = try AudioFile(path: output)
+        #expect(file.channelLayout == AudioChannelLayout(waveChannelMask: 0x3F, channels: 6), "\(String(describing: file.channelLayout))")
+        let ours = try await rendered(output).samples
+        let reference = try await ffmpegFloats(encoded)   // ffmpeg's order is WAVE's
+        if codec == "alac" {
+            #expect(ours == reference, "lossless: the samples of ffmpeg's decode, channel for channel")
+        } else {
+            // AAC's LFE channel is low-passed: its 900 Hz tone is gone.
+            let tones = Self.tones(ours, channels: 6)
+            #expect(tones[0..<3] == [300, 500, 700] && tones[4...] == [1100, 1300], "\(tones)")
+            #expect(Self.tones(reference, channels: 6) == tones)
+        }
+        // ffprobe reads the mask as 5.1.
+        let probe = try await run(try #require(Where.tool("ffprobe")), ["-v", "error", "-show_entries", "stream=channel_layout", "-of", "csv=p=0", output])
+        #expect(String(decoding: probe, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "5.1")
+    }
+}
+
+/// ffmpeg's interleaved float decode of a file.
+func ffmpegFloats(_ path: String) async throws -> [Float] {
+    let data = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", path, "-f", "f32le", "-acodec", "pcm_f32le", "-"])
+    return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+}

@@ -163,11 +163,12 @@ final class RIFFParser: ContainerParser, PacketLocating {
             let bits = Int(try r.u16le("the bits per sample"))
             let extraSize = r.remaining >= 2 ? Int(try r.u16le()) : 0
             var extra = r.remaining >= 2 ? Int(try r.u16le()) : nil   // IMA ADPCM: samples per block
+            var waveMask: UInt32?
             if code == 0xFFFE {
                 guard extraSize >= 22 else {
                     throw AudioFileStreamError(.invalidData, type, start, "WAVE_FORMAT_EXTENSIBLE needs 22 extra bytes; the chunk has \(extraSize)")
                 }
-                try r.skip(4, "the channel mask")
+                waveMask = try r.u32le("the channel mask")
                 code = try r.u16le("the extensible sub-format")
                 extra = nil
             }
@@ -195,6 +196,8 @@ final class RIFFParser: ContainerParser, PacketLocating {
                 throw AudioFileStreamError(.unsupportedDataFormat, type, start,
                     "WAV format code \(code) is not supported (PCM 1, IEEE float 3, A-law 6, µ-law 7, IMA ADPCM 0x11 are)")
             }
+            // WAVE's channel order: the mask's speakers in bit order, else its default for the count.
+            out.channelLayout = waveMask.flatMap { AudioChannelLayout(waveChannelMask: $0, channels: channels) } ?? .wave(channels: channels)
         } else {
             let channels = Int(try r.u16be("the channel count"))
             let frames = Int64(try r.u32be("the frame count"))

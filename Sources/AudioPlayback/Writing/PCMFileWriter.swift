@@ -37,6 +37,8 @@ public final class PCMFileWriter: @unchecked Sendable {
     public let path: String
     public let format: AudioStreamDescription
     public let container: Container
+    /// The WAVE_FORMAT_EXTENSIBLE channel mask a WAV's header carries (nil: a plain header).
+    public let channelMask: UInt32?
     /// Frames written so far: appended (a block not yet on disk included), or for positional
     /// writes up to the furthest frame written or what ``truncate(toFrames:)`` set.
     public var framesWritten: Int64 {
@@ -62,9 +64,11 @@ public final class PCMFileWriter: @unchecked Sendable {
     /// length set by `truncate`.
     private let positional = Lock((headerWritten: false, end: Int64(0), length: Int64?.none))
 
+    /// - Parameter channelMask: for a WAV, the speakers of its channels (WAVE_FORMAT_EXTENSIBLE;
+    ///   the frames must be in WAVE's order, the mask's bits from the lowest). Ignored for CAF.
     /// - Throws: ``AudioFileWriterError`` when the file cannot be created or the format is not
     ///   interleaved little-endian linear PCM.
-    public init(path: String, format: AudioStreamDescription, container: Container? = nil) throws {
+    public init(path: String, format: AudioStreamDescription, container: Container? = nil, channelMask: UInt32? = nil) throws {
         let layout = try? PCMSampleLayout(format)
         guard let layout, !format.formatFlags.contains(.isBigEndian) else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "only interleaved little-endian linear PCM is written, not \(format)")
@@ -87,7 +91,8 @@ public final class PCMFileWriter: @unchecked Sendable {
             throw AudioFileWriterError(.cannotCreate, path: path, underlying: error, "cannot create the file")
         }
         let canSeek = lseek(descriptor.rawValue, 0, SEEK_CUR) >= 0
-        let header = Self.header(format: format, container: container, dataBytes: nil, streaming: !canSeek)
+        let mask = container == .wav ? channelMask : nil
+        let header = Self.header(format: format, container: container, dataBytes: nil, streaming: !canSeek, channelMask: mask)
         do throws(SystemError) {
             if try descriptor.status().st_mode & S_IFMT == S_IFREG { try descriptor.truncate(to: Int64(header.count)) }
         } catch {
@@ -97,6 +102,7 @@ public final class PCMFileWriter: @unchecked Sendable {
         self.path = path
         self.format = format
         self.container = container
+        self.channelMask = mask
         self.descriptor = descriptor
         canWriteAtPositions = canSeek
         block = UnsafeMutableRawPointer.allocate(byteCount: Self.blockSize + Self.slack, alignment: 4096)
@@ -242,7 +248,7 @@ public final class PCMFileWriter: @unchecked Sendable {
             if filled > 0 { try writeOut(filled) }
         }
         if canWriteAtPositions {
-            let header = Self.header(format: format, container: container, dataBytes: dataBytes, streaming: false)
+            let header = Self.header(format: format, container: container, dataBytes: dataBytes, streaming: false, channelMask: channelMask)
             try header.withUnsafeBytes { bytes in
                 guard let base = bytes.baseAddress else { return }
                 try writeAll(base, count: bytes.count, at: 0)
@@ -252,7 +258,8 @@ public final class PCMFileWriter: @unchecked Sendable {
 
     /// The header: sizes filled in, unknown (`dataBytes` nil) or, for an output that cannot seek,
     /// streaming.
-    private static func header(format: AudioStreamDescription, container: Container, dataBytes: Int64?, streaming: Bool) -> [UInt8] {
+    private static func header(format: AudioStreamDescription, container: Container, dataBytes: Int64?, streaming: Bool,
+                               channelMask: UInt32?) -> [UInt8] {
         var header: [UInt8] = []
         func le32(_ value: Int64) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).littleEndian) { header += $0 } }
         func le16(_ value: Int) { withUnsafeBytes(of: UInt16(truncatingIfNeeded: value).littleEndian) { header += $0 } }
@@ -261,6 +268,18 @@ public final class PCMFileWriter: @unchecked Sendable {
         let isFloat = format.formatFlags.contains(.isFloat)
         let bytesPerSample = format.bytesPerFrame / format.channelsPerFrame
         switch container {
+        case .wav where channelMask != nil:
+            // WAVE_FORMAT_EXTENSIBLE: the speakers of the channels.
+            let fmtSize: Int64 = 40
+            let riffSize: Int64 = streaming ? 0xFFFF_FFFF : dataBytes.map { 4 + 8 + fmtSize + 8 + $0 + $0 % 2 } ?? 0
+            header += Array("RIFF".utf8); le32(riffSize); header += Array("WAVE".utf8)
+            header += Array("fmt ".utf8); le32(fmtSize)
+            le16(0xFFFE); le16(format.channelsPerFrame); le32(Int64(format.sampleRate))
+            le32(Int64(format.sampleRate) * Int64(format.bytesPerFrame)); le16(format.bytesPerFrame); le16(bytesPerSample * 8)
+            le16(22); le16(format.bitsPerChannel); le32(Int64(channelMask ?? 0))
+            // The sub-format GUID: the format code in KSDATAFORMAT's base GUID.
+            le16(isFloat ? 3 : 1); header += [0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71]
+            header += Array("data".utf8); le32(streaming ? 0xFFFF_FFFF : dataBytes ?? 0)
         case .wav:
             let fmtSize: Int64 = isFloat ? 18 : 16
             let riffSize: Int64 = streaming ? 0xFFFF_FFFF : dataBytes.map { 4 + 8 + fmtSize + 8 + $0 + $0 % 2 } ?? 0

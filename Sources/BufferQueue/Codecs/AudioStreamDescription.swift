@@ -192,6 +192,54 @@ public struct AudioChannelLayout: Hashable, Sendable {
     public static let mono = AudioChannelLayout(channelLabels: [.mono])
     public static let stereo = AudioChannelLayout(channelLabels: [.left, .right])
 
+    /// The speaker bit of a label in a WAVE_FORMAT_EXTENSIBLE channel mask (0 when it has none):
+    /// surround is the mask's back pair, as in WAVE's 5.1 (0x3F); the direct (side) pair, side.
+    public static func waveMaskBit(_ label: Label) -> UInt32 {
+        switch label {
+        case .left: return 0x1
+        case .right: return 0x2
+        case .center: return 0x4
+        case .lfeScreen: return 0x8
+        case .leftSurround: return 0x10
+        case .rightSurround: return 0x20
+        case .centerSurround: return 0x100
+        case .leftSurroundDirect: return 0x200
+        case .rightSurroundDirect: return 0x400
+        case .mono: return 0x4
+        case .unknown, .unused: return 0
+        }
+    }
+
+    /// The layout a WAVE_FORMAT_EXTENSIBLE channel mask describes (channels in the order of the
+    /// mask's bits, as WAVE stores them); nil when the mask does not name `channels` speakers this
+    /// library has labels for.
+    public init?(waveChannelMask mask: UInt32, channels: Int) {
+        let known: [(UInt32, Label)] = [(0x1, .left), (0x2, .right), (0x4, .center), (0x8, .lfeScreen), (0x10, .leftSurround),
+                                        (0x20, .rightSurround), (0x100, .centerSurround), (0x200, .leftSurroundDirect), (0x400, .rightSurroundDirect)]
+        guard mask & ~known.reduce(0, { $0 | $1.0 }) == 0 else { return nil }
+        let labels = known.filter { mask & $0.0 != 0 }.map(\.1)
+        guard labels.count == channels else { return nil }
+        self.init(channelLabels: channels == 1 ? [.mono] : labels)
+    }
+
+    /// The order WAVE files without a channel mask use for `channels` (what WAVE_FORMAT_EXTENSIBLE's
+    /// default masks say: 3 = L R C, 4 = L R Ls Rs, 5 = L R C Ls Rs, 6 = L R C LFE Ls Rs, 7 adds a
+    /// back centre after LFE, 8 = L R C LFE Ls Rs and the side pair).
+    public static func wave(channels: Int) -> AudioChannelLayout {
+        let masks: [Int: UInt32] = [1: 0x4, 2: 0x3, 3: 0x7, 4: 0x33, 5: 0x37, 6: 0x3F, 7: 0x13F, 8: 0x63F]
+        return masks[channels].flatMap { AudioChannelLayout(waveChannelMask: $0, channels: channels) } ?? .default(channels: channels)
+    }
+
+    /// The WAVE_FORMAT_EXTENSIBLE mask of this layout, and for each channel of a file in WAVE's
+    /// order (by mask bit) the channel of this layout it comes from; nil when a label has no bit
+    /// or two channels share one.
+    public var waveOrder: (mask: UInt32, source: [Int])? {
+        let bits = channelLabels.map(Self.waveMaskBit)
+        guard !bits.contains(0), Set(bits).count == bits.count else { return nil }
+        let source = bits.indices.sorted { bits[$0] < bits[$1] }
+        return (bits.reduce(0, |), source)
+    }
+
     /// The usual layout for a channel count (the AAC/MPEG default order).
     public static func `default`(channels: Int) -> AudioChannelLayout {
         switch channels {
