@@ -33,13 +33,16 @@ public final class FAADDecoder: AudioDecoder {
     /// few frames of settling (encoders repeat the header every few frames: fdk-aac every 10).
     /// Parallel pieces: AAC-LC joins bit-exactly — except bands coded with perceptual noise
     /// substitution, which libfaad2 fills from a random generator whose state runs on from the
-    /// first frame (encode with `ffmpeg … -c:a aac -aac_pns 0` to avoid them); HE-AAC does not.
+    /// first frame (encode with `ffmpeg … -c:a aac -aac_pns 0` to avoid them; the parallel
+    /// renderer's join check finds them); HE-AAC does not. Every packet decodes to a whole frame.
     public static let traits = AudioDecoderTraits(
         preRollPackets: { format in format.formatID == .aacLC ? 2 : 16 },
         parallelRefusal: { format in
             format.formatID == .aacLC ? nil
                 : "\(format.formatID): FAAD2's SBR and parametric-stereo state does not converge to the same bits from another start"
-        })
+        },
+        // Every AAC frame decodes to 1024 frames (2048 with SBR), however short its sample says it is.
+        decodesWholeFrames: true)
 
     public static let factory = AudioDecoderFactory(name: "libfaad2", formats: [.aacLC, .heAAC, .heAACv2], priority: 10, traits: traits) { format, cookie in
         try FAADDecoder(format: format, magicCookie: cookie)

@@ -31,7 +31,9 @@ public final class MPG123Decoder: AudioDecoder {
         },
         parallelRefusal: { format in
             format.formatID == .mpegLayer3 ? nil : "\(format.formatID) is not known to converge bit-exactly from another start"
-        })
+        },
+        // Every MPEG audio frame decodes to its layer's whole frame (1152 or 576, 384).
+        decodesWholeFrames: true)
 
     public static let factory = AudioDecoderFactory(name: "libmpg123", formats: [.mpegLayer3, .mpegLayer2, .mpegLayer1], priority: 10,
                                                     traits: traits) { format, _ in

@@ -59,6 +59,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
         var defaultSampleDuration = 0
         /// The edit list's media time (the priming, in media timescale units), 0 when none.
         var editMediaTime: Int64 = 0
+        /// Fragment samples whose `trun` duration is shorter than a packet's frames: their index,
+        /// and the output frames they present (the end of a presentation).
+        var shortSamples: [Int: Int] = [:]
     }
 
     init(seekable: Bool) { self.seekable = seekable }
@@ -117,6 +120,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     }
                     guard input.available >= size else { return }
                     var frames = frames(ofSample: nextSample, track)
+                    // In segments (HLS), a shortened sample says how much of it is presented: its
+                    // reader trims the rest. (A file's trims come from its packet table instead.)
+                    if out.segmented, let presented = track.shortSamples[nextSample] { frames = presented }
                     switch track.format.formatID {
                     case .appleLossless: frames = input.alacPacketFrames(size: size, full: frames)
                     case .amr, .amrWideband: frames = input.amrPacketFrames(size: size, wideband: track.format.formatID == .amrWideband, fallback: frames)
@@ -629,6 +635,11 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     guard count == 0 || (defaultSize > 0 && defaultSize <= Self.sampleCap && runStart >= 0) else {
                         throw AudioFileStreamError(.invalidData, .mp4, trun.start, "fragment \(fragmentsSeen) gives the \(count) samples of a run \(defaultSize) bytes each at byte \(runStart)")
                     }
+                    let presented = Int((Double(defaultDuration) * track.frameScale).rounded())
+                    if count == 1, presented > 0, presented < track.framesPerPacket {
+                        // One sample of a shortened default duration (ffmpeg's last HLS fragment).
+                        track.shortSamples[track.samples.count] = presented
+                    }
                     track.samples.append(start: runStart, count: count, size: Int32(defaultSize))
                     if count > 0 { addDurations(defaultDuration, count: count) }
                     runStart += Int64(count) * Int64(defaultSize)
@@ -647,6 +658,10 @@ final class MP4Parser: ContainerParser, PacketLocating {
                         }
                         sizes.append(Int32(size))
                         addDurations(duration, count: 1)
+                        let presented = Int((Double(duration) * track.frameScale).rounded())
+                        if presented > 0, presented < track.framesPerPacket {
+                            track.shortSamples[track.samples.count + sizes.count - 1] = presented
+                        }
                         offset += Int64(size)
                     }
                     track.samples.append(start: runStart, sizes: sizes)

@@ -197,13 +197,27 @@ public final class PacketFeeder {
                 // connection): a fresh decoder, as for a new stream, so none of the previous
                 // source's state (overlap, bit reservoir, noise generator) reaches its frames.
                 try queue.beginStream(format: source.format, magicCookie: source.magicCookie)
-            case .packets(let data, let descriptions, let frames):
+            case .packets(let data, var descriptions, var frames):
                 guard !data.isEmpty else { continue }
+                // A packet the container says presents fewer frames than its codec decodes (a
+                // fragmented MP4's shortened last sample) decodes whole: the rest is padding,
+                // trimmed when it ends the buffer.
+                var padding = 0
+                if format.framesPerPacket > 0, registry.traits(for: format).decodesWholeFrames {
+                    let whole = format.framesPerPacket
+                    for index in descriptions.indices where (1..<whole).contains(descriptions[index].variableFramesInPacket) {
+                        let short = whole - descriptions[index].variableFramesInPacket
+                        frames += short
+                        if index == descriptions.count - 1 { padding = short }
+                        descriptions[index].variableFramesInPacket = 0
+                    }
+                }
                 let first = position, last = position + Int64(frames)
                 position = last
                 let trimStart = Int(min(max(keepFrom - first, 0), Int64(frames)))
                 let end = keepUntil ?? Int64.max
-                let trimEnd = Int(min(max(last - max(end, first + Int64(trimStart)), 0), Int64(frames - trimStart)))
+                let trimEnd = max(Int(min(max(last - max(end, first + Int64(trimStart)), 0), Int64(frames - trimStart))),
+                                  min(padding, frames - trimStart))
                 try buffer.setData(data)
                 try queue.enqueue(buffer, packetDescriptions: descriptions, trimFramesAtStart: trimStart, trimFramesAtEnd: trimEnd)
                 framesKept += Int64(frames - trimStart - trimEnd)

@@ -197,13 +197,20 @@ public struct AudioDecoderTraits: Sendable {
     /// Why pieces of a stream of this format, each decoded by its own decoder from its pre-roll,
     /// would not join into the bits of one decode; nil when they do.
     public var parallelRefusal: @Sendable (AudioStreamDescription) -> String?
+    /// Whether every packet decodes to the format's whole `framesPerPacket` (AAC, MPEG audio),
+    /// whatever frame count a container gives it: a packet a container says presents fewer frames
+    /// (a fragmented MP4's shortened last sample) then presents the first of them, the rest being
+    /// padding to trim. False where the decoder itself gives what a packet holds (ALAC, PCM).
+    public var decodesWholeFrames: Bool
 
     public init(preRollPackets: @escaping @Sendable (AudioStreamDescription) -> Int,
                 decodeStart: (@Sendable (AudioStreamDescription, Int64, Int, (Int64, Int) -> [[UInt8]]) -> Int64?)? = nil,
-                parallelRefusal: @escaping @Sendable (AudioStreamDescription) -> String?) {
+                parallelRefusal: @escaping @Sendable (AudioStreamDescription) -> String?,
+                decodesWholeFrames: Bool = false) {
         self.preRollPackets = preRollPackets
         self.decodeStart = decodeStart
         self.parallelRefusal = parallelRefusal
+        self.decodesWholeFrames = decodesWholeFrames
     }
 
     /// Packets that decode on their own (G.711, ALAC): no pre-roll; pieces join exactly.
