@@ -1,5 +1,6 @@
 import Testing
 @testable import AudioFileStream
+import TestSupport
 
 /// The compact packet index gives back exactly what was appended: offsets (anchored every 16
 /// packets, with breaks where a packet does not follow the one before), sizes (16-bit until one

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import AudioFileStream
 import BufferQueue
+import TestSupport
 
 /// Every file the tests can reach: the project's fixtures and, when present, the shared ones.
 let allFixtureURLs: [URL] = Paths.projectFiles().map { Paths.projectFixtures.appendingPathComponent($0) }
@@ -227,18 +228,6 @@ func packets(_ trace: Trace) -> [Int64: PacketRecord] {
 struct PacketRecord: Equatable {
     var offset: Int64
     var bytes: [UInt8]
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 @Suite struct HeaderUnitTests {

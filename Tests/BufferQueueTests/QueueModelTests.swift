@@ -12,22 +12,6 @@ import Testing
 /// 10 000 on demand), `AQ_MODEL_SEED` the first seed. A failure names the seed and the calls
 /// made, so `AQ_MODEL_SEED=<seed> AQ_MODEL_SEQUENCES=1` replays it.
 @Suite struct QueueModelTests {
-    /// SplitMix64: small, seedable, the same on every machine.
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func int(_ range: ClosedRange<Int>) -> Int {
-            range.lowerBound + Int(next() % UInt64(range.upperBound - range.lowerBound + 1))
-        }
-        mutating func chance(_ percent: Int) -> Bool { int(0...99) < percent }
-    }
-
     enum Pacing: String, CustomTestStringConvertible {
         case unpaced, realTime
         var testDescription: String { rawValue }
@@ -57,7 +41,7 @@ import Testing
 
     /// One sequence; nil when every promise held, else what broke, with the calls made.
     static func run(seed: UInt64, pacing: Pacing) -> String? {
-        var random = Random(state: seed)
+        var random = SplitMix(seed: seed)
         let channels = random.int(1...2)
         let format = AudioStreamDescription.float32(sampleRate: 48000, channels: channels)
         let maxFrames = pacing == .unpaced ? 2000 : 240

@@ -36,3 +36,23 @@ public func trimSilence(_ samples: [Float], channels: Int) -> [Float] {
     while last > first && silent(last - 1) { last -= 1 }
     return Array(samples[(first * channels)..<(last * channels)])
 }
+
+/// SplitMix64: a small seedable generator, the same on every machine (randomized tests replay
+/// from their seed).
+public struct SplitMix {
+    public var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    /// A number in `range`.
+    public mutating func int(_ range: ClosedRange<Int>) -> Int {
+        range.lowerBound + Int(next() % UInt64(range.upperBound - range.lowerBound + 1))
+    }
+    /// True `percent` times in a hundred.
+    public mutating func chance(_ percent: Int) -> Bool { int(0...99) < percent }
+}

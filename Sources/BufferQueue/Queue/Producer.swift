@@ -425,10 +425,7 @@ final class Producer {
             // place on the timeline: the silence up to its start time was scheduled, and plays.
             if let account = accounts.first, let total = total(account), account.consumed >= total {
                 if !account.started, let start = account.startTime, start > writeTimeline {
-                    let gap = min(start - writeTimeline, room / channels)
-                    if gap == 0 { return (wrote, true) }
-                    stage.ring.writeZeros(count: gap * channels)
-                    writeTimeline += gap
+                    guard writeSilence(until: start, channels: channels) else { return (wrote, true) }
                     wrote = true
                     continue
                 }
@@ -470,10 +467,7 @@ final class Producer {
             }
             if !account.started {
                 if let start = account.startTime, start > writeTimeline {
-                    let gap = min(start - writeTimeline, room / channels)
-                    if gap == 0 { return (wrote, true) }
-                    stage.ring.writeZeros(count: gap * channels)
-                    writeTimeline += gap
+                    guard writeSilence(until: start, channels: channels) else { return (wrote, true) }
                     wrote = true
                     continue
                 }
@@ -522,6 +516,16 @@ final class Producer {
     /// Moves start-trim frames on to the next buffer: one already begun, or the next to begin.
     private func carry(_ frames: Int) {
         if accounts.count > 1 { accounts[1].trimStart += frames } else { carriedTrim += frames }
+    }
+
+    /// Writes the silence of a scheduled gap up to timeline frame `start`, as much as the ring
+    /// takes; false when it took none.
+    private func writeSilence(until start: Int, channels: Int) -> Bool {
+        let gap = min(start - writeTimeline, room / channels)
+        guard gap > 0 else { return false }
+        stage.ring.writeZeros(count: gap * channels)
+        writeTimeline += gap
+        return true
     }
 
     /// Writes up to `frames` staged frames; returns how many the ring took.
