@@ -76,6 +76,12 @@ public final class MPG123Decoder: AudioDecoder {
     }
 
     public func decode(packet: UnsafeRawBufferPointer, frames: Int, into out: DecodedAudio) throws {
+        if let fixed = FreeFormatLayerII.rewritten(packet) {
+            // Free-format Layer II under a fixed-rate header of the right allocation table.
+            firstPacket = false
+            try fixed.withUnsafeBytes { try decode(packet: $0, frames: frames, into: out) }
+            return
+        }
         guard let base = packet.baseAddress, !packet.isEmpty else { return }
         if firstPacket {
             firstPacket = false

@@ -250,3 +250,33 @@ struct ADTSProfileClassTests {
         #expect(primingWhenReady == 1105)
     }
 }
+
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): free-format Layer II test skipped"))
+struct FreeFormatLayerIIClassTests {
+    /// Class 9a: free-format Layer II decodes with the allocation table its bit rate calls for.
+    /// ffmpeg's fixed-rate Layer II (44.1 and 48 kHz, 192 kbit/s stereo) with every header's
+    /// bit-rate index set to 0 (free format) renders exactly as the fixed-rate file. (libmpg123
+    /// alone picks the wrong table for the 44.1 kHz one, and ffmpeg does not read it.)
+    @Test(arguments: [44100, 48000])
+    func freeFormatLayerIIDecodesLikeTheFixedRateStream(_ rate: Int) async throws {
+        let path = temporaryPath("mp2")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await ffmpegMake("sine=f=440:d=2:r=\(rate)", path, ["-ac", "2", "-c:a", "mp2", "-b:a", "192k"])
+        let fixed = try await rendered(path).samples
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        var at = 0, frames = 0
+        while at + 4 <= bytes.count {
+            try #require(bytes[at] == 0xFF && bytes[at + 2] >> 4 == 10, "a 192 kbit/s header at byte \(at)")
+            let length = 144 * 192_000 / rate + Int(bytes[at + 2] >> 1 & 1)
+            bytes[at + 2] &= 0x0F
+            at += length
+            frames += 1
+        }
+        #expect(frames > 70)
+        let free = try write(bytes, "mp2")
+        defer { try? FileManager.default.removeItem(atPath: free) }
+        let ours = try await rendered(free).samples
+        #expect(ours.count == fixed.count)
+        #expect(difference(ours, fixed) == nil)
+    }
+}
