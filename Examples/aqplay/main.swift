@@ -115,6 +115,7 @@ struct AQPlay: ParsableCommand {
             }
         }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0))
 
+        writer.takeChannelLayout { [weak player] in player?.channelLayout }
         // Ctrl-C or SIGTERM: stop at once, finish the --record file, exit 130 or 143.
         // (A parent may have left them blocked: a process started from a Swift program is.)
         var unblock = sigset_t()
@@ -185,12 +186,22 @@ final class Recorder: @unchecked Sendable {
     private let lock = NSLock()
     private var writer: WAVFileWriter?
     private var error: (any Error)?
+    /// The speakers of the channels (the player's, once it plays): more than two are written in
+    /// WAVE's order with a channel mask.
+    private var channelLayout: @Sendable () -> AudioChannelLayout? = { nil }
+    func takeChannelLayout(from source: @escaping @Sendable () -> AudioChannelLayout?) {
+        lock.lock(); defer { lock.unlock() }
+        channelLayout = source
+    }
     init(path: String?) { self.path = path }
     func write(_ samples: UnsafeBufferPointer<Float>, _ format: AudioStreamDescription) {
         lock.lock(); defer { lock.unlock() }
         guard let path, error == nil else { return }
         do {
-            if writer == nil { writer = try WAVFileWriter(path: path, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame) }
+            if writer == nil {
+                writer = try WAVFileWriter(path: path, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame,
+                                           channelLayout: channelLayout())
+            }
             try writer?.write(samples)
         } catch {
             self.error = error

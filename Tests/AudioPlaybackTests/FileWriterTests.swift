@@ -269,6 +269,15 @@ struct MultichannelOrderTests {
         // ffprobe reads the mask as 5.1.
         let probe = try await run(try #require(Where.tool("ffprobe")), ["-v", "error", "-show_entries", "stream=channel_layout", "-of", "csv=p=0", output])
         #expect(String(decoding: probe, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "5.1")
+        // aqplay --record writes the player's channels the same way.
+        if codec == "alac", FileManager.default.isExecutableFile(atPath: AQPlaySignalTests.aqplay) {
+            let recorded = directory + "/recorded.wav"
+            let played = try await runTool(AQPlaySignalTests.aqplay, ["--fast", "--record", recorded, encoded])
+            try #require(played.status == 0, "aqplay exited with \(played.status)")
+            #expect(try AudioFile(path: recorded).channelLayout == AudioChannelLayout(waveChannelMask: 0x3F, channels: 6))
+            let heard = try await rendered(recorded).samples
+            #expect(heard == reference, "aqplay --record: the samples of ffmpeg's decode, channel for channel")
+        }
     }
 }
 

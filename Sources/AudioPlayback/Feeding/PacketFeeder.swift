@@ -37,11 +37,19 @@ public protocol PacketSource: AnyObject {
     func peekPackets(from first: Int64, count: Int) -> [[UInt8]]?
     /// Whether ``seek(toPacket:)`` can work (false for a live stream). The default is true.
     var isSeekable: Bool { get }
+    /// The speaker of each channel, as the container says (a WAV's mask, the codec's order for
+    /// AAC and ALAC); nil when unknown. The default is nil.
+    var channelLayout: AudioChannelLayout? { get }
+    /// The largest packet the item may hold, as the container says (buffers are made to hold it);
+    /// nil when unknown. The default is nil.
+    var maximumPacketSize: Int? { get }
 }
 
 extension PacketSource {
     public func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? { nil }
     public var isSeekable: Bool { true }
+    public var channelLayout: AudioChannelLayout? { nil }
+    public var maximumPacketSize: Int? { nil }
 }
 
 /// What a ``PacketSource`` has now.
@@ -255,6 +263,8 @@ public final class FilePacketSource: PacketSource {
     public var magicCookie: [UInt8]? { file.magicCookie }
     public var packetTable: AudioFilePacketTableInfo? { file.packetTableInfo }
     public var rollDistance: Int? { file.packetRollDistance }
+    public var channelLayout: AudioChannelLayout? { file.channelLayout }
+    public var maximumPacketSize: Int? { file.maximumPacketSize }
     public var duration: (frames: Int64, isEstimated: Bool)? {
         file.packetTableInfo.map { ($0.validFrames, false) } ?? (file.totalFrames * Int64(scale), true)
     }

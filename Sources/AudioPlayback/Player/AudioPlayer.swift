@@ -150,6 +150,8 @@ public final class AudioPlayer: @unchecked Sendable {
         /// The item being fed: its duration and rate once its source is ready (before it is heard).
         var feeding: (index: Int, id: AudioPlayerItem.ID, rate: Double, frames: Int64, estimated: Bool, start: Double)?
         var streamTitles: [AudioPlayerItem.ID: String] = [:]
+        /// The speakers of the sink's channels (the first item's, as its container says).
+        var channelLayout: AudioChannelLayout?
         var playRate: Float = 1
         var volume: Float = 1
         var pan: Float = 0
@@ -540,6 +542,11 @@ public final class AudioPlayer: @unchecked Sendable {
         try queue?.setParameters(parameters)
     }
 
+    /// The speaker of each channel the sink plays (and `record` receives), as the first item's
+    /// container says (a WAV's channel mask; AAC and ALAC's own order); nil before playback
+    /// begins, or when the container does not say.
+    public var channelLayout: AudioChannelLayout? { shared.withLock { $0.channelLayout } }
+
     /// What is heard now. Before the first frame of an item is heard (at the start, right after a
     /// seek) the item being fed gives the position it starts at and its duration (once its
     /// container told it).
@@ -791,6 +798,10 @@ public final class AudioPlayer: @unchecked Sendable {
             self.pump()
         }
         if let cookie = source.magicCookie { try made.setMagicCookie(cookie) }
+        // The sink (and a recording) learn which speaker each channel is for.
+        if let layout = source.channelLayout, layout.channelCount == source.format.channelsPerFrame, (try? made.setChannelLayout(layout)) != nil {
+            shared.withLock { $0.channelLayout = layout }
+        }
         let (volume, pan, metering) = shared.withLock { ($0.volume, $0.pan, $0.metering) }
         if volume != 1 || pan != 0 { try made.setParameters(.init(volume: volume, pan: pan)) }
         if metering { made.isLevelMeteringEnabled = true }
@@ -800,7 +811,11 @@ public final class AudioPlayer: @unchecked Sendable {
             try made.setParameters(.init(playRate: rate, pitch: pitch))
         }
         bufferCount = max(4, Int((buffering.maximumSeconds / 0.5).rounded(.up)))
-        for _ in 0..<bufferCount { free.append(try made.allocateBuffer(capacity: 1 << 15, packetDescriptionCapacity: 128)) }
+        // 32 KiB holds many packets of most formats; a format with larger packets (multichannel
+        // ALAC) gets buffers that hold two of its largest, or four times a decoded packet's PCM.
+        let largest = source.maximumPacketSize ?? source.format.framesPerPacket * source.format.channelsPerFrame * 4
+        let capacity = max(1 << 15, 2 * min(max(largest, 0), 1 << 22))
+        for _ in 0..<bufferCount { free.append(try made.allocateBuffer(capacity: capacity, packetDescriptionCapacity: 128)) }
         queue = made
         shared.withLock { $0.queue = made }
         let events = made.events()

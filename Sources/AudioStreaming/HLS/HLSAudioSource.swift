@@ -92,6 +92,8 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     public var magicCookie: [UInt8]? { formatStream?.magicCookie }
     /// None: HLS has no gapless numbers.
     public var packetTable: AudioFilePacketTableInfo? { nil }
+    public var channelLayout: AudioChannelLayout? { formatStream?.channelLayout }
+    public var maximumPacketSize: Int? { formatStream?.maximumPacketSize }
     public var rollDistance: Int? { formatStream?.packetRollDistance }
     public var title: String? { formatStream?.metadata.title }
     /// What the parsers skipped or doubted.

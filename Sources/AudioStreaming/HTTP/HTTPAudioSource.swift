@@ -74,6 +74,8 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     }
     public var magicCookie: [UInt8]? { driver?.stream.magicCookie }
     public var packetTable: AudioFilePacketTableInfo? { driver?.stream.packetTableInfo }
+    public var channelLayout: AudioChannelLayout? { driver?.stream.channelLayout }
+    public var maximumPacketSize: Int? { driver?.stream.maximumPacketSize }
     public var rollDistance: Int? { driver?.stream.packetRollDistance }
     public var title: String? { driver?.stream.metadata.title }
 
