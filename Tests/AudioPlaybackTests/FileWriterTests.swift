@@ -286,3 +286,22 @@ func ffmpegFloats(_ path: String) async throws -> [Float] {
     let data = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", path, "-f", "f32le", "-acodec", "pcm_f32le", "-"])
     return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
 }
+
+extension MultichannelOrderTests {
+    /// A 5.1 CAF written with WAVE's speaker bits carries a `chan` bitmap, which the parser and
+    /// ffprobe read back as 5.1.
+    @Test func aCAFCarriesItsChannelBitmap() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("chan-\(UUID()).caf").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let format = AudioStreamDescription.linearPCM(sampleRate: 48000, channels: 6, bitsPerChannel: 16)
+        let writer = try PCMFileWriter(path: path, format: format, container: .caf, channelMask: 0x3F)
+        let frames = (0..<4800).flatMap { frame in (0..<6).map { Int16(truncatingIfNeeded: frame * 6 + $0) } }
+        try frames.withUnsafeBytes { try writer.write($0) }
+        try writer.close()
+        let file = try AudioFile(path: path)
+        #expect(file.channelLayout == AudioChannelLayout(waveChannelMask: 0x3F, channels: 6))
+        #expect(file.packetCount == 4800)
+        let probe = try await run(try #require(Where.tool("ffprobe")), ["-v", "error", "-show_entries", "stream=channel_layout", "-of", "csv=p=0", path])
+        #expect(String(decoding: probe, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "5.1")
+    }
+}

@@ -37,7 +37,8 @@ public final class PCMFileWriter: @unchecked Sendable {
     public let path: String
     public let format: AudioStreamDescription
     public let container: Container
-    /// The WAVE_FORMAT_EXTENSIBLE channel mask a WAV's header carries (nil: a plain header).
+    /// The speakers of the channels (WAVE_FORMAT_EXTENSIBLE's bits): a WAV's extensible header, a
+    /// CAF's `chan` bitmap (nil: a plain header, no `chan`).
     public let channelMask: UInt32?
     /// Frames written so far: appended (a block not yet on disk included), or for positional
     /// writes up to the furthest frame written or what ``truncate(toFrames:)`` set.
@@ -64,8 +65,9 @@ public final class PCMFileWriter: @unchecked Sendable {
     /// length set by `truncate`.
     private let positional = Lock((headerWritten: false, end: Int64(0), length: Int64?.none))
 
-    /// - Parameter channelMask: for a WAV, the speakers of its channels (WAVE_FORMAT_EXTENSIBLE;
-    ///   the frames must be in WAVE's order, the mask's bits from the lowest). Ignored for CAF.
+    /// - Parameter channelMask: the speakers of the channels, as WAVE_FORMAT_EXTENSIBLE's bits (the
+    ///   frames in that order, the lowest bit first): a WAV's extensible header, a CAF's `chan`
+    ///   chunk (a channel bitmap, whose bits are WAVE's).
     /// - Throws: ``AudioFileWriterError`` when the file cannot be created or the format is not
     ///   interleaved little-endian linear PCM.
     public init(path: String, format: AudioStreamDescription, container: Container? = nil, channelMask: UInt32? = nil) throws {
@@ -91,7 +93,7 @@ public final class PCMFileWriter: @unchecked Sendable {
             throw AudioFileWriterError(.cannotCreate, path: path, underlying: error, "cannot create the file")
         }
         let canSeek = lseek(descriptor.rawValue, 0, SEEK_CUR) >= 0
-        let mask = container == .wav ? channelMask : nil
+        let mask = channelMask
         let header = Self.header(format: format, container: container, dataBytes: nil, streaming: !canSeek, channelMask: mask)
         do throws(SystemError) {
             if try descriptor.status().st_mode & S_IFMT == S_IFREG { try descriptor.truncate(to: Int64(header.count)) }
@@ -296,6 +298,11 @@ public final class PCMFileWriter: @unchecked Sendable {
             header += Array("lpcm".utf8)
             be32(UInt32(isFloat ? 1 : 0) | 2)  // kCAFLinearPCMFormatFlagIsFloat, …IsLittleEndian
             be32(UInt32(format.bytesPerFrame)); be32(1); be32(UInt32(format.channelsPerFrame)); be32(UInt32(bytesPerSample * 8))
+            if let channelMask {
+                // kCAFChannelLayoutTag_UseChannelBitmap, the bitmap, no descriptions.
+                header += Array("chan".utf8); be64(12)
+                be32(1 << 16); be32(channelMask); be32(0)
+            }
             header += Array("data".utf8)
             be64(dataBytes.map { UInt64(4 + $0) } ?? UInt64.max)
             be32(0)  // edit count
