@@ -237,14 +237,20 @@ import Glibc
         #expect(resumedIsTheFile, "the resumed play differs from the file's render")
     }
 
+    /// A cache in `directory` and an HLS configuration that uses it.
+    static func cachedHLS(_ directory: String) throws -> (AudioDiskCache, HLSConfiguration) {
+        let cache = try AudioDiskCache(directory: directory)
+        var configuration = HLSConfiguration()
+        configuration.http.cache = cache
+        return (cache, configuration)
+    }
+
     @Test func hlsSegmentsAndPlaylistsPlayFromTheCacheWithTheServerGone() async throws {
         guard let root = try await HLSTests.presentation() else { return }
         defer { try? FileManager.default.removeItem(atPath: root) }
         let directory = Self.folder()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let cache = try AudioDiskCache(directory: directory)
-        var configuration = HLSConfiguration()
-        configuration.http.cache = cache
+        let (_, configuration) = try Self.cachedHLS(directory)
         for folder in ["ts", "fmp4"] {
             let server = try LoopbackServer(files: try HLSFaultTests.files(root, folder), faultyPath: nil)
             let url = server.url("\(folder)/index.m3u8")
@@ -265,9 +271,7 @@ import Glibc
         defer { try? FileManager.default.removeItem(atPath: root) }
         let directory = Self.folder()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let cache = try AudioDiskCache(directory: directory)
-        var configuration = HLSConfiguration()
-        configuration.http.cache = cache
+        let (cache, configuration) = try Self.cachedHLS(directory)
         let server = try LoopbackServer(files: try HLSFaultTests.files(root, "ts"), faultyPath: nil)
         defer { server.shutdown() }
         let url = server.url("ts/index.m3u8")
