@@ -248,7 +248,8 @@ let noiseSubstitutedFixtures: Set<String> = ["aac-44k-fragmented-after-moov-samp
 /// Class 8 of issue 37: a seek into AAC-LC equals the linear render to the last frame. The
 /// difference once seen at the end of an ffmpeg M4A is libfaad2's noise substitution (a random
 /// generator that runs from the stream's start, which no seek can reproduce): without it the
-/// seek is bit-exact to the end; with it, lengths are equal and only the noise bands differ.
+/// seek is bit-exact to the end; with it, lengths are equal and only the noise bands differ (by
+/// less than 0.002).
 @Suite struct SeekEqualsLinearTests {
     @Test(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it)"),
           arguments: [0, 1])
@@ -286,9 +287,10 @@ let noiseSubstitutedFixtures: Set<String> = ["aac-44k-fragmented-after-moov-samp
             if pns == 0 {
                 #expect(difference(seek, expected) == nil, "from frame \(start)")
             } else {
-                // Only noise: small against the tones (amplitude 0.125 each).
+                // Only the noise bands: small against the tones (amplitude 0.125 each).
                 let worst = zip(seek, expected).map { abs($0 - $1) }.max() ?? 0
-                #expect(worst < 0.01, "from frame \(start): \(worst)")
+                // Measured: at most 7e-4. A seek one frame off would differ by about 0.008 here.
+                #expect(worst < 0.002, "from frame \(start): \(worst)")
             }
         }
     }

@@ -281,12 +281,6 @@ struct MultichannelOrderTests {
     }
 }
 
-/// ffmpeg's interleaved float decode of a file.
-func ffmpegFloats(_ path: String) async throws -> [Float] {
-    let data = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", path, "-f", "f32le", "-acodec", "pcm_f32le", "-"])
-    return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
-}
-
 extension MultichannelOrderTests {
     /// A 5.1 CAF written with WAVE's speaker bits carries a `chan` bitmap, which the parser and
     /// ffprobe read back as 5.1.
@@ -301,6 +295,8 @@ extension MultichannelOrderTests {
         let file = try AudioFile(path: path)
         #expect(file.channelLayout == AudioChannelLayout(waveChannelMask: 0x3F, channels: 6))
         #expect(file.packetCount == 4800)
+        // The frames read back are the ones written, in their order.
+        #expect(try await rendered(path).samples == frames.map { Float($0) / 32768 })
         let probe = try await run(try #require(Where.tool("ffprobe")), ["-v", "error", "-show_entries", "stream=channel_layout", "-of", "csv=p=0", path])
         #expect(String(decoding: probe, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "5.1")
     }

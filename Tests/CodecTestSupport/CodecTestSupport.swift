@@ -67,6 +67,15 @@ public func run(_ tool: String, _ arguments: [String]) async throws -> Data {
     return result.output
 }
 
+/// ffmpeg's interleaved float decode of a file (in ffmpeg's channel order: WAVE's).
+public func ffmpegFloats(_ path: String) async throws -> [Float] {
+    guard let ffmpeg = Where.tool("ffmpeg") else {
+        throw CocoaError(.executableNotLoadable, userInfo: [NSLocalizedDescriptionKey: "ffmpeg is not installed"])
+    }
+    let data = try await run(ffmpeg, ["-v", "error", "-i", path, "-f", "f32le", "-acodec", "pcm_f32le", "-"])
+    return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+}
+
 /// A temporary copy of a file with one packet's bytes overwritten (0xFF); the caller removes it.
 public func copyWithPacketOverwritten(_ path: String, packet index: Int64) throws -> URL {
     let file = try AudioFile(path: path)

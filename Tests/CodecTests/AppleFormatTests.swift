@@ -24,8 +24,7 @@ struct AppleFormatTests {
     /// ffmpeg's float decode, in our channel order (ALAC's 5.1 comes out of ffmpeg as
     /// L R C LFE Ls Rs; ALAC's own order, which we keep, is C L R Ls Rs LFE).
     static func ffmpegDecode(_ path: String, channels: Int) async throws -> [Float] {
-        let data = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", path, "-f", "f32le", "-acodec", "pcm_f32le", "-"])
-        let samples = data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        let samples = try await ffmpegFloats(path)
         guard channels == 6 else { return samples }
         let order = [2, 0, 1, 4, 5, 3]
         var reordered = samples

@@ -13,12 +13,6 @@ func temporaryPath(_ ext: String) -> String {
     FileManager.default.temporaryDirectory.appendingPathComponent("class-\(UUID()).\(ext)").path
 }
 
-/// ffmpeg's interleaved float decode of a file.
-func ffmpegFloats(_ path: String) async throws -> [Float] {
-    let data = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", path, "-f", "f32le", "-acodec", "pcm_f32le", "-"])
-    return data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
-}
-
 /// Makes a file with ffmpeg from a lavfi source.
 func ffmpegMake(_ source: String, _ path: String, _ options: [String]) async throws {
     _ = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-y", "-f", "lavfi", "-i", source] + options + [path])

@@ -161,14 +161,12 @@ extension MPEGHeader {
                 return agreeing > 1 ? .yes(first) : .no
             }
             if Self.tagFollows(input, at: next) { return .yes(first) }
-            // Bytes that may still become a tag's marker, or an APE item's head: decide on more.
-            if !input.atEnd, input.available < next + 265, Self.mayStartTag(input, at: next) {
-                return .needMore(min(next + 265, max(input.available + 1, next + 12)))
-            }
+            // Bytes that may still become a tag's marker or an APE item's head: decide on more.
+            if !input.atEnd, Self.tagUndecided(input, at: next) { return .needMore(input.available + 1) }
             guard let following = Self.at(input, next), following.sameStream(first), following.isMono == first.isMono else {
                 // An APE tag without a header is known by its footer at the stream's end: wait
-                // for the end when what follows looks like its first item (and it is near).
-                if !input.atEnd, Self.looksLikeAPEItem(input, at: next) { return .needMore(next + Self.apeTagSearch) }
+                // for the end when what follows is its first item (and the end is near).
+                if !input.atEnd, Self.apeItem(input, at: next) == true { return .needMore(next + Self.apeTagSearch) }
                 return .no
             }
             agreeing += 1
@@ -199,45 +197,36 @@ extension MPEGHeader {
             || input.matches("ID3", at: offset) || apeTagWithoutHeader(input, startsAt: offset)
     }
 
-    /// Whether the bytes at hand from `offset` are the start of a tag's marker or of an APE item
-    /// (too few to tell yet).
-    static func mayStartTag(_ input: ByteInput, at offset: Int) -> Bool {
+    /// Whether the bytes at hand from `offset` are too few to tell whether a tag starts there: a
+    /// part of a tag's marker, or of an APE item's head.
+    static func tagUndecided(_ input: ByteInput, at offset: Int) -> Bool {
         let have = input.available - offset
-        guard have > 0 else { return true }
-        for marker in ["TAG", "APETAGEX", "LYRICSBEGIN", "ID3"] {
-            let bytes = Array(marker.utf8)
-            if (0..<min(have, bytes.count)).allSatisfy({ input.u8(offset + $0) == bytes[$0] }) { return true }
+        for marker in ["TAG", "APETAGEX", "LYRICSBEGIN", "ID3"] where have < marker.utf8.count {
+            if zip(0..<have, marker.utf8).allSatisfy({ input.u8(offset + $0) == $1 }) { return true }
         }
-        // An APE item: a small value size, then flags below 8, then a printable key.
-        for index in 0..<have {
-            let byte = input.u8(offset + index)
-            switch index {
-            case 2, 3, 5, 6, 7: if byte != 0 { return false }
-            case 4: if byte >= 8 { return false }
-            case 8...:
-                if byte == 0 { return index >= 10 && !looksLikeAPEItem(input, at: offset) ? false : true }
-                if !(0x20...0x7E).contains(byte) { return false }
-            default: break
-            }
-        }
-        return true
+        return apeItem(input, at: offset) == nil
     }
 
     /// How far past a frame the end of the stream is waited for when an APE item may follow it.
     static let apeTagSearch = 64 << 10
 
-    /// Whether an APE tag item starts at `offset`: a value size and flags of plausible size,
-    /// then a printable key of at least two characters ended by a zero byte.
-    static func looksLikeAPEItem(_ input: ByteInput, at offset: Int) -> Bool {
-        guard offset + 11 <= input.available, input.u32le(offset) < 1 << 24, input.u32le(offset + 4) < 8 else { return false }
-        var index = offset + 8
-        while index < input.available, index - offset - 8 < 256 {
-            let byte = input.u8(index)
-            if byte == 0 { return index - offset - 8 >= 2 }
-            guard (0x20...0x7E).contains(byte) else { return false }
-            index += 1
+    /// Whether an APE tag item starts at `offset`: a value size below 16 MiB, flags below 8, then
+    /// a printable key of 2 to 255 characters ended by a zero byte. nil while the bytes at hand
+    /// fit one but are too few to tell.
+    static func apeItem(_ input: ByteInput, at offset: Int) -> Bool? {
+        let have = input.available - offset
+        for index in 0..<max(min(have, 8 + 256), 0) {
+            let byte = input.u8(offset + index)
+            switch index {
+            case 3, 5, 6, 7: if byte != 0 { return false }
+            case 4: if byte >= 8 { return false }
+            case 8...:
+                if byte == 0 { return index >= 10 }
+                if !(0x20...0x7E).contains(byte) { return false }
+            default: break
+            }
         }
-        return false
+        return have >= 8 + 256 ? false : nil
     }
 
     /// Whether an APE tag written without a header (items, then its footer, as APEv1 and most

@@ -33,23 +33,6 @@ struct OggPacket: Equatable {
 
 /// Finds pages in pushed bytes (any chunking).
 struct OggPageReader {
-    /// The CRC-32 of an Ogg page: polynomial 0x04C11DB7, not reflected, initial value 0, with the
-    /// page's CRC field taken as zero.
-    static let table: [UInt32] = (0..<256).map { byte in
-        var crc = UInt32(byte) << 24
-        for _ in 0..<8 { crc = crc & 0x8000_0000 != 0 ? (crc << 1) ^ 0x04C1_1DB7 : crc << 1 }
-        return crc
-    }
-
-    static func crc(_ bytes: ArraySlice<UInt8>, zeroing field: Range<Int>) -> UInt32 {
-        var crc: UInt32 = 0
-        for index in bytes.indices {
-            let byte = field.contains(index) ? 0 : bytes[index]
-            crc = (crc << 8) ^ table[Int((crc >> 24) ^ UInt32(byte))]
-        }
-        return crc
-    }
-
     private var buffer: [UInt8] = []
     private var start = 0
     /// The stream offset of `buffer[start]`.
@@ -77,7 +60,7 @@ struct OggPageReader {
             guard available >= total else { compact(); return nil }
             let page = buffer[start..<(start + total)]
             let stored = UInt32(page[start + 22]) | UInt32(page[start + 23]) << 8 | UInt32(page[start + 24]) << 16 | UInt32(page[start + 25]) << 24
-            guard buffer[start + 4] == 0, Self.crc(page, zeroing: (start + 22)..<(start + 26)) == stored else {
+            guard buffer[start + 4] == 0, MPEGCRC32.checksum(page, initial: 0, zeroing: (start + 22)..<(start + 26)) == stored else {
                 // A false capture pattern, or a damaged page: look again one byte on.
                 skip(1, buffer[start + 4] != 0 ? "an unknown Ogg version" : "a page that fails its CRC")
                 continue

@@ -701,19 +701,3 @@ struct PESReader {
         if state == .payload { remaining = nil } else { reset() }
     }
 }
-
-/// CRC-32 of MPEG-2 PSI sections (polynomial 0x04C11DB7, initial value all ones, not reflected):
-/// over a whole section including its CRC field the result is 0.
-enum MPEGCRC32 {
-    private static let table: [UInt32] = (0..<256).map { index -> UInt32 in
-        var crc = UInt32(index) << 24
-        for _ in 0..<8 { crc = crc & 0x8000_0000 != 0 ? (crc << 1) ^ 0x04C1_1DB7 : crc << 1 }
-        return crc
-    }
-
-    static func checksum(_ bytes: [UInt8]) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        for byte in bytes { crc = (crc << 8) ^ table[Int((crc >> 24) ^ UInt32(byte))] }
-        return crc
-    }
-}

@@ -255,6 +255,7 @@ public final class FilePacketSource: PacketSource {
 
     /// The decoded frames of `format` per frame of a count made in `counted` frames per packet:
     /// 2 for HE-AAC (2048 frames a packet) counted at the core rate (1024), else 1.
+    @available(*, deprecated, message: "use AudioFile.frameScale(of:counted:), or a file's indexFrameScale")
     public static func frameScale(of format: AudioStreamDescription, counted: Int) -> Int {
         AudioFile.frameScale(of: format, counted: counted)
     }
