@@ -12,6 +12,10 @@ let package = Package(
         .library(name: "MPG123Decoder", targets: ["MPG123Decoder"]),
         .library(name: "FAADDecoder", targets: ["FAADDecoder"]),
         .library(name: "OpenCoreAMRDecoder", targets: ["OpenCoreAMRDecoder"]),
+        // BSD-3-Clause libraries (libopus, libvorbis, libFLAC).
+        .library(name: "OpusDecoder", targets: ["OpusDecoder"]),
+        .library(name: "VorbisDecoder", targets: ["VorbisDecoder"]),
+        .library(name: "FLACDecoder", targets: ["FLACDecoder"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
         .library(name: "ALSASink", targets: ["ALSASink"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
@@ -66,6 +70,36 @@ let package = Package(
             name: "OpenCoreAMRDecoder",
             dependencies: ["BufferQueue", "COpenCoreAMR"],
             path: "Sources/OpenCoreAMRDecoder"
+        ),
+        .systemLibrary(
+            name: "COpus",
+            path: "Sources/COpus",
+            providers: [.apt(["libopus-dev"])]
+        ),
+        .target(
+            name: "OpusDecoder",
+            dependencies: ["BufferQueue", "COpus"],
+            path: "Sources/OpusDecoder"
+        ),
+        .systemLibrary(
+            name: "CVorbis",
+            path: "Sources/CVorbis",
+            providers: [.apt(["libvorbis-dev"])]
+        ),
+        .target(
+            name: "VorbisDecoder",
+            dependencies: ["BufferQueue", "CVorbis"],
+            path: "Sources/VorbisDecoder"
+        ),
+        .systemLibrary(
+            name: "CFLAC",
+            path: "Sources/CFLAC",
+            providers: [.apt(["libflac-dev"])]
+        ),
+        .target(
+            name: "FLACDecoder",
+            dependencies: ["BufferQueue", "CFLAC"],
+            path: "Sources/FLACDecoder"
         ),
         .systemLibrary(
             name: "CPulseAudio",
@@ -158,7 +192,7 @@ let package = Package(
             name: "aqrender",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                "RubberBandTimePitch", "ExampleOptions", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "RubberBandTimePitch", "ExampleOptions", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
         ),
@@ -166,6 +200,7 @@ let package = Package(
             name: "aqplay",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
+                "OpusDecoder", "VorbisDecoder", "FLACDecoder",
                 "PulseAudioSink", "ALSASink", "SoxrConverter", "RubberBandTimePitch", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -202,7 +237,7 @@ let package = Package(
         .target(
             name: "CodecTestSupport",
             dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
-                           "SoxrConverter", "TestSupport"],
+                           "OpusDecoder", "VorbisDecoder", "FLACDecoder", "SoxrConverter", "TestSupport"],
             path: "Tests/CodecTestSupport"
         ),
         .testTarget(

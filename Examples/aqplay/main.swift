@@ -7,13 +7,16 @@ import BufferQueue
 import ExampleOptions
 import Dispatch
 import FAADDecoder
+import FLACDecoder
 import OpenCoreAMRDecoder
 import Foundation
 import MPG123Decoder
+import OpusDecoder
 import ALSASink
 import PulseAudioSink
 import RubberBandTimePitch
 import SoxrConverter
+import VorbisDecoder
 
 @main
 struct AQPlay: ParsableCommand {
@@ -59,6 +62,9 @@ struct AQPlay: ParsableCommand {
         MPG123Decoder.register()
         FAADDecoder.register()
         AMRDecoder.register()
+        OpusDecoder.register()
+        VorbisDecoder.register()
+        FLACDecoder.register()
         RubberBandTimePitch.register()
         SoxrConverter.register()
         var paths = inputs

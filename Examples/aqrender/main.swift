@@ -5,11 +5,14 @@ import AudioPlayback
 import BufferQueue
 import ExampleOptions
 import FAADDecoder
+import FLACDecoder
 import OpenCoreAMRDecoder
 import Foundation
 import MPG123Decoder
+import OpusDecoder
 import RubberBandTimePitch
 import SoxrConverter
+import VorbisDecoder
 
 @main
 struct AQRender: ParsableCommand {
@@ -48,6 +51,9 @@ struct AQRender: ParsableCommand {
         MPG123Decoder.register()
         FAADDecoder.register()
         AMRDecoder.register()
+        OpusDecoder.register()
+        VorbisDecoder.register()
+        FLACDecoder.register()
         SoxrConverter.register()
         RubberBandTimePitch.register()
         let file: AudioFile

@@ -87,6 +87,7 @@ func trace(_ bytes: [UInt8], chunks: [Int], seekable: Bool = true, hint: AudioFi
         case .property(let property): result.items.append(.property(describe(stream, property)))
         case .seekRequired(let offset): result.items.append(.seek(offset))
         case .segmentTimestamp, .timedMetadata: break
+        case .link(let link): result.items.append(.property("link \(link.index) first=\(link.firstPacket) priming=\(link.primingFrames) valid=\(String(describing: link.validFrames))"))
         case .packets(let packets):
             let bytesPerPacket = stream.dataFormat?.bytesPerPacket ?? 0
             if packets.descriptions.isEmpty {

@@ -20,12 +20,13 @@ struct OggPageTests {
     /// Every page and packet, pushing `chunk` bytes at a time.
     static func read(_ bytes: [UInt8], chunk: Int) -> (pages: [OggPage], packets: [OggPacket], reader: OggPageReader) {
         var reader = OggPageReader(), assembler = OggPacketAssembler()
+        let input = ByteInput()
         var pages: [OggPage] = [], packets: [OggPacket] = []
         var at = 0
         while at < bytes.count {
-            reader.push(bytes[at..<min(at + chunk, bytes.count)])
+            Array(bytes[at..<min(at + chunk, bytes.count)]).withUnsafeBytes { input.append($0) }
             at += chunk
-            while let page = reader.nextPage() {
+            while let page = reader.nextPage(from: input) {
                 pages.append(page)
                 packets += assembler.packets(of: page)
             }

@@ -93,17 +93,22 @@ import TestSupport
         #expect(packets == 0 && "\(error.map { "\($0)" } ?? "none")".contains("E-AC-3"), "\(String(describing: error))")
     }
 
+    /// Ogg with a played codec and native FLAC are read (an Ogg Opus 5.1 file was once taken for
+    /// MPEG Layer I); an Ogg stream of a codec nothing here decodes is named.
     @Test(.enabled(if: !ffmpegMissing, "ffmpeg is missing"))
-    func oggIsNamedWithItsCodec() async throws {
+    func oggAndFLACAreReadAndOtherOggCodecsNamed() async throws {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        // Ogg Opus 5.1 (channel mapping family 1): reported as MPEG Layer I before the sniffer.
         let opus = try await Self.encode("libopus", "ogg", in: dir, name: "a.opus", extra: ["-af", "pan=5.1|c0=c0|c1=c1|c2=c0|c3=c1|c4=c0|c5=c1"])
-        let (error, packets, _) = Self.parse(opus)
-        #expect(packets == 0 && "\(error.map { "\($0)" } ?? "none")".contains("Ogg Opus"), "\(String(describing: error))")
-        #expect(AudioSniffer.kind(ofHead: opus.prefix(64)) == .unsupported("Ogg Opus"))
+        let (error, packets, type) = Self.parse(opus)
+        #expect(error == nil && packets > 0 && type == .ogg, "\(String(describing: error))")
+        #expect(AudioSniffer.kind(ofHead: opus.prefix(64)) == .audio(.ogg))
         let flac = try await Self.encode("flac", "flac", in: dir, name: "a.flac")
-        #expect(AudioSniffer.kind(ofHead: flac.prefix(64)) == .unsupported("FLAC"))
+        #expect(AudioSniffer.kind(ofHead: flac.prefix(64)) == .audio(.flac))
+        #expect(Self.parse(flac).type == .flac && Self.parse(flac).packets > 0)
+        // A Speex stream's first page (the CRC does not matter to the sniffer).
+        let speex = Array("OggS".utf8) + [0, 2] + [UInt8](repeating: 0, count: 20) + [1, 80] + Array("Speex   ".utf8) + [UInt8](repeating: 0, count: 72)
+        #expect(AudioSniffer.kind(ofHead: speex) == .unsupported("Ogg Speex"))
     }
 
     /// MPEG-1 Layer III, 128 kbit/s, 44.1 kHz, stereo: 417-byte frames of zeros.

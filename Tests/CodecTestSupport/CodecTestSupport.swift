@@ -3,9 +3,12 @@ import AudioFileStream
 import AudioPlayback
 import BufferQueue
 import FAADDecoder
+import FLACDecoder
 import OpenCoreAMRDecoder
 import MPG123Decoder
+import OpusDecoder
 import SoxrConverter
+import VorbisDecoder
 import TestSupport
 
 // What the codec and playback tests share: where fixtures and tools are, and renders through
@@ -27,6 +30,9 @@ public func render(_ path: String, loops: Int = 1, sampleRate: Double? = nil, ch
     MPG123Decoder.register()
     FAADDecoder.register()
     AMRDecoder.register()
+    OpusDecoder.register()
+    VorbisDecoder.register()
+    FLACDecoder.register()
     SoxrConverter.register()
     let renderer = try AudioFileRenderer(file: try AudioFile(path: path), loops: loops, sampleRate: sampleRate, channels: channels,
                                          playRate: playRate, timePitch: timePitch)

@@ -70,8 +70,8 @@ public final class AudioFile: Sendable {
         var resident: [UInt8] = []
         func handle(_ event: AudioFileStreamEvent) {
             guard case .packets(let packets) = event else { return }
-            if stream.fileType == .mpegTransportStream {
-                // Packet bytes are spread over transport packets: keep them.
+            if stream.fileType?.interleavesPacketBytes == true {
+                // Packet bytes are spread over transport packets or Ogg pages: keep them.
                 let base = Int64(resident.count)
                 resident.append(contentsOf: packets.data)
                 let perPacket = stream.dataFormat?.framesPerPacket ?? 0
@@ -141,7 +141,7 @@ public final class AudioFile: Sendable {
         self.damage = damage
         self.index = index
         self.runs = runs
-        self.resident = type == .mpegTransportStream ? resident : nil
+        self.resident = type.interleavesPacketBytes ? resident : nil
         packetCount = index.isEmpty ? runs.reduce(0) { $0 + $1.2 } : Int64(index.count)
         audioDataByteCount = index.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : index.totalBytes
     }

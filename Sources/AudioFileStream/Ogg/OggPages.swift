@@ -31,69 +31,63 @@ struct OggPacket: Equatable {
     var endsStream: Bool
 }
 
-/// Finds pages in pushed bytes (any chunking).
+/// Finds pages at a stream's read position (any chunking).
 struct OggPageReader {
-    private var buffer: [UInt8] = []
-    private var start = 0
-    /// The stream offset of `buffer[start]`.
-    private var position: Int64 = 0
-    /// Bytes skipped since the last good page (junk, or pages that failed their CRC).
+    /// Bytes skipped (junk, or pages that failed their CRC): where, how many, why.
     private(set) var skipped: [(offset: Int64, bytes: Int, why: String)] = []
 
-    mutating func push(_ bytes: some Collection<UInt8>) { buffer.append(contentsOf: bytes) }
-
-    /// The next whole page that checks; nil when more bytes are needed. Junk and damaged pages on
-    /// the way are noted in ``skipped``.
-    mutating func nextPage() -> OggPage? {
+    /// The next whole page that checks, consumed from `input`; nil when more bytes are needed.
+    /// Junk and damaged pages on the way are consumed and noted in ``skipped``.
+    mutating func nextPage(from input: ByteInput) -> OggPage? {
         while true {
-            let available = buffer.count - start
-            guard available >= 27 else { compact(); return nil }
-            guard buffer[start] == 0x4F, buffer[start + 1] == 0x67, buffer[start + 2] == 0x67, buffer[start + 3] == 0x53 else {
-                skip(1, "not an Ogg page")
+            let available = input.available
+            guard available >= 27 else {
+                input.waitFor(27)
+                return nil
+            }
+            guard input.matches("OggS", at: 0) else {
+                skip(input, input.firstIndex(of: 0x4F, from: 1) ?? available, "not an Ogg page")
                 continue
             }
-            let count = Int(buffer[start + 26])
-            guard available >= 27 + count else { compact(); return nil }
-            let lacing = Array(buffer[(start + 27)..<(start + 27 + count)])
-            let bodySize = lacing.reduce(0) { $0 + Int($1) }
+            let count = Int(input.u8(26))
+            guard available >= 27 + count else {
+                input.waitFor(27 + count)
+                return nil
+            }
+            var bodySize = 0
+            for index in 0..<count { bodySize += Int(input.u8(27 + index)) }
             let total = 27 + count + bodySize
-            guard available >= total else { compact(); return nil }
-            let page = buffer[start..<(start + total)]
-            let stored = UInt32(page[start + 22]) | UInt32(page[start + 23]) << 8 | UInt32(page[start + 24]) << 16 | UInt32(page[start + 25]) << 24
-            guard buffer[start + 4] == 0, MPEGCRC32.checksum(page, initial: 0, zeroing: (start + 22)..<(start + 26)) == stored else {
+            guard available >= total else {
+                input.waitFor(total)
+                return nil
+            }
+            let stored = input.u32le(22)
+            guard input.u8(4) == 0, input.withBytes(total, { MPEGCRC32.checksum($0, initial: 0, zeroing: 22..<26) }) == stored else {
                 // A false capture pattern, or a damaged page: look again one byte on.
-                skip(1, buffer[start + 4] != 0 ? "an unknown Ogg version" : "a page that fails its CRC")
+                skip(input, 1, input.u8(4) != 0 ? "an unknown Ogg version" : "a page that fails its CRC")
                 continue
             }
-            func le(_ at: Int, _ width: Int) -> UInt64 {
-                (0..<width).reduce(UInt64(0)) { $0 | UInt64(buffer[start + at + $1]) << (8 * $1) }
-            }
-            let flags = buffer[start + 5]
-            let result = OggPage(continued: flags & 1 != 0, beginsStream: flags & 2 != 0, endsStream: flags & 4 != 0,
-                                 granulePosition: Int64(bitPattern: le(6, 8)), serial: UInt32(le(14, 4)), sequence: UInt32(le(18, 4)),
-                                 segments: lacing, body: Array(buffer[(start + 27 + count)..<(start + total)]), offset: position)
-            start += total
-            position += Int64(total)
-            return result
+            let flags = input.u8(5)
+            let granule = UInt64(input.u32le(6)) | UInt64(input.u32le(10)) << 32
+            let page = OggPage(continued: flags & 1 != 0, beginsStream: flags & 2 != 0, endsStream: flags & 4 != 0,
+                               granulePosition: Int64(bitPattern: granule), serial: input.u32le(14), sequence: input.u32le(18),
+                               segments: input.bytes(27, count), body: input.bytes(27 + count, bodySize), offset: input.position)
+            input.consume(total)
+            return page
         }
     }
 
-    private mutating func skip(_ count: Int, _ why: String) {
-        if let last = skipped.last, last.offset + Int64(last.bytes) == position {
+    private mutating func skip(_ input: ByteInput, _ count: Int, _ why: String) {
+        if let last = skipped.last, last.offset + Int64(last.bytes) == input.position {
             skipped[skipped.count - 1].bytes += count
         } else {
-            skipped.append((position, count, why))
+            skipped.append((input.position, count, why))
         }
-        start += count
-        position += Int64(count)
+        input.consume(count)
     }
 
-    private mutating func compact() {
-        if start > 65536 || start == buffer.count {
-            buffer.removeSubrange(0..<start)
-            start = 0
-        }
-    }
+    /// Forgets what was skipped (reported already).
+    mutating func clearSkipped() { skipped.removeAll() }
 }
 
 /// Packets from pages, per logical stream.
@@ -104,6 +98,16 @@ struct OggPacketAssembler {
     private var nextSequence: [UInt32: UInt32] = [:]
     /// Pages whose continued packet had no start (after a gap, or at the start of a cut stream).
     private(set) var orphanedContinuations = 0
+
+    /// The bytes of the first packet that starts on `page` (the whole packet when it ends there).
+    static func firstPacket(of page: OggPage) -> [UInt8] {
+        var size = 0
+        for lacing in page.segments {
+            size += Int(lacing)
+            if lacing < 255 { break }
+        }
+        return Array(page.body.prefix(size))
+    }
 
     mutating func packets(of page: OggPage) -> [OggPacket] {
         if page.beginsStream {

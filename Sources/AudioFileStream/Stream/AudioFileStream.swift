@@ -83,6 +83,9 @@ public final class AudioFileStream {
     /// Packets a decoder needs before a packet to decode it correctly after a seek (MP4 `sgpd`
     /// roll distance, negative = before), when the container says.
     public var packetRollDistance: Int? { out.packetRollDistance }
+    /// The links of a chained stream read so far, the first included (Ogg; empty for other
+    /// containers). Each is also reported as an ``AudioFileStreamEvent/link(_:)`` event.
+    public var links: [AudioStreamLink] { out.links }
     public var isReadyToProducePackets: Bool { out.isReady }
     /// Problems that did not stop parsing (skipped junk, a cut last frame, a header that miscounts).
     public var warnings: [AudioFileStreamError] { out.warnings }
@@ -385,6 +388,8 @@ public final class AudioFileStream {
         case .wave, .aiff, .aifc: parser = RIFFParser(type: type, seekable: sourceIsSeekable)
         case .amr: parser = AMRParser()
         case .mpegTransportStream: parser = TransportStreamParser()
+        case .ogg: parser = OggParser()
+        case .flac: parser = FLACParser()
         }
     }
 

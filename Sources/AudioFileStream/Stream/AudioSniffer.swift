@@ -57,8 +57,8 @@ public enum AudioSniffer {
         case "video/mp2t", "audio/mp2t": return .audio(.mpegTransportStream)
         case "audio/ac3", "audio/vnd.dolby.dd-raw": return .unsupported("AC-3")
         case "audio/eac3", "audio/vnd.dolby.dd-plus", "audio/ec3": return .unsupported("E-AC-3")
-        case "audio/ogg", "application/ogg", "audio/opus", "audio/vorbis": return .unsupported("Ogg")
-        case "audio/flac", "audio/x-flac": return .unsupported("FLAC")
+        case "audio/ogg", "application/ogg", "audio/opus", "audio/vorbis", "audio/x-vorbis+ogg", "audio/x-opus+ogg": return .audio(.ogg)
+        case "audio/flac", "audio/x-flac": return .audio(.flac)
         default: return nil
         }
     }
@@ -78,8 +78,8 @@ public enum AudioSniffer {
         case "ts": return .audio(.mpegTransportStream)
         case "ac3": return .unsupported("AC-3")
         case "ec3", "eac3": return .unsupported("E-AC-3")
-        case "ogg", "oga", "opus": return .unsupported("Ogg")
-        case "flac": return .unsupported("FLAC")
+        case "ogg", "oga", "opus": return .audio(.ogg)
+        case "flac": return .audio(.flac)
         default: return nil
         }
     }
@@ -145,7 +145,7 @@ public enum AudioSniffer {
             return .found(.audio(.mp4))
         }
         if head.matches("OggS", at: 0) { return ogg(head, atEnd: atEnd) }
-        if head.matches("fLaC", at: 0) { return .found(.unsupported("FLAC")) }
+        if head.matches("fLaC", at: 0) { return .found(.audio(.flac)) }
         if head.u32be(0) == 0x1A45_DFA3 { return .found(.unsupported("Matroska/WebM")) }
         if head.u32be(0) == 0x3026_B275 && head.u32be(4) == 0x8E66_CF11 { return .found(.unsupported("ASF (WMA)")) }
         if head.u32be(0) == 0x7FFE_8001 || head.u32be(0) == 0xFE7F_0180 { return .found(.unsupported("DTS")) }
@@ -161,16 +161,16 @@ public enum AudioSniffer {
         return .none
     }
 
-    /// An Ogg stream, named by the codec of its first packet when the first page is there.
+    /// An Ogg stream: played when its first packet is Opus, Vorbis or FLAC (or when the first
+    /// page is not there yet to tell), else named. A first stream that is not audio (Skeleton)
+    /// is followed by the others: the Ogg parser decides.
     private static func ogg(_ head: HeadBytes, atEnd: Bool) -> Magic {
-        guard head.count >= 27 else { return atEnd ? .found(.unsupported("Ogg")) : .needMore(27) }
+        guard head.count >= 27 else { return atEnd ? .found(.audio(.ogg)) : .needMore(27) }
         let first = 27 + Int(head.byte(26))
-        guard head.count >= first + 8 else { return atEnd ? .found(.unsupported("Ogg")) : .needMore(first + 8) }
-        if head.matches("OpusHead", at: first) { return .found(.unsupported("Ogg Opus")) }
-        if head.byte(first) == 1 && head.matches("vorbis", at: first + 1) { return .found(.unsupported("Ogg Vorbis")) }
-        if head.byte(first) == 0x7F && head.matches("FLAC", at: first + 1) { return .found(.unsupported("Ogg FLAC")) }
+        guard head.count >= first + 8 else { return atEnd ? .found(.audio(.ogg)) : .needMore(first + 8) }
         if head.matches("Speex   ", at: first) { return .found(.unsupported("Ogg Speex")) }
-        return .found(.unsupported("Ogg"))
+        if head.byte(first) == 0x80 && head.matches("theora", at: first + 1) { return .found(.unsupported("Ogg Theora")) }
+        return .found(.audio(.ogg))
     }
 
     /// An AC-3 or E-AC-3 sync frame at `offset` (sync word 0x0B77; `bsid` ≤ 10 is AC-3, 11–16

@@ -12,6 +12,16 @@ enum MPEGCRC32 {
     static func checksum(_ bytes: [UInt8]) -> UInt32 { checksum(bytes[...], initial: 0xFFFF_FFFF) }
 
     /// The CRC of `bytes` from `initial`, the bytes at the indices in `zeroing` taken as 0.
+    static func checksum(_ bytes: UnsafeRawBufferPointer, initial: UInt32, zeroing: Range<Int> = 0..<0) -> UInt32 {
+        var crc = initial
+        for index in 0..<bytes.count {
+            let byte = zeroing.contains(index) ? 0 : bytes[index]
+            crc = (crc << 8) ^ table[Int((crc >> 24) ^ UInt32(byte))]
+        }
+        return crc
+    }
+
+    /// The CRC of `bytes` from `initial`, the bytes at the indices in `zeroing` taken as 0.
     static func checksum(_ bytes: ArraySlice<UInt8>, initial: UInt32, zeroing: Range<Int> = 0..<0) -> UInt32 {
         var crc = initial
         for index in bytes.indices {

@@ -15,6 +15,8 @@ final class StreamOutput {
     var packetTableInfo: AudioFilePacketTableInfo?
     var metadata = AudioFileMetadata()
     var packetRollDistance: Int?
+    /// The links of a chained stream so far (Ogg), the first included.
+    var links: [AudioStreamLink] = []
     var isReady = false
     var warnings: [AudioFileStreamError] = []
 
@@ -35,12 +37,13 @@ final class StreamOutput {
     }
     private var batch: AudioFilePackets?
     /// False while indexing a file (``AudioFile``): packets are described (offset, size, frames)
-    /// but their bytes are not copied. A transport stream's packets are kept whole either way:
-    /// their bytes are spread over transport packets, so the file offset cannot find them again.
+    /// but their bytes are not copied. A transport stream's and an Ogg stream's packets are kept
+    /// whole either way: their bytes are spread over transport packets or pages, so the file
+    /// offset cannot find them again.
     var keepsPacketBytes = true
     /// Bytes the current batch describes (its data's length when bytes are kept).
     private var batchBytes = 0
-    private var copiesBytes: Bool { keepsPacketBytes || fileType == .mpegTransportStream }
+    private var copiesBytes: Bool { keepsPacketBytes || fileType?.interleavesPacketBytes == true }
     /// Index of the next packet to emit.
     var nextPacketIndex: Int64 = 0
     /// Frames per packet of the current format (0 when packets carry their own count).
@@ -69,6 +72,12 @@ final class StreamOutput {
         guard segmented, !metadata.isEmpty else { return }
         flushBatch()
         events.append(.timedMetadata(metadata))
+    }
+
+    /// Reports what is known of a link (see ``AudioFileStreamEvent/link(_:)``).
+    func link(_ link: AudioStreamLink) {
+        flushBatch()
+        events.append(.link(link))
     }
 
     func requestSeek(to offset: Int64) {

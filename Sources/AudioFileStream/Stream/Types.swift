@@ -5,9 +5,17 @@ public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
     case mp3 = "MPG3", adts = "adts", mp4 = "m4af", caf = "caff", wave = "WAVE", aiff = "AIFF", aifc = "AIFC"
     /// Raw AMR or AMR-WB (`#!AMR` storage files).
     case amr = "amrf"
+    /// Ogg (RFC 3533) carrying Opus, Vorbis or FLAC (Core Audio has no constant for Ogg).
+    case ogg = "OggS"
+    /// Native FLAC (`fLaC`; Core Audio's `kAudioFileFLACType`).
+    case flac = "flac"
     /// An MPEG-2 transport stream (`.ts`, HLS segments) carrying ADTS AAC or MPEG audio; packet
     /// byte offsets are positions in the elementary stream.
     case mpegTransportStream = "MP2T"
+
+    /// Whether packets' bytes are interleaved with the container's own (transport packet headers,
+    /// Ogg page headers), so a packet cannot be read again from its file offset alone.
+    public var interleavesPacketBytes: Bool { self == .mpegTransportStream || self == .ogg }
 
     /// The four-character type id, e.g. `MPG3`.
     public var typeID: String { rawValue }
@@ -24,6 +32,8 @@ public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
         case .aifc: return "AIFC"
         case .amr: return "AMR"
         case .mpegTransportStream: return "MPEG transport stream"
+        case .ogg: return "Ogg"
+        case .flac: return "FLAC"
         }
     }
 }
@@ -54,6 +64,8 @@ public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConverti
     public enum Source: String, Hashable, Sendable {
         case lameTag = "LAME/Info tag", iTunSMPB = "iTunSMPB", editList = "edit list", pakt = "pakt chunk", sampleDurations = "sample durations"
         case containerFrameCount = "container frame count"
+        /// Ogg granule positions (with Opus's pre-skip).
+        case granulePosition = "granule position"
     }
 
     public init(validFrames: Int64, primingFrames: Int, remainderFrames: Int, source: Source, note: String? = nil) {
@@ -69,16 +81,22 @@ public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConverti
     }
 }
 
-/// Title, artist and album from ID3 or MP4 tags.
+/// Title, artist and album from ID3, MP4 tags or Vorbis comments, and the other tags a format
+/// names in text.
 public struct AudioFileMetadata: Hashable, Sendable {
     public var title: String?
     public var artist: String?
     public var album: String?
-    public var isEmpty: Bool { title == nil && artist == nil && album == nil }
-    public init(title: String? = nil, artist: String? = nil, album: String? = nil) {
+    /// Other tags by name as the format spells them — Vorbis comments' field names upper-cased
+    /// (`TRACKNUMBER`, `DATE`, `REPLAYGAIN_TRACK_GAIN`, `R128_TRACK_GAIN` …); several values of
+    /// one name joined by `"; "`.
+    public var tags: [String: String]
+    public var isEmpty: Bool { title == nil && artist == nil && album == nil && tags.isEmpty }
+    public init(title: String? = nil, artist: String? = nil, album: String? = nil, tags: [String: String] = [:]) {
         self.title = title
         self.artist = artist
         self.album = album
+        self.tags = tags
     }
 }
 
@@ -113,6 +131,48 @@ public enum AudioFileStreamEvent: Sendable {
     /// Segmented mode: timed metadata — an ID3 tag at a segment's head or a PES of a transport
     /// stream's ID3 metadata stream (`0x15`).
     case timedMetadata(AudioFileMetadata)
+    /// What is known of one link of a chained stream (Ogg: a new logical stream after an end of
+    /// stream, as Icecast sends at every track change): when a link begins — the first right after
+    /// ``AudioFileStreamProperty/readyToProducePackets`` — and again when its length becomes known,
+    /// before the packets it ends with. The packets after a link's first event are its packets,
+    /// to be decoded by a new decoder for its format and cookie, with its own trims.
+    case link(AudioStreamLink)
+}
+
+/// One link of a chained stream: another encode, with its own format, cookie, gapless numbers
+/// and tags, whose packets follow the previous link's in the stream's packet numbering.
+public struct AudioStreamLink: Hashable, Sendable {
+    /// 0 for the first link.
+    public var index: Int
+    /// The stream's index of the link's first audio packet.
+    public var firstPacket: Int64
+    /// Decoded frames of the links before it (their priming and remainder included).
+    public var firstFrame: Int64
+    public var format: AudioStreamDescription
+    public var magicCookie: [UInt8]?
+    public var channelLayout: AudioChannelLayout?
+    public var metadata: AudioFileMetadata
+    /// Frames to drop at the link's start (Opus pre-skip, a stream that starts before granule 0).
+    public var primingFrames: Int
+    /// The link's playable frames and the frames to drop at its end, once its last page has been
+    /// read (nil before).
+    public var validFrames: Int64?
+    public var remainderFrames: Int?
+
+    public init(index: Int, firstPacket: Int64, firstFrame: Int64, format: AudioStreamDescription, magicCookie: [UInt8]?,
+                channelLayout: AudioChannelLayout?, metadata: AudioFileMetadata, primingFrames: Int,
+                validFrames: Int64? = nil, remainderFrames: Int? = nil) {
+        self.index = index
+        self.firstPacket = firstPacket
+        self.firstFrame = firstFrame
+        self.format = format
+        self.magicCookie = magicCookie
+        self.channelLayout = channelLayout
+        self.metadata = metadata
+        self.primingFrames = primingFrames
+        self.validFrames = validFrames
+        self.remainderFrames = remainderFrames
+    }
 }
 
 /// A presentation time as a container states it: `ticks` at `perSecond` ticks a second.

@@ -42,6 +42,18 @@ public struct AudioFormatID: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let amr = AudioFormatID("samr")
     /// AMR wideband speech, 16 kHz (`'sawb'`).
     public static let amrWideband = AudioFormatID("sawb")
+    /// Opus (RFC 6716, `'opus'`): always decoded at 48 kHz. The magic cookie is the `OpusHead`
+    /// identification header of RFC 7845 §5.1 (an MP4 `dOps` or CAF cookie is turned into one),
+    /// so it carries the pre-skip, the output gain and the channel mapping.
+    public static let opus = AudioFormatID("opus")
+    /// FLAC (`'flac'`). The magic cookie is the start of a native FLAC stream: `fLaC` and the
+    /// STREAMINFO metadata block with its 4-byte header (42 bytes); other blocks may follow.
+    public static let flac = AudioFormatID("flac")
+    /// Vorbis (`'vorb'`; Core Audio has no constant for it). The magic cookie is the three header
+    /// packets (identification, comment, setup) in Xiph lacing, as Matroska's CodecPrivate holds
+    /// them: the packet count minus one, the sizes of all but the last packet (each as bytes of
+    /// 255 ended by one below 255), then the packets.
+    public static let vorbis = AudioFormatID("vorb")
 
     /// The four characters, e.g. `'lpcm'`.
     public var description: String {
@@ -238,6 +250,25 @@ public struct AudioChannelLayout: Hashable, Sendable {
         guard !bits.contains(0), Set(bits).count == bits.count else { return nil }
         let source = bits.indices.sorted { bits[$0] < bits[$1] }
         return (bits.reduce(0, |), source)
+    }
+
+    /// The order Vorbis decodes `channels` in (Vorbis I §4.3.9), which Opus's channel mapping
+    /// family 1 (RFC 7845 §5.1.1.2) uses too (FLAC uses WAVE's order). 3 = L C R, 4 = L R Ls Rs,
+    /// 5 = L C R Ls Rs, 6 = L C R Ls Rs LFE, 7 = L C R side-L side-R back-C LFE, 8 = L C R side-L
+    /// side-R Ls Rs LFE.
+    public static func vorbis(channels: Int) -> AudioChannelLayout {
+        switch channels {
+        case 1: return .mono
+        case 2: return .stereo
+        case 3: return AudioChannelLayout(channelLabels: [.left, .center, .right])
+        case 4: return AudioChannelLayout(channelLabels: [.left, .right, .leftSurround, .rightSurround])
+        case 5: return AudioChannelLayout(channelLabels: [.left, .center, .right, .leftSurround, .rightSurround])
+        case 6: return AudioChannelLayout(channelLabels: [.left, .center, .right, .leftSurround, .rightSurround, .lfeScreen])
+        case 7: return AudioChannelLayout(channelLabels: [.left, .center, .right, .leftSurroundDirect, .rightSurroundDirect, .centerSurround, .lfeScreen])
+        case 8: return AudioChannelLayout(channelLabels: [.left, .center, .right, .leftSurroundDirect, .rightSurroundDirect,
+                                                          .leftSurround, .rightSurround, .lfeScreen])
+        default: return AudioChannelLayout(channelLabels: Array(repeating: .unknown, count: max(channels, 0)))
+        }
     }
 
     /// The usual layout for a channel count (the AAC/MPEG default order).

@@ -1,0 +1,157 @@
+import BufferQueue
+
+/// FLAC's STREAMINFO metadata block (34 bytes).
+struct FLACStreamInfo: Equatable {
+    var minimumBlockSize: Int
+    var maximumBlockSize: Int
+    var minimumFrameSize: Int
+    var maximumFrameSize: Int
+    var sampleRate: Int
+    var channels: Int
+    var bitsPerSample: Int
+    /// Samples per channel in the stream; 0 when the encoder did not know.
+    var totalSamples: Int64
+    var md5: [UInt8]
+    /// The block's 34 bytes.
+    var bytes: [UInt8]
+
+    init?(_ bytes: [UInt8]) {
+        guard bytes.count >= 34 else { return nil }
+        func be(_ at: Int, _ count: Int) -> Int { bytes[at..<(at + count)].reduce(0) { $0 << 8 | Int($1) } }
+        minimumBlockSize = be(0, 2)
+        maximumBlockSize = be(2, 2)
+        minimumFrameSize = be(4, 3)
+        maximumFrameSize = be(7, 3)
+        sampleRate = be(10, 3) >> 4
+        channels = Int(bytes[12] >> 1 & 7) + 1
+        bitsPerSample = (Int(bytes[12] & 1) << 4 | Int(bytes[13] >> 4)) + 1
+        totalSamples = Int64(bytes[13] & 0x0F) << 32 | Int64(be(14, 4))
+        md5 = Array(bytes[18..<34])
+        self.bytes = Array(bytes.prefix(34))
+        guard sampleRate > 0, maximumBlockSize >= 16 || maximumBlockSize == minimumBlockSize else { return nil }
+    }
+
+    /// The magic cookie of ``AudioFormatID/flac``: `fLaC` and this block as the last metadata block.
+    var magicCookie: [UInt8] { Array("fLaC".utf8) + [0x80, 0, 0, 34] + bytes }
+
+    var format: AudioStreamDescription {
+        AudioStreamDescription(sampleRate: Double(sampleRate), formatID: .flac, bytesPerPacket: 0,
+                               framesPerPacket: minimumBlockSize == maximumBlockSize ? maximumBlockSize : 0,
+                               bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: bitsPerSample)
+    }
+}
+
+/// A FLAC frame header: what it says and how long it is.
+struct FLACFrameHeader: Equatable {
+    var blockSize: Int
+    /// 0 when the header defers to STREAMINFO.
+    var sampleRate: Int
+    var channels: Int
+    /// 0 when the header defers to STREAMINFO.
+    var bitsPerSample: Int
+    var variableBlockSize: Bool
+    /// The frame number (fixed block size) or the first sample's number (variable).
+    var number: Int64
+    /// Header bytes, its CRC-8 included.
+    var length: Int
+
+    /// The header at the start of `bytes`: `.needMore` when too few bytes to tell.
+    enum Parse: Equatable {
+        case header(FLACFrameHeader)
+        case needMore
+        case invalid
+    }
+
+    static func parse(_ byte: (Int) -> UInt8, available: Int) -> Parse {
+        guard available >= 4 else { return .needMore }
+        guard byte(0) == 0xFF, byte(1) & 0xFE == 0xF8 else { return .invalid }
+        let variable = byte(1) & 1 == 1
+        let blockCode = Int(byte(2) >> 4), rateCode = Int(byte(2) & 0x0F)
+        let channelCode = Int(byte(3) >> 4), sizeCode = Int(byte(3) >> 1 & 7)
+        guard blockCode != 0, rateCode != 15, channelCode <= 10, sizeCode != 3, byte(3) & 1 == 0 else { return .invalid }
+        // The coded number: UTF-8-like, up to 7 bytes (36 bits).
+        var at = 4
+        guard available > at else { return .needMore }
+        let lead = byte(at)
+        let extra: Int
+        switch lead {
+        case 0x00..<0x80: extra = 0
+        case 0xC0..<0xE0: extra = 1
+        case 0xE0..<0xF0: extra = 2
+        case 0xF0..<0xF8: extra = 3
+        case 0xF8..<0xFC: extra = 4
+        case 0xFC..<0xFE: extra = 5
+        case 0xFE: extra = 6
+        default: return .invalid
+        }
+        guard extra == 0 || variable || extra <= 5 else { return .invalid }
+        var number = extra == 0 ? Int64(lead) : Int64(lead & (0x3F >> UInt8(extra)))
+        at += 1
+        guard available >= at + extra else { return .needMore }
+        for _ in 0..<extra {
+            let next = byte(at)
+            guard next & 0xC0 == 0x80 else { return .invalid }
+            number = number << 6 | Int64(next & 0x3F)
+            at += 1
+        }
+        var blockSize: Int
+        switch blockCode {
+        case 1: blockSize = 192
+        case 2...5: blockSize = 576 << (blockCode - 2)
+        case 6:
+            guard available > at else { return .needMore }
+            blockSize = Int(byte(at)) + 1
+            at += 1
+        case 7:
+            guard available > at + 1 else { return .needMore }
+            blockSize = (Int(byte(at)) << 8 | Int(byte(at + 1))) + 1
+            at += 2
+        default: blockSize = 256 << (blockCode - 8)
+        }
+        var rate: Int
+        switch rateCode {
+        case 0: rate = 0
+        case 12:
+            guard available > at else { return .needMore }
+            rate = Int(byte(at)) * 1000
+            at += 1
+        case 13, 14:
+            guard available > at + 1 else { return .needMore }
+            rate = (Int(byte(at)) << 8 | Int(byte(at + 1))) * (rateCode == 14 ? 10 : 1)
+            at += 2
+        default: rate = [0, 88_200, 176_400, 192_000, 8_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000, 96_000][rateCode]
+        }
+        guard available > at else { return .needMore }
+        var crc: UInt8 = 0
+        for index in 0..<at { crc = crc8Table[Int(crc ^ byte(index))] }
+        guard crc == byte(at) else { return .invalid }
+        let bits = [0, 8, 12, 0, 16, 20, 24, 32][sizeCode]
+        return .header(FLACFrameHeader(blockSize: blockSize, sampleRate: rate, channels: channelCode < 8 ? channelCode + 1 : 2,
+                                       bitsPerSample: bits, variableBlockSize: variable, number: number, length: at + 1))
+    }
+
+    /// The header at the start of a packet's bytes.
+    static func parse(_ bytes: [UInt8]) -> FLACFrameHeader? {
+        if case .header(let header) = parse({ bytes[$0] }, available: bytes.count) { return header }
+        return nil
+    }
+
+    /// CRC-8, polynomial 0x07 (frame headers).
+    static let crc8Table: [UInt8] = (0..<256).map { index -> UInt8 in
+        var crc = UInt8(index)
+        for _ in 0..<8 { crc = crc & 0x80 != 0 ? (crc << 1) ^ 0x07 : crc << 1 }
+        return crc
+    }
+
+    /// CRC-16, polynomial 0x8005 (whole frames; over a frame with its CRC the result is 0).
+    static let crc16Table: [UInt16] = (0..<256).map { index -> UInt16 in
+        var crc = UInt16(index) << 8
+        for _ in 0..<8 { crc = crc & 0x8000 != 0 ? (crc << 1) ^ 0x8005 : crc << 1 }
+        return crc
+    }
+}
+
+/// FLAC's metadata block types.
+enum FLACMetadataType: UInt8 {
+    case streamInfo = 0, padding = 1, application = 2, seekTable = 3, vorbisComment = 4, cueSheet = 5, picture = 6
+}

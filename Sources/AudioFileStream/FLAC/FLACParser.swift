@@ -1,0 +1,286 @@
+import BufferQueue
+
+/// Native FLAC (`fLaC`): the metadata blocks, then frames. A frame has no length field: its end
+/// is where the CRC-16 of the bytes so far is 0 and the next frame's header follows (sync code,
+/// CRC-8, the next frame or sample number). One pass keeps the running CRC, so a stream pushed a
+/// byte at a time is scanned once. A frame whose CRC-16 fails is dropped with a warning at the
+/// next header that continues the numbering; a cut last frame is dropped with a warning.
+///
+/// Every frame is one packet of its block size. There is no priming or padding: the frames'
+/// count is the stream's, and a STREAMINFO total that disagrees is reported.
+final class FLACParser: ContainerParser, PacketLocating {
+    private enum State { case magic, metadata, frames }
+    private var state = State.magic
+    private(set) var info: FLACStreamInfo?
+    /// SEEKTABLE points: sample number, byte offset from the first frame, samples in the frame.
+    private(set) var seekPoints: [(sample: Int64, offset: Int64)] = []
+    private var firstFrameOffset: Int64 = 0
+    private var metadata = AudioFileMetadata()
+
+    /// The frame being scanned: its header (at the input's read position), the bytes scanned and
+    /// their CRC-16.
+    private var current: FLACFrameHeader?
+    private var scanned = 0
+    private var crc: UInt16 = 0
+    /// Bytes skipped looking for a frame header, reported once a frame is found.
+    private var junk: (offset: Int64, count: Int)?
+
+    /// Where each parsed frame starts and the frames before it.
+    private var offsets: [Int64] = []
+    private var framesBefore: [Int64] = [0]
+
+    /// Largest metadata block read whole (a bigger PICTURE is skipped).
+    static let metadataReadCap = 16 << 20
+
+    func parse(_ input: ByteInput, _ out: StreamOutput) throws {
+        while true {
+            switch state {
+            case .magic:
+                guard input.available >= 4 else { return input.waitFor(4) }
+                guard input.matches("fLaC", at: 0) else {
+                    throw AudioFileStreamError(.invalidData, .flac, input.position, "no `fLaC` marker: not a native FLAC stream")
+                }
+                input.consume(4)
+                state = .metadata
+            case .metadata:
+                guard input.skipPending == 0 else { return }
+                guard input.available >= 4 else { return input.waitFor(4) }
+                let last = input.u8(0) & 0x80 != 0, type = input.u8(0) & 0x7F
+                let length = Int(input.u8(1)) << 16 | Int(input.u8(2)) << 8 | Int(input.u8(3))
+                let at = input.position
+                if type == FLACMetadataType.picture.rawValue && length > Self.metadataReadCap || type == FLACMetadataType.padding.rawValue {
+                    input.skip(Int64(4 + length))
+                } else {
+                    guard input.available >= 4 + length else { return input.waitFor(4 + length) }
+                    let body = input.bytes(4, length)
+                    input.consume(4 + length)
+                    try readBlock(type: type, body, at: at, out)
+                }
+                if last {
+                    guard let info else {
+                        throw AudioFileStreamError(.invalidData, .flac, at, "the FLAC metadata ends without a STREAMINFO block")
+                    }
+                    state = .frames
+                    firstFrameOffset = input.position + input.skipPending
+                    announce(info, out, dataOffset: firstFrameOffset)
+                }
+            case .frames:
+                guard input.skipPending == 0 else { return }
+                guard try scanFrames(input, out) else { return }
+            }
+        }
+    }
+
+    private func readBlock(type: UInt8, _ body: [UInt8], at offset: Int64, _ out: StreamOutput) throws {
+        switch FLACMetadataType(rawValue: type) {
+        case .streamInfo:
+            guard info == nil else { return }
+            guard let parsed = FLACStreamInfo(body) else {
+                throw AudioFileStreamError(.invalidData, .flac, offset, "the STREAMINFO block (\(body.count) bytes) is invalid")
+            }
+            info = parsed
+        case .seekTable:
+            seekPoints = stride(from: 0, to: body.count - 17, by: 18).compactMap { at in
+                let sample = body[at..<(at + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                let byte = body[(at + 8)..<(at + 16)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                // Placeholder points are all ones.
+                return sample == .max ? nil : (Int64(bitPattern: sample), Int64(bitPattern: byte))
+            }
+        case .vorbisComment:
+            if let fields = VorbisComment.fields(body) { metadata = VorbisComment.metadata(fields) }
+        default:
+            break
+        }
+    }
+
+    private func announce(_ info: FLACStreamInfo, _ out: StreamOutput, dataOffset: Int64) {
+        out.dataFormat = info.format
+        out.formatList = [info.format]
+        out.magicCookie = info.magicCookie
+        out.channelLayout = .wave(channels: info.channels)
+        out.dataOffset = dataOffset
+        if info.maximumFrameSize > 0 { out.maximumPacketSize = info.maximumFrameSize }
+        if info.totalSamples > 0 {
+            out.packetTableInfo = AudioFilePacketTableInfo(validFrames: info.totalSamples, primingFrames: 0, remainderFrames: 0,
+                                                           source: .containerFrameCount, note: "STREAMINFO total samples")
+        }
+        out.metadata = metadata
+        out.announceReady()
+    }
+
+    /// Finds and emits whole frames; false when more bytes are needed.
+    private func scanFrames(_ input: ByteInput, _ out: StreamOutput) throws -> Bool {
+        guard let info else { return false }
+        while true {
+            guard let header = current else {
+                guard findHeader(input, info) else { return false }
+                continue
+            }
+            // Scan on from where the last call stopped, keeping the CRC of the bytes so far.
+            let available = input.available
+            var end: Int?
+            var damagedAt: Int?
+            var wait = 0
+            input.withBytes(available) { bytes in
+                var position = scanned, sum = crc
+                let table = FLACFrameHeader.crc16Table
+                while position < available {
+                    if position >= header.length + 2, bytes[position] == 0xFF {
+                        switch FLACFrameHeader.parse({ bytes[position + $0] }, available: available - position) {
+                        case .needMore where !input.atEnd:
+                            wait = position + 16
+                            scanned = position
+                            crc = sum
+                            return
+                        case .header(let next) where follows(header, next, info):
+                            if sum == 0 { end = position } else { damagedAt = position }
+                            scanned = position
+                            crc = sum
+                            return
+                        default:
+                            break
+                        }
+                    }
+                    sum = (sum << 8) ^ table[Int(UInt8(truncatingIfNeeded: sum >> 8) ^ bytes[position])]
+                    position += 1
+                }
+                scanned = position
+                crc = sum
+            }
+            if wait > 0 {
+                input.waitFor(wait)
+                return false
+            }
+            if let damagedAt {
+                out.warn(AudioFileStreamError(.invalidData, .flac, input.position,
+                    "FLAC frame \(offsets.count) (\(damagedAt) bytes) fails its CRC-16; it was dropped and \(header.blockSize) frames of audio are missing"))
+                input.consume(damagedAt)
+                current = nil
+                continue
+            }
+            guard let end else {
+                if input.atEnd, available > 0 {
+                    if crc == 0 {
+                        emit(header, size: available, input, out)
+                    } else {
+                        out.warn(AudioFileStreamError(.truncated, .flac, input.position,
+                            "the last FLAC frame (\(available) bytes from here) is cut or damaged: its CRC-16 fails; it was dropped"))
+                        input.consume(available)
+                        current = nil
+                    }
+                }
+                return false
+            }
+            emit(header, size: end, input, out)
+        }
+    }
+
+    /// Whether `next` is the header that follows `header` in the same stream.
+    private func follows(_ header: FLACFrameHeader, _ next: FLACFrameHeader, _ info: FLACStreamInfo) -> Bool {
+        guard next.variableBlockSize == header.variableBlockSize, plausible(next, info) else { return false }
+        return next.number == header.number + (header.variableBlockSize ? Int64(header.blockSize) : 1)
+    }
+
+    private func plausible(_ header: FLACFrameHeader, _ info: FLACStreamInfo) -> Bool {
+        header.channels == info.channels && (header.sampleRate == 0 || header.sampleRate == info.sampleRate)
+            && (header.bitsPerSample == 0 || header.bitsPerSample == info.bitsPerSample)
+    }
+
+    private func emit(_ header: FLACFrameHeader, size: Int, _ input: ByteInput, _ out: StreamOutput) {
+        offsets.append(input.position)
+        framesBefore.append(framesBefore[framesBefore.count - 1] + Int64(header.blockSize))
+        out.emitPacket(from: input, size: size, frames: header.blockSize)
+        current = nil
+    }
+
+    /// Finds the next frame header (skipping junk); false when more bytes are needed.
+    private func findHeader(_ input: ByteInput, _ info: FLACStreamInfo) -> Bool {
+        while input.available > 0 {
+            if input.u8(0) == 0xFF {
+                switch FLACFrameHeader.parse({ input.u8($0) }, available: input.available) {
+                case .needMore:
+                    if !input.atEnd {
+                        input.waitFor(16)
+                        return false
+                    }
+                case .header(let header) where plausible(header, info):
+                    current = header
+                    scanned = 0
+                    crc = 0
+                    return true
+                default:
+                    break
+                }
+            }
+            let next = input.firstIndex(of: 0xFF, from: 1) ?? input.available
+            if let last = junk, last.offset + Int64(last.count) == input.position {
+                junk = (last.offset, last.count + next)
+            } else {
+                junk = (input.position, next)
+            }
+            input.consume(next)
+        }
+        return false
+    }
+
+    func finish(_ input: ByteInput, _ out: StreamOutput) throws {
+        input.atEnd = true
+        try parse(input, out)
+        guard state == .frames, let info else {
+            throw AudioFileStreamError(.truncated, .flac, input.position, "the FLAC stream ends inside its metadata")
+        }
+        if let junk {
+            out.warn(AudioFileStreamError(.invalidData, .flac, junk.offset, "skipped \(junk.count) bytes that are not FLAC frames"))
+        }
+        guard !offsets.isEmpty else {
+            throw AudioFileStreamError(.noAudio, .flac, firstFrameOffset, "the FLAC stream holds no frame")
+        }
+        let total = framesBefore[framesBefore.count - 1]
+        if info.totalSamples > 0, info.totalSamples != total {
+            out.warn(AudioFileStreamError(.invalidData, .flac, 0,
+                "STREAMINFO says \(info.totalSamples) samples but the frames hold \(total); the frames are played"))
+        }
+        out.packetTableInfo = AudioFilePacketTableInfo(validFrames: total, primingFrames: 0, remainderFrames: 0, source: .containerFrameCount,
+                                                       note: "the frames' block sizes")
+        out.announce(.packetTableInfo)
+        out.audioDataPacketCount = Int64(offsets.count)
+        out.announce(.audioDataPacketCount)
+    }
+
+    func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
+        guard let result = byteOffset(forPacket: packet) else {
+            throw AudioFileStreamError(.invalidOperation, .flac, input.position, "FLAC frame \(packet) has not been parsed yet")
+        }
+        input.reset(to: result.byteOffset)
+        out.nextPacketIndex = packet
+        offsets.removeSubrange(Int(packet)...)
+        framesBefore.removeSubrange((Int(packet) + 1)...)
+        current = nil
+        return result
+    }
+
+    func discontinuity(_ input: ByteInput, _ out: StreamOutput) {
+        input.dropBuffered()
+        current = nil
+    }
+
+    func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
+        guard packet >= 0, packet < Int64(offsets.count) else { return nil }
+        return AudioFileStreamSeekResult(byteOffset: offsets[Int(packet)], isEstimated: false)
+    }
+
+    func frames(beforePacket packet: Int64) -> Int64? {
+        guard packet >= 0, packet < Int64(framesBefore.count) else { return nil }
+        return framesBefore[Int(packet)]
+    }
+
+    func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
+        guard frame >= 0, let total = framesBefore.last, frame < total else { return nil }
+        var low = 0, high = framesBefore.count - 1
+        while low + 1 < high {
+            let middle = (low + high) / 2
+            if framesBefore[middle] <= frame { low = middle } else { high = middle }
+        }
+        return (Int64(low), Int(frame - framesBefore[low]))
+    }
+}

@@ -1,0 +1,2 @@
+// libFLAC (Debian: libflac-dev). BSD-3-Clause.
+#include <FLAC/stream_decoder.h>

@@ -1,0 +1,191 @@
+import Foundation
+import Testing
+@testable import AudioFileStream
+import BufferQueue
+import TestSupport
+
+/// The Ogg and native FLAC parsers on files ffmpeg writes: the same packets at any chunking,
+/// the gapless numbers from granule positions and STREAMINFO, chained and multiplexed Ogg, and
+/// damage (a page or frame failing its CRC, a cut frame, a lying STREAMINFO).
+@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg"), "ffmpeg is missing (make deps installs it): Ogg/FLAC container tests skipped"))
+struct XiphContainerTests {
+    /// 1.01 s of a tone at 48 kHz (48 480 frames: no whole number of Opus, Vorbis or FLAC blocks).
+    static func make(_ codec: String, _ ext: String, seconds: Double = 1.01, channels: Int = 2) async throws -> [UInt8] {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("xiph-\(UUID()).\(ext)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=\(seconds):r=48000",
+                                                           "-ac", "\(channels)", "-c:a", codec, path])
+        try #require(result.status == 0, "ffmpeg could not write \(ext): \(String(decoding: result.errorOutput, as: UTF8.self))")
+        return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    static func stream(_ bytes: [UInt8], chunk: Int = 4096) -> (stream: AudioFileStream, trace: Trace) {
+        let stream = AudioFileStream()
+        var result = Trace()
+        var at = 0
+        do {
+            while at < bytes.count {
+                for event in try stream.parse(bytes[at..<min(at + chunk, bytes.count)]) { record(event, &result, stream) }
+                at += chunk
+            }
+            for event in try stream.finish() { record(event, &result, stream) }
+        } catch {
+            result.error = "\(error)"
+        }
+        result.warnings = stream.warnings.map { "\($0)" }
+        return (stream, result)
+    }
+
+    static func record(_ event: AudioFileStreamEvent, _ trace: inout Trace, _ stream: AudioFileStream) {
+        switch event {
+        case .packets(let packets):
+            for (index, description) in packets.descriptions.enumerated() {
+                trace.items.append(.packet(index: packets.firstPacketIndex + Int64(index), offset: packets.fileOffsets[index],
+                                           frames: description.variableFramesInPacket > 0 ? description.variableFramesInPacket
+                                                                                          : stream.dataFormat?.framesPerPacket ?? 0,
+                                           bytes: Array(packets.data[description.startOffset..<(description.startOffset + description.dataByteSize)])))
+            }
+        case .link(let link):
+            trace.items.append(.property("link \(link.index) at \(link.firstPacket) priming \(link.primingFrames) valid \(String(describing: link.validFrames))"))
+        case .property(let property):
+            trace.items.append(.property("\(property)"))
+        default:
+            break
+        }
+    }
+
+    static func frames(_ trace: Trace) -> Int64 { trace.packets.reduce(0) { $0 + Int64($1.frames) } }
+
+    @Test(arguments: [("libopus", "opus"), ("libvorbis", "ogg"), ("flac", "flac"), ("flac", "oga")])
+    func theSamePacketsAtAnyChunking(_ codec: String, _ ext: String) async throws {
+        let bytes = try await Self.make(codec, ext)
+        let whole = Self.stream(bytes, chunk: bytes.count)
+        #expect(whole.trace.error == nil && whole.trace.warnings.isEmpty, "\(whole.trace.error ?? "") \(whole.trace.warnings)")
+        #expect(whole.stream.fileType == (ext == "flac" ? .flac : .ogg))
+        #expect(whole.trace.packets.count > 10)
+        for chunk in [1, 7, 1000] {
+            let dripped = Self.stream(bytes, chunk: chunk)
+            #expect(dripped.trace == whole.trace, "chunk \(chunk)")
+        }
+        // Every decoded frame is priming, valid or remainder; 1.01 s at 48 kHz is valid.
+        let table = try #require(whole.stream.packetTableInfo)
+        #expect(table.validFrames == 48_480, "\(table)")
+        #expect(Int64(table.primingFrames) + table.validFrames + Int64(table.remainderFrames) == Self.frames(whole.trace), "\(table)")
+        if codec == "libopus" {
+            let head = try #require(whole.stream.magicCookie)
+            #expect(table.primingFrames == Int(head[10]) | Int(head[11]) << 8)
+        }
+    }
+
+    /// Two files back to back make a chained stream: two links, each with its own pre-skip and
+    /// length, the packets numbered on.
+    @Test func aChainedOpusStreamHasTwoLinks() async throws {
+        let first = try await Self.make("libopus", "opus"), second = try await Self.make("libopus", "opus", seconds: 0.5, channels: 1)
+        let result = Self.stream(first + second, chunk: 999)
+        #expect(result.trace.error == nil)
+        let links = result.stream.links
+        try #require(links.count == 2, "\(links)")
+        #expect(links[0].validFrames == 48_480 && links[1].validFrames == 24_000)
+        #expect(links[0].format.channelsPerFrame == 2 && links[1].format.channelsPerFrame == 1)
+        #expect(links[1].primingFrames > 0)
+        let alone = Self.stream(first)
+        #expect(links[1].firstPacket == Int64(alone.trace.packets.count))
+        #expect(links[1].firstFrame == Self.frames(alone.trace))
+        // Each link was announced when it began and again when its length was known.
+        let announcements = result.trace.items.compactMap { item -> String? in
+            if case .property(let text) = item, text.hasPrefix("link") { return text } else { return nil }
+        }
+        #expect(announcements.count == 4, "\(announcements)")
+        #expect(result.stream.packetTableInfo?.validFrames == 72_480)
+    }
+
+    /// An Ogg page, CRC included.
+    static func page(serial: UInt32, sequence: UInt32, flags: UInt8, granule: Int64, packet: [UInt8]) -> [UInt8] {
+        var lacing = [UInt8](repeating: 255, count: packet.count / 255)
+        lacing.append(UInt8(packet.count % 255))
+        var page = Array("OggS".utf8) + [0, flags]
+        page += (0..<8).map { UInt8(truncatingIfNeeded: UInt64(bitPattern: granule) >> (8 * UInt64($0))) }
+        page += (0..<4).map { UInt8(truncatingIfNeeded: serial >> (8 * UInt32($0))) }
+        page += (0..<4).map { UInt8(truncatingIfNeeded: sequence >> (8 * UInt32($0))) }
+        page += [0, 0, 0, 0, UInt8(lacing.count)] + lacing + packet
+        let crc = MPEGCRC32.checksum(page[...], initial: 0, zeroing: 22..<26)
+        for index in 0..<4 { page[22 + index] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(index))) }
+        return page
+    }
+
+    /// A Skeleton stream multiplexed before the audio (its BOS first, its EOS among the audio
+    /// pages) is skipped and named; the audio is the same as without it.
+    @Test func aSkeletonStreamIsSkipped() async throws {
+        let opus = try await Self.make("libopus", "opus")
+        let plain = Self.stream(opus)
+        let fishead = Array("fishead\0".utf8) + [UInt8](repeating: 0, count: 56)
+        let bos = Self.page(serial: 0xABCD, sequence: 0, flags: 2, granule: 0, packet: fishead)
+        let eos = Self.page(serial: 0xABCD, sequence: 1, flags: 4, granule: 0, packet: [])
+        let pages = XiphPages.ranges(opus)
+        let muxed = bos + Array(opus[pages[0]]) + eos + Array(opus[pages[1].lowerBound...])
+        let result = Self.stream(muxed, chunk: 500)
+        #expect(result.trace.error == nil)
+        #expect(result.trace.packets.map(\.bytes) == plain.trace.packets.map(\.bytes))
+        #expect(result.stream.warnings.contains { "\($0)".contains("Skeleton") }, "\(result.trace.warnings)")
+    }
+
+    /// A page failing its CRC is dropped and reported; the packets on the other pages are read.
+    @Test func aDamagedOggPageIsDroppedAndReported() async throws {
+        let opus = try await Self.make("libopus", "opus", seconds: 4)
+        let plain = Self.stream(opus)
+        let pages = XiphPages.ranges(opus)
+        try #require(pages.count > 5)
+        var damaged = opus
+        damaged[pages[3].lowerBound + 60] ^= 0x10
+        let result = Self.stream(damaged, chunk: 777)
+        #expect(result.trace.error == nil)
+        #expect(result.stream.warnings.contains { "\($0)".contains("fails its CRC") }, "\(result.trace.warnings)")
+        let kept = result.trace.packets.map(\.bytes), all = plain.trace.packets.map(\.bytes)
+        #expect(kept.count < all.count && kept.count > all.count - 60)
+        // What came before the damaged page is all there, in order.
+        let before = plain.trace.packets.prefix { $0.offset < Int64(pages[3].lowerBound) }.map(\.bytes)
+        #expect(Array(kept.prefix(before.count)) == before)
+    }
+
+    /// FLAC frames: one failing its CRC-16 is dropped with a warning, a cut last one too, and a
+    /// STREAMINFO total that disagrees with the frames is reported (the frames are played).
+    @Test func flacDamage() async throws {
+        let flac = try await Self.make("flac", "flac", seconds: 2)
+        let plain = Self.stream(flac)
+        let packets = plain.trace.packets
+        try #require(packets.count > 10)
+        var damaged = flac
+        damaged[Int(packets[5].offset) + packets[5].bytes.count / 2] ^= 0x01
+        let hit = Self.stream(damaged, chunk: 333)
+        #expect(hit.trace.error == nil)
+        #expect(hit.trace.warnings.contains { $0.contains("CRC-16") }, "\(hit.trace.warnings)")
+        #expect(hit.trace.packets.map(\.bytes) == packets.enumerated().filter { $0.offset != 5 }.map(\.element.bytes))
+
+        let cut = Array(flac.prefix(Int(packets[packets.count - 1].offset) + 40))
+        let short = Self.stream(cut, chunk: 500)
+        #expect(short.trace.error == nil)
+        #expect(short.trace.warnings.contains { $0.contains("cut") }, "\(short.trace.warnings)")
+        #expect(short.trace.packets.map(\.bytes) == packets.dropLast().map(\.bytes))
+
+        // STREAMINFO's total samples end at byte 25 of the file (`fLaC`, the block header, 18 bytes).
+        var lying = flac
+        lying[24] ^= 0x01
+        let told = Self.stream(lying)
+        #expect(told.trace.warnings.contains { $0.contains("STREAMINFO says") }, "\(told.trace.warnings)")
+        #expect(told.stream.packetTableInfo?.validFrames == 96_000)
+    }
+}
+
+/// Where an Ogg file's pages lie.
+enum XiphPages {
+    static func ranges(_ bytes: [UInt8]) -> [Range<Int>] {
+        var ranges: [Range<Int>] = [], at = 0
+        while at + 27 <= bytes.count {
+            let count = Int(bytes[at + 26])
+            let size = 27 + count + bytes[(at + 27)..<(at + 27 + count)].reduce(0) { $0 + Int($1) }
+            ranges.append(at..<(at + size))
+            at += size
+        }
+        return ranges
+    }
+}

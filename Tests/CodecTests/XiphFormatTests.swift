@@ -1,0 +1,190 @@
+import Foundation
+import Testing
+import AudioFileStream
+import AudioPlayback
+import BufferQueue
+import CodecTestSupport
+import TestSupport
+
+/// Files the Xiph tests make: sources of odd lengths (a prime number of frames, a multiple of no
+/// block or frame size) made by sox, encoded by the reference encoders.
+enum XiphFiles {
+    static let directory: URL = {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("xiph-tests-\(getpid())")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }()
+
+    static let frames = 30_011
+
+    /// A source WAV: one tone per channel (none at full scale, so no encoder clips).
+    static func source(channels: Int, rate: Int, bits: Int = 16, frames: Int = frames) async throws -> String {
+        let path = directory.appendingPathComponent("src-\(channels)ch-\(rate)-\(bits)-\(frames).wav").path
+        if FileManager.default.fileExists(atPath: path) { return path }
+        let tones = (0..<channels).flatMap { ["sine", "\(220 + 170 * $0)"] }
+        _ = try await run(try #require(Where.tool("sox")),
+                          ["-r", "\(rate)", "-n", "-r", "\(rate)", "-c", "\(channels)", "-b", "\(bits)", path, "synth", "\(frames)s"] + tones + ["vol", "0.4"])
+        return path
+    }
+
+    /// Encodes `source` with a tool whose last arguments are the input and output.
+    static func encode(_ source: String, _ tool: String, _ arguments: [String], ext: String, tag: String = "") async throws -> String {
+        let name = URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent
+        let path = directory.appendingPathComponent("\(name)-\(tool)\(tag).\(ext)").path
+        if FileManager.default.fileExists(atPath: path) { return path }
+        let exe = try #require(Where.tool(tool), "\(tool) is missing (make deps installs it)")
+        switch tool {
+        case "opusenc": _ = try await run(exe, ["--quiet"] + arguments + [source, path])
+        case "oggenc": _ = try await run(exe, ["-Q"] + arguments + [source, "-o", path])
+        case "flac": _ = try await run(exe, ["-s", "-f"] + arguments + [source, "-o", path])
+        default: _ = try await run(exe, ["-v", "error", "-y", "-i", source] + arguments + [path])
+        }
+        return path
+    }
+
+    /// A reference tool's decode to a WAV, read back as floats by ffmpeg (exactly, in the file's order).
+    static func referenceDecode(_ tool: String, _ arguments: [String], _ input: String) async throws -> [Float] {
+        let output = directory.appendingPathComponent("ref-\(UUID()).wav").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let exe = try #require(Where.tool(tool), "\(tool) is missing (make deps installs it)")
+        // opusdec takes the output after the input; oggdec after -o.
+        let result = try await runTool(exe, arguments + (tool == "opusdec" ? [input, output] : [input, "-o", output]))
+        try #require(result.status == 0, "\(tool) failed: \(String(decoding: result.errorOutput, as: UTF8.self))")
+        return try await ffmpegFloats(output)
+    }
+
+    /// The Ogg CRC-32 of a page (polynomial 0x04C11DB7, initial 0, the CRC field zeroed).
+    static func oggCRC(_ page: ArraySlice<UInt8>) -> UInt32 {
+        var crc: UInt32 = 0
+        for (index, byte) in page.enumerated() {
+            crc ^= UInt32((22..<26).contains(index) ? 0 : byte) << 24
+            for _ in 0..<8 { crc = crc & 0x8000_0000 != 0 ? (crc << 1) ^ 0x04C1_1DB7 : crc << 1 }
+        }
+        return crc
+    }
+
+    /// The byte ranges of an Ogg file's pages.
+    static func pages(_ bytes: [UInt8]) -> [Range<Int>] {
+        var ranges: [Range<Int>] = [], at = 0
+        while at + 27 <= bytes.count {
+            let count = Int(bytes[at + 26])
+            let size = 27 + count + bytes[(at + 27)..<(at + 27 + count)].reduce(0) { $0 + Int($1) }
+            ranges.append(at..<(at + size))
+            at += size
+        }
+        return ranges
+    }
+
+    /// Sets a page's CRC after its bytes were changed.
+    static func fixCRC(_ bytes: inout [UInt8], page: Range<Int>) {
+        let crc = oggCRC(bytes[page])
+        for index in 0..<4 { bytes[page.lowerBound + 22 + index] = UInt8(truncatingIfNeeded: crc >> (8 * index)) }
+    }
+
+    static func write(_ bytes: [UInt8], ext: String) throws -> String {
+        let path = directory.appendingPathComponent("edited-\(UUID()).\(ext)").path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+}
+
+/// Samples that differ between two decodes, `ours` in its channel order and `reference` with
+/// our channel `c` at its channel `order[c]`.
+func differing(_ ours: [Float], _ reference: [Float], channels: Int, order: [Int]? = nil, tolerance: Float = 0) -> Int {
+    let order = order ?? Array(0..<channels)
+    var count = 0
+    for frame in 0..<(min(ours.count, reference.count) / channels) {
+        for channel in 0..<channels where abs(ours[frame * channels + channel] - reference[frame * channels + order[channel]]) > tolerance {
+            count += 1
+        }
+    }
+    return count
+}
+
+/// Samples of our channel `ours` that differ by more than one 16-bit step from `reference`'s channel `theirs`.
+func channelDiffering(_ ours: [Float], _ reference: [Float], _ channels: Int, _ mine: Int, _ theirs: Int) -> Int {
+    var count = 0
+    for frame in 0..<(min(ours.count, reference.count) / channels)
+    where abs(ours[frame * channels + mine] - reference[frame * channels + theirs]) > 1.5 / 32768 {
+        count += 1
+    }
+    return count
+}
+
+/// FLAC, Ogg Vorbis and Ogg Opus against their reference decoders, on files the tests encode.
+@Suite(.enabled(if: ["ffmpeg", "sox", "flac", "opusenc", "oggenc"].allSatisfy { Where.tool($0) != nil },
+                "ffmpeg, sox, flac, opus-tools or vorbis-tools is missing (make deps installs them): Xiph format tests skipped"))
+struct XiphFormatTests {
+    /// FLAC is lossless: the render is the source's samples, every one, native and in Ogg.
+    @Test(arguments: [(1, 44_100, 16, false), (2, 48_000, 24, false), (6, 44_100, 16, false), (2, 44_100, 16, true)])
+    func flacIsTheSourceBitForBit(_ channels: Int, _ rate: Int, _ bits: Int, _ ogg: Bool) async throws {
+        let source = try await XiphFiles.source(channels: channels, rate: rate, bits: bits)
+        let file = try await XiphFiles.encode(source, "flac", ogg ? ["--ogg"] : [], ext: ogg ? "oga" : "flac")
+        let (ours, format, renderer) = try await rendered(file)
+        let expected = try await ffmpegFloats(source)
+        #expect(renderer.file.fileType == (ogg ? .ogg : .flac))
+        #expect(format.channelsPerFrame == channels && format.sampleRate == Double(rate))
+        #expect(ours.count == XiphFiles.frames * channels, "\(ours.count / channels) frames rendered, \(XiphFiles.frames) in the source")
+        #expect(differing(ours, expected, channels: channels) == 0)
+        #expect(renderer.lastConverterError == nil, "\(String(describing: renderer.lastConverterError))")
+    }
+
+    /// Opus: libopus's own float decode at 48 kHz (`opusdec --float --rate 48000`, which applies
+    /// the same pre-skip, end trim and gain), bit for bit; a 48 kHz source keeps its length, others
+    /// have the length opusdec gives at 48 kHz. 5.1 comes out in Vorbis order, opusdec's in WAVE's.
+    @Test(arguments: [(1, 48_000), (2, 44_100), (6, 48_000), (2, 22_050)])
+    func opusIsLibopusFloatDecode(_ channels: Int, _ rate: Int) async throws {
+        let source = try await XiphFiles.source(channels: channels, rate: rate)
+        let file = try await XiphFiles.encode(source, "opusenc", [], ext: "opus")
+        let (ours, format, renderer) = try await rendered(file)
+        let reference = try await XiphFiles.referenceDecode("opusdec", ["--quiet", "--float", "--rate", "48000"], file)
+        #expect(format.sampleRate == 48_000 && format.channelsPerFrame == channels)
+        #expect(ours.count == reference.count, "\(ours.count / channels) frames rendered, opusdec gives \(reference.count / channels)")
+        if rate == 48_000 { #expect(ours.count == XiphFiles.frames * channels) }
+        let order = channels == 6 ? [0, 2, 1, 4, 5, 3] : nil
+        #expect(differing(ours, reference, channels: channels, order: order) == 0)
+        #expect(renderer.lastConverterError == nil)
+    }
+
+    /// The OpusHead output gain is applied (RFC 7845 says a decoder must): +6 dB in the header
+    /// gives opusdec's decode with the same gain, and about twice the amplitude.
+    @Test func opusOutputGainIsApplied() async throws {
+        let source = try await XiphFiles.source(channels: 2, rate: 48_000)
+        let plain = try await XiphFiles.encode(source, "opusenc", [], ext: "opus")
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: plain)))
+        let first = try #require(XiphFiles.pages(bytes).first)
+        let head = first.lowerBound + 28   // one lacing value on the OpusHead page
+        #expect(bytes[head..<(head + 8)].elementsEqual("OpusHead".utf8))
+        bytes[head + 16] = 0x00   // 6 dB = 1536/256 dB, little-endian
+        bytes[head + 17] = 0x06
+        XiphFiles.fixCRC(&bytes, page: first)
+        let gained = try XiphFiles.write(bytes, ext: "opus")
+        let (ours, _, _) = try await rendered(gained)
+        let (quiet, _, _) = try await rendered(plain)
+        let reference = try await XiphFiles.referenceDecode("opusdec", ["--quiet", "--float", "--rate", "48000"], gained)
+        #expect(ours.count == reference.count && ours.count == quiet.count)
+        #expect(differing(ours, reference, channels: 2) == 0)
+        let ratio = ours.map { abs($0) }.max()! / quiet.map { abs($0) }.max()!
+        #expect(abs(ratio - 1.9953) < 0.01, "peak ratio \(ratio), 6 dB is 1.995")
+    }
+
+    /// Vorbis: oggdec's 16-bit decode, to its rounding, at the source's length. oggdec's 5.1 is
+    /// in an order of its own: each of our channels is matched to the one that agrees.
+    @Test(arguments: [(1, 44_100), (2, 48_000), (6, 44_100)])
+    func vorbisIsOggdecToItsRounding(_ channels: Int, _ rate: Int) async throws {
+        let source = try await XiphFiles.source(channels: channels, rate: rate)
+        let file = try await XiphFiles.encode(source, "oggenc", [], ext: "ogg")
+        let (ours, format, renderer) = try await rendered(file)
+        let reference = try await XiphFiles.referenceDecode("oggdec", ["-Q"], file)
+        #expect(format.sampleRate == Double(rate) && format.channelsPerFrame == channels)
+        #expect(ours.count == XiphFiles.frames * channels, "\(ours.count / channels) frames rendered, \(XiphFiles.frames) in the source")
+        #expect(reference.count == ours.count)
+        let rounded = ours.map { (min(max($0 * 32768, -32768), 32767)).rounded() / 32768 }
+        let order = (0..<channels).map { channel in
+            (0..<channels).min { channelDiffering(rounded, reference, channels, channel, $0) < channelDiffering(rounded, reference, channels, channel, $1) } ?? channel
+        }
+        #expect(Set(order).count == channels, "channels matched \(order)")
+        #expect(differing(rounded, reference, channels: channels, order: order, tolerance: 1.5 / 32768) == 0)
+        #expect(renderer.lastConverterError == nil)
+    }
+}
