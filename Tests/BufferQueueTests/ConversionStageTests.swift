@@ -191,6 +191,34 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
         try queue.stop(immediately: true)
     }
 
+    /// A stereo stream after an odd number of mono frames starts on an odd sample of the ring, so
+    /// the ring's wrap falls inside a stereo frame: every frame keeps its channels there (the
+    /// copy that applies the gain once took the second piece's first sample for a left one).
+    @Test(arguments: [nil, 0.5] as [Float?])
+    func stereoAfterAnOddMonoStretchKeepsItsChannelsAcrossTheWrap(_ volume: Float?) throws {
+        let queue = try AudioQueue(format: .float32(sampleRate: 1000, channels: 2),
+                                   configuration: .init(resamplerRegistry: AudioResamplerRegistry()))
+        if let volume { try queue.setParameters(.init(volume: volume)) }
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 1000, channels: 2))
+        let first = ramp(frames: 1_001, channels: 2, offset: 1)
+        try queue.enqueue(try queue.makeBuffer(first))
+        try queue.beginStream(format: .float32(sampleRate: 1000, channels: 1))
+        let mono = ramp(frames: 12_347, channels: 1, offset: 5)
+        try queue.enqueue(try queue.makeBuffer(mono))
+        try queue.beginStream(format: .float32(sampleRate: 1000, channels: 2))
+        // Enough stereo frames to pass the ring's wrap several times.
+        let last = ramp(frames: 150_001, channels: 2, offset: 7)
+        for start in stride(from: 0, to: last.count, by: 20_000) {
+            try queue.enqueue(try queue.makeBuffer(Array(last[start..<min(start + 20_000, last.count)])))
+        }
+        try queue.flush()
+        let output = try queue.renderRest(channels: 2, chunk: 777)
+        let gain = volume ?? 1
+        let expected = (first + mono.flatMap { [$0, $0] } + last).map { $0 * gain }
+        #expect(output.count == expected.count)
+        #expect(difference(output, expected) == nil)
+    }
+
     /// The rate changes from one stream to the next: the converter made ahead on the worker
     /// takes over at the first frame of the new stream (the doubler: each frame twice), exactly.
     @Test func aStreamAtAnotherRateIsConvertedToTheSinkFormat() throws {

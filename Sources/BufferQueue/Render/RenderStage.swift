@@ -660,17 +660,25 @@ final class RenderStage: @unchecked Sendable {
             if count <= 0 { return (done, .starved) }
             let destination = out + done * ch
             if gain, ch <= 2, let (left, right) = steadyGains(channels: ch) {
-                // One pass: the gain is applied while copying out (the ring holds whole frames and
-                // its size is a power of two, so a stereo run never starts mid-frame).
+                // One pass: the gain is applied while copying out. The run starts on a frame, but
+                // the ring's wrap may fall inside one (after a stretch of an odd number of mono
+                // samples): the second piece's channel follows from its offset in the run.
                 ring.consume(count: count * ch) { source, offset, n in
                     let target = destination + offset
                     if ch == 1 {
                         for i in 0..<n { target[i] = source[i] * left }
                     } else {
-                        for i in 0..<(n / 2) {
-                            target[2 * i] = source[2 * i] * left
-                            target[2 * i + 1] = source[2 * i + 1] * right
+                        var i = 0
+                        if offset & 1 == 1, n > 0 {
+                            target[0] = source[0] * right
+                            i = 1
                         }
+                        while i + 1 < n {
+                            target[i] = source[i] * left
+                            target[i + 1] = source[i + 1] * right
+                            i += 2
+                        }
+                        if i < n { target[i] = source[i] * left }
                     }
                 }
             } else {
