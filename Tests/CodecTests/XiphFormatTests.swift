@@ -187,4 +187,44 @@ struct XiphFormatTests {
         #expect(differing(rounded, reference, channels: channels, order: order, tolerance: 1.5 / 32768) == 0)
         #expect(renderer.lastConverterError == nil)
     }
+
+    /// A chain of three Opus links — stereo, mono, and stereo with a pre-skip of 1 000 — plays as
+    /// the sum of the three lengths, each link trimmed as when it plays alone.
+    @Test func aChainOfThreeOpusLinksPlaysAsTheSumOfItsLinks() async throws {
+        let stereo = try await XiphFiles.encode(try await XiphFiles.source(channels: 2, rate: 48_000), "opusenc", [], ext: "opus")
+        let mono = try await XiphFiles.encode(try await XiphFiles.source(channels: 1, rate: 48_000, frames: 12_347), "opusenc", [], ext: "opus")
+        var third = [UInt8](try Data(contentsOf: URL(fileURLWithPath: stereo)))
+        let head = try #require(XiphFiles.pages(third).first)
+        third[head.lowerBound + 28 + 10] = 0xE8   // pre-skip 1000, little-endian
+        third[head.lowerBound + 28 + 11] = 0x03
+        XiphFiles.fixCRC(&third, page: head)
+        let late = try XiphFiles.write(third, ext: "opus")
+        let parts = [stereo, mono, late]
+        var chain: [UInt8] = []
+        for part in parts { chain += [UInt8](try Data(contentsOf: URL(fileURLWithPath: part))) }
+        let chained = try XiphFiles.write(chain, ext: "opus")
+
+        let (ours, format, renderer) = try await rendered(chained)
+        #expect(renderer.file.links.count == 3)
+        #expect(renderer.file.links.map(\.primingFrames) == [312, 312, 1000])
+        #expect(format.channelsPerFrame == 2)
+        var alone: [[Float]] = []
+        for part in parts { alone.append(try await rendered(part).samples) }
+        let lengths = [alone[0].count / 2, alone[1].count, alone[2].count / 2]
+        #expect(lengths == [XiphFiles.frames, 12_347, XiphFiles.frames - 688])
+        #expect(ours.count / 2 == lengths.reduce(0, +), "\(ours.count / 2) frames, links \(lengths)")
+        // The stereo links are exact; the mono link is played on both channels.
+        #expect(differing(Array(ours[0..<alone[0].count]), alone[0], channels: 2) == 0)
+        let monoPart = ours[alone[0].count..<(alone[0].count + 2 * lengths[1])]
+        #expect(stride(from: 0, to: monoPart.count, by: 2).allSatisfy { monoPart[monoPart.startIndex + $0] == monoPart[monoPart.startIndex + $0 + 1] })
+        let last = Array(ours.suffix(alone[2].count))
+        let shift = (-1000...1000).first { shift in
+            (0..<200).allSatisfy { frame in
+                let at = 4000 + frame + shift
+                return at >= 0 && at < last.count / 2 && last[2 * at] == alone[2][2 * (4000 + frame)]
+            }
+        }
+        let where_ = zip(last, alone[2]).enumerated().filter { $0.element.0 != $0.element.1 }.prefix(4).map { "\($0.offset): \($0.element.0) vs \($0.element.1)" }
+        #expect(differing(last, alone[2], channels: 2) == 0, "at \(where_); the last link is shifted by \(String(describing: shift)) frames; first values \(last.prefix(4)) against \(alone[2].prefix(4))")
+    }
 }

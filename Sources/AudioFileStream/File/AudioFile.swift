@@ -30,6 +30,11 @@ public final class AudioFile: Sendable {
     /// Packets a decoder needs before a packet, when the container says (MP4 `roll`; negative: before).
     public let packetRollDistance: Int?
     public let metadata: AudioFileMetadata
+    /// The links of a chained stream (Ogg), the first included; empty for other containers.
+    /// Each link is its own encode: ``AudioStreamLink/primingFrames`` and
+    /// ``AudioStreamLink/validFrames`` trim it, and the overall ``packetTableInfo`` counts all
+    /// links' valid frames.
+    public let links: [AudioStreamLink]
     public let warnings: [AudioFileStreamError]
     /// The problem that ended parsing early, if any; the packets before it are readable.
     public let damage: AudioFileStreamError?
@@ -137,6 +142,7 @@ public final class AudioFile: Sendable {
         packetTableInfo = stream.packetTableInfo
         packetRollDistance = stream.packetRollDistance
         metadata = stream.metadata
+        links = stream.links
         warnings = stream.warnings
         self.damage = damage
         self.index = index

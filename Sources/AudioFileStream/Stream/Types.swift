@@ -139,6 +139,29 @@ public enum AudioFileStreamEvent: Sendable {
     case link(AudioStreamLink)
 }
 
+extension Array where Element == AudioStreamLink {
+    /// Where valid frame `frame` of a chain lies (its links played one after another, each
+    /// trimmed): the link, and the frame's decoded position in the whole stream (every link's
+    /// priming and remainder counted). A link whose length is not known yet reaches to the end.
+    /// nil for a frame past the last link's end.
+    public func locate(validFrame frame: Int64) -> (link: AudioStreamLink, decodedFrame: Int64)? {
+        var before: Int64 = 0
+        for link in self {
+            let valid = link.validFrames ?? .max
+            if frame - before < valid {
+                return (link, link.firstFrame + Int64(link.primingFrames) + Swift.max(frame - before, 0))
+            }
+            before += valid
+        }
+        return nil
+    }
+
+    /// The link holding packet `packet` (the last whose first packet is at or before it).
+    public func link(holdingPacket packet: Int64) -> AudioStreamLink? {
+        last { $0.firstPacket <= packet } ?? first
+    }
+}
+
 /// One link of a chained stream: another encode, with its own format, cookie, gapless numbers
 /// and tags, whose packets follow the previous link's in the stream's packet numbering.
 public struct AudioStreamLink: Hashable, Sendable {

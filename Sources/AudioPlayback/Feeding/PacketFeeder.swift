@@ -43,6 +43,10 @@ public protocol PacketSource: AnyObject {
     /// The largest packet the item may hold, as the container says (buffers are made to hold it);
     /// nil when unknown. The default is nil.
     var maximumPacketSize: Int? { get }
+    /// The links of a chained item known before reading (a file's; empty when it is not chained,
+    /// or when links are only met while reading, each announced by ``PacketRead/link(_:)``). The
+    /// default is none.
+    var links: [AudioStreamLink] { get }
 }
 
 extension PacketSource {
@@ -50,6 +54,7 @@ extension PacketSource {
     public var isSeekable: Bool { true }
     public var channelLayout: AudioChannelLayout? { nil }
     public var maximumPacketSize: Int? { nil }
+    public var links: [AudioStreamLink] { [] }
 }
 
 /// What a ``PacketSource`` has now.
@@ -63,6 +68,10 @@ public enum PacketRead {
     /// The next packets do not follow the previous ones (a live stream reconnected): the end
     /// trim of the item no longer applies.
     case discontinuity
+    /// The next packets are those of this link of a chained stream (at a link's start, and after
+    /// a seek into a chain): a new decoder for its format, its own trims. Read again when its
+    /// length becomes known.
+    case link(AudioStreamLink)
 }
 
 /// Turns a packet source and a start position into enqueued buffers with the trims that fall on
@@ -89,6 +98,10 @@ public final class PacketFeeder {
     /// The first valid frame not to play (nil: to the item's end); reading stops after the packet
     /// holding the frame before it.
     public let endFrame: Int64?
+    /// The decoded position where reading stops (from ``endFrame``).
+    private var stopAt: Int64?
+    /// The link of a chain this feeder began a decoder for.
+    private var begunLink: Int?
     /// The start was planned (the source was ready): ``startFrame`` is final.
     public private(set) var started = false
     private var overridePreRoll: Int?
@@ -159,9 +172,28 @@ public final class PacketFeeder {
         if let startSeconds { startFrame = Int64((startSeconds * source.format.sampleRate).rounded()) }
         let table = source.packetTable
         let priming = Int64(table?.primingFrames ?? 0)
-        keepFrom = priming + startFrame
-        keepUntil = table.map { priming + $0.validFrames }
-        if let endFrame { keepUntil = min(keepUntil ?? .max, priming + max(endFrame, 0)) }
+        let links = source.links
+        if links.count > 1 {
+            // A chain: each link is trimmed on its own; valid frames are counted across links.
+            started = true
+            guard let (link, decoded) = links.locate(validFrame: startFrame) else {
+                isFinished = true
+                return
+            }
+            keepFrom = decoded
+            keepUntil = link.validFrames.map { link.firstFrame + Int64(link.primingFrames) + $0 }
+            if let endFrame {
+                stopAt = links.locate(validFrame: max(endFrame, 0))?.decodedFrame
+                if let stopAt { keepUntil = min(keepUntil ?? .max, stopAt) }
+            }
+        } else {
+            keepFrom = priming + startFrame
+            keepUntil = table.map { priming + $0.validFrames }
+            if let endFrame {
+                keepUntil = min(keepUntil ?? .max, priming + max(endFrame, 0))
+                stopAt = keepUntil
+            }
+        }
         started = true
         if startFrame > 0 || endFrame != nil, let keepUntil, keepFrom >= keepUntil {
             isFinished = true
@@ -188,7 +220,7 @@ public final class PacketFeeder {
         guard source.isReady else { return .waiting }
         if !started { try start() }
         while !isFinished {
-            if endFrame != nil, let keepUntil, position >= keepUntil {
+            if let stopAt, position >= stopAt {
                 isFinished = true
                 break
             }
@@ -205,6 +237,16 @@ public final class PacketFeeder {
                 // connection): a fresh decoder, as for a new stream, so none of the previous
                 // source's state (overlap, bit reservoir, noise generator) reaches its frames.
                 try queue.beginStream(format: source.format, magicCookie: source.magicCookie)
+            case .link(let link):
+                // Another encode: a decoder of its own, and its own trims. A repeated announcement
+                // (the link's length now known) changes only the end.
+                if link.index != begunLink {
+                    try queue.beginStream(format: link.format, magicCookie: link.magicCookie)
+                    begunLink = link.index
+                }
+                keepFrom = max(keepFrom, link.firstFrame + Int64(link.primingFrames))
+                keepUntil = link.validFrames.map { link.firstFrame + Int64(link.primingFrames) + $0 }
+                if let stopAt { keepUntil = min(keepUntil ?? .max, stopAt) }
             case .packets(let data, var descriptions, var frames):
                 guard !data.isEmpty else { continue }
                 // A packet the container says presents fewer frames than its codec decodes (a
@@ -244,6 +286,8 @@ public final class FilePacketSource: PacketSource {
     /// core rate).
     private let scale: Int
     private var next: Int64 = 0
+    /// A chain's link whose packets are being read (the first until a seek or the next link).
+    private var announcedLink: Int? = 0
 
     public init(file: AudioFile) {
         self.file = file
@@ -274,7 +318,12 @@ public final class FilePacketSource: PacketSource {
     public func packet(forFrame frame: Int64) -> Int64? { file.packet(forFrame: frame / Int64(scale))?.packet }
     public func frame(forPacket packet: Int64) -> Int64? { file.frame(forPacket: packet) * Int64(scale) }
 
-    public func seek(toPacket packet: Int64) throws { next = min(max(packet, 0), file.packetCount) }
+    public var links: [AudioStreamLink] { file.links }
+
+    public func seek(toPacket packet: Int64) throws {
+        next = min(max(packet, 0), file.packetCount)
+        announcedLink = nil
+    }
 
     public func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? {
         guard count > 0 else { return [] }
@@ -284,13 +333,23 @@ public final class FilePacketSource: PacketSource {
 
     public func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {
         guard next < file.packetCount else { return .end }
-        let count: Int
+        // A chain: each link's packets begin with its announcement, and no read crosses a link.
+        var linkEnd = file.packetCount
+        if file.links.count > 1, let link = file.links.link(holdingPacket: next) {
+            if announcedLink != link.index {
+                announcedLink = link.index
+                return .link(link)
+            }
+            if link.index + 1 < file.links.count { linkEnd = file.links[link.index + 1].firstPacket }
+        }
+        var count: Int
         if file.dataFormat.bytesPerPacket > 0 {
             count = max(maxBytes / file.dataFormat.bytesPerPacket, 1)
         } else {
             // As many as fit: the largest packet bounds each one.
             count = max(min(maxPackets, maxBytes / max(file.maximumPacketSize ?? 8192, 1)), 1)
         }
+        count = Int(min(Int64(count), linkEnd - next))
         let packets = try file.readPackets(from: next, count: count)
         next += Int64(packets.packetCount)
         var frames = 0

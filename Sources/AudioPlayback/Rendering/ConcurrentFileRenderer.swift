@@ -71,6 +71,7 @@ public final class ConcurrentFileRenderer: Sendable {
     public static func splitRefusal(for file: AudioFile, registry: AudioDecoderRegistry = .shared) -> String? {
         let format = file.formatList.first ?? file.dataFormat
         if let refusal = registry.traits(for: format).parallelRefusal(format) { return refusal }
+        if file.links.count > 1 { return "the stream is a chain of \(file.links.count) links, each trimmed on its own" }
         return file.packetCount >= 2 ? nil : "the file has fewer than two packets"
     }
 
