@@ -81,6 +81,23 @@ enum XiphFiles {
         for index in 0..<4 { bytes[page.lowerBound + 22 + index] = UInt8(truncatingIfNeeded: crc >> (8 * index)) }
     }
 
+    /// A chain of three Opus links — stereo, mono, and stereo with a pre-skip of 1 000 — and the
+    /// three files it was made of.
+    static func threeOpusLinks() async throws -> (chain: String, parts: [String]) {
+        let stereo = try await encode(try await source(channels: 2, rate: 48_000), "opusenc", [], ext: "opus")
+        let mono = try await encode(try await source(channels: 1, rate: 48_000, frames: 12_347), "opusenc", [], ext: "opus")
+        var third = [UInt8](try Data(contentsOf: URL(fileURLWithPath: stereo)))
+        let head = try #require(pages(third).first)
+        third[head.lowerBound + 28 + 10] = 0xE8   // pre-skip 1000, little-endian
+        third[head.lowerBound + 28 + 11] = 0x03
+        fixCRC(&third, page: head)
+        let late = try write(third, ext: "opus")
+        let parts = [stereo, mono, late]
+        var chain: [UInt8] = []
+        for part in parts { chain += [UInt8](try Data(contentsOf: URL(fileURLWithPath: part))) }
+        return (try write(chain, ext: "opus"), parts)
+    }
+
     static func write(_ bytes: [UInt8], ext: String) throws -> String {
         let path = directory.appendingPathComponent("edited-\(UUID()).\(ext)").path
         try Data(bytes).write(to: URL(fileURLWithPath: path))
@@ -191,18 +208,7 @@ struct XiphFormatTests {
     /// A chain of three Opus links — stereo, mono, and stereo with a pre-skip of 1 000 — plays as
     /// the sum of the three lengths, each link trimmed as when it plays alone.
     @Test func aChainOfThreeOpusLinksPlaysAsTheSumOfItsLinks() async throws {
-        let stereo = try await XiphFiles.encode(try await XiphFiles.source(channels: 2, rate: 48_000), "opusenc", [], ext: "opus")
-        let mono = try await XiphFiles.encode(try await XiphFiles.source(channels: 1, rate: 48_000, frames: 12_347), "opusenc", [], ext: "opus")
-        var third = [UInt8](try Data(contentsOf: URL(fileURLWithPath: stereo)))
-        let head = try #require(XiphFiles.pages(third).first)
-        third[head.lowerBound + 28 + 10] = 0xE8   // pre-skip 1000, little-endian
-        third[head.lowerBound + 28 + 11] = 0x03
-        XiphFiles.fixCRC(&third, page: head)
-        let late = try XiphFiles.write(third, ext: "opus")
-        let parts = [stereo, mono, late]
-        var chain: [UInt8] = []
-        for part in parts { chain += [UInt8](try Data(contentsOf: URL(fileURLWithPath: part))) }
-        let chained = try XiphFiles.write(chain, ext: "opus")
+        let (chained, parts) = try await XiphFiles.threeOpusLinks()
 
         let (ours, format, renderer) = try await rendered(chained)
         #expect(renderer.file.links.count == 3)
@@ -226,5 +232,71 @@ struct XiphFormatTests {
         }
         let where_ = zip(last, alone[2]).enumerated().filter { $0.element.0 != $0.element.1 }.prefix(4).map { "\($0.offset): \($0.element.0) vs \($0.element.1)" }
         #expect(differing(last, alone[2], channels: 2) == 0, "at \(where_); the last link is shifted by \(String(describing: shift)) frames; first values \(last.prefix(4)) against \(alone[2].prefix(4))")
+    }
+}
+
+/// Renders `path` from valid frame `start` to the end (off the cooperative pool).
+func renderedFrom(_ path: String, start: Int64) async throws -> [Float] {
+    try await withCheckedThrowingContinuation { continuation in
+        decodingWork.async {
+            continuation.resume(with: Result {
+                _ = try render(path)   // registers the decoders
+                let renderer = try AudioFileRenderer(file: try AudioFile(path: path), startFrame: start)
+                let channels = renderer.outputFormat.channelsPerFrame
+                var all: [Float] = [], scratch = [Float](repeating: 0, count: 4096 * channels)
+                while true {
+                    let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 4096) }
+                    if n == 0 { return all }
+                    all += scratch[0..<(n * channels)]
+                }
+            })
+        }
+    }
+}
+
+/// A seek renders what the linear render has from the same frame to the end: exactly for FLAC
+/// and Vorbis (one packet of pre-roll makes Vorbis's overlap whole); for Opus after 64 packets
+/// of pre-roll, when CELT's predicted band energies have converged (measured: the same bits);
+/// lengths always exact. Chained Opus seeks land in the right link with its own trims.
+@Suite(.enabled(if: ["sox", "flac", "opusenc", "oggenc"].allSatisfy { Where.tool($0) != nil },
+                "sox, flac, opus-tools or vorbis-tools is missing (make deps installs them): Xiph seek tests skipped"))
+struct XiphSeekTests {
+    static func check(_ path: String, starts: [Int64], exact: Bool) async throws -> Float {
+        let linear = try await rendered(path)
+        let channels = linear.format.channelsPerFrame
+        var worst: Float = 0
+        for start in starts {
+            let seek = try await renderedFrom(path, start: start)
+            let expected = Array(linear.samples[(Int(start) * channels)...])
+            #expect(seek.count == expected.count, "from frame \(start): \(seek.count / channels) frames, \(expected.count / channels) expected")
+            let difference = zip(seek, expected).map { abs($0 - $1) }.max() ?? 0
+            if exact { #expect(difference == 0, "from frame \(start): \(difference)") }
+            worst = max(worst, difference)
+        }
+        return worst
+    }
+
+    @Test(arguments: [("flac", "flac", [] as [String]), ("flac", "oga", ["--ogg"]), ("oggenc", "ogg", [])])
+    func losslessAndVorbisSeeksAreExact(_ tool: String, _ ext: String, _ arguments: [String]) async throws {
+        let source = try await XiphFiles.source(channels: 2, rate: 44_100)
+        let file = try await XiphFiles.encode(source, tool, arguments, ext: ext)
+        _ = try await Self.check(file, starts: [1, 4_095, 4_096, 12_345, 29_000, Int64(XiphFiles.frames - 1)], exact: true)
+    }
+
+    @Test func opusSeeksConvergeWithinThePreRoll() async throws {
+        let source = try await XiphFiles.source(channels: 2, rate: 48_000, frames: 144_013)
+        let file = try await XiphFiles.encode(source, "opusenc", [], ext: "opus")
+        let worst = try await Self.check(file, starts: [1, 960, 7_777, 60_000, 100_000, 144_012], exact: false)
+        // Measured: 0 (with the RFC's 80 ms, 0.1). A seek one frame off would differ by about 0.01.
+        #expect(worst < 1e-6, "\(worst)")
+    }
+
+    /// Seeks into each link of a chain (its pre-skip, the mono link, the last link's larger
+    /// pre-skip) land where the linear render has those frames.
+    @Test func seeksIntoAChainLandInTheirLinks() async throws {
+        let (chain, _) = try await XiphFiles.threeOpusLinks()
+        let first = Int64(XiphFiles.frames), second = first + 12_347
+        let worst = try await Self.check(chain, starts: [100, first - 1, first, first + 5_000, second, second + 1, second + 20_000], exact: false)
+        #expect(worst < 1e-6, "\(worst)")
     }
 }
