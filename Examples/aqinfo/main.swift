@@ -70,6 +70,29 @@ struct Info: Encodable {
     var bitRate: Int?
     var formatList: [Format]
     var metadata: [String: String]
+    var pictures: [Picture]
+    var links: [Link]
+
+    struct Picture: Encodable {
+        var type: String
+        var mimeType: String
+        var description: String
+        var width: Int
+        var height: Int
+        var bytes: Int
+    }
+
+    /// A link of a chained stream (Ogg).
+    struct Link: Encodable {
+        var format: String
+        var sampleRate: Double
+        var channels: Int
+        var firstPacket: Int64
+        var primingFrames: Int
+        var validFrames: Int64?
+        var remainderFrames: Int?
+        var title: String?
+    }
 
     init(_ audio: AudioFile) {
         // The best reading decides the output rate and frame counts.
@@ -101,6 +124,15 @@ struct Info: Encodable {
         if let title = audio.metadata.title { metadata["title"] = title }
         if let artist = audio.metadata.artist { metadata["artist"] = artist }
         if let album = audio.metadata.album { metadata["album"] = album }
+        // Other tags under the format's own names (Vorbis comments: TRACKNUMBER, REPLAYGAIN_TRACK_GAIN …).
+        for (name, value) in audio.metadata.tags { metadata[name] = value }
+        pictures = audio.metadata.pictures.map {
+            Picture(type: $0.typeName, mimeType: $0.mimeType, description: $0.description, width: $0.width, height: $0.height, bytes: $0.data.count)
+        }
+        links = audio.links.count > 1 ? audio.links.map {
+            Link(format: Self.name($0.format), sampleRate: $0.format.sampleRate, channels: $0.format.channelsPerFrame, firstPacket: $0.firstPacket,
+                 primingFrames: $0.primingFrames, validFrames: $0.validFrames, remainderFrames: $0.remainderFrames, title: $0.metadata.title)
+        } : []
     }
 
     static func name(_ format: AudioStreamDescription) -> String {
@@ -112,6 +144,9 @@ struct Info: Encodable {
         case .aacLC: return "aac-lc"
         case .heAAC: return "he-aac"
         case .heAACv2: return "he-aac-v2"
+        case .opus: return "opus"
+        case .flac: return "flac"
+        case .vorbis: return "vorbis"
         default: return format.formatID.description.trimmingCharacters(in: CharacterSet(charactersIn: "'"))
         }
     }
@@ -146,7 +181,16 @@ struct Info: Encodable {
             lines.append("audio \(table.validFrames) valid frames + \(table.primingFrames) priming + \(table.remainderFrames) remainder = \(table.validFrames + Int64(table.primingFrames) + Int64(table.remainderFrames)) (\(table.source.rawValue))")
             if let note = table.note { lines.append("  note: \(note)") }
         }
+        for (index, link) in links.enumerated() {
+            lines.append("link \(index): \(link.channels) ch, \(AudioStreamDescription.rateText(link.sampleRate)) Hz, \(link.format), from packet \(link.firstPacket), "
+                         + "\(link.validFrames.map(String.init) ?? "?") valid frames + \(link.primingFrames) priming + \(link.remainderFrames.map(String.init) ?? "?") remainder"
+                         + (link.title.map { ", title: \($0)" } ?? ""))
+        }
         for (key, value) in metadata.sorted(by: { $0.key < $1.key }) { lines.append("\(key): \(value)") }
+        for picture in pictures {
+            lines.append("picture: \(picture.type), \(picture.mimeType), \(picture.width)×\(picture.height), \(picture.bytes) bytes"
+                         + (picture.description.isEmpty ? "" : " (\(picture.description))"))
+        }
         for warning in audio.warnings { lines.append("warning: \(warning)") }
         return lines.joined(separator: "\n")
     }

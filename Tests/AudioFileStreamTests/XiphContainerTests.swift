@@ -174,7 +174,65 @@ struct XiphContainerTests {
         #expect(told.trace.warnings.contains { $0.contains("STREAMINFO says") }, "\(told.trace.warnings)")
         #expect(told.stream.packetTableInfo?.validFrames == 96_000)
     }
+
+    /// Vorbis comments and pictures, as the reference encoders write them: title, artist and
+    /// album as such, other fields as tags, pictures from a FLAC PICTURE block or an Ogg
+    /// comment's METADATA_BLOCK_PICTURE; aqinfo prints them and the links of a chain.
+    @Test(.enabled(if: ["flac", "opusenc", "oggenc", "sox"].allSatisfy { FileManager.default.isExecutableFile(atPath: "/usr/bin/\($0)") },
+                   "flac, opus-tools, vorbis-tools or sox is missing (make deps installs them)"))
+    func tagsAndPictures() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("xiph-tags-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("a.wav").path, png = dir.appendingPathComponent("cover.png").path
+        _ = try await runTool("/usr/bin/sox", ["-r", "44100", "-n", "-r", "44100", "-c", "2", "-b", "16", wav, "synth", "0.5", "sine", "440"])
+        _ = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "color=c=red:s=40x30", "-frames:v", "1", png])
+        let image = [UInt8](try Data(contentsOf: URL(fileURLWithPath: png)))
+        let flac = dir.appendingPathComponent("a.flac").path, opus = dir.appendingPathComponent("a.opus").path, ogg = dir.appendingPathComponent("a.ogg").path
+        for (tool, arguments) in [
+            ("flac", ["-s", "-f", "--picture=3|image/png|Cover|40x30x24|\(png)", "-T", "TITLE=Tone", "-T", "ARTIST=Sox", "-T", "ALBUM=Tests",
+                      "-T", "TRACKNUMBER=3", "-T", "REPLAYGAIN_TRACK_GAIN=-3.50 dB", wav, "-o", flac]),
+            ("opusenc", ["--quiet", "--picture", "3|image/png|Cover|40x30x24|\(png)", "--title", "Tone", "--artist", "Sox", "--album", "Tests",
+                         "--comment", "TRACKNUMBER=3", "--comment", "R128_TRACK_GAIN=-256", wav, opus]),
+            ("oggenc", ["-Q", "-t", "Tone", "-a", "Sox", "-l", "Tests", "-N", "3", "-c", "REPLAYGAIN_TRACK_GAIN=-3.50 dB", wav, "-o", ogg]),
+        ] {
+            let result = try await runTool("/usr/bin/\(tool)", arguments)
+            try #require(result.status == 0, "\(tool): \(result.errorText)")
+        }
+        for path in [flac, opus, ogg] {
+            let result = Self.stream([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
+            let metadata = result.stream.metadata
+            #expect(result.trace.error == nil, "\(path)")
+            #expect(metadata.title == "Tone" && metadata.artist == "Sox" && metadata.album == "Tests", "\(path): \(metadata)")
+            #expect(metadata.tags["TRACKNUMBER"] == "3", "\(path): \(metadata.tags)")
+            if path == opus {
+                #expect(metadata.tags["R128_TRACK_GAIN"] == "-256")
+            } else {
+                #expect(metadata.tags["REPLAYGAIN_TRACK_GAIN"] == "-3.50 dB")
+            }
+            if path != ogg {
+                let picture = try #require(metadata.pictures.first, "\(path)")
+                #expect(picture.type == 3 && picture.mimeType == "image/png" && picture.description == "Cover")
+                #expect(picture.width == 40 && picture.height == 30 && picture.data == image)
+            }
+        }
+        let aqinfo = SnifferTests.aqinfo
+        try #require(FileManager.default.isExecutableFile(atPath: aqinfo), "aqinfo is built with the tests")
+        let chain = dir.appendingPathComponent("chain.opus")
+        try Data(try Data(contentsOf: URL(fileURLWithPath: opus)) + Data(contentsOf: URL(fileURLWithPath: opus))).write(to: chain)
+        let info = try await runTool(aqinfo, ["--json", chain.path])
+        try #require(info.status == 0, "\(info.errorText)")
+        let json = try #require(try JSONSerialization.jsonObject(with: info.output) as? [String: Any])
+        let metadata = try #require(json["metadata"] as? [String: String])
+        #expect(metadata["title"] == "Tone" && metadata["TRACKNUMBER"] == "3")
+        let pictures = try #require(json["pictures"] as? [[String: Any]])
+        #expect(pictures.first?["type"] as? String == "front cover" && pictures.first?["bytes"] as? Int == image.count)
+        let links = try #require(json["links"] as? [[String: Any]])
+        #expect(links.count == 2 && links.allSatisfy { $0["title"] as? String == "Tone" && $0["validFrames"] as? Int == 24_000 })
+    }
 }
+
+
 
 /// Where an Ogg file's pages lie.
 enum XiphPages {

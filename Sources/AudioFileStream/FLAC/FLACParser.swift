@@ -87,7 +87,13 @@ final class FLACParser: ContainerParser, PacketLocating {
                 return sample == .max ? nil : (Int64(bitPattern: sample), Int64(bitPattern: byte))
             }
         case .vorbisComment:
-            if let fields = VorbisComment.fields(body) { metadata = VorbisComment.metadata(fields) }
+            if let fields = VorbisComment.fields(body) {
+                let pictures = metadata.pictures
+                metadata = VorbisComment.metadata(fields)
+                metadata.pictures = pictures + metadata.pictures
+            }
+        case .picture:
+            if let picture = FLACPicture.parse(body) { metadata.pictures.append(picture) }
         default:
             break
         }

@@ -151,7 +151,13 @@ struct OggFLACMapping: OggMapping {
     mutating func takeHeader(_ packet: [UInt8], at offset: Int64) throws -> Bool {
         if let first = packet.first, first & 0x7F == FLACMetadataType.vorbisComment.rawValue, packet.count >= 4,
            let fields = VorbisComment.fields(packet, from: 4) {
+            let pictures = metadata.pictures
             metadata = VorbisComment.metadata(fields)
+            metadata.pictures = pictures + metadata.pictures
+        }
+        if let first = packet.first, first & 0x7F == FLACMetadataType.picture.rawValue, packet.count >= 4,
+           let picture = FLACPicture.parse(Array(packet[4...])) {
+            metadata.pictures.append(picture)
         }
         if let left = headersLeft {
             headersLeft = left - 1

@@ -91,12 +91,46 @@ public struct AudioFileMetadata: Hashable, Sendable {
     /// (`TRACKNUMBER`, `DATE`, `REPLAYGAIN_TRACK_GAIN`, `R128_TRACK_GAIN` …); several values of
     /// one name joined by `"; "`.
     public var tags: [String: String]
-    public var isEmpty: Bool { title == nil && artist == nil && album == nil && tags.isEmpty }
-    public init(title: String? = nil, artist: String? = nil, album: String? = nil, tags: [String: String] = [:]) {
+    /// Embedded pictures (a FLAC PICTURE block, an Ogg comment's `METADATA_BLOCK_PICTURE`).
+    public var pictures: [AudioFilePicture]
+    public var isEmpty: Bool { title == nil && artist == nil && album == nil && tags.isEmpty && pictures.isEmpty }
+    public init(title: String? = nil, artist: String? = nil, album: String? = nil, tags: [String: String] = [:],
+                pictures: [AudioFilePicture] = []) {
         self.title = title
         self.artist = artist
         self.album = album
         self.tags = tags
+        self.pictures = pictures
+    }
+}
+
+/// A picture embedded in a file: FLAC's PICTURE block, which Ogg streams carry base64-encoded
+/// in a `METADATA_BLOCK_PICTURE` comment.
+public struct AudioFilePicture: Hashable, Sendable {
+    /// The ID3v2 APIC picture type: 3 is the front cover, 4 the back, 0 other (see ``typeName``).
+    public var type: Int
+    public var mimeType: String
+    public var description: String
+    public var width: Int
+    public var height: Int
+    /// The image file's bytes (or, with the MIME type `-->`, a URL to it).
+    public var data: [UInt8]
+
+    public init(type: Int, mimeType: String, description: String, width: Int, height: Int, data: [UInt8]) {
+        self.type = type
+        self.mimeType = mimeType
+        self.description = description
+        self.width = width
+        self.height = height
+        self.data = data
+    }
+
+    /// The picture type's name, e.g. "front cover".
+    public var typeName: String {
+        let names = ["other", "file icon", "other file icon", "front cover", "back cover", "leaflet page", "media", "lead artist",
+                     "artist", "conductor", "band", "composer", "lyricist", "recording location", "during recording",
+                     "during performance", "video capture", "a bright coloured fish", "illustration", "band logo", "publisher logo"]
+        return names.indices.contains(type) ? names[type] : "type \(type)"
     }
 }
 

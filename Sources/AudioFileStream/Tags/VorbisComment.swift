@@ -24,11 +24,14 @@ enum VorbisComment {
         return fields
     }
 
-    /// The metadata the fields give: TITLE, ARTIST and ALBUM, the rest as tags.
+    /// The metadata the fields give: TITLE, ARTIST and ALBUM, pictures from
+    /// `METADATA_BLOCK_PICTURE`, the rest as tags.
     static func metadata(_ fields: [(name: String, value: String)]) -> AudioFileMetadata {
         var metadata = AudioFileMetadata()
         for (name, value) in fields {
             switch name {
+            case "METADATA_BLOCK_PICTURE":
+                if let bytes = base64(value), let picture = FLACPicture.parse(bytes) { metadata.pictures.append(picture) }
             case "TITLE" where metadata.title == nil: metadata.title = value
             case "ARTIST" where metadata.artist == nil: metadata.artist = value
             case "ALBUM" where metadata.album == nil: metadata.album = value
@@ -36,5 +39,52 @@ enum VorbisComment {
             }
         }
         return metadata
+    }
+
+    /// Decodes base64 (RFC 4648, padding optional, whitespace ignored); nil when malformed.
+    static func base64(_ text: String) -> [UInt8]? {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count * 3 / 4)
+        var accumulator: UInt32 = 0, bits = 0
+        for byte in text.utf8 {
+            let value: UInt32
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = UInt32(byte - UInt8(ascii: "A"))
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = UInt32(byte - UInt8(ascii: "a")) + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = UInt32(byte - UInt8(ascii: "0")) + 52
+            case UInt8(ascii: "+"): value = 62
+            case UInt8(ascii: "/"): value = 63
+            case UInt8(ascii: "="), UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"): continue
+            default: return nil
+            }
+            accumulator = accumulator << 6 | value
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+            }
+        }
+        return out
+    }
+}
+
+/// FLAC's PICTURE metadata block (big-endian lengths).
+enum FLACPicture {
+    static func parse(_ bytes: [UInt8]) -> AudioFilePicture? {
+        var at = 0
+        func u32() -> Int? {
+            guard at + 4 <= bytes.count else { return nil }
+            defer { at += 4 }
+            return bytes[at..<(at + 4)].reduce(0) { $0 << 8 | Int($1) }
+        }
+        func text() -> String? {
+            guard let length = u32(), at + length <= bytes.count else { return nil }
+            defer { at += length }
+            return String(decoding: bytes[at..<(at + length)], as: UTF8.self)
+        }
+        guard let type = u32(), let mime = text(), let description = text(), let width = u32(), let height = u32(),
+              u32() != nil, u32() != nil, let length = u32(), at + length <= bytes.count else { return nil }
+        return AudioFilePicture(type: type, mimeType: mime, description: description, width: width, height: height,
+                                data: Array(bytes[at..<(at + length)]))
     }
 }
