@@ -5,7 +5,7 @@ import CFLAC
 /// every container hands over whole frames.
 ///
 /// Configured from the magic cookie: `fLaC` and the STREAMINFO block (what a native file begins
-/// with; ``AudioFormatID/flac``). Output is float32, each integer sample divided by 2^(bits − 1),
+/// with; ``AudioFormatID/flac``), or from the stream description alone when there is none. Output is float32, each integer sample divided by 2^(bits − 1),
 /// so 8-, 16- and 24-bit sources are exact in it.
 ///
 /// The STREAMINFO MD5 of the unencoded samples is checked by libFLAC when a decode ran from the
@@ -43,16 +43,24 @@ public final class FLACDecoder: AudioDecoder {
 
     /// - Throws: ``AudioQueueError/Code/codecNotFound`` without a STREAMINFO in the cookie.
     public init(format: AudioStreamDescription, magicCookie: [UInt8]?) throws {
-        guard let cookie = magicCookie, let info = Self.streamInfo(in: cookie) else {
-            throw AudioQueueError(.codecNotFound,
-                "FLAC needs `fLaC` and its STREAMINFO block as the magic cookie (got \(magicCookie.map { "\($0.count) bytes" } ?? "none"))")
+        if let cookie = magicCookie {
+            guard let info = Self.streamInfo(in: cookie) else {
+                throw AudioQueueError(.codecNotFound, "a FLAC magic cookie must be `fLaC` and the STREAMINFO block (got \(cookie.count) bytes)")
+            }
+            streamHeader = Array("fLaC".utf8) + [0x80, 0, 0, 34] + info
+            let rate = Int(info[10]) << 12 | Int(info[11]) << 4 | Int(info[12]) >> 4
+            let channels = Int(info[12] >> 1 & 7) + 1
+            totalSamples = Int64(info[13] & 0x0F) << 32 | info[14...17].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+            hasMD5 = info[18..<34].contains { $0 != 0 }
+            outputFormat = .float32(sampleRate: Double(rate > 0 ? rate : Int(format.sampleRate)), channels: channels)
+        } else {
+            // No STREAMINFO (a CAF ffmpeg wrote): frames decode alone when their headers give the
+            // rate and sample size; there is no MD5 to check.
+            streamHeader = []
+            totalSamples = 0
+            hasMD5 = false
+            outputFormat = .float32(sampleRate: format.sampleRate, channels: max(format.channelsPerFrame, 1))
         }
-        streamHeader = Array("fLaC".utf8) + [0x80, 0, 0, 34] + info
-        let rate = Int(info[10]) << 12 | Int(info[11]) << 4 | Int(info[12]) >> 4
-        let channels = Int(info[12] >> 1 & 7) + 1
-        totalSamples = Int64(info[13] & 0x0F) << 32 | info[14...17].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        hasMD5 = info[18..<34].contains { $0 != 0 }
-        outputFormat = .float32(sampleRate: Double(rate > 0 ? rate : Int(format.sampleRate)), channels: channels)
         guard let made = FLAC__stream_decoder_new() else {
             throw AudioQueueError(.codecNotFound, "libFLAC could not make a decoder")
         }
@@ -90,7 +98,7 @@ public final class FLACDecoder: AudioDecoder {
         guard status == FLAC__STREAM_DECODER_INIT_STATUS_OK else {
             throw AudioQueueError(.codecNotFound, "libFLAC could not start a decoder (init status \(status.rawValue))")
         }
-        let ok = streamHeader.withUnsafeBytes { header in
+        let ok = streamHeader.isEmpty ? 1 : streamHeader.withUnsafeBytes { header in
             feeding(header) { FLAC__stream_decoder_process_until_end_of_metadata(decoder) }
         }
         guard ok != 0 else {

@@ -205,6 +205,47 @@ struct XiphFormatTests {
         #expect(renderer.lastConverterError == nil)
     }
 
+    /// FLAC in MP4 (`fLaC`/`dfLa`) and in CAF, as ffmpeg writes them: the source, bit for bit.
+    /// (ffmpeg's CAF has no STREAMINFO cookie, a frame count per packet that is an average, and a
+    /// last pakt entry of 0 bytes: the frames' own headers are believed.)
+    @Test(arguments: [("mp4", ["-strict", "-2"]), ("caf", [])])
+    func flacInMP4AndCAFIsTheSource(_ ext: String, _ extra: [String]) async throws {
+        let source = try await XiphFiles.source(channels: 2, rate: 48_000, bits: 16)
+        let file = try await XiphFiles.encode(source, "ffmpeg", ["-c:a", "flac"] + extra, ext: ext, tag: "-flac")
+        let (ours, _, renderer) = try await rendered(file)
+        #expect(renderer.file.dataFormat.formatID == .flac)
+        #expect(ours.count == XiphFiles.frames * 2, "\(ours.count / 2) frames rendered, \(XiphFiles.frames) in the source")
+        #expect(differing(ours, try await ffmpegFloats(source), channels: 2) == 0)
+        #expect(renderer.file.packetTableInfo.map { $0.validFrames == Int64(XiphFiles.frames) } ?? true)
+    }
+
+    /// Opus in MP4 (`Opus`/`dOps` with an edit list; fragmented, where the pre-skip comes from
+    /// dOps and the end from the fragments' durations) and in CAF: the packets' libopus decode
+    /// (opusdec of the same packets remuxed to Ogg), trimmed as the container says — to the
+    /// source's length in MP4; all frames in ffmpeg's CAF, which records no priming.
+    @Test(arguments: [("mp4", [] as [String]), ("mp4", ["-movflags", "+frag_keyframe+empty_moov+default_base_moof"]), ("caf", [])])
+    func opusInMP4AndCAFIsLibopusDecode(_ ext: String, _ extra: [String]) async throws {
+        let source = try await XiphFiles.source(channels: 2, rate: 48_000)
+        let file = try await XiphFiles.encode(source, "ffmpeg", ["-c:a", "libopus"] + extra, ext: ext, tag: extra.isEmpty ? "-opus" : "-opus-frag")
+        // ffmpeg cannot remux its own CAF Opus (no OpusHead): the same encode in MP4 stands in.
+        let packets = ext == "caf" ? try await XiphFiles.encode(source, "ffmpeg", ["-c:a", "libopus"], ext: "mp4", tag: "-opus") : file
+        let remuxed = XiphFiles.directory.appendingPathComponent("remux-\(UUID()).opus").path
+        _ = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-i", packets, "-c", "copy", remuxed])
+        let reference = try await XiphFiles.referenceDecode("opusdec", ["--quiet", "--float", "--rate", "48000"], remuxed)
+        let (ours, _, renderer) = try await rendered(file)
+        #expect(renderer.file.dataFormat.formatID == .opus)
+        let preSkip = 312
+        if ext == "mp4" {
+            #expect(ours.count == XiphFiles.frames * 2, "\(ours.count / 2) frames rendered, \(XiphFiles.frames) in the source")
+            #expect(renderer.file.packetTableInfo?.primingFrames == preSkip)
+            #expect(differing(Array(ours.prefix(reference.count)), reference, channels: 2) == 0)
+        } else {
+            let decoded = Int(renderer.file.totalFrames)
+            #expect(ours.count == decoded * 2, "\(ours.count / 2) frames rendered, \(decoded) decoded")
+            #expect(differing(Array(ours.dropFirst(2 * preSkip).prefix(reference.count)), reference, channels: 2) == 0)
+        }
+    }
+
     /// A chain of three Opus links — stereo, mono, and stereo with a pre-skip of 1 000 — plays as
     /// the sum of the three lengths, each link trimmed as when it plays alone.
     @Test func aChainOfThreeOpusLinksPlaysAsTheSumOfItsLinks() async throws {

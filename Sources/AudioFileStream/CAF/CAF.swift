@@ -181,6 +181,11 @@ final class CAFParser: ContainerParser, PacketLocating {
                 for index in 0..<Int(packets) {
                     let size = variableSize ? try r.varint("the size of packet \(index)") : Int64(format?.bytesPerPacket ?? 0)
                     let frames = variableFrames ? try r.varint("the frames of packet \(index)") : Int64(format?.framesPerPacket ?? 0)
+                    // ffmpeg ends a FLAC packet table with an entry of 0 bytes after the last frame: no packet.
+                    if size == 0, index == Int(packets) - 1, index > 0 {
+                        out.warn(AudioFileStreamError(.invalidData, .caf, r.absoluteOffset, "the last pakt entry claims 0 bytes; it is not a packet"))
+                        break
+                    }
                     guard size > 0, size <= 1 << 20, frames >= 0, frames <= 1 << 20 else {
                         throw AudioFileStreamError(.invalidData, .caf, r.absoluteOffset, "packet \(index) claims \(size) bytes and \(frames) frames")
                     }
@@ -201,11 +206,41 @@ final class CAFParser: ContainerParser, PacketLocating {
         }
     }
 
+    /// Opus and FLAC cookies in the form their decoders take (``AudioFormatID/opus``,
+    /// ``AudioFormatID/flac``). A CAF without one (as ffmpeg writes them) gets an `OpusHead` made
+    /// from the description for mono and stereo, its pre-skip the pakt's priming; FLAC decodes
+    /// without STREAMINFO when its frame headers carry the rate and sample size.
+    private func normalizeCookie(_ format: AudioStreamDescription, _ out: StreamOutput) {
+        switch format.formatID {
+        case .opus:
+            if let cookie = out.magicCookie, cookie.starts(with: Array("OpusHead".utf8)) { return }
+            guard format.channelsPerFrame <= 2 else { return }
+            let priming = out.packetTableInfo?.primingFrames ?? 0
+            out.magicCookie = OpusHeader(channels: max(format.channelsPerFrame, 1), preSkip: priming, inputSampleRate: Int(format.sampleRate),
+                                         outputGain: 0, mappingFamily: 0, streamCount: 1, coupledCount: max(format.channelsPerFrame, 1) - 1,
+                                         mapping: format.channelsPerFrame == 2 ? [0, 1] : [0]).bytes
+            out.channelLayout = out.channelLayout ?? .vorbis(channels: format.channelsPerFrame)
+        case .flac:
+            guard let cookie = out.magicCookie else { return }
+            // `fLaC` + blocks, a dfLa body (version and flags, then blocks), or bare blocks.
+            for start in [4, 4, 0] where cookie.count >= start + 4 + 34 {
+                if start == 4, !cookie.starts(with: Array("fLaC".utf8)), cookie[0] != 0 { continue }
+                if cookie[start] & 0x7F == 0, let info = FLACStreamInfo(Array(cookie[(start + 4)...])) {
+                    out.magicCookie = info.magicCookie
+                    return
+                }
+            }
+        default:
+            break
+        }
+    }
+
     /// Core Audio's format flags for ALAC: the source bit depth (1 = 16, 2 = 20, 3 = 24, 4 = 32).
     static func alacFlag(bitDepth: Int) -> Int { [16: 1, 20: 2, 24: 3, 32: 4][bitDepth] ?? 0 }
 
     private func announce(_ format: AudioStreamDescription, _ out: StreamOutput) {
         guard !out.isReady else { return }
+        normalizeCookie(format, out)
         out.dataOffset = dataStart
         if let dataEnd, let dataStart { out.audioDataByteCount = dataEnd - dataStart }
         if !packetSizes.isEmpty, let dataStart {
@@ -226,6 +261,9 @@ final class CAFParser: ContainerParser, PacketLocating {
         }
         out.announceReady()
     }
+
+    /// Frames of the packets emitted, as the pakt or the codec counts them.
+    private var emittedFrames: Int64 = 0
 
     private func emitData(_ input: ByteInput, _ out: StreamOutput) throws {
         guard let format else { return }
@@ -248,9 +286,11 @@ final class CAFParser: ContainerParser, PacketLocating {
             switch format.formatID {
             case .appleLossless: frames = input.alacPacketFrames(size: size, full: frames)
             case .amr, .amrWideband: frames = input.amrPacketFrames(size: size, wideband: format.formatID == .amrWideband, fallback: frames)
+            case .flac: frames = input.withBytes(min(size, 16)) { bytes in FLACFrameHeader.parse({ bytes[$0] }, available: bytes.count) }.blockSize ?? frames
             default: break
             }
             out.emitPacket(from: input, size: size, frames: frames)
+            emittedFrames += Int64(frames)
             nextPacket += 1
         }
         if let dataEnd { input.skip(max(dataEnd - input.position, 0)) } else { input.skip(Int64(input.available)) }
@@ -268,6 +308,16 @@ final class CAFParser: ContainerParser, PacketLocating {
         guard dataStart != nil else { throw AudioFileStreamError(.noAudio, .caf, input.position, "no data chunk") }
         if !packetSizes.isEmpty && nextPacket < packetSizes.count {
             throw AudioFileStreamError(.truncated, .caf, input.position, "pakt lists \(packetSizes.count) packets but the stream ends after \(nextPacket)")
+        }
+        // FLAC frames say how many samples they hold; a pakt that counts more (ffmpeg writes an
+        // average frame count as constant) is corrected to them.
+        if format?.formatID == .flac, nextPacket == packetSizes.count, var table = out.packetTableInfo,
+           Int64(table.primingFrames) + table.validFrames + Int64(table.remainderFrames) != emittedFrames {
+            out.warn(AudioFileStreamError(.invalidData, .caf, 0,
+                "the pakt counts \(Int64(table.primingFrames) + table.validFrames + Int64(table.remainderFrames)) frames but the FLAC frames hold \(emittedFrames); the frames are played"))
+            table.validFrames = max(emittedFrames - Int64(table.primingFrames) - Int64(table.remainderFrames), 0)
+            out.packetTableInfo = table
+            out.announce(.packetTableInfo)
         }
         if packetSizes.isEmpty, out.audioDataPacketCount == nil || inData {
             out.audioDataPacketCount = constantPacketsSeen

@@ -130,7 +130,7 @@ struct FLACFrameHeader: Equatable {
                                        bitsPerSample: bits, variableBlockSize: variable, number: number, length: at + 1))
     }
 
-    /// The header at the start of a packet's bytes.
+
     static func parse(_ bytes: [UInt8]) -> FLACFrameHeader? {
         if case .header(let header) = parse({ bytes[$0] }, available: bytes.count) { return header }
         return nil
@@ -154,4 +154,12 @@ struct FLACFrameHeader: Equatable {
 /// FLAC's metadata block types.
 enum FLACMetadataType: UInt8 {
     case streamInfo = 0, padding = 1, application = 2, seekTable = 3, vorbisComment = 4, cueSheet = 5, picture = 6
+}
+
+extension FLACFrameHeader.Parse {
+    /// The header's block size, when a header was found.
+    var blockSize: Int? {
+        if case .header(let header) = self { return header.blockSize }
+        return nil
+    }
 }

@@ -62,7 +62,11 @@ final class MP4Parser: ContainerParser, PacketLocating {
         /// Fragment samples whose `trun` duration is shorter than a packet's frames: their index,
         /// and the output frames they present (the end of a presentation).
         var shortSamples: [Int: Int] = [:]
+        /// Opus's pre-skip from `dOps`: the priming when no edit list says otherwise.
+        var opusPreSkip: Int?
     }
+    /// Frames of the packets emitted so far, as the codec counts them (Opus, FLAC).
+    private var emittedFrames: Int64 = 0
 
     init(seekable: Bool) { self.seekable = seekable }
 
@@ -126,9 +130,12 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     switch track.format.formatID {
                     case .appleLossless: frames = input.alacPacketFrames(size: size, full: frames)
                     case .amr, .amrWideband: frames = input.amrPacketFrames(size: size, wideband: track.format.formatID == .amrWideband, fallback: frames)
+                    case .opus: frames = input.withBytes(size) { OpusHeader.samples(inPacket: $0) } ?? frames
+                    case .flac: frames = input.withBytes(min(size, 16)) { bytes in FLACFrameHeader.parse({ bytes[$0] }, available: bytes.count) }.blockSize ?? frames
                     default: break
                     }
                     out.emitPacket(from: input, size: size, frames: frames)
+                    emittedFrames += Int64(frames)
                     nextSample += 1
                 }
                 if nextSample >= track.samples.count && !track.fragmented {
@@ -308,7 +315,11 @@ final class MP4Parser: ContainerParser, PacketLocating {
         out.dataFormat = track.format
         out.formatList = track.formatList
         out.magicCookie = track.cookie
-        out.channelLayout = .default(channels: track.format.channelsPerFrame)
+        switch track.format.formatID {
+        case .opus: out.channelLayout = .vorbis(channels: track.format.channelsPerFrame)
+        case .flac: out.channelLayout = .wave(channels: track.format.channelsPerFrame)
+        default: out.channelLayout = .default(channels: track.format.channelsPerFrame)
+        }
         out.dataOffset = track.samples.firstOffset
         if !track.fragmented { out.audioDataPacketCount = Int64(track.samples.count) }
         let bytes = track.samples.totalBytes
@@ -426,6 +437,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
         var cookie: [UInt8]?
         var frameScale = 1.0
         var note: String?
+        var opusPreSkip: Int?
         switch entryType {
         case "mp4a":
             guard let esds = try boxes(body, entry.body, base: base).first(where: { $0.type == "esds" }), esds.body.count > 4 else {
@@ -481,8 +493,45 @@ final class MP4Parser: ContainerParser, PacketLocating {
             format = AudioStreamDescription(sampleRate: Double(entryRate), formatID: .mpegLayer3, bytesPerPacket: 0, framesPerPacket: entryRate < 32000 ? 576 : 1152,
                                             bytesPerFrame: 0, channelsPerFrame: max(channels, 1), bitsPerChannel: 0)
             formatList = [format]
+        case "Opus":
+            // Opus in ISOBMFF: dOps holds OpusHead's fields big-endian, without the magic.
+            guard let box = try boxes(body, entry.body, base: base).first(where: { $0.type == "dOps" }), box.body.count >= 11 else {
+                throw AudioFileStreamError(.invalidData, .mp4, entry.start, "the Opus sample entry has no dOps box")
+            }
+            let d = Array(body[box.body])
+            let family = Int(d[10]), outputChannels = Int(d[1])
+            guard family == 0 || d.count >= 13 + outputChannels else {
+                throw AudioFileStreamError(.invalidData, .mp4, box.start, "the dOps box ends before its channel mapping table")
+            }
+            let header = OpusHeader(channels: outputChannels, preSkip: Int(d[2]) << 8 | Int(d[3]),
+                                    inputSampleRate: d[4...7].reduce(0) { $0 << 8 | Int($1) }, outputGain: Int(Int16(bitPattern: UInt16(d[8]) << 8 | UInt16(d[9]))),
+                                    mappingFamily: family, streamCount: family == 0 ? 1 : Int(d[11]),
+                                    coupledCount: family == 0 ? outputChannels - 1 : Int(d[12]),
+                                    mapping: family == 0 ? (outputChannels == 2 ? [0, 1] : [0]) : Array(d[13..<(13 + outputChannels)]))
+            var why = ""
+            guard OpusHeader(header.bytes, why: &why) != nil else {
+                throw AudioFileStreamError(.invalidData, .mp4, box.start, "the dOps box: \(why)")
+            }
+            cookie = header.bytes
+            opusPreSkip = header.preSkip
+            let uniform = durations.count == 1 || (durations.count == 2 && durations[1].count == 1) ? durations.first?.delta ?? 0 : 0
+            format = AudioStreamDescription(sampleRate: Double(OpusHeader.decodingRate), formatID: .opus, bytesPerPacket: 0,
+                                            framesPerPacket: timescale == OpusHeader.decodingRate ? uniform : 0, bytesPerFrame: 0,
+                                            channelsPerFrame: outputChannels, bitsPerChannel: 0)
+            formatList = [format]
+            if timescale != OpusHeader.decodingRate { frameScale = Double(OpusHeader.decodingRate) / Double(timescale) }
+        case "fLaC":
+            // FLAC in ISOBMFF: dfLa holds the metadata blocks (headers included), STREAMINFO first.
+            guard let box = try boxes(body, entry.body, base: base).first(where: { $0.type == "dfLa" }), box.body.count >= 4 + 4 + 34,
+                  body[box.body.lowerBound + 4] & 0x7F == 0, let info = FLACStreamInfo(Array(body[(box.body.lowerBound + 8)..<box.body.upperBound])) else {
+                throw AudioFileStreamError(.invalidData, .mp4, entry.start, "the fLaC sample entry has no dfLa box with a STREAMINFO block")
+            }
+            cookie = info.magicCookie
+            format = info.format
+            formatList = [format]
         default:
-            throw AudioFileStreamError(.unsupportedDataFormat, .mp4, entry.start, "the audio track's codec '\(entryType)' is not supported (mp4a, .mp3, alac, samr and sawb are)")
+            throw AudioFileStreamError(.unsupportedDataFormat, .mp4, entry.start,
+                "the audio track's codec '\(entryType)' is not supported (mp4a, .mp3, alac, Opus, fLaC, samr and sawb are)")
         }
 
         let samples = try sampleTable(body, stbl, base: base)
@@ -507,7 +556,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
         let framesPerPacket = formatList.first?.framesPerPacket ?? format.framesPerPacket
         // ALAC packets hold what their durations say (the last one is short, and says so in its
         // header); AAC and MP3 packets always decode to whole codec frames.
-        let variable: Set<AudioFormatID> = [.appleLossless, .amr, .amrWideband]
+        let variable: Set<AudioFormatID> = [.appleLossless, .amr, .amrWideband, .opus, .flac]
         let decodedFrames = variable.contains(format.formatID) && sttsSamples == samples.count && totalUnits > 0
             ? clampedInt64(Double(totalUnits) * frameScale) : Int64(samples.count * framesPerPacket)
 
@@ -545,6 +594,11 @@ final class MP4Parser: ContainerParser, PacketLocating {
             out.packetTableInfo = AudioFilePacketTableInfo(validFrames: smpb.valid, primingFrames: smpb.priming, remainderFrames: smpb.remainder,
                                                            source: .iTunSMPB, note: frameScale != 1 ? "iTunSMPB taken as given (output frames); \(note ?? "")" : nil)
         }
+        // Opus without an edit list: its pre-skip (dOps) is the priming, the durations the rest.
+        if out.packetTableInfo == nil, let preSkip = opusPreSkip, decodedFrames > Int64(preSkip) {
+            out.packetTableInfo = AudioFilePacketTableInfo(validFrames: decodedFrames - Int64(preSkip), primingFrames: preSkip, remainderFrames: 0,
+                                                           source: .sampleDurations, note: "the Opus pre-skip of the dOps box")
+        }
         let presentedOut = clampedInt64(Double(totalUnits) * frameScale)
         if out.packetTableInfo == nil, presentedOut > 0, presentedOut < decodedFrames, decodedFrames - presentedOut < Int64(framesPerPacket) {
             out.packetTableInfo = AudioFilePacketTableInfo(validFrames: presentedOut, primingFrames: 0,
@@ -552,7 +606,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
         }
         return Track(format: format, formatList: formatList, cookie: cookie, samples: samples, durations: durations,
                      mediaTimescale: timescale, frameScale: frameScale, framesPerPacket: framesPerPacket, trackID: trackID,
-                     editMediaTime: editMediaTime)
+                     editMediaTime: editMediaTime, opusPreSkip: opusPreSkip)
     }
 
     // MARK: movie fragments
@@ -818,6 +872,18 @@ final class MP4Parser: ContainerParser, PacketLocating {
     /// the priming, and the fragments' sample durations say what is presented (a last sample
     /// shorter than the codec's frame is the end trim).
     private func fragmentedGaplessNumbers(_ track: Track, _ out: StreamOutput) {
+        if out.packetTableInfo == nil, track.format.formatID == .opus || track.format.formatID == .flac {
+            // Packets of varying frames: what they decoded to, against what the fragments present.
+            let totalUnits = track.durations.reduce(Int64(0)) { $0 + Int64($1.count) * Int64($1.delta) }
+            let presented = min(clampedInt64(Double(totalUnits) * track.frameScale), emittedFrames)
+            let priming = track.editMediaTime > 0 ? clampedInt64(Double(track.editMediaTime) * track.frameScale) : Int64(track.opusPreSkip ?? 0)
+            guard presented > priming else { return }
+            out.packetTableInfo = AudioFilePacketTableInfo(validFrames: presented - priming, primingFrames: Int(priming),
+                remainderFrames: Int(emittedFrames - presented), source: track.editMediaTime > 0 ? .editList : .sampleDurations,
+                note: track.editMediaTime > 0 || priming == 0 ? nil : "the Opus pre-skip of the dOps box")
+            out.announce(.packetTableInfo)
+            return
+        }
         guard out.packetTableInfo == nil, track.framesPerPacket > 0,
               !Set<AudioFormatID>([.appleLossless, .amr, .amrWideband, .linearPCM]).contains(track.format.formatID) else { return }
         let totalUnits = track.durations.reduce(Int64(0)) { $0 + Int64($1.count) * Int64($1.delta) }
