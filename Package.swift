@@ -253,7 +253,8 @@ let package = Package(
         ),
         .testTarget(
             name: "AudioStreamingTests",
-            dependencies: ["AudioStreaming", "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "TestSupport"],
+            dependencies: ["AudioStreaming", "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpusDecoder",
+                           "VorbisDecoder", "FLACDecoder", "TestSupport"],
             path: "Tests/AudioStreamingTests"
         ),
         .testTarget(

@@ -84,7 +84,7 @@ final class IcecastServer: @unchecked Sendable {
     private var reader: LineReader?
     /// Mounts logged when the current source was started.
     private var mountsBefore = 0
-    private static let mounted = "listener count on /live.mp3"
+    static let mounted = "listener count on /live.mp3"
 
     struct IcecastError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
 
@@ -194,7 +194,13 @@ final class StreamReader: @unchecked Sendable {
 final class EventBox: @unchecked Sendable {
     private let lock = NSLock()
     private var list: [AudioPlayerEvent] = []
-    func add(_ event: AudioPlayerEvent) { lock.lock(); list.append(event); lock.unlock() }
+    /// Events so far, for waits on a condition.
+    let count = Watched(0)
+    func add(_ event: AudioPlayerEvent) {
+        lock.lock(); list.append(event); lock.unlock()
+        count.update { $0 += 1 }
+    }
+    var all: [AudioPlayerEvent] { lock.lock(); defer { lock.unlock() }; return list }
     var titles: [String] { lock.lock(); defer { lock.unlock() }; return list.compactMap { if case .streamTitle(let t, _) = $0 { return t } else { return nil } } }
     var titleIndices: [Int] { lock.lock(); defer { lock.unlock() }; return list.compactMap { if case .streamTitle(_, let i) = $0 { return i } else { return nil } } }
     var reconnects: Int { lock.lock(); defer { lock.unlock() }; return list.filter { if case .state(.reconnecting) = $0 { return true } else { return false } }.count }

@@ -210,8 +210,22 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     }
 
     private func handle(_ event: AudioFileStreamEvent) {
-        guard case .packets(let packets) = event, let stream = driver?.stream else { return }
-        pending.append(packets, stream: stream, format: format)
+        switch event {
+        case .packets(let packets):
+            guard let stream = driver?.stream else { return }
+            pending.append(packets, stream: stream, format: format)
+        case .link(let link):
+            // A chained stream (Icecast's Ogg at each track change): the reader begins a decoder
+            // for the link and trims it on its own; a new link's tags are the new title.
+            pending.appendLink(link)
+            if link.validFrames == nil, link.index > 0 || !link.metadata.isEmpty {
+                if let title = link.metadata.title { context.report(.streamTitle(title)) }
+                let words = [link.metadata.artist, link.metadata.title, link.metadata.album].compactMap { $0 }
+                if !words.isEmpty { context.report(.property(name: "vorbis-comment", value: words.joined(separator: " — "))) }
+            }
+        default:
+            break
+        }
     }
 
 }

@@ -5,7 +5,9 @@ import BufferQueue
 /// Packets a streaming source has parsed and not yet handed to its reader: compressed ones one by
 /// one (with their variable frame count), PCM in runs of whole packets.
 struct PendingPackets {
+    /// Packets; a break is an item of -1 frames, a link's announcement one of -2 frames.
     private var items: [(data: [UInt8], variableFrames: Int?, frames: Int)] = []
+    private var links: [Int: AudioStreamLink] = [:]
     private var head = 0
     /// Packet bytes and frames appended so far: the running average bit rate.
     private(set) var parsedBytes: Int64 = 0
@@ -19,8 +21,16 @@ struct PendingPackets {
         items.append(([], nil, -1))
     }
 
+    /// Marks where a link of a chained stream begins, or where its length became known (before
+    /// its last packets): the reader gets `.link` there.
+    mutating func appendLink(_ link: AudioStreamLink) {
+        links[items.count] = link
+        items.append(([], nil, -2))
+    }
+
     mutating func removeAll() {
         items.removeAll()
+        links.removeAll()
         head = 0
     }
 
@@ -63,6 +73,11 @@ struct PendingPackets {
     /// nil when none are pending.
     mutating func read(maxPackets: Int, maxBytes: Int) -> PacketRead? {
         guard head < items.count else { return nil }
+        if items[head].frames == -2 {
+            let link = links.removeValue(forKey: head)
+            head += 1
+            return link.map { .link($0) } ?? read(maxPackets: maxPackets, maxBytes: maxBytes)
+        }
         if items[head].frames < 0 {
             head += 1
             return .discontinuity
@@ -84,6 +99,7 @@ struct PendingPackets {
         }
         if head > 256 && head * 2 > items.count {
             items.removeFirst(head)
+            links = Dictionary(uniqueKeysWithValues: links.map { ($0.key - head, $0.value) })
             head = 0
         }
         return .packets(data: data, descriptions: descriptions, frames: frames)
