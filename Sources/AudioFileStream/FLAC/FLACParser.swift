@@ -1,4 +1,7 @@
 import BufferQueue
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Native FLAC (`fLaC`): the metadata blocks, then frames. A frame has no length field: its end
 /// is where the CRC-16 of the bytes so far is 0 and the next frame's header follows (sync code,
@@ -127,11 +130,22 @@ final class FLACParser: ContainerParser, PacketLocating {
             var end: Int?
             var damagedAt: Int?
             var wait = 0
-            input.withBytes(available) { bytes in
+            input.withBytes(available) { raw in
+                let bytes = raw.bindMemory(to: UInt8.self)
+                guard let base = bytes.baseAddress else { return }
                 var position = scanned, sum = crc
-                let table = FLACFrameHeader.crc16Table
                 while position < available {
-                    if position >= header.length + 2, bytes[position] == 0xFF {
+                    // The CRC runs on in bulk up to the next 0xFF past the header: a frame ends only
+                    // where the next one's sync code begins.
+                    let from = max(position, header.length + 2)
+                    let candidate = from >= available ? available
+                        : memchr(base + from, 0xFF, available - from).map { UnsafeRawPointer($0) - UnsafeRawPointer(base) } ?? available
+                    if candidate > position {
+                        sum = FLACFrameHeader.crc16(sum, base + position, count: candidate - position)
+                        position = candidate
+                        if position >= available { break }
+                    }
+                    if bytes[position] == 0xFF {
                         switch FLACFrameHeader.parse({ bytes[position + $0] }, available: available - position) {
                         case .needMore where !input.atEnd:
                             wait = position + 16
@@ -147,7 +161,7 @@ final class FLACParser: ContainerParser, PacketLocating {
                             break
                         }
                     }
-                    sum = (sum << 8) ^ table[Int(UInt8(truncatingIfNeeded: sum >> 8) ^ bytes[position])]
+                    sum = FLACFrameHeader.crc16(sum, base + position, count: 1)
                     position += 1
                 }
                 scanned = position
