@@ -357,6 +357,47 @@ func appleFormatBenchmarks() throws -> [String] {
     return lines
 }
 
+// MARK: 3a'. FLAC, Ogg Opus and Ogg Vorbis against their reference decoders (issue 38)
+
+/// Whole commands writing a 16-bit WAV, on 10-minute files the reference encoders make from the
+/// same source: `aqrender` (one thread and the default two) against `flac -d`, `opusdec --rate
+/// 48000` (Opus decodes at 48 kHz here; opusdec's default resamples to the source's 44.1 kHz) and
+/// `oggdec`, best of 3 each.
+func xiphBenchmarks() throws -> [String] {
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let aqrender = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqrender").path
+    guard FileManager.default.isExecutableFile(atPath: aqrender) else { return ["xiph: \(aqrender) not built (make bench builds it)"] }
+    let tools = ["/usr/bin/flac", "/usr/bin/opusenc", "/usr/bin/opusdec", "/usr/bin/oggenc", "/usr/bin/oggdec"]
+    guard tools.allSatisfy({ FileManager.default.isExecutableFile(atPath: $0) }) else { return ["xiph: flac, opus-tools or vorbis-tools missing (make deps)"] }
+    let source = try makeFile("ten-minutes.wav", seconds: 600, in: folder)
+    func encode(_ name: String, _ tool: String, _ arguments: [String]) throws -> String {
+        let path = folder + "/" + name
+        if !FileManager.default.fileExists(atPath: path) { try runTool(tool, arguments + [path]) }
+        return path
+    }
+    let flac = try encode("ten-minutes.flac", "/usr/bin/flac", ["-s", "-f", source, "-o"])
+    let opus = try encode("ten-minutes.opus", "/usr/bin/opusenc", ["--quiet", source])
+    let vorbis = try encode("ten-minutes.ogg", "/usr/bin/oggenc", ["-Q", source, "-o"])
+    let out = folder + "/xiph-out.wav"
+    let rows: [(String, String, String, [String])] = [
+        ("FLAC (.flac)", flac, "/usr/bin/flac", ["-s", "-d", "-f", flac, "-o", out]),
+        ("Ogg Opus (.opus)", opus, "/usr/bin/opusdec", ["--quiet", "--rate", "48000", opus, out]),
+        ("Ogg Vorbis (.ogg)", vorbis, "/usr/bin/oggdec", ["-Q", vorbis, "-o", out]),
+    ]
+    var lines = ["decode 10-minute files to a 16-bit WAV: aqrender FILE OUT --format s16 [--jobs 1] against the reference decoder (best of 3)"]
+    for (name, path, tool, arguments) in rows {
+        let one = try bestOf(3) { try runTool(aqrender, [path, out, "--format", "s16", "--jobs", "1"]) }
+        let two = try bestOf(3) { try runTool(aqrender, [path, out, "--format", "s16"]) }
+        let reference = try bestOf(3) { try runTool(tool, arguments) }
+        lines.append(String(format: "  %-18@ ours %5.0f ms one thread, %5.0f ms default (2 jobs)   %@ %5.0f ms   ratios %4.2f / %4.2f",
+                            name as NSString, seconds(one) * 1000, seconds(two) * 1000, (URL(fileURLWithPath: tool).lastPathComponent as NSString),
+                            seconds(reference) * 1000, seconds(one) / seconds(reference), seconds(two) / seconds(reference)))
+    }
+    try? FileManager.default.removeItem(atPath: out)
+    return lines
+}
+
 // MARK: 3b. transforming: play rate and rate conversion against sox, whole commands on one core
 
 func transformBenchmarks() throws -> [String] {
@@ -536,7 +577,7 @@ print("output callback round trips (enqueue -> decode -> unpaced null sink -> ca
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
 // The sections run when no section is named, in this order.
 let namedSections: [(name: String, run: () throws -> [String])] = [
-    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("transform", transformBenchmarks),
+    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("transform", transformBenchmarks),
     ("timepitch", timePitchBenchmarks), ("playback", playbackBenchmarks), ("commands", commandBenchmarks),
     ("recording", recordingBenchmarks),
 ]
