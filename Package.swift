@@ -273,7 +273,8 @@ let package = Package(
         .testTarget(
             name: "DocSnippetTests",
             dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder",
-                           "OpenCoreAMRDecoder", "PulseAudioSink", "ALSASink", "SoxrConverter", "RubberBandTimePitch"],
+                           "OpenCoreAMRDecoder", "OpusDecoder", "VorbisDecoder", "FLACDecoder", "PulseAudioSink", "ALSASink",
+                           "SoxrConverter", "RubberBandTimePitch"],
             path: "Tests/DocSnippetTests",
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
@@ -302,9 +303,11 @@ let package = Package(
 // libFuzzer targets (Fuzz/): only with AQ_FUZZ=1, as `make fuzz` builds them with
 // `--sanitize=fuzzer --sanitize=address`; they have no `main` of their own.
 if ProcessInfo.processInfo.environment["AQ_FUZZ"] != nil {
-    package.targets.append(.target(name: "FuzzSupport", dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder"],
+    package.targets.append(.target(name: "FuzzSupport", dependencies: ["AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
+                                                                       "OpusDecoder", "VorbisDecoder", "FLACDecoder"],
                                    path: "Fuzz/Support"))
-    for name in ["mp3", "adts", "mp4", "caf", "riff", "amr", "decode-mp3", "decode-aac", "decode-apple", "icy", "ts", "hls-playlist"] {
+    for name in ["mp3", "adts", "mp4", "caf", "riff", "amr", "decode-mp3", "decode-aac", "decode-apple", "icy", "ts", "hls-playlist",
+                 "ogg", "flac", "decode-xiph"] {
         package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzSupport", "AudioFileStream", "AudioStreaming"],
                                                  path: "Fuzz/Targets/fuzz-\(name)"))
         package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"mp3 adts mp4 caf riff amr decode-mp3 decode-aac decode-apple icy ts hls-playlist"}
+targets=${FUZZ_TARGETS:-"mp3 adts mp4 caf riff amr decode-mp3 decode-aac decode-apple icy ts hls-playlist ogg flac decode-xiph"}
 mkdir -p .fuzz Fuzz/crashes
 summary=.fuzz/summary.tsv
 printf 'target\truns\tseconds\truns/s\tcoverage (edges)\tfeatures\tcorpus\tresult\n' > "$summary"
@@ -39,6 +39,18 @@ for t in $targets; do
         head -c 8192 .fuzz/demo-melody.ts > .fuzz/demo-melody-head.ts
         seed "$t" .fuzz/demo-melody-head.ts ;;
     hls-playlist) seed "$t" Fuzz/Seeds/hls/*.m3u8 ;;
+    ogg|flac|decode-xiph)
+        # Two seconds of the demo melody in each Xiph format, a chain of two Opus links among them.
+        for spec in "opus:-c:a libopus" "ogg:-c:a libvorbis" "oga:-c:a flac -f ogg" "flac:-c:a flac"; do
+          ext=${spec%%:*}
+          ffmpeg -v error -y -t 2 -i Fixtures/demo-melody.m4a ${spec#*:} ".fuzz/demo-melody.$ext"
+        done
+        cat .fuzz/demo-melody.opus .fuzz/demo-melody.opus > .fuzz/demo-chain.opus
+        case $t in
+          ogg) seed "$t" .fuzz/demo-melody.opus .fuzz/demo-melody.ogg .fuzz/demo-melody.oga .fuzz/demo-chain.opus ;;
+          flac) seed "$t" .fuzz/demo-melody.flac ;;
+          *) seed "$t" .fuzz/demo-melody.opus .fuzz/demo-melody.ogg .fuzz/demo-melody.oga .fuzz/demo-melody.flac ;;
+        esac ;;
   esac
   mkdir -p ".fuzz/corpus/$t"
   log=.fuzz/$t.log

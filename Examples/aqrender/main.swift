@@ -22,7 +22,7 @@ struct AQRender: ParsableCommand {
 
     enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case f32, s16 }
 
-    @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711 or PCM in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS.")
+    @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711, PCM, FLAC, Opus or Vorbis in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS/FLAC/Ogg.")
     var input: String
     @Argument(help: "The WAV file to write.")
     var output: String
@@ -35,7 +35,7 @@ struct AQRender: ParsableCommand {
     @Option(help: "Render this many channels (mono ↔ stereo: see the Converting guide for the matrix).")
     var channels: Int?
     @OptionGroup var timePitchOptions: TimePitchOptions
-    @Option(help: "Decode on this many threads (default: the number of cores) when the file allows it (MP3, AAC-LC, ALAC, G.711), the output can seek and no loop, rate, channel or play-rate change is asked for. The output is bit-identical to --jobs 1.")
+    @Option(help: "Decode on this many threads (default: the number of cores) when the file allows it (MP3, AAC-LC, ALAC, G.711, FLAC, Vorbis, Opus; not a chain of Ogg links), the output can seek and no loop, rate, channel or play-rate change is asked for. The output is bit-identical to --jobs 1.")
     var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
     @Flag(help: "Say on stderr whether the render was split and why not.")
     var verbose = false

@@ -1,8 +1,11 @@
 import AudioFileStream
 import BufferQueue
 import FAADDecoder
+import FLACDecoder
 import OpenCoreAMRDecoder
 import MPG123Decoder
+import OpusDecoder
+import VorbisDecoder
 
 /// Shared by the libFuzzer targets (built only by `make fuzz`, with `AQ_FUZZ=1`).
 ///
@@ -52,6 +55,9 @@ public enum FuzzSupport {
         MPG123Decoder.register()
         FAADDecoder.register()
         AMRDecoder.register()
+        OpusDecoder.register()
+        VorbisDecoder.register()
+        FLACDecoder.register()
         let (stream, packets) = parse(data, hint: hint)
         guard let format = stream.formatList.first ?? stream.dataFormat, !packets.isEmpty,
               let queue = try? AudioQueue(format: format, configuration: .init(decodeBufferFrames: 16384)) else { return }

@@ -41,6 +41,16 @@ final class OggParser: ContainerParser {
     private var links: [AudioStreamLink] = []
     /// Bytes the pages' packets took (for the bit rate) and the frames they decoded to.
     private var packetBytes: Int64 = 0
+    /// Packets emitted and their frames (after jumps too): the average frames a packet.
+    private var parsedPackets: Int64 = 0
+    private var parsedFrames: Int64 = 0
+    /// Pages of the played streams read, with a granule position: where they start and the
+    /// decoded frame their last packet ends at (for seeks among them, without probing).
+    private var pageIndex: [(offset: Int64, decodedEnd: Int64, granule: Int64, serial: UInt32)] = []
+    /// False after a jump (a seek by granule): ``framesBefore`` then holds the packets before it only.
+    private var indexIsWhole = true
+    /// A jump to a page (see ``resume(atPage:granule:)``) whose packets are still to be met.
+    private var resumePage: (offset: Int64, granule: Int64)?
 
     func parse(_ input: ByteInput, _ out: StreamOutput) throws {
         while input.skipPending == 0, let page = reader.nextPage(from: input) {
@@ -61,6 +71,25 @@ final class OggParser: ContainerParser {
         if page.beginsStream { try begin(page, out) }
         let packets = assembler.packets(of: page)
         guard var link = current, page.serial == link.serial, !link.ended else { return }
+        if let resume = resumePage {
+            // The page a seek landed on: its packets end before the target; the next ones begin
+            // at its granule. They are counted (Vorbis needs the last block size), not emitted.
+            guard page.granulePosition >= 0 else { return }
+            resumePage = nil
+            for packet in packets where link.headersDone { _ = link.mapping.frames(ofPacket: packet.data) }
+            link.lastGranule = page.granulePosition
+            link.decoded = page.granulePosition - (link.initialGranule ?? 0)
+            if page.offset != resume.offset || page.granulePosition != resume.granule {
+                out.warn(AudioFileStreamError(.invalidData, .ogg, page.offset,
+                    "a seek expected the page at byte \(resume.offset) (granule \(resume.granule)) and found one at \(page.offset) (granule \(page.granulePosition))"))
+            }
+            if page.endsStream {
+                link.ended = true
+                try end(&link, at: page.offset, out)
+            }
+            current = link
+            return
+        }
         var audio: [[UInt8]] = []
         for packet in packets {
             if !link.headersDone {
@@ -69,7 +98,8 @@ final class OggParser: ContainerParser {
                 if link.headersDone { try ready(&link, out) }
                 continue
             }
-            audio.append(packet.data)
+            // An empty packet holds no audio (ffmpeg ends Ogg FLAC with one on the last page).
+            if !packet.data.isEmpty { audio.append(packet.data) }
         }
         if link.headersDone, !audio.isEmpty || page.endsStream {
             try emit(audio, page: page, &link, out)
@@ -119,7 +149,10 @@ final class OggParser: ContainerParser {
                 out.warn(AudioFileStreamError(.unsupportedDataFormat, .ogg, link.offset,
                     "a \(name) stream (serial \(String(serial, radix: 16))) is multiplexed with the \(mapping.name) stream and is skipped"))
             }
-            out.announceReady()
+            // Ready (and the first link announced) with the first audio page, whose granule
+            // position says where decoded frame 0 lies.
+            out.links = links
+            return
         }
         out.links = links
         out.link(described)
@@ -150,17 +183,28 @@ final class OggParser: ContainerParser {
                 described.primingFrames = priming
                 link.link = described
                 links[described.index] = described
+                out.links = links
+                if !out.isReady {
+                    out.announceReady()
+                    out.link(described)
+                }
             }
         }
         if page.granulePosition >= 0 { link.lastGranule = page.granulePosition }
+        if page.granulePosition >= 0, let initial = link.initialGranule, let described = link.link,
+           pageIndex.last.map({ page.offset > $0.offset }) ?? true {
+            pageIndex.append((page.offset, described.firstFrame + page.granulePosition - initial, page.granulePosition, page.serial))
+        }
         let endsLink = page.endsStream
         if endsLink { link.ended = true }
         link.decoded += pageFrames
         if endsLink { try end(&link, at: page.offset, out) }
         for (packet, count) in zip(packets, frames) {
             out.emitPacket(packet, frames: count, fileOffset: page.offset)
-            framesBefore.append(framesBefore[framesBefore.count - 1] + Int64(count))
+            if indexIsWhole { framesBefore.append(framesBefore[framesBefore.count - 1] + Int64(count)) }
             packetBytes += Int64(packet.count)
+            parsedFrames += Int64(count)
+            parsedPackets += 1
         }
     }
 
@@ -236,9 +280,69 @@ final class OggParser: ContainerParser {
         }
     }
 
+    /// Packet 0 is the start: everything is read again from the first byte (headers, links).
+    /// Other packets are found by granule position (``granuleSeekPlan(forFrame:preRollPackets:dataStart:)``).
     func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
-        throw AudioFileStreamError(.invalidOperation, .ogg, input.position,
-            "an Ogg stream is not seeked by packet here; open it as an AudioFile (which indexes every packet) to seek")
+        guard packet == 0 else {
+            throw AudioFileStreamError(.invalidOperation, .ogg, input.position,
+                "an Ogg stream seeks by granule position (AudioFileStream.granuleSeekPlan(forFrame:preRollPackets:)), not by packet; an AudioFile indexes every packet")
+        }
+        input.reset(to: 0)
+        reader = OggPageReader()
+        reportedSkips = 0
+        assembler = OggPacketAssembler()
+        current = nil
+        skippedStreams = [:]
+        framesBefore = [0]
+        links = []
+        indexIsWhole = true
+        resumePage = nil
+        out.nextPacketIndex = 0
+        return AudioFileStreamSeekResult(byteOffset: 0, isEstimated: false)
+    }
+
+    /// Frames a packet decodes to on average so far (a seek's pre-roll and estimates beyond the
+    /// packets read).
+    var averageFramesPerPacket: Int64 {
+        parsedPackets > 0 ? max(parsedFrames / parsedPackets, 1) : 960
+    }
+
+    /// Where to look for decoded frame `frame`, `preRollPackets` packets earlier (see ``AudioStreamGranuleSeek``).
+    func granuleSeekPlan(forFrame frame: Int64, preRollPackets: Int, dataStart: Int64) -> AudioStreamGranuleSeek? {
+        guard let link = current, let described = link.link, let initial = link.initialGranule else { return nil }
+        let start = max(frame - Int64(preRollPackets) * averageFramesPerPacket, described.firstFrame)
+        let target = start - described.firstFrame + initial
+        // The last page read whose packets end at or before the start, and the first after it.
+        let pages = pageIndex.filter { $0.serial == link.serial }
+        let before = pages.last { $0.granule <= target }
+        let after = pages.first { $0.granule > target }
+        return AudioStreamGranuleSeek(serial: link.serial, targetGranule: target,
+                                      low: before.map { ($0.offset, $0.granule) } ?? (dataStart, initial),
+                                      highOffset: after?.offset, lowIsPage: before != nil, decodedStartOfGranule: described.firstFrame - initial)
+    }
+
+    /// The next pushed byte is the start of the page at `offset` whose granule position is
+    /// `granule`: its packets are skipped, and the packets after it begin at the returned decoded frame.
+    /// With `skippingPage` false, `offset` is where the audio data begins (`granule` its initial
+    /// granule position) and nothing is skipped.
+    func resume(atPage offset: Int64, granule: Int64, skippingPage: Bool, _ input: ByteInput, _ out: StreamOutput) -> Int64? {
+        guard var link = current, let described = link.link, let initial = link.initialGranule else { return nil }
+        input.reset(to: offset)
+        assembler = OggPacketAssembler()
+        reader.clearSkipped()
+        reportedSkips = 0
+        link.mapping.restart()
+        link.ended = false
+        if !skippingPage {
+            link.decoded = granule - initial
+            link.lastGranule = granule
+        }
+        current = link
+        resumePage = skippingPage ? (offset, granule) : nil
+        indexIsWhole = false
+        let decoded = described.firstFrame + granule - initial
+        out.nextPacketIndex = decoded / averageFramesPerPacket
+        return decoded
     }
 
     func discontinuity(_ input: ByteInput, _ out: StreamOutput) {
@@ -251,12 +355,20 @@ final class OggParser: ContainerParser {
     }
 
     func frames(beforePacket packet: Int64) -> Int64? {
-        guard packet >= 0, packet < Int64(framesBefore.count) else { return nil }
-        return framesBefore[Int(packet)]
+        guard packet >= 0 else { return nil }
+        if packet < Int64(framesBefore.count) { return framesBefore[Int(packet)] }
+        // Beyond the packets read: estimated (a seek by granule finds the real place).
+        guard let last = framesBefore.last else { return nil }
+        return last + (packet - Int64(framesBefore.count - 1)) * averageFramesPerPacket
     }
 
     func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
-        guard frame >= 0, let total = framesBefore.last, frame < total else { return nil }
+        guard frame >= 0, let total = framesBefore.last else { return nil }
+        guard frame < total else {
+            // Beyond the packets read: an estimate.
+            let average = averageFramesPerPacket
+            return (Int64(framesBefore.count - 1) + (frame - total) / average, Int((frame - total) % average))
+        }
         var low = 0, high = framesBefore.count - 1
         while low + 1 < high {
             let middle = (low + high) / 2
@@ -264,4 +376,25 @@ final class OggParser: ContainerParser {
         }
         return (Int64(low), Int(frame - framesBefore[low]))
     }
+}
+
+/// Where a seek by granule position looks (an Ogg stream over HTTP): the page to start from is the
+/// last of the played stream whose granule position is at most ``targetGranule``. ``low`` is known
+/// to be at or before it (a page read, or the first audio data); ``highOffset``, when known, is a
+/// page after it. The reader probes between them (bisection on granule positions, as opusfile
+/// does) with ``AudioFileStream/oggPage(in:serial:)`` and resumes with
+/// ``AudioFileStream/resume(atOggPage:granule:)``.
+public struct AudioStreamGranuleSeek: Sendable {
+    /// The logical stream whose pages count.
+    public var serial: UInt32
+    public var targetGranule: Int64
+    /// A byte offset at or before the page sought, and its granule position.
+    public var low: (offset: Int64, granule: Int64)
+    /// A byte offset past the page sought (nil: the end of the resource).
+    public var highOffset: Int64?
+    /// Whether ``low`` is itself a page of the stream read before (the answer when ``highOffset``
+    /// is the next page read); otherwise it is where the audio data begins.
+    public var lowIsPage: Bool
+    /// Decoded frame = granule + this (for reporting).
+    public var decodedStartOfGranule: Int64
 }

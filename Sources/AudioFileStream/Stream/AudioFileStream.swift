@@ -249,6 +249,43 @@ public final class AudioFileStream {
         return rest
     }
 
+    // MARK: seeking by granule position (Ogg)
+
+    /// For a stream that seeks by granule position (Ogg), where to look for a decode that starts
+    /// `preRollPackets` packets (on average) before decoded frame `frame`; nil for other
+    /// containers, or before the first audio page.
+    public func granuleSeekPlan(forFrame frame: Int64, preRollPackets: Int) -> AudioStreamGranuleSeek? {
+        (parser as? OggParser)?.granuleSeekPlan(forFrame: frame, preRollPackets: preRollPackets, dataStart: out.dataOffset ?? 0)
+    }
+
+    /// The first whole page of logical stream `serial` in `bytes` (any page when nil) that carries
+    /// a granule position: its offset in `bytes`, its granule position and its length. For a
+    /// reader probing a resource for a seek.
+    public static func oggPage(in bytes: [UInt8], serial: UInt32?) -> (offset: Int, granule: Int64, length: Int)? {
+        let input = ByteInput()
+        bytes.withUnsafeBytes { input.append($0) }
+        var reader = OggPageReader()
+        while let page = reader.nextPage(from: input) {
+            if serial.map({ $0 == page.serial }) ?? true, page.granulePosition >= 0 {
+                return (Int(page.offset), page.granulePosition, 27 + page.segments.count + page.body.count)
+            }
+        }
+        return nil
+    }
+
+    /// Moves an Ogg stream to the page at byte `offset` whose granule position is `granule`
+    /// (found by ``granuleSeekPlan(forFrame:preRollPackets:)`` and probing): the next bytes pushed
+    /// start there. Its packets are skipped; the packets after it begin at the returned decoded
+    /// frame (priming included). With `skippingPage` false, `offset` is where the audio data
+    /// begins (``AudioStreamGranuleSeek/low`` when it is not a page) and nothing is skipped.
+    /// nil when the stream is not Ogg or not ready.
+    public func resume(atOggPage offset: Int64, granule: Int64, skippingPage: Bool = true) -> Int64? {
+        guard let ogg = parser as? OggParser else { return nil }
+        finished = false
+        justSeeked = true
+        return ogg.resume(atPage: offset, granule: granule, skippingPage: skippingPage, input, out)
+    }
+
     /// The first frame of packet `packet`, counting every decoded frame (priming included).
     public func frame(forPacket packet: Int64) -> Int64? { parser?.frames(beforePacket: packet) }
 

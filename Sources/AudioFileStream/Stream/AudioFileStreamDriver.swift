@@ -91,6 +91,15 @@ public final class AudioFileStreamDriver {
         return result
     }
 
+    /// Moves an Ogg stream to a page (``AudioFileStream/resume(atOggPage:granule:)``); the next
+    /// bytes fed must start at `offset`, which ``position`` now is. Returns the decoded frame the
+    /// packets after that page begin at.
+    public func resume(atOggPage offset: Int64, granule: Int64, skippingPage: Bool = true) -> Int64? {
+        guard let frame = stream.resume(atOggPage: offset, granule: granule, skippingPage: skippingPage) else { return nil }
+        position = offset
+        return frame
+    }
+
     private func deliver(_ events: [AudioFileStreamEvent], _ handle: (AudioFileStreamEvent) throws -> Void) throws -> Int64? {
         var target: Int64?
         for event in events {

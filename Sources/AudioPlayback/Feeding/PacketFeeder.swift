@@ -47,6 +47,12 @@ public protocol PacketSource: AnyObject {
     /// or when links are only met while reading, each announced by ``PacketRead/link(_:)``). The
     /// default is none.
     var links: [AudioStreamLink] { get }
+    /// Seeks by decoded frame instead of by packet, for a source that finds its place by time (an
+    /// Ogg stream over HTTP, by bisection on granule positions): reads on from a decode start at
+    /// least `preRollPackets` packets before decoded frame `frame`, and reports where the packets
+    /// read next begin with ``PacketRead/resume(atFrame:)`` before them. Returns false when the
+    /// source seeks by packet (``seek(toPacket:)``), the default.
+    func seek(toFrame frame: Int64, preRollPackets: Int) throws -> Bool
 }
 
 extension PacketSource {
@@ -55,6 +61,7 @@ extension PacketSource {
     public var channelLayout: AudioChannelLayout? { nil }
     public var maximumPacketSize: Int? { nil }
     public var links: [AudioStreamLink] { [] }
+    public func seek(toFrame frame: Int64, preRollPackets: Int) throws -> Bool { false }
 }
 
 /// What a ``PacketSource`` has now.
@@ -72,6 +79,9 @@ public enum PacketRead {
     /// a seek into a chain): a new decoder for its format, its own trims. Read again when its
     /// length becomes known.
     case link(AudioStreamLink)
+    /// The packets after this begin at decoded frame `frame` (priming included): where a seek by
+    /// frame (``PacketSource/seek(toFrame:preRollPackets:)``) landed, known only once found.
+    case resume(atFrame: Int64)
 }
 
 /// Turns a packet source and a start position into enqueued buffers with the trims that fall on
@@ -102,6 +112,8 @@ public final class PacketFeeder {
     private var stopAt: Int64?
     /// The link of a chain this feeder began a decoder for.
     private var begunLink: Int?
+    /// A seek by frame is under way: packets before its ``PacketRead/resume(atFrame:)`` are not the target's.
+    private var awaitingResume = false
     /// The start was planned (the source was ready): ``startFrame`` is final.
     public private(set) var started = false
     private var overridePreRoll: Int?
@@ -173,8 +185,9 @@ public final class PacketFeeder {
         let table = source.packetTable
         let priming = Int64(table?.primingFrames ?? 0)
         let links = source.links
-        if links.count > 1 {
-            // A chain: each link is trimmed on its own; valid frames are counted across links.
+        if !links.isEmpty {
+            // Links (an Ogg stream, a chain): each is trimmed on its own; valid frames are counted
+            // across them. A link whose end is not known yet (a stream) reaches to the end.
             started = true
             guard let (link, decoded) = links.locate(validFrame: startFrame) else {
                 isFinished = true
@@ -200,11 +213,16 @@ public final class PacketFeeder {
             return
         }
         guard startFrame > 0 else { return }
+        let preRoll = overridePreRoll ?? Self.preRollPackets(for: source.format, rollDistance: source.rollDistance, registry: registry)
+        // A source that finds its place by time reports where it landed before its packets.
+        if try source.seek(toFrame: keepFrom, preRollPackets: preRoll) {
+            awaitingResume = true
+            return
+        }
         guard let packet = source.packet(forFrame: keepFrom) else {
             isFinished = true   // past the last packet: nothing to play
             return
         }
-        let preRoll = overridePreRoll ?? Self.preRollPackets(for: source.format, rollDistance: source.rollDistance, registry: registry)
         let first = Self.decodeStart(before: packet, preRoll: preRoll, source: source, registry: registry) ?? max(packet - Int64(preRoll), 0)
         guard let firstFrame = source.frame(forPacket: first) else {
             throw AudioQueueError(.invalidParameter, "cannot find where packet \(first) starts to begin at frame \(startFrame)")
@@ -247,8 +265,16 @@ public final class PacketFeeder {
                 keepFrom = max(keepFrom, link.firstFrame + Int64(link.primingFrames))
                 keepUntil = link.validFrames.map { link.firstFrame + Int64(link.primingFrames) + $0 }
                 if let stopAt { keepUntil = min(keepUntil ?? .max, stopAt) }
+            case .resume(let frame):
+                position = frame
+                awaitingResume = false
+                // A fresh decoder: the packets after a seek do not follow the ones before. It is the
+                // decoder of the link landed in (a later announcement of that link's length keeps it).
+                let link = source.links.last { $0.firstFrame <= frame }
+                try queue.beginStream(format: link?.format ?? source.format, magicCookie: link?.magicCookie ?? source.magicCookie)
+                begunLink = link?.index
             case .packets(let data, var descriptions, var frames):
-                guard !data.isEmpty else { continue }
+                guard !data.isEmpty, !awaitingResume else { continue }
                 // A packet the container says presents fewer frames than its codec decodes (a
                 // fragmented MP4's shortened last sample) decodes whole: the rest is padding,
                 // trimmed when it ends the buffer.

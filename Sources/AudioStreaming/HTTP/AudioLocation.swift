@@ -156,6 +156,10 @@ public final class RemoteAudioSource: PacketSource, @unchecked Sendable {
     public func packet(forFrame frame: Int64) -> Int64? { current.packet(forFrame: frame) }
     public func frame(forPacket packet: Int64) -> Int64? { current.frame(forPacket: packet) }
     public func seek(toPacket packet: Int64) throws { try current.seek(toPacket: packet) }
+    public func seek(toFrame frame: Int64, preRollPackets: Int) throws -> Bool { try current.seek(toFrame: frame, preRollPackets: preRollPackets) }
+    public var links: [AudioStreamLink] { current.links }
+    public var channelLayout: AudioChannelLayout? { current.channelLayout }
+    public var maximumPacketSize: Int? { current.maximumPacketSize }
     public func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? { current.peekPackets(from: first, count: count) }
     public var isSeekable: Bool { current.isSeekable }
 

@@ -78,6 +78,8 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     public var maximumPacketSize: Int? { driver?.stream.maximumPacketSize }
     public var rollDistance: Int? { driver?.stream.packetRollDistance }
     public var title: String? { driver?.stream.metadata.title }
+    /// The links of an Ogg stream met so far (each also comes as a `.link` read).
+    public var links: [AudioStreamLink] { driver?.stream.links ?? [] }
 
     /// What the parser skipped or doubted (junk between frames, say); empty for a clean stream.
     public var warnings: [AudioFileStreamError] { driver?.stream.warnings ?? [] }
@@ -114,6 +116,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     /// resource is read up to the packet instead. Only a live stream cannot seek.
     public func seek(toPacket packet: Int64) throws {
         guard let driver else { return }
+        probe = nil
         guard isSeekable else {
             throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "a live stream without Range support cannot seek")
         }
@@ -122,6 +125,84 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         ended = false
         fetcher.start(at: result.byteOffset)
         discontinuity = true
+    }
+
+    // MARK: seeking an Ogg stream by granule position
+
+    /// A seek by granule position under way: the page sought lies between `low` and `high`.
+    private struct GranuleProbe {
+        var plan: AudioStreamGranuleSeek
+        var low: (offset: Int64, granule: Int64)
+        var lowIsPage: Bool
+        var high: Int64
+        var at: Int64 = 0
+        var bytes: [UInt8] = []
+        var probes = 0
+    }
+    private var probe: GranuleProbe?
+    /// A probe reads this much at most to find a page (a page is at most 65 307 bytes).
+    private static let probeBytes = 2 * 65_536
+    /// Below this window the search stops and reading goes on from its low end.
+    private static let probeWindow: Int64 = 65_536
+
+    /// An Ogg stream finds decoded frame `frame` by bisection on granule positions with `Range`
+    /// requests, as opusfile does (pages already read are used without a request); other
+    /// containers seek by packet.
+    public func seek(toFrame frame: Int64, preRollPackets: Int) throws -> Bool {
+        guard let driver, driver.stream.fileType == .ogg,
+              let plan = driver.stream.granuleSeekPlan(forFrame: frame, preRollPackets: preRollPackets) else { return false }
+        guard isSeekable else {
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "a live stream without Range support cannot seek")
+        }
+        guard let high = plan.highOffset ?? info?.contentLength else {
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "the Ogg stream's length is unknown: no bisection to seek with")
+        }
+        pending.removeAll()
+        ended = false
+        probe = GranuleProbe(plan: plan, low: plan.low, lowIsPage: plan.lowIsPage, high: high)
+        try nextProbe()
+        return true
+    }
+
+    /// Probes the middle of the window, or resumes reading at its low end when it is small.
+    private func nextProbe() throws {
+        guard var current = probe, let driver else { return }
+        if current.high - current.low.offset <= Self.probeWindow || current.probes >= 48 {
+            probe = nil
+            guard let frame = driver.resume(atOggPage: current.low.offset, granule: current.low.granule, skippingPage: current.lowIsPage) else {
+                throw HTTPStreamError(url: url.absoluteString, byteOffset: current.low.offset, message: "the Ogg stream cannot resume at this page")
+            }
+            pending.appendResume(atFrame: frame)
+            fetcher.start(at: current.low.offset)
+            return
+        }
+        current.at = current.low.offset + (current.high - current.low.offset) / 2
+        current.bytes = []
+        current.probes += 1
+        probe = current
+        fetcher.start(at: current.at)
+    }
+
+    /// Bytes of a probe: once they hold a page of the stream, or enough to know there is none,
+    /// the window shrinks and the next probe begins.
+    private func probe(_ bytes: [UInt8], atEnd: Bool) throws {
+        guard var current = probe else { return }
+        current.bytes += bytes
+        probe = current
+        let found = AudioFileStream.oggPage(in: current.bytes, serial: current.plan.serial)
+        guard found != nil || atEnd || current.bytes.count >= Self.probeBytes else { return }
+        if let page = found, current.at + Int64(page.offset) < current.high {
+            if page.granule <= current.plan.targetGranule {
+                current.low = (current.at + Int64(page.offset), page.granule)
+                current.lowIsPage = true
+            } else {
+                current.high = current.at + Int64(page.offset)
+            }
+        } else {
+            current.high = current.at   // no page of the stream between here and the high end
+        }
+        probe = current
+        try nextProbe()
     }
 
     public func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {
@@ -153,7 +234,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
                         fetcher.close()
                     }
                 case .bytes(let bytes):
-                    try parse(bytes)
+                    if probe != nil { try probe(bytes, atEnd: false) } else { try parse(bytes) }
                 case .discontinuity:
                     // A live stream reconnected: what follows is not the rest of one file, so the
                     // file's end trim (from its header) no longer applies. The last whole frame
@@ -162,6 +243,8 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
                     discontinuity = true
                     // The reader gets `.discontinuity` after the packets before the break.
                     pending.appendBreak()
+                case .end where probe != nil:
+                    try probe([], atEnd: true)
                 case .end:
                     if let driver, let target = try driver.finish(handle) { try follow(target) } else { ended = true }
                     if driver?.stream.isReadyToProducePackets != true {

@@ -5,9 +5,11 @@ import BufferQueue
 /// Packets a streaming source has parsed and not yet handed to its reader: compressed ones one by
 /// one (with their variable frame count), PCM in runs of whole packets.
 struct PendingPackets {
-    /// Packets; a break is an item of -1 frames, a link's announcement one of -2 frames.
+    /// Packets; a break is an item of -1 frames, a link's announcement one of -2 frames, a seek's
+    /// landing one of -3 (its frame in `resumes`).
     private var items: [(data: [UInt8], variableFrames: Int?, frames: Int)] = []
     private var links: [Int: AudioStreamLink] = [:]
+    private var resumes: [Int: Int64] = [:]
     private var head = 0
     /// Packet bytes and frames appended so far: the running average bit rate.
     private(set) var parsedBytes: Int64 = 0
@@ -28,9 +30,16 @@ struct PendingPackets {
         items.append(([], nil, -2))
     }
 
+    /// Marks where a seek by frame landed: the packets after it begin at decoded frame `frame`.
+    mutating func appendResume(atFrame frame: Int64) {
+        resumes[items.count] = frame
+        items.append(([], nil, -3))
+    }
+
     mutating func removeAll() {
         items.removeAll()
         links.removeAll()
+        resumes.removeAll()
         head = 0
     }
 
@@ -73,6 +82,11 @@ struct PendingPackets {
     /// nil when none are pending.
     mutating func read(maxPackets: Int, maxBytes: Int) -> PacketRead? {
         guard head < items.count else { return nil }
+        if items[head].frames == -3 {
+            let frame = resumes.removeValue(forKey: head)
+            head += 1
+            return frame.map { .resume(atFrame: $0) } ?? read(maxPackets: maxPackets, maxBytes: maxBytes)
+        }
         if items[head].frames == -2 {
             let link = links.removeValue(forKey: head)
             head += 1
@@ -100,6 +114,7 @@ struct PendingPackets {
         if head > 256 && head * 2 > items.count {
             items.removeFirst(head)
             links = Dictionary(uniqueKeysWithValues: links.map { ($0.key - head, $0.value) })
+            resumes = Dictionary(uniqueKeysWithValues: resumes.map { ($0.key - head, $0.value) })
             head = 0
         }
         return .packets(data: data, descriptions: descriptions, frames: frames)

@@ -1,0 +1,49 @@
+import Foundation
+import Testing
+import AudioFileStream
+import AudioPlayback
+import AudioStreaming
+import BufferQueue
+import FLACDecoder
+import OpusDecoder
+import TestSupport
+import VorbisDecoder
+
+/// Ogg over HTTP: a stream plays as the local render, and a seek — found by bisection on granule
+/// positions with `Range` requests, as opusfile does — plays what a local seek plays.
+@Suite(.timeLimit(.minutes(2)), .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg"), "ffmpeg is missing (make deps installs it)"))
+struct XiphStreamingTests {
+    /// 20 s of two tones at 48 kHz in Ogg, encoded by ffmpeg.
+    static func make(_ codec: String, _ ext: String) async throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("xiph-http-\(UUID()).\(ext)").path
+        let result = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=20.0071:r=48000",
+                                                           "-f", "lavfi", "-i", "sine=f=660:d=20.0071:r=48000", "-filter_complex", "amerge",
+                                                           "-c:a", codec, "-f", "ogg", path])
+        try #require(result.status == 0, "ffmpeg could not write \(ext)")
+        return path
+    }
+
+    @Test(arguments: [("libopus", "opus"), ("libvorbis", "ogg"), ("flac", "oga")])
+    func aStreamAndItsSeeksPlayAsTheLocalFile(_ codec: String, _ ext: String) async throws {
+        OpusDecoder.register()
+        VorbisDecoder.register()
+        FLACDecoder.register()
+        let path = try await Self.make(codec, ext)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let server = try LoopbackServer(body: Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+        defer { server.shutdown() }
+        let (whole, frames) = try await playStream([.url(server.url("a.\(ext)"), configuration: quick)])
+        let expected = try localRender(path)
+        #expect(Int(frames) * 2 == expected.count)
+        #expect(difference(whole.samples, expected) == nil, "from the start: \(whole.samples.count / 2) frames, \(expected.count / 2) expected")
+        for seconds in [3.3, 12.71, 19.5] {
+            let before = server.ranges.count
+            let (capture, _) = try await playStream([.url(server.url("a.\(ext)"), configuration: quick)], seek: seconds)
+            let local = try localRender(path, startSeconds: seconds)
+            #expect(capture.samples.count == local.count, "from \(seconds) s: \(capture.samples.count / 2) frames, \(local.count / 2) expected; \(server.ranges.suffix(12))")
+            #expect(difference(capture.samples, local) == nil, "from \(seconds) s")
+            // The header from the start, then the probes of the bisection and the resumed read.
+            #expect(server.ranges.count - before >= 3, "from \(seconds) s: \(server.ranges.suffix(server.ranges.count - before))")
+        }
+    }
+}
