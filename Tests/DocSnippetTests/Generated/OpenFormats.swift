@@ -1,6 +1,7 @@
 // Generated from Docs/OpenFormats.md by DocSnippetTests (AQ_WRITE_SNIPPETS=1 swift test --filter DocSnippetTests): do not edit.
 import AudioFileStream
 import AudioPlayback
+import BufferQueue
 import FLACDecoder
 import OpusDecoder
 import VorbisDecoder
