@@ -9,21 +9,22 @@ import OpusDecoder
 import TestSupport
 import VorbisDecoder
 
-/// Ogg over HTTP: a stream plays as the local render, and a seek — found by bisection on granule
-/// positions with `Range` requests, as opusfile does — plays what a local seek plays.
+/// Ogg and FLAC over HTTP: a stream plays as the local render, and a seek — found by bisection on
+/// granule positions or frame sample numbers with `Range` requests, as opusfile does — plays what
+/// a local seek plays.
 @Suite(.timeLimit(.minutes(2)), .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg"), "ffmpeg is missing (make deps installs it)"))
 struct XiphStreamingTests {
-    /// 20 s of two tones at 48 kHz in Ogg, encoded by ffmpeg.
+    /// 20 s of two tones at 48 kHz in Ogg (or native FLAC), encoded by ffmpeg.
     static func make(_ codec: String, _ ext: String) async throws -> String {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("xiph-http-\(UUID()).\(ext)").path
         let result = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=20.0071:r=48000",
                                                            "-f", "lavfi", "-i", "sine=f=660:d=20.0071:r=48000", "-filter_complex", "amerge",
-                                                           "-c:a", codec, "-f", "ogg", path])
+                                                           "-c:a", codec, "-f", ext == "flac" ? "flac" : "ogg", path])
         try #require(result.status == 0, "ffmpeg could not write \(ext)")
         return path
     }
 
-    @Test(arguments: [("libopus", "opus"), ("libvorbis", "ogg"), ("flac", "oga")])
+    @Test(arguments: [("libopus", "opus"), ("libvorbis", "ogg"), ("flac", "oga"), ("flac", "flac")])
     func aStreamAndItsSeeksPlayAsTheLocalFile(_ codec: String, _ ext: String) async throws {
         OpusDecoder.register()
         VorbisDecoder.register()

@@ -28,9 +28,15 @@ final class FLACParser: ContainerParser, PacketLocating {
     /// Bytes skipped looking for a frame header, reported once a frame is found.
     private var junk: (offset: Int64, count: Int)?
 
-    /// Where each parsed frame starts and the frames before it.
+    /// Where each parsed frame starts and the frames before it (the frames from the first: after
+    /// a seek by sample number, no more are added).
     private var offsets: [Int64] = []
     private var framesBefore: [Int64] = [0]
+    private var indexIsWhole = true
+    /// Frames emitted, before and after seeks.
+    private var framesEmitted = 0
+    /// A resumed read expects its first frame to start at this sample.
+    private var expectedSample: Int64?
 
     /// Largest metadata block read whole (a bigger PICTURE is skipped).
     static let metadataReadCap = 16 << 20
@@ -207,8 +213,19 @@ final class FLACParser: ContainerParser, PacketLocating {
     }
 
     private func emit(_ header: FLACFrameHeader, size: Int, _ input: ByteInput, _ out: StreamOutput) {
-        offsets.append(input.position)
-        framesBefore.append(framesBefore[framesBefore.count - 1] + Int64(header.blockSize))
+        if let expected = expectedSample {
+            expectedSample = nil
+            let sample = header.variableBlockSize ? header.number : header.number * Int64(info?.maximumBlockSize ?? header.blockSize)
+            if sample != expected {
+                out.warn(AudioFileStreamError(.invalidData, .flac, input.position,
+                    "a seek expected the frame of sample \(expected) and found the frame of sample \(sample)"))
+            }
+        }
+        framesEmitted += 1
+        if indexIsWhole {
+            offsets.append(input.position)
+            framesBefore.append(framesBefore[framesBefore.count - 1] + Int64(header.blockSize))
+        }
         out.emitPacket(from: input, size: size, frames: header.blockSize)
         current = nil
     }
@@ -252,9 +269,11 @@ final class FLACParser: ContainerParser, PacketLocating {
         if let junk {
             out.warn(AudioFileStreamError(.invalidData, .flac, junk.offset, "skipped \(junk.count) bytes that are not FLAC frames"))
         }
-        guard !offsets.isEmpty else {
+        guard framesEmitted > 0 else {
             throw AudioFileStreamError(.noAudio, .flac, firstFrameOffset, "the FLAC stream holds no frame")
         }
+        // After a seek by sample number the frames read are not the whole stream: nothing to count.
+        guard indexIsWhole else { return }
         let total = framesBefore[framesBefore.count - 1]
         if info.totalSamples > 0, info.totalSamples != total {
             out.warn(AudioFileStreamError(.invalidData, .flac, 0,
@@ -277,6 +296,62 @@ final class FLACParser: ContainerParser, PacketLocating {
         framesBefore.removeSubrange((Int(packet) + 1)...)
         current = nil
         return result
+    }
+
+    // MARK: seeking by sample number
+
+    /// Where to look for sample `frame`: the frames read, then the seek table, narrow it.
+    func seekPlan(forFrame frame: Int64) -> AudioStreamSeekPlan? {
+        guard state == .frames else { return nil }
+        var low: (offset: Int64, position: Int64) = (firstFrameOffset, 0)
+        var found = false
+        var high: Int64?
+        if let (packet, _) = packet(forFrame: frame), indexIsWhole || packet < Int64(offsets.count) {
+            low = (offsets[Int(packet)], framesBefore[Int(packet)])
+            found = true
+            if Int(packet) + 1 < offsets.count { high = offsets[Int(packet) + 1] }
+        }
+        for point in seekPoints where point.sample <= frame && point.sample >= low.position {
+            low = (firstFrameOffset + point.offset, point.sample)
+            found = true
+        }
+        if high == nil, let next = seekPoints.first(where: { $0.sample > frame }) { high = firstFrameOffset + next.offset }
+        return AudioStreamSeekPlan(serial: nil, target: frame, low: low, highOffset: high, lowIsFound: found)
+    }
+
+    /// The first frame header of this stream in `bytes` and the sample it starts at.
+    func probe(_ bytes: [UInt8]) -> (offset: Int, position: Int64)? {
+        guard let info else { return nil }
+        var at = 0
+        while at + 1 < bytes.count {
+            guard let next = bytes[at...].firstIndex(of: 0xFF) else { return nil }
+            at = next
+            if case .header(let header) = FLACFrameHeader.parse({ bytes[at + $0] }, available: bytes.count - at), plausible(header, info),
+               header.variableBlockSize || header.blockSize == info.maximumBlockSize || info.minimumBlockSize != info.maximumBlockSize {
+                return (at, header.variableBlockSize ? header.number : header.number * Int64(info.maximumBlockSize))
+            }
+            at += 1
+        }
+        return nil
+    }
+
+    /// Reading goes on at the frame at byte `offset`, which starts at sample `sample`.
+    func resume(atFrame offset: Int64, sample: Int64, _ input: ByteInput, _ out: StreamOutput) -> Int64? {
+        guard state == .frames, let info else { return nil }
+        input.reset(to: offset)
+        current = nil
+        junk = nil
+        if let (packet, _) = packet(forFrame: sample), indexIsWhole, packet < Int64(offsets.count), offsets[Int(packet)] == offset {
+            // A frame already read: the index stays whole from there.
+            offsets.removeSubrange(Int(packet)...)
+            framesBefore.removeSubrange((Int(packet) + 1)...)
+            out.nextPacketIndex = packet
+        } else {
+            indexIsWhole = false
+            out.nextPacketIndex = sample / Int64(max(info.maximumBlockSize, 1))
+        }
+        expectedSample = sample
+        return sample
     }
 
     func discontinuity(_ input: ByteInput, _ out: StreamOutput) {

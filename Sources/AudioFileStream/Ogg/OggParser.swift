@@ -281,11 +281,11 @@ final class OggParser: ContainerParser {
     }
 
     /// Packet 0 is the start: everything is read again from the first byte (headers, links).
-    /// Other packets are found by granule position (``granuleSeekPlan(forFrame:preRollPackets:dataStart:)``).
+    /// Other packets are found by granule position (``seekPlan(forFrame:preRollPackets:dataStart:)``).
     func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
         guard packet == 0 else {
             throw AudioFileStreamError(.invalidOperation, .ogg, input.position,
-                "an Ogg stream seeks by granule position (AudioFileStream.granuleSeekPlan(forFrame:preRollPackets:)), not by packet; an AudioFile indexes every packet")
+                "an Ogg stream seeks by granule position (AudioFileStream.seekPlan(forFrame:preRollPackets:)), not by packet; an AudioFile indexes every packet")
         }
         input.reset(to: 0)
         reader = OggPageReader()
@@ -307,8 +307,8 @@ final class OggParser: ContainerParser {
         parsedPackets > 0 ? max(parsedFrames / parsedPackets, 1) : 960
     }
 
-    /// Where to look for decoded frame `frame`, `preRollPackets` packets earlier (see ``AudioStreamGranuleSeek``).
-    func granuleSeekPlan(forFrame frame: Int64, preRollPackets: Int, dataStart: Int64) -> AudioStreamGranuleSeek? {
+    /// Where to look for decoded frame `frame`, `preRollPackets` packets earlier (see ``AudioStreamSeekPlan``).
+    func seekPlan(forFrame frame: Int64, preRollPackets: Int, dataStart: Int64) -> AudioStreamSeekPlan? {
         guard let link = current, let described = link.link, let initial = link.initialGranule else { return nil }
         let start = max(frame - Int64(preRollPackets) * averageFramesPerPacket, described.firstFrame)
         let target = start - described.firstFrame + initial
@@ -316,9 +316,9 @@ final class OggParser: ContainerParser {
         let pages = pageIndex.filter { $0.serial == link.serial }
         let before = pages.last { $0.granule <= target }
         let after = pages.first { $0.granule > target }
-        return AudioStreamGranuleSeek(serial: link.serial, targetGranule: target,
-                                      low: before.map { ($0.offset, $0.granule) } ?? (dataStart, initial),
-                                      highOffset: after?.offset, lowIsPage: before != nil, decodedStartOfGranule: described.firstFrame - initial)
+        return AudioStreamSeekPlan(serial: link.serial, target: target,
+                                   low: before.map { ($0.offset, $0.granule) } ?? (dataStart, initial),
+                                   highOffset: after?.offset, lowIsFound: before != nil)
     }
 
     /// The next pushed byte is the start of the page at `offset` whose granule position is
@@ -378,23 +378,22 @@ final class OggParser: ContainerParser {
     }
 }
 
-/// Where a seek by granule position looks (an Ogg stream over HTTP): the page to start from is the
-/// last of the played stream whose granule position is at most ``targetGranule``. ``low`` is known
-/// to be at or before it (a page read, or the first audio data); ``highOffset``, when known, is a
-/// page after it. The reader probes between them (bisection on granule positions, as opusfile
-/// does) with ``AudioFileStream/oggPage(in:serial:)`` and resumes with
-/// ``AudioFileStream/resume(atOggPage:granule:)``.
-public struct AudioStreamGranuleSeek: Sendable {
-    /// The logical stream whose pages count.
-    public var serial: UInt32
-    public var targetGranule: Int64
-    /// A byte offset at or before the page sought, and its granule position.
-    public var low: (offset: Int64, granule: Int64)
-    /// A byte offset past the page sought (nil: the end of the resource).
+/// Where a seek by position looks, for containers a reader finds its place in by probing (Ogg by
+/// granule position, native FLAC by sample number): the place to start from is the last page or
+/// frame whose position is at most ``target``. ``low`` is known to be at or before it (one read, or
+/// the first audio data); ``highOffset``, when known, is past it. The reader probes between them
+/// (bisection, as opusfile does) with ``AudioFileStream/seekProbe(in:plan:)`` and resumes with
+/// ``AudioFileStream/resume(at:position:skippingFound:)``.
+public struct AudioStreamSeekPlan: Sendable {
+    /// The Ogg logical stream whose pages count (nil for FLAC).
+    public var serial: UInt32?
+    /// The granule position (Ogg) or sample number (FLAC) sought.
+    public var target: Int64
+    /// A byte offset at or before the place sought, and its position.
+    public var low: (offset: Int64, position: Int64)
+    /// A byte offset past the place sought (nil: the end of the resource).
     public var highOffset: Int64?
-    /// Whether ``low`` is itself a page of the stream read before (the answer when ``highOffset``
-    /// is the next page read); otherwise it is where the audio data begins.
-    public var lowIsPage: Bool
-    /// Decoded frame = granule + this (for reporting).
-    public var decodedStartOfGranule: Int64
+    /// Whether ``low`` is a page or frame found (read before, or probed); otherwise it is where the
+    /// audio data begins.
+    public var lowIsFound: Bool
 }

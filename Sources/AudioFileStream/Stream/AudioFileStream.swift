@@ -249,18 +249,29 @@ public final class AudioFileStream {
         return rest
     }
 
-    // MARK: seeking by granule position (Ogg)
+    // MARK: seeking by position (Ogg, FLAC)
 
-    /// For a stream that seeks by granule position (Ogg), where to look for a decode that starts
-    /// `preRollPackets` packets (on average) before decoded frame `frame`; nil for other
-    /// containers, or before the first audio page.
-    public func granuleSeekPlan(forFrame frame: Int64, preRollPackets: Int) -> AudioStreamGranuleSeek? {
-        (parser as? OggParser)?.granuleSeekPlan(forFrame: frame, preRollPackets: preRollPackets, dataStart: out.dataOffset ?? 0)
+    /// For a stream a reader finds its place in by probing (Ogg by granule position, native FLAC
+    /// by sample number), where to look for a decode that starts `preRollPackets` packets (on
+    /// average) before decoded frame `frame`; nil for other containers, or before the stream is
+    /// ready.
+    public func seekPlan(forFrame frame: Int64, preRollPackets: Int) -> AudioStreamSeekPlan? {
+        if let ogg = parser as? OggParser { return ogg.seekPlan(forFrame: frame, preRollPackets: preRollPackets, dataStart: out.dataOffset ?? 0) }
+        if let flac = parser as? FLACParser { return flac.seekPlan(forFrame: frame) }
+        return nil
+    }
+
+    /// The first place in `bytes` (read from anywhere in the resource) that the plan's container
+    /// can start from: an Ogg page of the plan's stream that carries a granule position, a FLAC
+    /// frame header of this stream. Its offset in `bytes` and its position.
+    public func seekProbe(in bytes: [UInt8], plan: AudioStreamSeekPlan) -> (offset: Int, position: Int64)? {
+        if parser is OggParser { return Self.oggPage(in: bytes, serial: plan.serial).map { ($0.offset, $0.granule) } }
+        if let flac = parser as? FLACParser { return flac.probe(bytes) }
+        return nil
     }
 
     /// The first whole page of logical stream `serial` in `bytes` (any page when nil) that carries
-    /// a granule position: its offset in `bytes`, its granule position and its length. For a
-    /// reader probing a resource for a seek.
+    /// a granule position: its offset in `bytes`, its granule position and its length.
     public static func oggPage(in bytes: [UInt8], serial: UInt32?) -> (offset: Int, granule: Int64, length: Int)? {
         let input = ByteInput()
         bytes.withUnsafeBytes { input.append($0) }
@@ -273,17 +284,18 @@ public final class AudioFileStream {
         return nil
     }
 
-    /// Moves an Ogg stream to the page at byte `offset` whose granule position is `granule`
-    /// (found by ``granuleSeekPlan(forFrame:preRollPackets:)`` and probing): the next bytes pushed
-    /// start there. Its packets are skipped; the packets after it begin at the returned decoded
-    /// frame (priming included). With `skippingPage` false, `offset` is where the audio data
-    /// begins (``AudioStreamGranuleSeek/low`` when it is not a page) and nothing is skipped.
-    /// nil when the stream is not Ogg or not ready.
-    public func resume(atOggPage offset: Int64, granule: Int64, skippingPage: Bool = true) -> Int64? {
-        guard let ogg = parser as? OggParser else { return nil }
+    /// Moves the stream to the page or frame at byte `offset` whose position is `position` (found
+    /// by ``seekPlan(forFrame:preRollPackets:)`` and probing): the next bytes pushed start there.
+    /// With `skippingFound`, an Ogg page's own packets are skipped (they end at its granule
+    /// position); FLAC frames are decoded from the one found. Without it, `offset` is where the
+    /// audio data begins. Returns the decoded frame (priming included) the packets read next
+    /// begin at; nil for other containers, or before the stream is ready.
+    public func resume(at offset: Int64, position: Int64, skippingFound: Bool) -> Int64? {
         finished = false
         justSeeked = true
-        return ogg.resume(atPage: offset, granule: granule, skippingPage: skippingPage, input, out)
+        if let ogg = parser as? OggParser { return ogg.resume(atPage: offset, granule: position, skippingPage: skippingFound, input, out) }
+        if let flac = parser as? FLACParser { return flac.resume(atFrame: offset, sample: position, input, out) }
+        return nil
     }
 
     /// The first frame of packet `packet`, counting every decoded frame (priming included).

@@ -91,11 +91,11 @@ public final class AudioFileStreamDriver {
         return result
     }
 
-    /// Moves an Ogg stream to a page (``AudioFileStream/resume(atOggPage:granule:)``); the next
-    /// bytes fed must start at `offset`, which ``position`` now is. Returns the decoded frame the
-    /// packets after that page begin at.
-    public func resume(atOggPage offset: Int64, granule: Int64, skippingPage: Bool = true) -> Int64? {
-        guard let frame = stream.resume(atOggPage: offset, granule: granule, skippingPage: skippingPage) else { return nil }
+    /// Moves the stream to a probed place (``AudioFileStream/resume(at:position:skippingFound:)``);
+    /// the next bytes fed must start at `offset`, which ``position`` now is. Returns the decoded
+    /// frame the packets read next begin at.
+    public func resume(at offset: Int64, position streamPosition: Int64, skippingFound: Bool) -> Int64? {
+        guard let frame = stream.resume(at: offset, position: streamPosition, skippingFound: skippingFound) else { return nil }
         position = offset
         return frame
     }

@@ -127,39 +127,38 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         discontinuity = true
     }
 
-    // MARK: seeking an Ogg stream by granule position
+    // MARK: seeking Ogg and FLAC by position
 
-    /// A seek by granule position under way: the page sought lies between `low` and `high`.
-    private struct GranuleProbe {
-        var plan: AudioStreamGranuleSeek
-        var low: (offset: Int64, granule: Int64)
-        var lowIsPage: Bool
+    /// A seek by position under way: the page or frame sought lies between `low` and `high`.
+    private struct PositionProbe {
+        var plan: AudioStreamSeekPlan
+        var low: (offset: Int64, position: Int64)
+        var lowIsFound: Bool
         var high: Int64
         var at: Int64 = 0
         var bytes: [UInt8] = []
         var probes = 0
     }
-    private var probe: GranuleProbe?
+    private var probe: PositionProbe?
     /// A probe reads this much at most to find a page (a page is at most 65 307 bytes).
     private static let probeBytes = 2 * 65_536
     /// Below this window the search stops and reading goes on from its low end.
     private static let probeWindow: Int64 = 65_536
 
-    /// An Ogg stream finds decoded frame `frame` by bisection on granule positions with `Range`
-    /// requests, as opusfile does (pages already read are used without a request); other
-    /// containers seek by packet.
+    /// Ogg and native FLAC find decoded frame `frame` by bisection — on granule positions, on
+    /// frame sample numbers — with `Range` requests, as opusfile does (what was read already, and
+    /// a FLAC seek table, narrow it without a request); other containers seek by packet.
     public func seek(toFrame frame: Int64, preRollPackets: Int) throws -> Bool {
-        guard let driver, driver.stream.fileType == .ogg,
-              let plan = driver.stream.granuleSeekPlan(forFrame: frame, preRollPackets: preRollPackets) else { return false }
+        guard let driver, let plan = driver.stream.seekPlan(forFrame: frame, preRollPackets: preRollPackets) else { return false }
         guard isSeekable else {
             throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "a live stream without Range support cannot seek")
         }
         guard let high = plan.highOffset ?? info?.contentLength else {
-            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "the Ogg stream's length is unknown: no bisection to seek with")
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "the stream's length is unknown: no bisection to seek with")
         }
         pending.removeAll()
         ended = false
-        probe = GranuleProbe(plan: plan, low: plan.low, lowIsPage: plan.lowIsPage, high: high)
+        probe = PositionProbe(plan: plan, low: plan.low, lowIsFound: plan.lowIsFound, high: high)
         try nextProbe()
         return true
     }
@@ -169,8 +168,8 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         guard var current = probe, let driver else { return }
         if current.high - current.low.offset <= Self.probeWindow || current.probes >= 48 {
             probe = nil
-            guard let frame = driver.resume(atOggPage: current.low.offset, granule: current.low.granule, skippingPage: current.lowIsPage) else {
-                throw HTTPStreamError(url: url.absoluteString, byteOffset: current.low.offset, message: "the Ogg stream cannot resume at this page")
+            guard let frame = driver.resume(at: current.low.offset, position: current.low.position, skippingFound: current.lowIsFound) else {
+                throw HTTPStreamError(url: url.absoluteString, byteOffset: current.low.offset, message: "the stream cannot resume here")
             }
             pending.appendResume(atFrame: frame)
             fetcher.start(at: current.low.offset)
@@ -183,20 +182,20 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
         fetcher.start(at: current.at)
     }
 
-    /// Bytes of a probe: once they hold a page of the stream, or enough to know there is none,
-    /// the window shrinks and the next probe begins.
+    /// Bytes of a probe: once they hold a page or frame of the stream, or enough to know there is
+    /// none, the window shrinks and the next probe begins.
     private func probe(_ bytes: [UInt8], atEnd: Bool) throws {
-        guard var current = probe else { return }
+        guard var current = probe, let stream = driver?.stream else { return }
         current.bytes += bytes
         probe = current
-        let found = AudioFileStream.oggPage(in: current.bytes, serial: current.plan.serial)
+        let found = stream.seekProbe(in: current.bytes, plan: current.plan)
         guard found != nil || atEnd || current.bytes.count >= Self.probeBytes else { return }
-        if let page = found, current.at + Int64(page.offset) < current.high {
-            if page.granule <= current.plan.targetGranule {
-                current.low = (current.at + Int64(page.offset), page.granule)
-                current.lowIsPage = true
+        if let place = found, current.at + Int64(place.offset) < current.high {
+            if place.position <= current.plan.target {
+                current.low = (current.at + Int64(place.offset), place.position)
+                current.lowIsFound = true
             } else {
-                current.high = current.at + Int64(page.offset)
+                current.high = current.at + Int64(place.offset)
             }
         } else {
             current.high = current.at   // no page of the stream between here and the high end
