@@ -129,6 +129,20 @@ struct XiphContainerTests {
         #expect(result.stream.warnings.contains { "\($0)".contains("Skeleton") }, "\(result.trace.warnings)")
     }
 
+    /// Opus channel mapping family 255 (no defined speaker order) is refused with an error naming it.
+    @Test func opusMappingFamily255IsRefusedByName() async throws {
+        let opus = try await Self.make("libopus", "opus")
+        let pages = XiphPages.ranges(opus)
+        let serial = opus[14..<18].enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
+        var head = Array(opus[(pages[0].lowerBound + 28)..<pages[0].upperBound])
+        head[18] = 255
+        head += [1, 1, 0, 1]   // one stream, coupled; channels 0 and 1
+        let file = Self.page(serial: serial, sequence: 0, flags: 2, granule: 0, packet: head) + Array(opus[pages[1].lowerBound...])
+        let result = Self.stream(file)
+        #expect(result.trace.error?.contains("mapping family 255") == true, "\(result.trace.error ?? "no error")")
+        #expect(result.trace.packets.isEmpty)
+    }
+
     /// A page failing its CRC is dropped and reported; the packets on the other pages are read.
     @Test func aDamagedOggPageIsDroppedAndReported() async throws {
         let opus = try await Self.make("libopus", "opus", seconds: 4)

@@ -60,6 +60,44 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         #expect(collector.recording == expected + expected)
     }
 
+    /// FLAC, Ogg Vorbis and Ogg Opus in a gapless playlist with MP3 and AAC: one queue, one sink,
+    /// every item's own render back to back, bit for bit (Opus with FLAC at 48 kHz, the rest at 44.1).
+    @Test(.enabled(if: ["ffmpeg", "flac", "oggenc", "opusenc"].allSatisfy { Where.tool($0) != nil }, "ffmpeg, flac, vorbis-tools or opus-tools is missing"))
+    func xiphFilesJoinMP3AndAACWithoutAGap() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("xiph-playlist-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        func make(_ name: String, _ rate: Int, _ tool: String, _ arguments: [String]) async throws -> String {
+            let wav = folder.appendingPathComponent("\(name).wav").path, out = folder.appendingPathComponent(name).path
+            let made = try await runTool(try #require(Where.tool("ffmpeg")), ["-v", "error", "-f", "lavfi", "-i", "sine=f=523:d=0.7013:r=\(rate)",
+                                                                               "-ac", "2", wav])
+            try #require(made.status == 0)
+            let encoded = try await runTool(try #require(Where.tool(tool)), arguments.map { $0 == "IN" ? wav : $0 == "OUT" ? out : $0 })
+            try #require(encoded.status == 0, "\(tool): \(String(decoding: encoded.errorOutput, as: UTF8.self))")
+            return out
+        }
+        let flac44 = try await make("a.flac", 44_100, "flac", ["-s", "-f", "IN", "-o", "OUT"])
+        let vorbis = try await make("b.ogg", 44_100, "oggenc", ["-Q", "IN", "-o", "OUT"])
+        let mp3 = Where.fixture("lame-vbr-v2-44k-stereo.mp3"), m4a = Where.fixture("ffmpeg-aac-44k-moov-first.m4a")
+        let list = [mp3, flac44, vorbis, m4a]
+        var expected: [Float] = []
+        for path in list { expected += try await rendered(path).samples }
+        let (collector, frames) = try await play(list)
+        #expect(Int(frames) * 2 == expected.count)
+        #expect(collector.captured.count == 1)
+        let heard = try #require(collector.captured.first)
+        #expect(difference(heard, expected) == nil, "44.1 kHz list")
+
+        let opus = try await make("c.opus", 48_000, "opusenc", ["--quiet", "IN", "OUT"])
+        let flac48 = try await make("d.flac", 48_000, "flac", ["-s", "-f", "IN", "-o", "OUT"])
+        var expected48: [Float] = []
+        for path in [opus, flac48, opus] { expected48 += try await rendered(path).samples }
+        let (collector48, frames48) = try await play([opus, flac48, opus])
+        #expect(Int(frames48) * 2 == expected48.count)
+        let heard48 = try #require(collector48.captured.first)
+        #expect(difference(heard48, expected48) == nil, "48 kHz list")
+    }
+
     @Test(arguments: ["lame-cbr128-44k-stereo.mp3", "ffmpeg-aac-44k-moov-last.m4a", "pcm-s16-22k-mono.wav"])
     func seekingIsFrameExact(_ name: String) async throws {
         let (full, format, _) = try await rendered(Where.fixture(name))

@@ -252,6 +252,56 @@ struct XiphFormatTests {
         }
     }
 
+    /// Damaged FLAC: a wrong STREAMINFO MD5 is reported at the end of a whole decode (the audio is
+    /// the source's all the same); a file cut inside a frame keeps every whole frame before it.
+    @Test func flacDamageIsReportedAndTheAudioBeforeItKept() async throws {
+        let source = try await XiphFiles.source(channels: 2, rate: 44_100)
+        let file = try await XiphFiles.encode(source, "flac", [], ext: "flac")
+        let expected = try await ffmpegFloats(source)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+        // STREAMINFO's MD5 is its last 16 bytes: file bytes 26..<42 (`fLaC`, a block header, 18 bytes).
+        bytes[30] ^= 0x5A
+        let wrongMD5 = try XiphFiles.write(bytes, ext: "flac")
+        let (ours, _, renderer) = try await rendered(wrongMD5)
+        #expect(ours.count == expected.count && differing(ours, expected, channels: 2) == 0)
+        let error = try #require(renderer.lastConverterError, "a wrong MD5 went unreported")
+        #expect("\(error)".contains("MD5"), "\(error)")
+
+        bytes[30] ^= 0x5A
+        let cut = Array(bytes.prefix(bytes.count - 1_000))
+        let truncated = try XiphFiles.write(cut, ext: "flac")
+        let file2 = try AudioFile(path: truncated)
+        #expect(file2.warnings.contains { "\($0)".contains("cut") }, "\(file2.warnings)")
+        let (kept, _, _) = try await rendered(truncated)
+        #expect(kept.count > 0 && kept.count < expected.count && kept.count % (4_096 * 2) == 0, "\(kept.count / 2) frames kept")
+        #expect(differing(kept, Array(expected.prefix(kept.count)), channels: 2) == 0)
+    }
+
+    /// A Vorbis stream's first granule position places decoded frame 0: every audio page's granule
+    /// moved by +10 000 (a stream cut from a longer one) plays every frame; moved by −1 000 (the
+    /// first page says its first samples come before 0) drops exactly those 1 000 frames.
+    @Test(arguments: [10_000, -1_000])
+    func vorbisGranulesPlaceTheStart(_ shift: Int64) async throws {
+        // Long enough for several audio pages (a first page that is also the last reads its granule
+        // as the end trim instead).
+        let source = try await XiphFiles.source(channels: 2, rate: 44_100, frames: 220_009)
+        let file = try await XiphFiles.encode(source, "oggenc", [], ext: "ogg")
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+        for page in XiphFiles.pages(bytes) {
+            let granule = (0..<8).reduce(Int64(0)) { $0 | Int64(bytes[page.lowerBound + 6 + $1]) << (8 * Int64($1)) }
+            guard granule > 0 else { continue }   // the header pages (0) and pages no packet ends on (-1)
+            let moved = UInt64(bitPattern: granule + shift)
+            for index in 0..<8 { bytes[page.lowerBound + 6 + index] = UInt8(truncatingIfNeeded: moved >> (8 * UInt64(index))) }
+            XiphFiles.fixCRC(&bytes, page: page)
+        }
+        let (linear, _, _) = try await rendered(file)
+        let (ours, _, renderer) = try await rendered(try XiphFiles.write(bytes, ext: "ogg"))
+        let dropped = shift > 0 ? 0 : Int(-shift)
+        #expect(renderer.file.packetTableInfo?.primingFrames == dropped, "\(String(describing: renderer.file.packetTableInfo))")
+        #expect(ours.count == linear.count - 2 * dropped, "\(ours.count / 2) frames, \(linear.count / 2) in the linear render")
+        #expect(differing(ours, Array(linear.dropFirst(2 * dropped)), channels: 2) == 0)
+    }
+
     /// A chain of three Opus links — stereo, mono, and stereo with a pre-skip of 1 000 — plays as
     /// the sum of the three lengths, each link trimmed as when it plays alone.
     @Test func aChainOfThreeOpusLinksPlaysAsTheSumOfItsLinks() async throws {
