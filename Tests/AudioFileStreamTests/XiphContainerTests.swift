@@ -121,7 +121,7 @@ struct XiphContainerTests {
         let fishead = Array("fishead\0".utf8) + [UInt8](repeating: 0, count: 56)
         let bos = Self.page(serial: 0xABCD, sequence: 0, flags: 2, granule: 0, packet: fishead)
         let eos = Self.page(serial: 0xABCD, sequence: 1, flags: 4, granule: 0, packet: [])
-        let pages = XiphPages.ranges(opus)
+        let pages = OggTestPages.ranges(opus)
         let muxed = bos + Array(opus[pages[0]]) + eos + Array(opus[pages[1].lowerBound...])
         let result = Self.stream(muxed, chunk: 500)
         #expect(result.trace.error == nil)
@@ -132,7 +132,7 @@ struct XiphContainerTests {
     /// Opus channel mapping family 255 (no defined speaker order) is refused with an error naming it.
     @Test func opusMappingFamily255IsRefusedByName() async throws {
         let opus = try await Self.make("libopus", "opus")
-        let pages = XiphPages.ranges(opus)
+        let pages = OggTestPages.ranges(opus)
         let serial = opus[14..<18].enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
         var head = Array(opus[(pages[0].lowerBound + 28)..<pages[0].upperBound])
         head[18] = 255
@@ -147,7 +147,7 @@ struct XiphContainerTests {
     @Test func aDamagedOggPageIsDroppedAndReported() async throws {
         let opus = try await Self.make("libopus", "opus", seconds: 4)
         let plain = Self.stream(opus)
-        let pages = XiphPages.ranges(opus)
+        let pages = OggTestPages.ranges(opus)
         try #require(pages.count > 5)
         var damaged = opus
         damaged[pages[3].lowerBound + 60] ^= 0x10
@@ -243,21 +243,5 @@ struct XiphContainerTests {
         #expect(pictures.first?["type"] as? String == "front cover" && pictures.first?["bytes"] as? Int == image.count)
         let links = try #require(json["links"] as? [[String: Any]])
         #expect(links.count == 2 && links.allSatisfy { $0["title"] as? String == "Tone" && $0["validFrames"] as? Int == 24_000 })
-    }
-}
-
-
-
-/// Where an Ogg file's pages lie.
-enum XiphPages {
-    static func ranges(_ bytes: [UInt8]) -> [Range<Int>] {
-        var ranges: [Range<Int>] = [], at = 0
-        while at + 27 <= bytes.count {
-            let count = Int(bytes[at + 26])
-            let size = 27 + count + bytes[(at + 27)..<(at + 27 + count)].reduce(0) { $0 + Int($1) }
-            ranges.append(at..<(at + size))
-            at += size
-        }
-        return ranges
     }
 }

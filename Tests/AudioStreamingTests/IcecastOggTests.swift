@@ -95,7 +95,7 @@ struct IcecastOggTests {
         #expect(expected.count == 2 * 146_183)   // the three links: 66 151 + 50 021 + 30 011 frames
 
         // The source sends the first link's headers; a listener joins; the source sends the rest.
-        let pages = Self.pages(first)
+        let pages = OggTestPages.ranges(first)
         let headerBytes = pages.prefix { !Self.isAudioPage(first, $0) }.last.map { $0.upperBound } ?? 0
         let source = try await onOwnThread { try OggSourceClient(port: icecast.port, mount: "/live.ogg") }
         defer { source.close() }
@@ -140,20 +140,9 @@ struct IcecastOggTests {
         #expect(differing == 0, "\(differing) of \(compared) samples differ from the local render from frame \(start)")
     }
 
-    static func pages(_ bytes: [UInt8]) -> [Range<Int>] {
-        var ranges: [Range<Int>] = [], at = 0
-        while at + 27 <= bytes.count {
-            let count = Int(bytes[at + 26])
-            let size = 27 + count + bytes[(at + 27)..<(at + 27 + count)].reduce(0) { $0 + Int($1) }
-            ranges.append(at..<(at + size))
-            at += size
-        }
-        return ranges
-    }
-
     /// Whether a Vorbis page holds audio (its granule is set and above 0, or it follows them).
     static func isAudioPage(_ bytes: [UInt8], _ page: Range<Int>) -> Bool {
-        let granule = (0..<8).reduce(UInt64(0)) { $0 | UInt64(bytes[page.lowerBound + 6 + $1]) << (8 * UInt64($1)) }
-        return granule != 0 && granule != UInt64.max
+        let granule = OggTestPages.granule(bytes, page)
+        return granule != 0 && granule != -1
     }
 }

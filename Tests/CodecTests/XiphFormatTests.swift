@@ -59,44 +59,16 @@ enum XiphFiles {
         return try await ffmpegFloats(output)
     }
 
-    /// The Ogg CRC-32 of a page (polynomial 0x04C11DB7, initial 0, the CRC field zeroed).
-    static func oggCRC(_ page: ArraySlice<UInt8>) -> UInt32 {
-        var crc: UInt32 = 0
-        for (index, byte) in page.enumerated() {
-            crc ^= UInt32((22..<26).contains(index) ? 0 : byte) << 24
-            for _ in 0..<8 { crc = crc & 0x8000_0000 != 0 ? (crc << 1) ^ 0x04C1_1DB7 : crc << 1 }
-        }
-        return crc
-    }
-
-    /// The byte ranges of an Ogg file's pages.
-    static func pages(_ bytes: [UInt8]) -> [Range<Int>] {
-        var ranges: [Range<Int>] = [], at = 0
-        while at + 27 <= bytes.count {
-            let count = Int(bytes[at + 26])
-            let size = 27 + count + bytes[(at + 27)..<(at + 27 + count)].reduce(0) { $0 + Int($1) }
-            ranges.append(at..<(at + size))
-            at += size
-        }
-        return ranges
-    }
-
-    /// Sets a page's CRC after its bytes were changed.
-    static func fixCRC(_ bytes: inout [UInt8], page: Range<Int>) {
-        let crc = oggCRC(bytes[page])
-        for index in 0..<4 { bytes[page.lowerBound + 22 + index] = UInt8(truncatingIfNeeded: crc >> (8 * index)) }
-    }
-
     /// A chain of three Opus links — stereo, mono, and stereo with a pre-skip of 1 000 — and the
     /// three files it was made of.
     static func threeOpusLinks() async throws -> (chain: String, parts: [String]) {
         let stereo = try await encode(try await source(channels: 2, rate: 48_000), "opusenc", [], ext: "opus")
         let mono = try await encode(try await source(channels: 1, rate: 48_000, frames: 12_347), "opusenc", [], ext: "opus")
         var third = [UInt8](try Data(contentsOf: URL(fileURLWithPath: stereo)))
-        let head = try #require(pages(third).first)
+        let head = try #require(OggTestPages.ranges(third).first)
         third[head.lowerBound + 28 + 10] = 0xE8   // pre-skip 1000, little-endian
         third[head.lowerBound + 28 + 11] = 0x03
-        fixCRC(&third, page: head)
+        OggTestPages.fixCRC(&third, page: head)
         let late = try write(third, ext: "opus")
         let parts = [stereo, mono, late]
         var chain: [UInt8] = []
@@ -175,12 +147,12 @@ struct XiphFormatTests {
         let source = try await XiphFiles.source(channels: 2, rate: 48_000)
         let plain = try await XiphFiles.encode(source, "opusenc", [], ext: "opus")
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: plain)))
-        let first = try #require(XiphFiles.pages(bytes).first)
+        let first = try #require(OggTestPages.ranges(bytes).first)
         let head = first.lowerBound + 28   // one lacing value on the OpusHead page
         #expect(bytes[head..<(head + 8)].elementsEqual("OpusHead".utf8))
         bytes[head + 16] = 0x00   // 6 dB = 1536/256 dB, little-endian
         bytes[head + 17] = 0x06
-        XiphFiles.fixCRC(&bytes, page: first)
+        OggTestPages.fixCRC(&bytes, page: first)
         let gained = try XiphFiles.write(bytes, ext: "opus")
         let (ours, _, _) = try await rendered(gained)
         let (quiet, _, _) = try await rendered(plain)
@@ -287,12 +259,12 @@ struct XiphFormatTests {
         let source = try await XiphFiles.source(channels: 2, rate: 44_100, frames: 220_009)
         let file = try await XiphFiles.encode(source, "oggenc", [], ext: "ogg")
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
-        for page in XiphFiles.pages(bytes) {
-            let granule = (0..<8).reduce(Int64(0)) { $0 | Int64(bytes[page.lowerBound + 6 + $1]) << (8 * Int64($1)) }
+        for page in OggTestPages.ranges(bytes) {
+            let granule = OggTestPages.granule(bytes, page)
             guard granule > 0 else { continue }   // the header pages (0) and pages no packet ends on (-1)
             let moved = UInt64(bitPattern: granule + shift)
             for index in 0..<8 { bytes[page.lowerBound + 6 + index] = UInt8(truncatingIfNeeded: moved >> (8 * UInt64(index))) }
-            XiphFiles.fixCRC(&bytes, page: page)
+            OggTestPages.fixCRC(&bytes, page: page)
         }
         let (linear, _, _) = try await rendered(file)
         let (ours, _, renderer) = try await rendered(try XiphFiles.write(bytes, ext: "ogg"))
