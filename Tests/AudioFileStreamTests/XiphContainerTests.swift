@@ -99,6 +99,22 @@ struct XiphContainerTests {
         #expect(result.stream.packetTableInfo?.validFrames == 72_480)
     }
 
+    /// A link cut without its last page (no end-of-stream flag), then a new one (a radio source
+    /// that reconnected): the new beginning ends the first link at its last granule position.
+    @Test func aLinkWithoutItsLastPageEndsWhereTheNextBegins() async throws {
+        var first = try await Self.make("libopus", "opus")
+        let second = try await Self.make("libopus", "opus", seconds: 0.5, channels: 1)
+        let last = try #require(OggTestPages.ranges(first).last)
+        first[last.lowerBound + 5] &= ~4   // no end of stream
+        OggTestPages.fixCRC(&first, page: last)
+        let result = Self.stream(first + second, chunk: 777)
+        #expect(result.trace.error == nil)
+        let links = result.stream.links
+        try #require(links.count == 2, "\(links)")
+        #expect(links[0].validFrames == 48_480 && links[1].validFrames == 24_000)
+        #expect(result.stream.warnings.contains { "\($0)".contains("without its last page") }, "\(result.trace.warnings)")
+    }
+
     /// An Ogg page, CRC included.
     static func page(serial: UInt32, sequence: UInt32, flags: UInt8, granule: Int64, packet: [UInt8]) -> [UInt8] {
         var lacing = [UInt8](repeating: 255, count: packet.count / 255)

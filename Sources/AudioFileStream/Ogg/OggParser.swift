@@ -111,10 +111,19 @@ final class OggParser: ContainerParser {
     private func begin(_ page: OggPage, _ out: StreamOutput) throws {
         // The first packet of a stream is alone on its BOS page (RFC 3533, and every mapping).
         let first = OggPacketAssembler.firstPacket(of: page)
-        if let link = current, !link.ended {
-            // Multiplexed with the played stream: skipped.
-            skippedStreams[page.serial] = oggStreamName(firstPacket: first)
-            return
+        if var link = current, !link.ended {
+            guard link.initialGranule != nil else {
+                // Among the beginning pages of the played stream's group: multiplexed, skipped.
+                skippedStreams[page.serial] = oggStreamName(firstPacket: first)
+                return
+            }
+            // A beginning after the played stream's audio: a new link, the previous one cut
+            // without its last page (a source that reconnected). It ends at its last granule.
+            out.warn(AudioFileStreamError(.truncated, .ogg, page.offset,
+                "the \(link.mapping.name) stream ends without its last page: a new stream begins at byte \(page.offset)"))
+            link.ended = true
+            try end(&link, at: page.offset, out)
+            current = link
         }
         guard let mapping = try oggMapping(forFirstPacket: first, at: page.offset) else {
             skippedStreams[page.serial] = oggStreamName(firstPacket: first)
