@@ -271,9 +271,11 @@ final class OggParser: ContainerParser {
             try end(&link, at: input.position, out)
             current = link
         }
-        guard framesBefore.count > 1 else {
+        guard parsedPackets > 0 else {
             throw AudioFileStreamError(.noAudio, .ogg, link.offset, "the \(link.mapping.name) stream holds no audio packet")
         }
+        // After a seek by granule position the packets read are not the whole stream: nothing to count.
+        guard indexIsWhole else { return }
         if var table = out.packetTableInfo {
             let total = framesBefore[framesBefore.count - 1]
             table.remainderFrames = Int(max(total - Int64(table.primingFrames) - table.validFrames, 0))
@@ -306,6 +308,7 @@ final class OggParser: ContainerParser {
         links = []
         indexIsWhole = true
         resumePage = nil
+        packetBytes = 0
         out.nextPacketIndex = 0
         return AudioFileStreamSeekResult(byteOffset: 0, isEstimated: false)
     }
@@ -313,7 +316,7 @@ final class OggParser: ContainerParser {
     /// Frames a packet decodes to on average so far (a seek's pre-roll and estimates beyond the
     /// packets read).
     var averageFramesPerPacket: Int64 {
-        parsedPackets > 0 ? max(parsedFrames / parsedPackets, 1) : 960
+        parsedPackets > 0 ? max(parsedFrames / parsedPackets, 1) : 960   // (none read yet: a 20 ms packet at 48 kHz)
     }
 
     /// Where to look for decoded frame `frame`, `preRollPackets` packets earlier (see ``AudioStreamSeekPlan``).
