@@ -60,6 +60,39 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         #expect(collector.recording == expected + expected)
     }
 
+    /// A seek whose pre-roll is longer than every buffer the player holds (all its buffers then
+    /// carry frames that are trimmed): the queue decodes them so they come back, and playback
+    /// starts. (It waited for audible frames in full buffers: a stall, first met with an Opus
+    /// pre-roll estimated long before any packet was read.)
+    @Test(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing"))
+    func aPreRollLongerThanThePlayersBuffersStillStarts() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("long-preroll-\(UUID()).mp3").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let made = try await runTool(try #require(Where.tool("ffmpeg")), ["-v", "error", "-f", "lavfi", "-i", "sine=f=440:d=40:r=44100",
+                                                                           "-ac", "2", "-c:a", "libmp3lame", "-b:a", "128k", path])
+        try #require(made.status == 0)
+        // libmpg123's traits, with 1 500 packets (39 s) of pre-roll: more than the player's buffers hold.
+        MPG123Decoder.register()
+        let registry = AudioDecoderRegistry()
+        let base = try #require(AudioDecoderRegistry.shared.factory(for: .mpegLayer3))
+        var traits = base.traits
+        traits.preRollPackets = { _ in 1_500 }
+        registry.register(AudioDecoderFactory(name: "long pre-roll", formats: base.formats, priority: 99, traits: traits, make: base.make))
+        let collector = SinkCollector()
+        let player = AudioPlayer(items: [.file(path)], startSeconds: 39.5, makeSink: { collector.make() }, decoders: registry)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60) { player.stop() }   // a stall fails, not hangs
+        let frames = try await player.play()
+        let file = try AudioFile(path: path)
+        let valid = try #require(file.packetTableInfo?.validFrames)
+        let expected = valid - Int64((39.5 * 44100).rounded())
+        #expect(frames == expected, "\(frames) frames played, \(expected) after 39.5 s")
+        let renderer = try AudioFileRenderer(file: file, startFrame: Int64((39.5 * 44100).rounded()))
+        var local: [Float] = [], scratch = [Float](repeating: 0, count: 8192)
+        while case let n = try scratch.withUnsafeMutableBufferPointer({ try renderer.render(into: $0, frames: 4096) }), n > 0 { local += scratch[0..<(2 * n)] }
+        let heard = try #require(collector.captured.first)
+        #expect(difference(heard, local) == nil)
+    }
+
     /// FLAC, Ogg Vorbis and Ogg Opus in a gapless playlist with MP3 and AAC: one queue, one sink,
     /// every item's own render back to back, bit for bit (Opus with FLAC at 48 kHz, the rest at 44.1).
     @Test(.enabled(if: ["ffmpeg", "flac", "oggenc", "opusenc"].allSatisfy { Where.tool($0) != nil }, "ffmpeg, flac, vorbis-tools or opus-tools is missing"))

@@ -837,7 +837,13 @@ public final class AudioPlayer: @unchecked Sendable {
         }
         // Every buffer in the queue (not merely none returned yet, as right after a seek), or
         // nothing more to come.
-        let inputDone = shared.withLock { $0.machine.inputDone }
+        let (inputDone, started) = shared.withLock { ($0.machine.inputDone, $0.machine.queueStarted) }
+        if free.isEmpty, ahead <= 0, !inputDone, !started {
+            // Every buffer is in the queue and none holds a frame to hear (a long pre-roll after a
+            // seek, all trimmed): the queue decodes them now, so they come back for more packets.
+            // (Waiting for audible frames in them would wait forever.)
+            _ = try? queue.prime()
+        }
         let enough = (free.isEmpty && ahead > 0) || inputDone
         act { $0.buffered(enough: enough, ahead: ahead, waiting: waiting, buffering: buffering) }
     }
