@@ -29,6 +29,8 @@ final class OggParser: ContainerParser {
         /// Decoded frames of the link's packets so far, and its `g₀` once the first audio page is read.
         var decoded: Int64 = 0
         var initialGranule: Int64?
+        /// Where the link's first audio page begins.
+        var audioOffset: Int64?
         var lastGranule: Int64 = -1
         var ended = false
     }
@@ -151,7 +153,6 @@ final class OggParser: ContainerParser {
             out.formatList = [format]
             out.magicCookie = mapping.magicCookie
             out.channelLayout = mapping.channelLayout
-            out.dataOffset = link.offset
             out.bitRate = mapping.bitRate
             out.metadata = mapping.metadata
             for (serial, name) in skippedStreams.sorted(by: { $0.key < $1.key }) {
@@ -183,6 +184,7 @@ final class OggParser: ContainerParser {
             // trim (RFC 7845 §4.5), not a start before 0.
             let initial = page.endsStream ? max(page.granulePosition - pageFrames, 0) : page.granulePosition - pageFrames
             link.initialGranule = initial
+            link.audioOffset = page.offset
             if var described = link.link {
                 let priming = max(described.primingFrames, Int(clamping: -initial))
                 if initial < 0 && link.mapping.headerPriming > 0 {
@@ -194,6 +196,7 @@ final class OggParser: ContainerParser {
                 links[described.index] = described
                 out.links = links
                 if !out.isReady {
+                    out.dataOffset = page.offset
                     out.announceReady()
                     out.link(described)
                 }
@@ -292,7 +295,7 @@ final class OggParser: ContainerParser {
     }
 
     /// Packet 0 is the start: everything is read again from the first byte (headers, links).
-    /// Other packets are found by granule position (``seekPlan(forFrame:preRollPackets:dataStart:)``).
+    /// Other packets are found by granule position (``seekPlan(forFrame:preRollPackets:)``).
     func seek(toPacket packet: Int64, _ input: ByteInput, _ out: StreamOutput) throws -> AudioFileStreamSeekResult {
         guard packet == 0 else {
             throw AudioFileStreamError(.invalidOperation, .ogg, input.position,
@@ -320,8 +323,8 @@ final class OggParser: ContainerParser {
     }
 
     /// Where to look for decoded frame `frame`, `preRollPackets` packets earlier (see ``AudioStreamSeekPlan``).
-    func seekPlan(forFrame frame: Int64, preRollPackets: Int, dataStart: Int64) -> AudioStreamSeekPlan? {
-        guard let link = current, let described = link.link, let initial = link.initialGranule else { return nil }
+    func seekPlan(forFrame frame: Int64, preRollPackets: Int) -> AudioStreamSeekPlan? {
+        guard let link = current, let described = link.link, let initial = link.initialGranule, let dataStart = link.audioOffset else { return nil }
         let start = max(frame - Int64(preRollPackets) * averageFramesPerPacket, described.firstFrame)
         let target = start - described.firstFrame + initial
         // The last page read whose packets end at or before the start, and the first after it.

@@ -256,7 +256,7 @@ public final class AudioFileStream {
     /// average) before decoded frame `frame`; nil for other containers, or before the stream is
     /// ready.
     public func seekPlan(forFrame frame: Int64, preRollPackets: Int) -> AudioStreamSeekPlan? {
-        if let ogg = parser as? OggParser { return ogg.seekPlan(forFrame: frame, preRollPackets: preRollPackets, dataStart: out.dataOffset ?? 0) }
+        if let ogg = parser as? OggParser { return ogg.seekPlan(forFrame: frame, preRollPackets: preRollPackets) }
         if let flac = parser as? FLACParser { return flac.seekPlan(forFrame: frame) }
         return nil
     }
