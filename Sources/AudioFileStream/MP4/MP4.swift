@@ -67,6 +67,10 @@ final class MP4Parser: ContainerParser, PacketLocating {
     }
     /// Frames of the packets emitted so far, as the codec counts them (Opus, FLAC).
     private var emittedFrames: Int64 = 0
+    /// Segmented mode: the decoded frame of each fragment's first sample (from `tfdt`), by sample
+    /// index, and the decoded frame of the next packet.
+    private var fragmentStarts: [Int: Int64] = [:]
+    private var decodedPosition: Int64 = 0
 
     init(seekable: Bool) { self.seekable = seekable }
 
@@ -126,7 +130,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     var frames = frames(ofSample: nextSample, track)
                     // In segments (HLS), a shortened sample says how much of it is presented: its
                     // reader trims the rest. (A file's trims come from its packet table instead.)
-                    if out.segmented, let presented = track.shortSamples[nextSample] { frames = presented }
+                    // Packets of varying frames keep every duration until here: taken as read.
+                    let stated = track.framesPerPacket == 0 ? self.track?.shortSamples.removeValue(forKey: nextSample) : track.shortSamples[nextSample]
+                    if out.segmented, track.framesPerPacket > 0, let presented = stated { frames = presented }
                     switch track.format.formatID {
                     case .appleLossless: frames = input.alacPacketFrames(size: size, full: frames)
                     case .amr, .amrWideband: frames = input.amrPacketFrames(size: size, wideband: track.format.formatID == .amrWideband, fallback: frames)
@@ -134,8 +140,19 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     case .flac: frames = input.withBytes(min(size, 16)) { bytes in FLACFrameHeader.parse({ bytes[$0] }, available: bytes.count) }.blockSize ?? frames
                     default: break
                     }
+                    // Segmented Opus: a shortened sample presents the end of the stream: its link's
+                    // length, announced before the packet.
+                    if let start = fragmentStarts.removeValue(forKey: nextSample) { decodedPosition = start }
+                    if out.segmented, track.format.formatID == .opus, let presented = stated, presented < frames, var link = out.links.first {
+                        let end = decodedPosition + Int64(presented)
+                        link.validFrames = max(end - Int64(link.primingFrames), 0)
+                        link.remainderFrames = frames - presented
+                        out.links = [link]
+                        out.link(link)
+                    }
                     out.emitPacket(from: input, size: size, frames: frames)
                     emittedFrames += Int64(frames)
+                    decodedPosition += Int64(frames)
                     nextSample += 1
                 }
                 if nextSample >= track.samples.count && !track.fragmented {
@@ -346,8 +363,21 @@ final class MP4Parser: ContainerParser, PacketLocating {
             pendingScan = (body, start)   // ready once the first packets have been looked into
         } else if inBand == nil {
             out.announceReady()
+            announceSegmentedLink(track, out)
         }
         if earlyMdat == nil { state = .boxHeader }
+    }
+
+    /// Segmented mode (HLS), Opus: its priming (the edit list's media time, or the dOps pre-skip)
+    /// is reported as the stream's one link, whose length a shortened last sample gives later
+    /// (``emitPacket``); HLS has no other gapless numbers, and Opus's pre-skip must not be heard.
+    private func announceSegmentedLink(_ track: Track, _ out: StreamOutput) {
+        guard out.segmented, track.fragmented, track.format.formatID == .opus else { return }
+        let priming = track.editMediaTime > 0 ? Int(clampedInt64(Double(track.editMediaTime) * track.frameScale)) : track.opusPreSkip ?? 0
+        let link = AudioStreamLink(index: 0, firstPacket: 0, firstFrame: 0, format: track.format, magicCookie: track.cookie,
+                                   channelLayout: out.channelLayout, metadata: out.metadata, primingFrames: priming)
+        out.links = [link]
+        out.link(link)
     }
 
     private func readUdta(_ body: [UInt8], _ udta: Box, base: Int64, _ out: StreamOutput, iTunSMPB: inout String?) throws {
@@ -651,11 +681,16 @@ final class MP4Parser: ContainerParser, PacketLocating {
             var r = FieldReader(body, from: tfhd.body.lowerBound, to: tfhd.body.upperBound, base: start, container: .mp4)
             let flags = try r.u32be("the tfhd flags") & 0xFF_FFFF
             guard Int(try r.u32be("the tfhd track id")) == track.trackID else { continue }
-            if out.wantsSegmentTimestamp, let tfdt = children.first(where: { $0.type == "tfdt" }) {
+            if let tfdt = children.first(where: { $0.type == "tfdt" }), out.wantsSegmentTimestamp || out.segmented {
                 var d = FieldReader(body, from: tfdt.body.lowerBound, to: tfdt.body.upperBound, base: start, container: .mp4)
                 let version = try d.u32be("the tfdt version") >> 24
                 let time = version == 1 ? Int64(bitPattern: try d.u64be("the base media decode time")) : Int64(try d.u32be("the base media decode time"))
-                out.segmentTimestamp(AudioStreamTimestamp(ticks: time, perSecond: Int64(track.mediaTimescale), source: .tfdt))
+                if out.wantsSegmentTimestamp {
+                    out.segmentTimestamp(AudioStreamTimestamp(ticks: time, perSecond: Int64(track.mediaTimescale), source: .tfdt))
+                }
+                // Where the fragment's first sample lies in the stream's decoded frames (segmented
+                // Opus: the end a shortened sample gives is counted from there).
+                fragmentStarts[track.samples.count] = clampedInt64(Double(time) * track.frameScale)
             }
             var base = flags & 0x20000 != 0 ? boxStart : nextDataStart
             if flags & 0x1 != 0 { base = Int64(bitPattern: try r.u64be("the base data offset")) }
@@ -690,7 +725,7 @@ final class MP4Parser: ContainerParser, PacketLocating {
                         throw AudioFileStreamError(.invalidData, .mp4, trun.start, "fragment \(fragmentsSeen) gives the \(count) samples of a run \(defaultSize) bytes each at byte \(runStart)")
                     }
                     let presented = Int((Double(defaultDuration) * track.frameScale).rounded())
-                    if count == 1, presented > 0, presented < track.framesPerPacket {
+                    if count == 1, presented > 0, presented < track.framesPerPacket || track.framesPerPacket == 0 {
                         // One sample of a shortened default duration (ffmpeg's last HLS fragment).
                         track.shortSamples[track.samples.count] = presented
                     }
@@ -713,7 +748,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
                         sizes.append(Int32(size))
                         addDurations(duration, count: 1)
                         let presented = Int((Double(duration) * track.frameScale).rounded())
-                        if presented > 0, presented < track.framesPerPacket {
+                        // (Packets of varying frames, Opus: every duration is kept until its packet
+                        // is read, which says whether it was shortened.)
+                        if presented > 0, presented < track.framesPerPacket || track.framesPerPacket == 0 {
                             track.shortSamples[track.samples.count + sizes.count - 1] = presented
                         }
                         offset += Int64(size)

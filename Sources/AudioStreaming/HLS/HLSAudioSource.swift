@@ -24,7 +24,9 @@ import Foundation
 /// `EXT-X-PROGRAM-DATE-TIME`, when the segment is read), ID3 timed metadata as
 /// ``AudioSourceEvent/streamTitle(_:)`` and an `id3` property, `hls-gap` for skipped segments,
 /// `hls-blocking-reload` when a blocking reload failed and an ordinary one followed.
-/// HLS carries no gapless numbers: every decoded frame is played (priming included).
+/// HLS carries no gapless numbers: every decoded frame is played (priming included) — except
+/// Opus in fMP4, whose pre-skip (the init section's edit list or `dOps`) is trimmed and whose
+/// shortened last sample ends it, as the one link the parser reports.
 public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     public let url: URL
     /// The media playlist being played (after the first load).
@@ -59,6 +61,11 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     private var checkStart = false
     /// The first segment's timestamp: packet positions after a seek are counted from it.
     private var origin: (ticks: Int64, perSecond: Int64, discontinuitySequence: Int)?
+    /// Packets of varying frames: how many were read and their frames (a seek's pre-roll), and
+    /// whether a seek's landing is still to be said.
+    private var packetsSeen: Int64 = 0
+    private var framesSeen: Int64 = 0
+    private var resumeDue = false
 
     /// Starts loading `url` (a master or media playlist); returns at once.
     /// - Throws: ``HTTPStreamError`` when it is not an http(s) URL.
@@ -96,6 +103,8 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
     public var maximumPacketSize: Int? { formatStream?.maximumPacketSize }
     public var rollDistance: Int? { formatStream?.packetRollDistance }
     public var title: String? { formatStream?.metadata.title }
+    /// The stream's link when the parser reports one (Opus in fMP4: its pre-skip).
+    public var links: [AudioStreamLink] { formatStream?.links ?? [] }
     /// What the parsers skipped or doubted.
     public var warnings: [AudioFileStreamError] { formatStream?.warnings ?? [] }
 
@@ -133,6 +142,22 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
             start += segment.duration
         }
         return max(playlist.segments.count - 1, 0)
+    }
+
+    /// Packets of varying frames (Opus, FLAC of variable block size): positions are counted in
+    /// frames, a seek drops the packets that end before its start and says where the first kept
+    /// one begins (``PacketRead/resume(atFrame:)``). Packets of a constant count seek by packet.
+    public func seek(toFrame frame: Int64, preRollPackets: Int) throws -> Bool {
+        guard let playlist, formatStream != nil, format.framesPerPacket == 0 else { return false }
+        guard !playlist.isLive else {
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "a live HLS stream cannot seek")
+        }
+        // The frames a packet holds so far (before any was read, 20 ms: Opus's usual packet).
+        let average = packetsSeen > 0 ? max(framesSeen / packetsSeen, 1) : max(Int64(format.sampleRate / 50), 1)
+        let start = max(frame - Int64(preRollPackets) * average, 0)
+        restart(at: Self.segment(containing: Double(start) / format.sampleRate - 0.5, in: playlist), dropBefore: start)
+        resumeDue = true
+        return true
     }
 
     private func restart(at index: Int, dropBefore packet: Int64) {
@@ -266,6 +291,10 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                 segmentContainer = (Self.segmentKind(stream), stream.elementaryStreamType ?? stream.fileType)
                 context.report(.state(.buffering))
             }
+        case .link(let link):
+            // Opus in fMP4: the pre-skip when it begins, its length when the last sample says.
+            guard formatStream != nil || link.validFrames == nil else { return }
+            pending.appendLink(link)
         case .packets(let packets):
             guard formatStream != nil else { return }
             let count = packets.descriptions.isEmpty ? packets.packetCount : packets.descriptions.count
@@ -283,8 +312,29 @@ public final class HLSAudioSource: PacketSource, @unchecked Sendable {
                     return
                 }
             }
-            pending.append(packets, stream: stream, format: format, dropping: Int(max(0, min(dropBefore - first, Int64(count)))))
-            nextPacket = first + Int64(count)
+            guard format.framesPerPacket == 0, !packets.descriptions.isEmpty else {
+                pending.append(packets, stream: stream, format: format, dropping: Int(max(0, min(dropBefore - first, Int64(count)))))
+                nextPacket = first + Int64(count)
+                return
+            }
+            // Packets of varying frames: positions (`nextPacket`, `dropBefore`) count frames. The
+            // packets that end before a seek's start are dropped; the reader learns where the
+            // first kept one begins.
+            var position = first, dropping = 0
+            for description in packets.descriptions {
+                let frames = Int64(description.variableFramesInPacket)
+                if position + frames <= dropBefore { dropping += 1 }
+                position += frames
+                packetsSeen += 1
+                framesSeen += frames
+            }
+            if resumeDue, dropping < count {
+                resumeDue = false
+                let kept = packets.descriptions.prefix(dropping).reduce(first) { $0 + Int64($1.variableFramesInPacket) }
+                pending.appendResume(atFrame: kept)
+            }
+            pending.append(packets, stream: stream, format: format, dropping: dropping)
+            nextPacket = position
         default:
             break
         }
