@@ -115,6 +115,14 @@ struct XiphContainerTests {
         #expect(result.stream.warnings.contains { "\($0)".contains("without its last page") }, "\(result.trace.warnings)")
     }
 
+    /// HLS `CODECS` names (RFC 6381) of Opus and FLAC are formats this library reads: a master
+    /// playlist's Opus or FLAC variant is chosen, not skipped.
+    @Test func opusAndFLACCodecNames() {
+        #expect(AudioFormatID(codecName: "opus") == .opus)
+        #expect(AudioFormatID(codecName: "fLaC") == .flac)
+        #expect(AudioFormatID(codecName: "ec-3") == nil)
+    }
+
     /// An Ogg page, CRC included.
     static func page(serial: UInt32, sequence: UInt32, flags: UInt8, granule: Int64, packet: [UInt8]) -> [UInt8] {
         var lacing = [UInt8](repeating: 255, count: packet.count / 255)

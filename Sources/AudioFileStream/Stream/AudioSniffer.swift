@@ -207,7 +207,7 @@ extension AudioFormatID {
     /// The format an RFC 6381 codec name (an HLS `CODECS` entry, an MP4 sample entry's name)
     /// stands for, if this library reads it: `mp4a.40.2` AAC-LC, `mp4a.40.5` HE-AAC,
     /// `mp4a.40.29` HE-AAC v2 (other `mp4a.40.*` as AAC-LC), `mp4a.40.34`, `mp4a.6b`, `mp4a.69`
-    /// and `mp3` MPEG audio, `alac`, `samr`, `sawb`. nil for others (`ac-3`, `ec-3`, `opus` …).
+    /// and `mp3` MPEG audio, `alac`, `samr`, `sawb`, `opus`, `fLaC`. nil for others (`ac-3`, `ec-3` …).
     public init?(codecName: String) {
         let name = codecName.lowercased()
         switch name {
@@ -217,6 +217,8 @@ extension AudioFormatID {
         case "alac": self = .appleLossless
         case "samr": self = .amr
         case "sawb": self = .amrWideband
+        case "opus": self = .opus
+        case "flac": self = .flac
         default:
             guard name.hasPrefix("mp4a.40.") else { return nil }
             self = .aacLC
