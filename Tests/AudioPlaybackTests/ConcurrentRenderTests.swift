@@ -140,6 +140,41 @@ let noiseSubstitutedFixtures: Set<String> = ["aac-44k-fragmented-after-moov-samp
     /// libfaad2's noise generator runs from the start of the stream, so a chunk's decode cannot
     /// equal the sequential one: the join check finds the difference and the render starts over on
     /// one thread, bit-identical, saying why.
+    /// FLAC (native and in Ogg), Ogg Vorbis and Ogg Opus split on two threads bit-identically to
+    /// one: FLAC frames decode alone, Vorbis needs one packet of pre-roll, and Opus's 64 packets
+    /// converge (every join is checked; none may fall back here); a chain is not split.
+    @Test(.enabled(if: ["ffmpeg", "flac", "oggenc", "opusenc"].allSatisfy { Where.tool($0) != nil }, "ffmpeg, flac, vorbis-tools or opus-tools is missing"))
+    func xiphFilesSplitBitIdentically() async throws {
+        registerAllDecoders()
+        _ = try await rendered(Where.fixture("demo-melody.m4a"))   // registers the Xiph decoders too
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xiph-split-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let wav = directory.appendingPathComponent("src.wav").path
+        _ = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=12.3:sample_rate=48000",
+                                                                "-f", "lavfi", "-i", "anoisesrc=d=12.3:c=pink:a=0.1:r=48000:seed=3",
+                                                                "-filter_complex", "amix=inputs=2", "-ac", "2", wav])
+        var files: [String] = []
+        for (tool, ext, arguments) in [("flac", "flac", ["-s", "-f", wav, "-o"]), ("flac", "oga", ["-s", "-f", "--ogg", wav, "-o"]),
+                                       ("oggenc", "ogg", ["-Q", wav, "-o"]), ("opusenc", "opus", ["--quiet", wav])] {
+            let path = directory.appendingPathComponent("a.\(ext)").path
+            _ = try await run(try #require(Where.tool(tool)), arguments + [path])
+            files.append(path)
+        }
+        for path in files {
+            let (split, renderer) = await concurrentOutcome(path, chunkFrames: 96_000)
+            let sequential = await withCheckedContinuation { continuation in decodingWork.async { continuation.resume(returning: sequentialOutcome(path)) } }
+            let name = URL(fileURLWithPath: path).lastPathComponent
+            #expect(split.error == nil && sequential.error == nil, "\(name): \(split.error ?? "") \(sequential.error ?? "")")
+            #expect(renderer?.jobs == 2 && renderer?.sequentialReason == nil, "\(name): \(renderer?.sequentialReason ?? "")")
+            #expect(difference(split.samples, sequential.samples) == nil, "\(name)")
+        }
+        let chain = directory.appendingPathComponent("chain.opus").path
+        try Data(try Data(contentsOf: URL(fileURLWithPath: files[3])) + Data(contentsOf: URL(fileURLWithPath: files[3]))).write(to: URL(fileURLWithPath: chain))
+        let (_, chained) = await concurrentOutcome(chain, chunkFrames: 96_000)
+        #expect(chained?.sequentialReason?.contains("chain") == true, "\(chained?.sequentialReason ?? "split")")
+    }
+
     @Test(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it)"))
     func noiseSubstitutionIsFoundAtTheJoinsAndRendersOnOneThread() async throws {
         registerAllDecoders()
