@@ -123,6 +123,47 @@ struct XiphContainerTests {
         #expect(AudioFormatID(codecName: "ec-3") == nil)
     }
 
+    /// A FLAC frame of CONSTANT subframes (mono, 16-bit, rate and size from STREAMINFO): the
+    /// header's number is `number` (UTF-8 coded), with the blocking strategy bit as given.
+    static func flacFrame(number: Int, blockSize: Int, variableBit: Bool, value: Int16) -> [UInt8] {
+        var frame: [UInt8] = [0xFF, variableBit ? 0xF9 : 0xF8, 0x70, 0x00]   // block size: 16-bit field; rate and size: STREAMINFO's
+        if number < 0x80 { frame.append(UInt8(number)) } else { frame += [0xC0 | UInt8(number >> 6), 0x80 | UInt8(number & 0x3F)] }
+        frame += [UInt8((blockSize - 1) >> 8), UInt8((blockSize - 1) & 0xFF)]
+        var crc8: UInt8 = 0
+        for byte in frame {
+            crc8 ^= byte
+            for _ in 0..<8 { crc8 = crc8 & 0x80 != 0 ? (crc8 << 1) ^ 0x07 : crc8 << 1 }
+        }
+        frame.append(crc8)
+        frame += [0x00, UInt8(UInt16(bitPattern: value) >> 8), UInt8(UInt16(bitPattern: value) & 0xFF)]   // CONSTANT subframe
+        var crc16: UInt16 = 0
+        for byte in frame {
+            crc16 ^= UInt16(byte) << 8
+            for _ in 0..<8 { crc16 = crc16 & 0x8000 != 0 ? (crc16 << 1) ^ 0x8005 : crc16 << 1 }
+        }
+        return frame + [UInt8(crc16 >> 8), UInt8(crc16 & 0xFF)]
+    }
+
+    /// Old-format variable block sizes (Flake before 2007): the blocking strategy bit says fixed,
+    /// STREAMINFO's minimum and maximum block sizes differ, and the headers count samples, as
+    /// libFLAC reads them. (Every frame after the first was taken for damage.)
+    @Test func oldFormatVariableBlockSizes() {
+        let sizes = [100, 200, 50, 300]
+        var streamInfo: [UInt8] = [0, 50, 1, 44, 0, 0, 0, 0, 0, 0]   // blocks 50...300, frame sizes unknown
+        streamInfo += [0x0A, 0xC4, 0x40, 0xF0]   // 44 100 Hz (20 bits), 1 channel, 16 bits
+        streamInfo += [0, 0, 2, 0x8A] + [UInt8](repeating: 0, count: 16)   // 650 samples, no MD5
+        var file = Array("fLaC".utf8) + [0x80, 0, 0, 34] + streamInfo
+        var sample = 0
+        for (index, size) in sizes.enumerated() {
+            file += Self.flacFrame(number: sample, blockSize: size, variableBit: false, value: Int16(index * 1000 + 7))
+            sample += size
+        }
+        let result = Self.stream(file, chunk: 5)
+        #expect(result.trace.error == nil && result.trace.warnings.isEmpty, "\(result.trace.error ?? "") \(result.trace.warnings)")
+        #expect(result.trace.packets.map(\.frames) == sizes)
+        #expect(result.stream.packetTableInfo?.validFrames == 650)
+    }
+
     /// An Ogg page, CRC included.
     static func page(serial: UInt32, sequence: UInt32, flags: UInt8, granule: Int64, packet: [UInt8]) -> [UInt8] {
         var lacing = [UInt8](repeating: 255, count: packet.count / 255)

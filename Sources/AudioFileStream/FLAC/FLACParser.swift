@@ -201,10 +201,17 @@ final class FLACParser: ContainerParser, PacketLocating {
         }
     }
 
+    /// Whether a frame header's number counts samples rather than frames: a variable block size
+    /// stream's, and one of the old format (Flake before 2007), whose variable block sizes show
+    /// only in STREAMINFO's differing minimum and maximum, as libFLAC reads it.
+    static func numbersSamples(_ header: FLACFrameHeader, _ info: FLACStreamInfo) -> Bool {
+        header.variableBlockSize || info.minimumBlockSize != info.maximumBlockSize
+    }
+
     /// Whether `next` is the header that follows `header` in the same stream.
     private func follows(_ header: FLACFrameHeader, _ next: FLACFrameHeader, _ info: FLACStreamInfo) -> Bool {
         guard next.variableBlockSize == header.variableBlockSize, plausible(next, info) else { return false }
-        return next.number == header.number + (header.variableBlockSize ? Int64(header.blockSize) : 1)
+        return next.number == header.number + (Self.numbersSamples(header, info) ? Int64(header.blockSize) : 1)
     }
 
     private func plausible(_ header: FLACFrameHeader, _ info: FLACStreamInfo) -> Bool {
@@ -215,7 +222,8 @@ final class FLACParser: ContainerParser, PacketLocating {
     private func emit(_ header: FLACFrameHeader, size: Int, _ input: ByteInput, _ out: StreamOutput) {
         if let expected = expectedSample {
             expectedSample = nil
-            let sample = header.variableBlockSize ? header.number : header.number * Int64(info?.maximumBlockSize ?? header.blockSize)
+            let sample = info.map { Self.numbersSamples(header, $0) } ?? header.variableBlockSize
+                ? header.number : header.number * Int64(info?.maximumBlockSize ?? header.blockSize)
             if sample != expected {
                 out.warn(AudioFileStreamError(.invalidData, .flac, input.position,
                     "a seek expected the frame of sample \(expected) and found the frame of sample \(sample)"))
@@ -328,7 +336,7 @@ final class FLACParser: ContainerParser, PacketLocating {
             at = next
             if case .header(let header) = FLACFrameHeader.parse({ bytes[at + $0] }, available: bytes.count - at), plausible(header, info),
                header.variableBlockSize || header.blockSize == info.maximumBlockSize || info.minimumBlockSize != info.maximumBlockSize {
-                return (at, header.variableBlockSize ? header.number : header.number * Int64(info.maximumBlockSize))
+                return (at, Self.numbersSamples(header, info) ? header.number : header.number * Int64(info.maximumBlockSize))
             }
             at += 1
         }
