@@ -123,10 +123,11 @@ struct XiphContainerTests {
         #expect(AudioFormatID(codecName: "ec-3") == nil)
     }
 
-    /// A FLAC frame of CONSTANT subframes (mono, 16-bit, rate and size from STREAMINFO): the
+    /// A FLAC frame of CONSTANT subframes (16-bit, rate and size from STREAMINFO): the
     /// header's number is `number` (UTF-8 coded), with the blocking strategy bit as given.
-    static func flacFrame(number: Int, blockSize: Int, variableBit: Bool, value: Int16) -> [UInt8] {
-        var frame: [UInt8] = [0xFF, variableBit ? 0xF9 : 0xF8, 0x70, 0x00]   // block size: 16-bit field; rate and size: STREAMINFO's
+    static func flacFrame(number: Int, blockSize: Int, variableBit: Bool, value: Int16, channels: Int = 1) -> [UInt8] {
+        // Block size: a 16-bit field; rate and sample size: STREAMINFO's; independent channels.
+        var frame: [UInt8] = [0xFF, variableBit ? 0xF9 : 0xF8, 0x70, UInt8(channels - 1) << 4]
         if number < 0x80 { frame.append(UInt8(number)) } else { frame += [0xC0 | UInt8(number >> 6), 0x80 | UInt8(number & 0x3F)] }
         frame += [UInt8((blockSize - 1) >> 8), UInt8((blockSize - 1) & 0xFF)]
         var crc8: UInt8 = 0
@@ -135,7 +136,9 @@ struct XiphContainerTests {
             for _ in 0..<8 { crc8 = crc8 & 0x80 != 0 ? (crc8 << 1) ^ 0x07 : crc8 << 1 }
         }
         frame.append(crc8)
-        frame += [0x00, UInt8(UInt16(bitPattern: value) >> 8), UInt8(UInt16(bitPattern: value) & 0xFF)]   // CONSTANT subframe
+        for _ in 0..<channels {   // CONSTANT subframes
+            frame += [0x00, UInt8(UInt16(bitPattern: value) >> 8), UInt8(UInt16(bitPattern: value) & 0xFF)]
+        }
         var crc16: UInt16 = 0
         for byte in frame {
             crc16 ^= UInt16(byte) << 8
@@ -162,6 +165,21 @@ struct XiphContainerTests {
         #expect(result.trace.error == nil && result.trace.warnings.isEmpty, "\(result.trace.error ?? "") \(result.trace.warnings)")
         #expect(result.trace.packets.map(\.frames) == sizes)
         #expect(result.stream.packetTableInfo?.validFrames == 650)
+    }
+
+    /// FLAC lets a stream change its channel count (or rate, or sample size) from one frame to
+    /// the next: a mono stream that turns stereo keeps every frame (the stereo ones were skipped
+    /// as bytes that are not frames).
+    @Test func flacFramesMayChangeTheirChannels() {
+        let streamInfo: [UInt8] = [0x10, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0x0A, 0xC4, 0x40, 0xF0, 0, 0, 0x40, 0] + [UInt8](repeating: 0, count: 16)
+        var file = Array("fLaC".utf8) + [0x80, 0, 0, 34] + streamInfo   // 4096-sample blocks, mono, 16 bits, 16 384 samples
+        for index in 0..<4 {
+            file += Self.flacFrame(number: index, blockSize: 4096, variableBit: false, value: Int16(index * 100), channels: index < 2 ? 1 : 2)
+        }
+        let result = Self.stream(file, chunk: 1000)
+        #expect(result.trace.error == nil && result.trace.warnings.isEmpty, "\(result.trace.error ?? "") \(result.trace.warnings)")
+        #expect(result.trace.packets.count == 4)
+        #expect(result.stream.packetTableInfo?.validFrames == 16_384)
     }
 
     /// An Ogg page, CRC included.

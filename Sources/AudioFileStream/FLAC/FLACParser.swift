@@ -35,6 +35,10 @@ final class FLACParser: ContainerParser, PacketLocating {
     private var indexIsWhole = true
     /// Frames emitted, before and after seeks.
     private var framesEmitted = 0
+    /// Frames whose header did not continue the previous one's numbering (frames missing there).
+    private var jumps = 0
+    /// The read position is where a frame just ended (a header there may change the format).
+    private var rightAfterFrame = false
     /// A resumed read expects its first frame to start at this sample.
     private var expectedSample: Int64?
 
@@ -158,8 +162,16 @@ final class FLACParser: ContainerParser, PacketLocating {
                             scanned = position
                             crc = sum
                             return
-                        case .header(let next) where follows(header, next, info):
-                            if sum == 0 { end = position } else { damagedAt = position }
+                        case .header(let next) where sum == 0 || follows(header, next, info):
+                            // The CRC-16 of the bytes so far checks and a header follows: the frame
+                            // ends here (its rate, channels or size may change: FLAC allows it).
+                            // A header that continues the numbering where the CRC fails: damage.
+                            if sum == 0 {
+                                end = position
+                                if !follows(header, next, info) { jumps += 1 }
+                            } else {
+                                damagedAt = position
+                            }
                             scanned = position
                             crc = sum
                             return
@@ -210,7 +222,7 @@ final class FLACParser: ContainerParser, PacketLocating {
 
     /// Whether `next` is the header that follows `header` in the same stream.
     private func follows(_ header: FLACFrameHeader, _ next: FLACFrameHeader, _ info: FLACStreamInfo) -> Bool {
-        guard next.variableBlockSize == header.variableBlockSize, plausible(next, info) else { return false }
+        guard next.variableBlockSize == header.variableBlockSize else { return false }
         return next.number == header.number + (Self.numbersSamples(header, info) ? Int64(header.blockSize) : 1)
     }
 
@@ -230,6 +242,7 @@ final class FLACParser: ContainerParser, PacketLocating {
             }
         }
         framesEmitted += 1
+        rightAfterFrame = true
         if indexIsWhole {
             offsets.append(input.position)
             framesBefore.append(framesBefore[framesBefore.count - 1] + Int64(header.blockSize))
@@ -248,7 +261,9 @@ final class FLACParser: ContainerParser, PacketLocating {
                         input.waitFor(16)
                         return false
                     }
-                case .header(let header) where plausible(header, info):
+                case .header(let header) where plausible(header, info) || rightAfterFrame:
+                    // Right after a frame the next header may change the rate, channels or size
+                    // (FLAC allows it); where junk is searched, it must match STREAMINFO.
                     current = header
                     scanned = 0
                     crc = 0
@@ -257,6 +272,7 @@ final class FLACParser: ContainerParser, PacketLocating {
                     break
                 }
             }
+            rightAfterFrame = false
             let next = input.firstIndex(of: 0xFF, from: 1) ?? input.available
             if let last = junk, last.offset + Int64(last.count) == input.position {
                 junk = (last.offset, last.count + next)
@@ -276,6 +292,9 @@ final class FLACParser: ContainerParser, PacketLocating {
         }
         if let junk {
             out.warn(AudioFileStreamError(.invalidData, .flac, junk.offset, "skipped \(junk.count) bytes that are not FLAC frames"))
+        }
+        if jumps > 0 {
+            out.warn(AudioFileStreamError(.invalidData, .flac, 0, "\(jumps) frame header(s) do not continue the numbering of the frame before: frames are missing there"))
         }
         guard framesEmitted > 0 else {
             throw AudioFileStreamError(.noAudio, .flac, firstFrameOffset, "the FLAC stream holds no frame")
@@ -303,6 +322,7 @@ final class FLACParser: ContainerParser, PacketLocating {
         offsets.removeSubrange(Int(packet)...)
         framesBefore.removeSubrange((Int(packet) + 1)...)
         current = nil
+        rightAfterFrame = true   // a frame begins here
         return result
     }
 
@@ -349,6 +369,7 @@ final class FLACParser: ContainerParser, PacketLocating {
         input.reset(to: offset)
         current = nil
         junk = nil
+        rightAfterFrame = false
         if let (packet, _) = packet(forFrame: sample), indexIsWhole, packet < Int64(offsets.count), offsets[Int(packet)] == offset {
             // A frame already read: the index stays whole from there.
             offsets.removeSubrange(Int(packet)...)
@@ -365,6 +386,7 @@ final class FLACParser: ContainerParser, PacketLocating {
     func discontinuity(_ input: ByteInput, _ out: StreamOutput) {
         input.dropBuffered()
         current = nil
+        rightAfterFrame = false
     }
 
     func byteOffset(forPacket packet: Int64) -> AudioFileStreamSeekResult? {
