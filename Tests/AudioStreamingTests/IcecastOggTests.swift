@@ -73,15 +73,15 @@ struct IcecastOggTests {
 
     @Test func aChainedVorbisStreamPlaysBothLinksExactlyWithTheirTitles() async throws {
         VorbisDecoder.register()
-        let icecast = try IcecastServer()
-        defer { icecast.stop() }
-        try await icecast.waitUntilUp()
-        let first = try await Self.encode("first", frames: 66_151, tone: 440, title: "First Song", in: icecast.folder)
-        let second = try await Self.encode("second", frames: 50_021, tone: 330, title: "Second Song", in: icecast.folder)
+        let folder = NSTemporaryDirectory() + "aq-icecast-ogg-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let first = try await Self.encode("first", frames: 66_151, tone: 440, title: "First Song", in: folder)
+        let second = try await Self.encode("second", frames: 50_021, tone: 330, title: "Second Song", in: folder)
         // Icecast sends a page once the next one has come: a third link makes it send the second whole.
-        let third = try await Self.encode("third", frames: 30_011, tone: 550, title: "Third Song", in: icecast.folder)
+        let third = try await Self.encode("third", frames: 30_011, tone: 550, title: "Third Song", in: folder)
         let chain = first + second + third
-        let local = icecast.folder + "/chain.ogg"
+        let local = folder + "/chain.ogg"
         try Data(chain).write(to: URL(fileURLWithPath: local))
         let expected = try await onOwnThread { () throws -> [Float] in
             let renderer = try AudioFileRenderer(file: try AudioFile(path: local))
@@ -94,11 +94,25 @@ struct IcecastOggTests {
         }
         #expect(expected.count == 2 * 146_183)   // the three links: 66 151 + 50 021 + 30 011 frames
 
+        // A server whose port a source can reach (another, on a new port, when it cannot: a port
+        // drawn at random may be taken).
+        var started: (IcecastServer, OggSourceClient)?
+        for _ in 0..<3 where started == nil {
+            let server = try IcecastServer()
+            try await server.waitUntilUp()
+            if let client = try? await onOwnThread({ try OggSourceClient(port: server.port, mount: "/live.ogg") }) {
+                started = (server, client)
+            } else {
+                server.stop()
+            }
+        }
+        let (icecast, source) = try #require(started, "no icecast server took a source in three tries")
+        defer { icecast.stop() }
+        defer { source.close() }
+
         // The source sends the first link's headers; a listener joins; the source sends the rest.
         let pages = OggTestPages.ranges(first)
         let headerBytes = pages.prefix { !Self.isAudioPage(first, $0) }.last.map { $0.upperBound } ?? 0
-        let source = try await onOwnThread { try OggSourceClient(port: icecast.port, mount: "/live.ogg") }
-        defer { source.close() }
         try source.send(Array(chain[..<headerBytes]))
         let mounted = await icecast.log.wait(timeout: .seconds(15)) { $0.contains { $0.contains("listener count on /live.ogg") } }
         try #require(mounted, "the mount never appeared: \(icecast.log.current.suffix(5).joined(separator: " | "))")

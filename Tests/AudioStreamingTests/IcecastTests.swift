@@ -27,7 +27,7 @@ final class IcecastServer: @unchecked Sendable {
         folder = NSTemporaryDirectory() + "aq-icecast-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         chmod(folder, 0o777)   // icecast refuses to run as root: it becomes nobody and writes its logs here
-        port = Int.random(in: 20000...40000)
+        port = Int.random(in: 20000...32767)   // below the ephemeral ports (32768 up) outgoing connections take
         let config = """
         <icecast>
           <limits><sources>2</sources><clients>10</clients><source-timeout>5</source-timeout><burst-size>0</burst-size></limits>
