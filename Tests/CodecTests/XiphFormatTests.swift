@@ -274,6 +274,26 @@ struct XiphFormatTests {
         #expect(differing(ours, Array(linear.dropFirst(2 * dropped)), channels: 2) == 0)
     }
 
+    /// A FLAC stream cut before a frame (no `fLaC`, no STREAMINFO: a multicast or a stream joined
+    /// late), alone or after junk, plays its frames as the whole file does from there, with a
+    /// warning. (It was taken for ADTS and refused with a misleading error.)
+    @Test func flacWithoutItsHeaderPlaysFromItsFirstFrame() async throws {
+        let source = try await XiphFiles.source(channels: 2, rate: 44_100)
+        let file = try await XiphFiles.encode(source, "flac", [], ext: "flac")
+        let whole = try AudioFile(path: file)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: file)))
+        let frames = Array(bytes[Int(try #require(whole.dataOffset))...])
+        let (expected, _, _) = try await rendered(file)
+        for junk in [[], [UInt8](repeating: 0x41, count: 700)] {
+            let cut = try XiphFiles.write(junk + frames, ext: "flac")
+            let file = try AudioFile(path: cut)
+            #expect(file.fileType == .flac)
+            #expect(file.warnings.contains { "\($0)".contains("no `fLaC` marker") }, "\(file.warnings)")
+            let (ours, _, _) = try await rendered(cut)
+            #expect(ours.count == expected.count && differing(ours, expected, channels: 2) == 0, "junk \(junk.count): \(ours.count / 2) frames")
+        }
+    }
+
     /// A chain of three Opus links — stereo, mono, and stereo with a pre-skip of 1 000 — plays as
     /// the sum of the three lengths, each link trimmed as when it plays alone.
     @Test func aChainOfThreeOpusLinksPlaysAsTheSumOfItsLinks() async throws {

@@ -31,6 +31,19 @@ struct FLACStreamInfo: Equatable {
         guard sampleRate > 0, maximumBlockSize >= 16 || maximumBlockSize == minimumBlockSize else { return nil }
     }
 
+    /// A STREAMINFO for a stream that has none (one cut before its first frame): what the first
+    /// frame's header says, no total, no MD5.
+    init?(firstFrame header: FLACFrameHeader) {
+        guard header.sampleRate > 0, header.bitsPerSample > 0 else { return nil }
+        let minimum = header.variableBlockSize ? 16 : header.blockSize, maximum = header.variableBlockSize ? 65_535 : header.blockSize
+        var bytes = [UInt8(minimum >> 8), UInt8(minimum & 0xFF), UInt8(maximum >> 8), UInt8(maximum & 0xFF), 0, 0, 0, 0, 0, 0]
+        bytes += [UInt8(header.sampleRate >> 12 & 0xFF), UInt8(header.sampleRate >> 4 & 0xFF),
+                  UInt8((header.sampleRate & 0x0F) << 4 | (header.channels - 1) << 1 | (header.bitsPerSample - 1) >> 4),
+                  UInt8(((header.bitsPerSample - 1) & 0x0F) << 4)]
+        bytes += [UInt8](repeating: 0, count: 20)
+        self.init(bytes)
+    }
+
     /// The magic cookie of ``AudioFormatID/flac``: `fLaC` and this block as the last metadata block.
     var magicCookie: [UInt8] { Array("fLaC".utf8) + [0x80, 0, 0, 34] + bytes }
 
@@ -178,6 +191,34 @@ struct FLACFrameHeader: Equatable {
             }
         }
         return crc
+    }
+}
+
+extension FLACFrameHeader {
+    /// Whether a FLAC stream without its `fLaC` header (cut before a frame) starts `offset` bytes
+    /// ahead: a frame header that states its rate and sample size, whose frame the next header
+    /// ends with a matching CRC-16. Undecided while the bytes that decide have not come.
+    static func confirmHeaderless(_ input: ByteInput, at offset: Int) -> (yes: Bool, needMore: Int?) {
+        guard case .header(let header) = parse({ input.u8(offset + $0) }, available: input.available - offset),
+              header.sampleRate > 0, header.bitsPerSample > 0 else {
+            if case .needMore = parse({ input.u8(offset + $0) }, available: input.available - offset), !input.atEnd { return (false, offset + 16) }
+            return (false, nil)
+        }
+        let limit = min(input.available, offset + (1 << 18))
+        return input.withBytes(limit) { raw -> (Bool, Int?) in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            guard let base = bytes.baseAddress else { return (false, nil) }
+            var crc: UInt16 = 0, at = offset
+            while at < limit {
+                if at >= offset + header.length + 2, bytes[at] == 0xFF, crc == 0 {
+                    if case .header = parse({ bytes[at + $0] }, available: limit - at) { return (true, nil) }
+                }
+                crc = crc16(crc, base + at, count: 1)
+                at += 1
+            }
+            if input.atEnd { return (crc == 0 && limit == input.available, nil) }
+            return (false, limit < offset + (1 << 18) ? limit + 4096 : nil)
+        }
     }
 }
 

@@ -51,7 +51,22 @@ final class FLACParser: ContainerParser, PacketLocating {
             case .magic:
                 guard input.available >= 4 else { return input.waitFor(4) }
                 guard input.matches("fLaC", at: 0) else {
-                    throw AudioFileStreamError(.invalidData, .flac, input.position, "no `fLaC` marker: not a native FLAC stream")
+                    // A stream cut before a frame: its first header stands in for STREAMINFO.
+                    switch FLACFrameHeader.parse({ input.u8($0) }, available: input.available) {
+                    case .needMore where !input.atEnd:
+                        return input.waitFor(16)
+                    case .header(let header):
+                        guard let made = FLACStreamInfo(firstFrame: header) else { fallthrough }
+                        info = made
+                        out.warn(AudioFileStreamError(.invalidData, .flac, input.position,
+                            "no `fLaC` marker and no STREAMINFO: the stream starts at a frame; its format is read from the frame header"))
+                        state = .frames
+                        firstFrameOffset = input.position
+                        announce(made, out, dataOffset: firstFrameOffset)
+                        continue
+                    default:
+                        throw AudioFileStreamError(.invalidData, .flac, input.position, "no `fLaC` marker and no FLAC frame: not a FLAC stream")
+                    }
                 }
                 input.consume(4)
                 state = .metadata

@@ -392,8 +392,18 @@ public final class AudioFileStream {
                     start(.mp3)
                     return
                 }
-                // Undecided: wait for the bytes that can decide it (a `no` is final).
+                // FLAC without its header (a stream cut before a frame), once neither is undecided.
                 var wait = Int.max
+                if case .no = adts, case .no = mpeg {
+                    let flac = FLACFrameHeader.confirmHeaderless(input, at: offset)
+                    if flac.yes {
+                        skipJunk(offset)
+                        start(.flac)
+                        return
+                    }
+                    if let count = flac.needMore { wait = count }
+                }
+                // Undecided: wait for the bytes that can decide it (a `no` is final).
                 if case .needMore(let count) = adts { wait = min(wait, count) }
                 if case .needMore(let count) = mpeg { wait = min(wait, count) }
                 if wait < Int.max {
