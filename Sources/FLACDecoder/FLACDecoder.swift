@@ -44,15 +44,13 @@ public final class FLACDecoder: AudioDecoder {
     /// - Throws: ``AudioQueueError/Code/codecNotFound`` without a STREAMINFO in the cookie.
     public init(format: AudioStreamDescription, magicCookie: [UInt8]?) throws {
         if let cookie = magicCookie {
-            guard let info = Self.streamInfo(in: cookie) else {
+            guard let info = FLACStreamInfo(magicCookie: cookie) else {
                 throw AudioQueueError(.codecNotFound, "a FLAC magic cookie must be `fLaC` and the STREAMINFO block (got \(cookie.count) bytes)")
             }
-            streamHeader = Array("fLaC".utf8) + [0x80, 0, 0, 34] + info
-            let rate = Int(info[10]) << 12 | Int(info[11]) << 4 | Int(info[12]) >> 4
-            let channels = Int(info[12] >> 1 & 7) + 1
-            totalSamples = Int64(info[13] & 0x0F) << 32 | info[14...17].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-            hasMD5 = info[18..<34].contains { $0 != 0 }
-            outputFormat = .float32(sampleRate: Double(rate > 0 ? rate : Int(format.sampleRate)), channels: channels)
+            streamHeader = info.magicCookie
+            totalSamples = info.totalSamples
+            hasMD5 = info.md5.contains { $0 != 0 }
+            outputFormat = .float32(sampleRate: Double(info.sampleRate), channels: info.channels)
         } else {
             // No STREAMINFO (a CAF ffmpeg wrote): frames decode alone when their headers give the
             // rate and sample size; there is no MD5 to check.
@@ -71,14 +69,6 @@ public final class FLACDecoder: AudioDecoder {
     deinit {
         FLAC__stream_decoder_finish(decoder)
         FLAC__stream_decoder_delete(decoder)
-    }
-
-    /// The STREAMINFO body (34 bytes) in a cookie: after `fLaC` and a block header, or bare.
-    static func streamInfo(in cookie: [UInt8]) -> [UInt8]? {
-        if cookie.count >= 42, cookie.starts(with: Array("fLaC".utf8)), cookie[4] & 0x7F == 0 {
-            return Array(cookie[8..<42])
-        }
-        return cookie.count == 34 ? cookie : nil
     }
 
     /// Initialises libFLAC and has it read the stream header.

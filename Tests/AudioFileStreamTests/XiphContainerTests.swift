@@ -191,7 +191,7 @@ struct XiphContainerTests {
         page += (0..<4).map { UInt8(truncatingIfNeeded: serial >> (8 * UInt32($0))) }
         page += (0..<4).map { UInt8(truncatingIfNeeded: sequence >> (8 * UInt32($0))) }
         page += [0, 0, 0, 0, UInt8(lacing.count)] + lacing + packet
-        let crc = MPEGCRC32.checksum(page[...], initial: 0, zeroing: 22..<26)
+        let crc = page.withUnsafeBytes { MPEGCRC32.checksum($0, initial: 0, zeroing: 22..<26) }
         for index in 0..<4 { page[22 + index] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(index))) }
         return page
     }

@@ -221,15 +221,7 @@ final class CAFParser: ContainerParser, PacketLocating {
                                          mapping: format.channelsPerFrame == 2 ? [0, 1] : [0]).bytes
             out.channelLayout = out.channelLayout ?? .vorbis(channels: format.channelsPerFrame)
         case .flac:
-            guard let cookie = out.magicCookie else { return }
-            // `fLaC` + blocks, a dfLa body (version and flags, then blocks), or bare blocks.
-            for start in [4, 4, 0] where cookie.count >= start + 4 + 34 {
-                if start == 4, !cookie.starts(with: Array("fLaC".utf8)), cookie[0] != 0 { continue }
-                if cookie[start] & 0x7F == 0, let info = FLACStreamInfo(Array(cookie[(start + 4)...])) {
-                    out.magicCookie = info.magicCookie
-                    return
-                }
-            }
+            if let cookie = out.magicCookie, let info = FLACStreamInfo(magicCookie: cookie) { out.magicCookie = info.magicCookie }
         default:
             break
         }

@@ -1,36 +1,6 @@
 import BufferQueue
 
-/// FLAC's STREAMINFO metadata block (34 bytes).
-struct FLACStreamInfo: Equatable {
-    var minimumBlockSize: Int
-    var maximumBlockSize: Int
-    var minimumFrameSize: Int
-    var maximumFrameSize: Int
-    var sampleRate: Int
-    var channels: Int
-    var bitsPerSample: Int
-    /// Samples per channel in the stream; 0 when the encoder did not know.
-    var totalSamples: Int64
-    var md5: [UInt8]
-    /// The block's 34 bytes.
-    var bytes: [UInt8]
-
-    init?(_ bytes: [UInt8]) {
-        guard bytes.count >= 34 else { return nil }
-        func be(_ at: Int, _ count: Int) -> Int { bytes[at..<(at + count)].reduce(0) { $0 << 8 | Int($1) } }
-        minimumBlockSize = be(0, 2)
-        maximumBlockSize = be(2, 2)
-        minimumFrameSize = be(4, 3)
-        maximumFrameSize = be(7, 3)
-        sampleRate = be(10, 3) >> 4
-        channels = Int(bytes[12] >> 1 & 7) + 1
-        bitsPerSample = (Int(bytes[12] & 1) << 4 | Int(bytes[13] >> 4)) + 1
-        totalSamples = Int64(bytes[13] & 0x0F) << 32 | Int64(be(14, 4))
-        md5 = Array(bytes[18..<34])
-        self.bytes = Array(bytes.prefix(34))
-        guard sampleRate > 0, maximumBlockSize >= 16 || maximumBlockSize == minimumBlockSize else { return nil }
-    }
-
+extension FLACStreamInfo {
     /// A STREAMINFO for a stream that has none (one cut before its first frame): what the first
     /// frame's header says, no total, no MD5.
     init?(firstFrame header: FLACFrameHeader) {
@@ -44,14 +14,6 @@ struct FLACStreamInfo: Equatable {
         self.init(bytes)
     }
 
-    /// The magic cookie of ``AudioFormatID/flac``: `fLaC` and this block as the last metadata block.
-    var magicCookie: [UInt8] { Array("fLaC".utf8) + [0x80, 0, 0, 34] + bytes }
-
-    var format: AudioStreamDescription {
-        AudioStreamDescription(sampleRate: Double(sampleRate), formatID: .flac, bytesPerPacket: 0,
-                               framesPerPacket: minimumBlockSize == maximumBlockSize ? maximumBlockSize : 0,
-                               bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: bitsPerSample)
-    }
 }
 
 /// A FLAC frame header: what it says and how long it is.

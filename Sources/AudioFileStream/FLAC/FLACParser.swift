@@ -31,7 +31,7 @@ final class FLACParser: ContainerParser, PacketLocating {
     /// Where each parsed frame starts and the frames before it (the frames from the first: after
     /// a seek by sample number, no more are added).
     private var offsets: [Int64] = []
-    private var framesBefore: [Int64] = [0]
+    private var framesBefore = CumulativeFrames()
     private var indexIsWhole = true
     /// Frames emitted, before and after seeks.
     private var framesEmitted = 0
@@ -260,7 +260,7 @@ final class FLACParser: ContainerParser, PacketLocating {
         rightAfterFrame = true
         if indexIsWhole {
             offsets.append(input.position)
-            framesBefore.append(framesBefore[framesBefore.count - 1] + Int64(header.blockSize))
+            framesBefore.append(header.blockSize)
         }
         out.emitPacket(from: input, size: size, frames: header.blockSize)
         current = nil
@@ -316,7 +316,7 @@ final class FLACParser: ContainerParser, PacketLocating {
         }
         // After a seek by sample number the frames read are not the whole stream: nothing to count.
         guard indexIsWhole else { return }
-        let total = framesBefore[framesBefore.count - 1]
+        let total = framesBefore.total
         if info.totalSamples > 0, info.totalSamples != total {
             out.warn(AudioFileStreamError(.invalidData, .flac, 0,
                 "STREAMINFO says \(info.totalSamples) samples but the frames hold \(total); the frames are played"))
@@ -335,7 +335,7 @@ final class FLACParser: ContainerParser, PacketLocating {
         input.reset(to: result.byteOffset)
         out.nextPacketIndex = packet
         offsets.removeSubrange(Int(packet)...)
-        framesBefore.removeSubrange((Int(packet) + 1)...)
+        framesBefore.removeAll(from: Int(packet))
         current = nil
         rightAfterFrame = true   // a frame begins here
         return result
@@ -350,7 +350,7 @@ final class FLACParser: ContainerParser, PacketLocating {
         var found = false
         var high: Int64?
         if let (packet, _) = packet(forFrame: frame), indexIsWhole || packet < Int64(offsets.count) {
-            low = (offsets[Int(packet)], framesBefore[Int(packet)])
+            low = (offsets[Int(packet)], framesBefore.frames(beforePacket: packet) ?? 0)
             found = true
             if Int(packet) + 1 < offsets.count { high = offsets[Int(packet) + 1] }
         }
@@ -388,7 +388,7 @@ final class FLACParser: ContainerParser, PacketLocating {
         if let (packet, _) = packet(forFrame: sample), indexIsWhole, packet < Int64(offsets.count), offsets[Int(packet)] == offset {
             // A frame already read: the index stays whole from there.
             offsets.removeSubrange(Int(packet)...)
-            framesBefore.removeSubrange((Int(packet) + 1)...)
+            framesBefore.removeAll(from: Int(packet))
             out.nextPacketIndex = packet
         } else {
             indexIsWhole = false
@@ -409,18 +409,7 @@ final class FLACParser: ContainerParser, PacketLocating {
         return AudioFileStreamSeekResult(byteOffset: offsets[Int(packet)], isEstimated: false)
     }
 
-    func frames(beforePacket packet: Int64) -> Int64? {
-        guard packet >= 0, packet < Int64(framesBefore.count) else { return nil }
-        return framesBefore[Int(packet)]
-    }
+    func frames(beforePacket packet: Int64) -> Int64? { framesBefore.frames(beforePacket: packet) }
 
-    func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
-        guard frame >= 0, let total = framesBefore.last, frame < total else { return nil }
-        var low = 0, high = framesBefore.count - 1
-        while low + 1 < high {
-            let middle = (low + high) / 2
-            if framesBefore[middle] <= frame { low = middle } else { high = middle }
-        }
-        return (Int64(low), Int(frame - framesBefore[low]))
-    }
+    func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? { framesBefore.packet(forFrame: frame) }
 }

@@ -552,8 +552,8 @@ final class MP4Parser: ContainerParser, PacketLocating {
             if timescale != OpusHeader.decodingRate { frameScale = Double(OpusHeader.decodingRate) / Double(timescale) }
         case "fLaC":
             // FLAC in ISOBMFF: dfLa holds the metadata blocks (headers included), STREAMINFO first.
-            guard let box = try boxes(body, entry.body, base: base).first(where: { $0.type == "dfLa" }), box.body.count >= 4 + 4 + 34,
-                  body[box.body.lowerBound + 4] & 0x7F == 0, let info = FLACStreamInfo(Array(body[(box.body.lowerBound + 8)..<box.body.upperBound])) else {
+            guard let box = try boxes(body, entry.body, base: base).first(where: { $0.type == "dfLa" }),
+                  let info = FLACStreamInfo(magicCookie: Array(body[box.body])) else {
                 throw AudioFileStreamError(.invalidData, .mp4, entry.start, "the fLaC sample entry has no dfLa box with a STREAMINFO block")
             }
             cookie = info.magicCookie

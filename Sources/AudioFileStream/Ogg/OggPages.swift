@@ -96,8 +96,6 @@ struct OggPacketAssembler {
     private var partial: [UInt32: [UInt8]] = [:]
     /// Next page sequence number expected per serial (a gap loses the packet in progress).
     private var nextSequence: [UInt32: UInt32] = [:]
-    /// Pages whose continued packet had no start (after a gap, or at the start of a cut stream).
-    private(set) var orphanedContinuations = 0
 
     /// The bytes of the first packet that starts on `page` (the whole packet when it ends there).
     static func firstPacket(of page: OggPage) -> [UInt8] {
@@ -117,12 +115,7 @@ struct OggPacketAssembler {
         }
         nextSequence[page.serial] = page.sequence &+ 1
         var packets: [OggPacket] = []
-        var current: [UInt8]
-        if page.continued {
-            if let begun = partial[page.serial] { current = begun } else { current = []; orphanedContinuations += 1 }
-        } else {
-            current = []
-        }
+        var current = page.continued ? partial[page.serial] ?? [] : []
         var orphan = page.continued && partial[page.serial] == nil
         partial[page.serial] = nil
         var at = 0

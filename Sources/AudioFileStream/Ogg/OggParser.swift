@@ -39,7 +39,7 @@ final class OggParser: ContainerParser {
     private var skippedStreams: [UInt32: String] = [:]
     private var reportedSkips = 0
     /// Decoded frames before each packet (one more entry than packets).
-    private var framesBefore: [Int64] = [0]
+    private var framesBefore = CumulativeFrames()
     private var links: [AudioStreamLink] = []
     /// Bytes the pages' packets took (for the bit rate) and the frames they decoded to.
     private var packetBytes: Int64 = 0
@@ -143,7 +143,7 @@ final class OggParser: ContainerParser {
     private func ready(_ link: inout Current, _ out: StreamOutput) throws {
         let mapping = link.mapping
         let format = mapping.format
-        let described = AudioStreamLink(index: links.count, firstPacket: out.nextPacketIndex, firstFrame: framesBefore[framesBefore.count - 1],
+        let described = AudioStreamLink(index: links.count, firstPacket: out.nextPacketIndex, firstFrame: framesBefore.total,
                                         format: format, magicCookie: mapping.magicCookie, channelLayout: mapping.channelLayout,
                                         metadata: mapping.metadata, primingFrames: mapping.headerPriming)
         link.link = described
@@ -213,7 +213,7 @@ final class OggParser: ContainerParser {
         if endsLink { try end(&link, at: page.offset, out) }
         for (packet, count) in zip(packets, frames) {
             out.emitPacket(packet, frames: count, fileOffset: page.offset)
-            if indexIsWhole { framesBefore.append(framesBefore[framesBefore.count - 1] + Int64(count)) }
+            if indexIsWhole { framesBefore.append(count) }
             packetBytes += Int64(packet.count)
             parsedFrames += Int64(count)
             parsedPackets += 1
@@ -280,14 +280,14 @@ final class OggParser: ContainerParser {
         // After a seek by granule position the packets read are not the whole stream: nothing to count.
         guard indexIsWhole else { return }
         if var table = out.packetTableInfo {
-            let total = framesBefore[framesBefore.count - 1]
+            let total = framesBefore.total
             table.remainderFrames = Int(max(total - Int64(table.primingFrames) - table.validFrames, 0))
             out.packetTableInfo = table
             out.announce(.packetTableInfo)
         }
-        out.audioDataPacketCount = Int64(framesBefore.count - 1)
+        out.audioDataPacketCount = Int64(framesBefore.count)
         out.announce(.audioDataPacketCount)
-        let seconds = Double(framesBefore[framesBefore.count - 1]) / max(out.dataFormat?.sampleRate ?? 1, 1)
+        let seconds = Double(framesBefore.total) / max(out.dataFormat?.sampleRate ?? 1, 1)
         if out.bitRate == nil, seconds > 0 {
             out.bitRate = Int(Double(packetBytes * 8) / seconds)
             out.announce(.bitRate)
@@ -307,7 +307,7 @@ final class OggParser: ContainerParser {
         assembler = OggPacketAssembler()
         current = nil
         skippedStreams = [:]
-        framesBefore = [0]
+        framesBefore = CumulativeFrames()
         links = []
         indexIsWhole = true
         resumePage = nil
@@ -371,25 +371,17 @@ final class OggParser: ContainerParser {
 
     func frames(beforePacket packet: Int64) -> Int64? {
         guard packet >= 0 else { return nil }
-        if packet < Int64(framesBefore.count) { return framesBefore[Int(packet)] }
         // Beyond the packets read: estimated (a seek by granule finds the real place).
-        guard let last = framesBefore.last else { return nil }
-        return last + (packet - Int64(framesBefore.count - 1)) * averageFramesPerPacket
+        return framesBefore.frames(beforePacket: packet)
+            ?? framesBefore.total + (packet - Int64(framesBefore.count)) * averageFramesPerPacket
     }
 
     func packet(forFrame frame: Int64) -> (packet: Int64, frameOffset: Int)? {
-        guard frame >= 0, let total = framesBefore.last else { return nil }
-        guard frame < total else {
-            // Beyond the packets read: an estimate.
-            let average = averageFramesPerPacket
-            return (Int64(framesBefore.count - 1) + (frame - total) / average, Int((frame - total) % average))
-        }
-        var low = 0, high = framesBefore.count - 1
-        while low + 1 < high {
-            let middle = (low + high) / 2
-            if framesBefore[middle] <= frame { low = middle } else { high = middle }
-        }
-        return (Int64(low), Int(frame - framesBefore[low]))
+        guard frame >= 0 else { return nil }
+        if let found = framesBefore.packet(forFrame: frame) { return found }
+        // Beyond the packets read: an estimate.
+        let past = frame - framesBefore.total, average = averageFramesPerPacket
+        return (Int64(framesBefore.count) + past / average, Int(past % average))
     }
 }
 

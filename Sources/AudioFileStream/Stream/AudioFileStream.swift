@@ -272,7 +272,7 @@ public final class AudioFileStream {
 
     /// The first whole page of logical stream `serial` in `bytes` (any page when nil) that carries
     /// a granule position: its offset in `bytes`, its granule position and its length.
-    public static func oggPage(in bytes: [UInt8], serial: UInt32?) -> (offset: Int, granule: Int64, length: Int)? {
+    static func oggPage(in bytes: [UInt8], serial: UInt32?) -> (offset: Int, granule: Int64, length: Int)? {
         let input = ByteInput()
         bytes.withUnsafeBytes { input.append($0) }
         var reader = OggPageReader()

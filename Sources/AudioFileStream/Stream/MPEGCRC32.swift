@@ -9,22 +9,12 @@ enum MPEGCRC32 {
     }
 
     /// An MPEG-2 section's CRC (initial value all ones).
-    static func checksum(_ bytes: [UInt8]) -> UInt32 { checksum(bytes[...], initial: 0xFFFF_FFFF) }
+    static func checksum(_ bytes: [UInt8]) -> UInt32 { bytes.withUnsafeBytes { checksum($0, initial: 0xFFFF_FFFF) } }
 
     /// The CRC of `bytes` from `initial`, the bytes at the indices in `zeroing` taken as 0.
     static func checksum(_ bytes: UnsafeRawBufferPointer, initial: UInt32, zeroing: Range<Int> = 0..<0) -> UInt32 {
         var crc = initial
         for index in 0..<bytes.count {
-            let byte = zeroing.contains(index) ? 0 : bytes[index]
-            crc = (crc << 8) ^ table[Int((crc >> 24) ^ UInt32(byte))]
-        }
-        return crc
-    }
-
-    /// The CRC of `bytes` from `initial`, the bytes at the indices in `zeroing` taken as 0.
-    static func checksum(_ bytes: ArraySlice<UInt8>, initial: UInt32, zeroing: Range<Int> = 0..<0) -> UInt32 {
-        var crc = initial
-        for index in bytes.indices {
             let byte = zeroing.contains(index) ? 0 : bytes[index]
             crc = (crc << 8) ^ table[Int((crc >> 24) ^ UInt32(byte))]
         }

@@ -5,11 +5,13 @@ import BufferQueue
 /// Packets a streaming source has parsed and not yet handed to its reader: compressed ones one by
 /// one (with their variable frame count), PCM in runs of whole packets.
 struct PendingPackets {
-    /// Packets; a break is an item of -1 frames, a link's announcement one of -2 frames, a seek's
-    /// landing one of -3 (its frame in `resumes`).
-    private var items: [(data: [UInt8], variableFrames: Int?, frames: Int)] = []
-    private var links: [Int: AudioStreamLink] = [:]
-    private var resumes: [Int: Int64] = [:]
+    private enum Item {
+        /// A packet (PCM: a run of whole packets, `variableFrames` nil) and the frames it decodes to.
+        case packet(data: [UInt8], variableFrames: Int?, frames: Int)
+        /// What the reader is told at this point instead of packets: a break, a link, a seek's landing.
+        case marker(PacketRead)
+    }
+    private var items: [Item] = []
     private var head = 0
     /// Packet bytes and frames appended so far: the running average bit rate.
     private(set) var parsedBytes: Int64 = 0
@@ -18,28 +20,18 @@ struct PendingPackets {
     var isEmpty: Bool { head >= items.count }
 
     /// Marks a break: the packets after it are another encode (an HLS discontinuity); the reader
-    /// gets `.discontinuity` there. (A break is an item of -1 frames.)
-    mutating func appendBreak() {
-        items.append(([], nil, -1))
-    }
+    /// gets `.discontinuity` there.
+    mutating func appendBreak() { items.append(.marker(.discontinuity)) }
 
     /// Marks where a link of a chained stream begins, or where its length became known (before
     /// its last packets): the reader gets `.link` there.
-    mutating func appendLink(_ link: AudioStreamLink) {
-        links[items.count] = link
-        items.append(([], nil, -2))
-    }
+    mutating func appendLink(_ link: AudioStreamLink) { items.append(.marker(.link(link))) }
 
     /// Marks where a seek by frame landed: the packets after it begin at decoded frame `frame`.
-    mutating func appendResume(atFrame frame: Int64) {
-        resumes[items.count] = frame
-        items.append(([], nil, -3))
-    }
+    mutating func appendResume(atFrame frame: Int64) { items.append(.marker(.resume(atFrame: frame))) }
 
     mutating func removeAll() {
         items.removeAll()
-        links.removeAll()
-        resumes.removeAll()
         head = 0
     }
 
@@ -61,7 +53,7 @@ struct PendingPackets {
             while start + size <= packets.data.count {
                 let end = min(start + perRun, packets.data.count / size * size)
                 let frames = (end - start) / size * max(perPacket, 1)
-                items.append((Array(packets.data[start..<end]), nil, frames))
+                items.append(.packet(data: Array(packets.data[start..<end]), variableFrames: nil, frames: frames))
                 parsedFrames += Int64(frames)
                 start = end
             }
@@ -71,7 +63,7 @@ struct PendingPackets {
             let start = description.startOffset, end = start + description.dataByteSize
             guard start >= 0, end <= packets.data.count else { continue }
             let frames = description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket * scale
-            items.append((Array(packets.data[start..<end]), description.variableFramesInPacket, frames))
+            items.append(.packet(data: Array(packets.data[start..<end]), variableFrames: description.variableFramesInPacket, frames: frames))
             parsedBytes += Int64(description.dataByteSize)
             parsedFrames += Int64(frames)
         }
@@ -82,39 +74,27 @@ struct PendingPackets {
     /// nil when none are pending.
     mutating func read(maxPackets: Int, maxBytes: Int) -> PacketRead? {
         guard head < items.count else { return nil }
-        if items[head].frames == -3 {
-            let frame = resumes.removeValue(forKey: head)
+        guard case .packet(_, let firstVariable, _) = items[head] else {
+            guard case .marker(let marker) = items[head] else { return nil }
             head += 1
-            return frame.map { .resume(atFrame: $0) } ?? read(maxPackets: maxPackets, maxBytes: maxBytes)
-        }
-        if items[head].frames == -2 {
-            let link = links.removeValue(forKey: head)
-            head += 1
-            return link.map { .link($0) } ?? read(maxPackets: maxPackets, maxBytes: maxBytes)
-        }
-        if items[head].frames < 0 {
-            head += 1
-            return .discontinuity
+            return marker
         }
         var data: [UInt8] = []
         var descriptions: [AudioPacketDescription] = []
         var frames = 0
-        let isPCM = items[head].variableFrames == nil
+        let isPCM = firstVariable == nil
         while head < items.count, descriptions.count < maxPackets || isPCM {
-            let packet = items[head]
-            guard packet.frames >= 0, (packet.variableFrames == nil) == isPCM, data.isEmpty || data.count + packet.data.count <= maxBytes else { break }
+            guard case .packet(let bytes, let variable, let count) = items[head], (variable == nil) == isPCM,
+                  data.isEmpty || data.count + bytes.count <= maxBytes else { break }
             if !isPCM {
-                descriptions.append(AudioPacketDescription(startOffset: data.count, variableFramesInPacket: packet.variableFrames ?? 0,
-                                                           dataByteSize: packet.data.count))
+                descriptions.append(AudioPacketDescription(startOffset: data.count, variableFramesInPacket: variable ?? 0, dataByteSize: bytes.count))
             }
-            data += packet.data
-            frames += packet.frames
+            data += bytes
+            frames += count
             head += 1
         }
         if head > 256 && head * 2 > items.count {
             items.removeFirst(head)
-            links = Dictionary(uniqueKeysWithValues: links.map { ($0.key - head, $0.value) })
-            resumes = Dictionary(uniqueKeysWithValues: resumes.map { ($0.key - head, $0.value) })
             head = 0
         }
         return .packets(data: data, descriptions: descriptions, frames: frames)

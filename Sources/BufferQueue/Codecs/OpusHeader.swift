@@ -21,8 +21,6 @@ public struct OpusHeader: Hashable, Sendable {
 
     /// The sample rate every Opus stream decodes at here.
     public static let decodingRate = 48_000
-    /// Samples an Ogg Opus seek decodes before its target so the decoder has converged (RFC 7845 §4.6: 80 ms).
-    public static let seekPreRollSamples = 3_840
 
     /// Reads an `OpusHead` packet; nil when it is not one, with `why` saying what is wrong.
     public init?(_ bytes: [UInt8], why: inout String) {
