@@ -20,14 +20,34 @@ struct AQRender: ParsableCommand {
         commandName: "aqrender",
         abstract: "Render an audio file offline through the queue to a WAV file, with exact gapless trims.")
 
-    enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case f32, s16 }
+    enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case f32, s16, s24 }
+
+    /// What the output holds, when not the default of its extension.
+    enum Codec: String, ExpressibleByArgument, CaseIterable {
+        case pcm, alac, ima4, imaadpcm = "ima-adpcm", ulaw, alaw
+
+        var formatID: AudioFormatID {
+            switch self {
+            case .pcm: return .linearPCM
+            case .alac: return .appleLossless
+            case .ima4: return .appleIMA4
+            case .imaadpcm: return .dviIntelIMA
+            case .ulaw: return .uLaw
+            case .alaw: return .aLaw
+            }
+        }
+    }
 
     @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711, PCM, FLAC, Opus or Vorbis in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS/FLAC/Ogg.")
     var input: String
-    @Argument(help: "The WAV file to write.")
+    @Argument(help: "The file to write; its extension names the container: .wav, .caf, .aif/.aiff, .aifc.")
     var output: String
-    @Option(help: "Sample format of the WAV: f32 (IEEE float) or s16.")
+    @Option(help: "Sample format of PCM output: f32 (IEEE float), s16 or s24 (also the bit depth of --codec alac).")
     var format: SampleFormat = .f32
+    @Option(help: "What the output holds: pcm (the default of .wav, .aif, .aifc), alac (the default of .caf), ima4 (CAF, AIFC), ima-adpcm (WAV), ulaw, alaw.")
+    var codec: Codec?
+    @Option(help: "Encoder quality, 0 (fastest) to 10 (smallest or best).")
+    var quality: Int?
     @Option(help: "Play the file this many times, joined without a gap.")
     var loops: Int = 1
     @Option(name: .customLong("sample-rate"), help: "Render at this rate in Hz (libsoxr, very high quality); frames = round(valid × loops × HZ / source rate).")
@@ -45,7 +65,18 @@ struct AQRender: ParsableCommand {
         guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1") }
         if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
         if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
+        if let quality, !(0...10).contains(quality) { throw ValidationError("--quality must be 0...10") }
+        if outputType == nil { throw ValidationError("\(output): the extension names no container written (.wav, .caf, .aif, .aiff, .aifc)") }
     }
+
+    /// The container the output's extension names; a name without one is a WAV (a pipe, /dev/stdout).
+    var outputType: AudioFileType? {
+        let name = output.split(separator: "/").last.map(String.init) ?? output
+        return name.contains(".") ? AudioFileWriter.fileType(forPath: output) : .wave
+    }
+
+    /// Whether the output goes through the encoding writer: anything but float or 16-bit PCM in a WAV.
+    var encodes: Bool { outputType != .wave || codec.map { $0 != .pcm } ?? false || format == .s24 }
 
     func run() throws {
         MPG123Decoder.register()
@@ -59,7 +90,10 @@ struct AQRender: ParsableCommand {
         let file: AudioFile
         do { file = try AudioFile(path: input) } catch { fail("\(input): \(error)") }
         let transforms = loops != 1 || sampleRate != nil || channels != nil || (timePitchOptions.rate ?? 1) != 1 || timePitchOptions.pitch != nil
-        if jobs > 1 && !transforms && outputIsFile {
+        if encodes {
+            if verbose { note("one thread: encoding \(output)") }
+            renderEncoding(file)
+        } else if jobs > 1 && !transforms && outputIsFile {
             renderConcurrently(file)
         } else {
             if verbose {
@@ -111,6 +145,64 @@ struct AQRender: ParsableCommand {
         }
         close(writer)
         progress?.finish()
+        finish(file, failure: failure, frames: renderer.framesRendered, converterError: renderer.lastConverterError)
+    }
+
+    /// The file's data format for the output's container and the options.
+    func dataFormat(rate: Double, channels: Int) -> AudioStreamDescription {
+        let type = outputType ?? .wave
+        let codec = self.codec ?? (type == .caf ? .alac : .pcm)
+        let bits = format == .s24 ? 24 : 16
+        guard codec == .pcm else {
+            return AudioStreamDescription(sampleRate: rate, formatID: codec.formatID, bytesPerPacket: 0, framesPerPacket: 0,
+                                          bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: codec == .alac ? bits : 0)
+        }
+        let bigEndian = type == .aiff || type == .aifc
+        if format == .f32 && type != .aiff { return .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: 32, isFloat: true, isBigEndian: bigEndian) }
+        return .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isBigEndian: bigEndian)
+    }
+
+    /// Renders into a writer that encodes (CAF, AIFF, compressed WAV): the rendered frames are the file's valid frames.
+    func renderEncoding(_ file: AudioFile) {
+        let renderer: AudioFileRenderer
+        do {
+            renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
+                                             playRate: timePitchOptions.rate, timePitch: timePitchOptions.algorithm,
+                                             pitch: timePitchOptions.pitch)
+        } catch {
+            fail("\(input): \(error)")
+        }
+        let rendered = renderer.outputFormat
+        let layout = file.channelLayout?.channelCount == rendered.channelsPerFrame ? file.channelLayout : nil
+        let writer: AudioFileWriter
+        do {
+            writer = try AudioFileWriter(path: output, fileType: outputType, format: dataFormat(rate: rendered.sampleRate, channels: rendered.channelsPerFrame),
+                                         clientFormat: rendered, clientLayout: layout, settings: AudioEncoderSettings(quality: quality))
+        } catch {
+            fail("\(output): \(error)")
+        }
+        let channels = rendered.channelsPerFrame
+        let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
+        var scratch = [Float](repeating: 0, count: 8192 * channels)
+        var failure: String?
+        do {
+            while true {
+                let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 8192) }
+                if n == 0 { break }
+                do {
+                    try scratch.withUnsafeBufferPointer { try writer.write(floats: UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
+                } catch {
+                    progress?.finish()
+                    fail("cannot write \(output): \(error)")
+                }
+                progress?.update(renderer.framesRendered)
+            }
+        } catch {
+            failure = "\(error)"
+        }
+        do { try writer.close() } catch { fail("cannot write \(output): \(error)") }
+        progress?.finish()
+        if verbose { note("wrote \(writer.dataFormat): \(writer.validFrames) valid frames + \(writer.primingFrames) priming + \(writer.remainderFrames) remainder") }
         finish(file, failure: failure, frames: renderer.framesRendered, converterError: renderer.lastConverterError)
     }
 

@@ -1,0 +1,109 @@
+import BufferQueue
+
+/// Writes a Core Audio Format file: `desc`, `chan` (channel descriptions), `kuki`, `data`, and after
+/// the data a `pakt` chunk (packet count, valid frames, priming, remainder, and the sizes — and
+/// frames — of packets that vary), as Apple's and ffmpeg's writers lay it out.
+///
+/// The `data` chunk's size is −1 until the end. A recording of constant-size packets (PCM,
+/// G.711, IMA4) is therefore playable whenever the process dies, as Apple's recorders leave it;
+/// packets of varying size need the `pakt` chunk written at the end.
+/// For a format of constant frames per packet the remainder counts to whole packets
+/// (`packets × framesPerPacket = priming + valid + remainder`), Apple's convention for ALAC.
+final class CAFWriter: ContainerWriter {
+    private let output: AudioFileOutput
+    private let stream: ContainerStream
+    private var cookieOffset: Int64?
+    private let dataSizeOffset: Int64
+    private let dataStart: Int64
+    private var packetCount: Int64 = 0
+    private var codedFrames: Int64 = 0
+    /// The packet table's entries: each packet's size and frames, as variable-length integers.
+    private var table = ByteWriter()
+    private let variableBytes: Bool
+    private let variableFrames: Bool
+
+    init(output: AudioFileOutput, stream: ContainerStream) throws {
+        self.output = output
+        self.stream = stream
+        let format = stream.format
+        variableBytes = format.bytesPerPacket == 0
+        variableFrames = format.framesPerPacket == 0
+        if (variableBytes || variableFrames) && !output.canSeek {
+            throw AudioFileWriterError(.unsupportedFormat, path: output.path,
+                "a CAF of \(format.formatID) packets needs its packet table after the data, which an output that cannot seek cannot have")
+        }
+        var header = ByteWriter()
+        header.tag("caff"); header.be16(1); header.be16(0)
+        header.tag("desc"); header.be64(Int64(32))
+        header.be64(format.sampleRate.bitPattern)
+        header.be32(format.formatID.rawValue)
+        if format.isLinearPCM {
+            // kCAFLinearPCMFormatFlagIsFloat, …IsLittleEndian.
+            header.be32((format.formatFlags.contains(.isFloat) ? 1 : 0) | (format.formatFlags.contains(.isBigEndian) ? 0 : 2))
+        } else {
+            header.be32(format.formatFlags.rawValue)
+        }
+        header.be32(format.bytesPerPacket); header.be32(format.framesPerPacket)
+        header.be32(format.channelsPerFrame); header.be32(format.bitsPerChannel)
+        if let layout = stream.channelLayout, layout.isLabelled, layout.channelCount == format.channelsPerFrame {
+            // kCAFChannelLayoutTag_UseChannelDescriptions: a label per channel, no coordinates.
+            header.tag("chan"); header.be64(Int64(12 + 20 * layout.channelCount))
+            header.be32(0); header.be32(0); header.be32(layout.channelCount)
+            for label in layout.channelLabels {
+                header.be32(label.rawValue); header.be32(0)
+                header.be32(0); header.be32(0); header.be32(0)
+            }
+        }
+        if let cookie = stream.magicCookie, !cookie.isEmpty {
+            header.tag("kuki"); header.be64(Int64(cookie.count))
+            cookieOffset = Int64(header.bytes.count)
+            header.append(cookie)
+        }
+        header.tag("data")
+        dataSizeOffset = Int64(header.bytes.count)
+        header.be64(Int64(-1))
+        header.be32(0)   // edit count
+        dataStart = Int64(header.bytes.count)
+        try output.append(header.bytes)
+    }
+
+    func append(_ packets: EncodedPackets) throws {
+        try output.append(packets.allBytes)
+        for packet in packets.packets {
+            if variableBytes { table.vlq(Int64(packet.byteCount)) }
+            if variableFrames { table.vlq(Int64(packet.frames)) }
+            codedFrames += Int64(packet.frames)
+        }
+        // Runs of constant-size packets (PCM) come as one entry.
+        packetCount += variableBytes || variableFrames ? Int64(packets.count)
+            : Int64(packets.byteCount / max(stream.format.bytesPerPacket, 1))
+    }
+
+    func checkpoint(_ totals: ContainerTotals) throws { try output.flush() }
+
+    func finish(_ totals: ContainerTotals) throws {
+        let format = stream.format
+        let dataBytes = output.length - dataStart
+        let nominal = variableFrames ? codedFrames : packetCount * Int64(format.framesPerPacket)
+        let remainder = max(0, nominal - Int64(totals.primingFrames) - totals.validFrames)
+        let needsTable = variableBytes || variableFrames || totals.primingFrames > 0 || remainder > 0
+        if needsTable && !format.isLinearPCM {
+            var pakt = ByteWriter()
+            pakt.tag("pakt"); pakt.be64(Int64(24 + table.bytes.count))
+            pakt.be64(packetCount); pakt.be64(totals.validFrames)
+            pakt.be32(totals.primingFrames); pakt.be32(Int(remainder))
+            pakt.append(table.bytes)
+            if output.canSeek {
+                try output.append(pakt.bytes)
+            }
+        }
+        if output.canSeek {
+            var size = ByteWriter()
+            size.be64(dataBytes + 4)
+            try output.overwrite(size.bytes, at: dataSizeOffset)
+            if let cookieOffset, let cookie = totals.magicCookie, cookie.count == stream.magicCookie?.count {
+                try output.overwrite(cookie, at: cookieOffset)
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import Testing
+import AudioFileStream
+import AudioPlayback
+import BufferQueue
+import CodecTestSupport
+import TestSupport
+
+/// Every file the writer makes, read back by ffmpeg and by this library: the source's frame count,
+/// lossless formats bit for bit, lossy ones no further from the source than ffmpeg's own encode.
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): writer round trips skipped"))
+struct WriterRoundTripTests {
+    /// An odd-length source made by ffmpeg: `channels` at `rate`, as interleaved little-endian
+    /// integers of `bits` (16 or 32; 24-bit content is in 32-bit words).
+    static func source(channels: Int, rate: Int, bits: Int, frames: Int) async throws -> [UInt8] {
+        let tones = (0..<channels).map { "0.3*sin(2*PI*\(200 + 170 * $0)*t)+0.05*sin(2*PI*\(2500 + 300 * $0)*t)" }.joined(separator: "|")
+        let layout = [1: "mono", 2: "stereo", 6: "5.1"][channels] ?? "\(channels)c"
+        let ffmpeg = try #require(Where.tool("ffmpeg"))
+        var arguments = ["-v", "error", "-f", "lavfi", "-i", "aevalsrc=\(tones):s=\(rate):c=\(layout)",
+                         "-f", "lavfi", "-i", "anoisesrc=c=pink:r=\(rate):a=0.02:s=5",
+                         "-filter_complex", "[1]aformat=channel_layouts=\(layout)[n];[0][n]amix=inputs=2:normalize=0,aformat=sample_fmts=\(bits == 16 ? "s16" : "s32")",
+                         "-frames:a", "\(frames)", "-t", "\(Double(frames) / Double(rate) + 1)"]
+        if bits == 24 {
+            arguments += ["-c:a", "pcm_s32le", "-f", "s32le", "-"]
+        } else {
+            arguments += ["-c:a", "pcm_s\(bits)le", "-f", "s\(bits)le", "-"]
+        }
+        var data = [UInt8](try await run(ffmpeg, arguments))
+        let frameBytes = channels * (bits == 16 ? 2 : 4)
+        data = Array(data[0..<min(data.count, frames * frameBytes)])
+        if bits == 24 {
+            // 24 bits of content: the low byte of every word cleared.
+            for index in stride(from: 0, to: data.count, by: 4) { data[index] = 0 }
+        }
+        return data
+    }
+
+    static func write(_ path: String, source: [UInt8], channels: Int, rate: Int, bits: Int, format: AudioStreamDescription,
+                      layout: AudioChannelLayout? = nil) throws -> AudioFileWriter {
+        let client = AudioStreamDescription.linearPCM(sampleRate: Double(rate), channels: channels, bitsPerChannel: bits == 16 ? 16 : 32)
+        let writer = try AudioFileWriter(path: path, format: format, clientFormat: client, clientLayout: layout ?? .wave(channels: channels))
+        // In uneven pieces, as a recorder hands them over.
+        var offset = 0, piece = 1
+        while offset < source.count {
+            let end = min(source.count, offset + (997 * piece % 5000 + 1) * client.bytesPerFrame)
+            try source[offset..<end].withUnsafeBytes { try writer.write($0) }
+            offset = end
+            piece += 1
+        }
+        try writer.close()
+        return writer
+    }
+
+    static func compressed(_ id: AudioFormatID, bits: Int = 0) -> AudioStreamDescription {
+        AudioStreamDescription(sampleRate: 0, formatID: id, bytesPerPacket: 0, framesPerPacket: 0, bytesPerFrame: 0, channelsPerFrame: 0, bitsPerChannel: bits)
+    }
+
+    /// ffmpeg's decode as integers of the source's width, in WAVE's channel order.
+    static func ffmpegIntegers(_ path: String, bits: Int) async throws -> [UInt8] {
+        let ffmpeg = try #require(Where.tool("ffmpeg"))
+        let codec = bits == 16 ? "s16le" : "s32le"
+        return [UInt8](try await run(ffmpeg, ["-v", "error", "-i", path, "-c:a", "pcm_\(codec)", "-f", codec, "-"]))
+    }
+
+    struct Lossless: CustomTestStringConvertible, Sendable {
+        let file: String, channels: Int, rate: Int, bits: Int, id: AudioFormatID
+        var testDescription: String { "\(file) \(channels) ch \(rate) Hz \(bits)-bit" }
+    }
+
+    static let lossless: [Lossless] = [
+        Lossless(file: "alac.caf", channels: 2, rate: 44100, bits: 16, id: .appleLossless),
+        Lossless(file: "alac.caf", channels: 1, rate: 48000, bits: 24, id: .appleLossless),
+        Lossless(file: "alac.caf", channels: 6, rate: 44100, bits: 16, id: .appleLossless),
+        Lossless(file: "pcm.caf", channels: 6, rate: 48000, bits: 24, id: .linearPCM),
+        Lossless(file: "pcm.wav", channels: 6, rate: 44100, bits: 16, id: .linearPCM),
+        Lossless(file: "pcm.wav", channels: 1, rate: 48000, bits: 24, id: .linearPCM),
+        Lossless(file: "pcm.aif", channels: 2, rate: 44100, bits: 16, id: .linearPCM),
+        Lossless(file: "pcm.aifc", channels: 2, rate: 48000, bits: 24, id: .linearPCM),
+    ]
+
+    @Test(arguments: lossless)
+    func losslessFilesHoldTheSourceExactly(_ c: Lossless) async throws {
+        let frames = 44_321
+        let source = try await Self.source(channels: c.channels, rate: c.rate, bits: c.bits, frames: frames)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent(c.file).path
+        let big = c.file.hasSuffix(".aif") || c.file.hasSuffix(".aifc")
+        let format = c.id == .linearPCM
+            ? AudioStreamDescription.linearPCM(sampleRate: Double(c.rate), channels: c.channels, bitsPerChannel: c.bits, isBigEndian: big)
+            : Self.compressed(c.id, bits: c.bits)
+        let writer = try Self.write(path, source: source, channels: c.channels, rate: c.rate, bits: c.bits, format: format)
+        #expect(writer.validFrames == Int64(frames))
+
+        // ffmpeg: the source's integers (its channel order is WAVE's; our ALAC 5.1 is stored in
+        // ALAC's order and says so, which ffmpeg maps back).
+        let reference = try await Self.ffmpegIntegers(path, bits: c.bits)
+        #expect(reference.count == source.count, "ffmpeg decodes \(reference.count) bytes, the source has \(source.count)")
+        #expect(reference == source, "ffmpeg's decode differs from the source")
+
+        // This library: the frame count, and the source's values.
+        let (ours, format2, _) = try await rendered(path)
+        #expect(format2.channelsPerFrame == c.channels)
+        #expect(ours.count == frames * c.channels, "\(ours.count / c.channels) frames rendered, \(frames) written")
+        let file = try AudioFile(path: path)
+        let order = file.channelLayout?.waveOrder?.source ?? Array(0..<c.channels)
+        let scale = Float(sign: .plus, exponent: -(c.bits == 16 ? 15 : 31), significand: 1)
+        var differing = 0
+        source.withUnsafeBytes { raw in
+            for frame in 0..<min(frames, ours.count / c.channels) {
+                for channel in 0..<c.channels {
+                    let value: Float = c.bits == 16
+                        ? Float(raw.loadUnaligned(fromByteOffset: 2 * (frame * c.channels + channel), as: Int16.self))
+                        : Float(raw.loadUnaligned(fromByteOffset: 4 * (frame * c.channels + channel), as: Int32.self) >> 8) * 256
+                    if ours[frame * c.channels + order[channel]] != value * scale { differing += 1 }
+                }
+            }
+        }
+        #expect(differing == 0, "\(differing) samples differ from the source")
+    }
+
+    struct Lossy: CustomTestStringConvertible, Sendable {
+        let file: String, id: AudioFormatID, ffmpegCodec: String
+        /// Frames ffmpeg plays past the source's end: it ignores WAV's fact and CAF's remainder
+        /// for ADPCM, and AIFC has no place for it.
+        let ffmpegPadding: Bool, ourPadding: Bool
+        var testDescription: String { file }
+    }
+
+    static let lossy: [Lossy] = [
+        Lossy(file: "ulaw.wav", id: .uLaw, ffmpegCodec: "pcm_mulaw", ffmpegPadding: false, ourPadding: false),
+        Lossy(file: "alaw.caf", id: .aLaw, ffmpegCodec: "pcm_alaw", ffmpegPadding: false, ourPadding: false),
+        Lossy(file: "ulaw.aifc", id: .uLaw, ffmpegCodec: "pcm_mulaw", ffmpegPadding: false, ourPadding: false),
+        Lossy(file: "ima4.caf", id: .appleIMA4, ffmpegCodec: "adpcm_ima_qt", ffmpegPadding: true, ourPadding: false),
+        Lossy(file: "ima4.aifc", id: .appleIMA4, ffmpegCodec: "adpcm_ima_qt", ffmpegPadding: true, ourPadding: true),
+        Lossy(file: "ima.wav", id: .dviIntelIMA, ffmpegCodec: "adpcm_ima_wav", ffmpegPadding: true, ourPadding: false),
+    ]
+
+    @Test(arguments: lossy)
+    func lossyFilesHaveTheSourceLengthAndFFmpegsQuality(_ c: Lossy) async throws {
+        let frames = 30_011, rate = 44100
+        let source = try await Self.source(channels: 2, rate: rate, bits: 16, frames: frames)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent(c.file).path
+        let writer = try Self.write(path, source: source, channels: 2, rate: rate, bits: 16, format: Self.compressed(c.id))
+        #expect(writer.validFrames == Int64(frames))
+        let perPacket = writer.dataFormat.framesPerPacket
+        let padded = (frames + perPacket - 1) / perPacket * perPacket
+
+        let theirs = try await ffmpegFloats(path)
+        #expect(theirs.count / 2 == (c.ffmpegPadding ? padded : frames), "ffmpeg plays \(theirs.count / 2) frames")
+        let (ours, _, _) = try await rendered(path)
+        #expect(ours.count / 2 == (c.ourPadding ? padded : frames), "\(ours.count / 2) frames rendered, \(frames) written")
+        let compared = min(ours.count, theirs.count, frames * 2)
+        let differing = zip(ours[0..<compared], theirs[0..<compared]).filter { $0 != $1 }.count
+        #expect(differing == 0, "our decode and ffmpeg's differ in \(differing) samples")
+
+        // ffmpeg's own encode of the same source, decoded by ffmpeg, as the yardstick.
+        let ffmpeg = try #require(Where.tool("ffmpeg"))
+        let raw = directory.appendingPathComponent("source.raw")
+        try Data(source).write(to: raw)
+        let reference = directory.appendingPathComponent("ffmpeg-" + c.file).path
+        _ = try await run(ffmpeg, ["-v", "error", "-f", "s16le", "-ar", "\(rate)", "-ac", "2", "-i", raw.path, "-c:a", c.ffmpegCodec, reference])
+        let yardstick = try await ffmpegFloats(reference)
+        let original = source.withUnsafeBytes { $0.bindMemory(to: Int16.self).map { Float($0) / 32768 } }
+        for channel in 0..<2 {
+            func plane(_ samples: [Float]) -> [Float] { stride(from: channel, to: min(samples.count, frames * 2), by: 2).map { samples[$0] } }
+            let ourDistance = logSpectralDistance(plane(original), plane(ours))
+            let theirDistance = logSpectralDistance(plane(original), plane(yardstick))
+            #expect(ourDistance <= theirDistance + 1, "channel \(channel): \(ourDistance) dB from the source; ffmpeg's encode \(theirDistance) dB")
+        }
+    }
+}
