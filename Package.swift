@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "OpusDecoder", targets: ["OpusDecoder"]),
         .library(name: "VorbisDecoder", targets: ["VorbisDecoder"]),
         .library(name: "FLACDecoder", targets: ["FLACDecoder"]),
+        .library(name: "FLACEncoder", targets: ["FLACEncoder"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
         .library(name: "ALSASink", targets: ["ALSASink"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
@@ -100,6 +101,11 @@ let package = Package(
             name: "FLACDecoder",
             dependencies: ["BufferQueue", "CFLAC"],
             path: "Sources/FLACDecoder"
+        ),
+        .target(
+            name: "FLACEncoder",
+            dependencies: ["BufferQueue", "CFLAC"],
+            path: "Sources/FLACEncoder"
         ),
         .systemLibrary(
             name: "CPulseAudio",
@@ -192,7 +198,8 @@ let package = Package(
             name: "aqrender",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "RubberBandTimePitch", "ExampleOptions", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "FLACEncoder", "RubberBandTimePitch", "ExampleOptions",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
         ),
@@ -260,7 +267,7 @@ let package = Package(
         .testTarget(
             name: "CodecTests",
             dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                           "CodecTestSupport", "TestSupport"],
+                           "FLACEncoder", "CodecTestSupport", "TestSupport"],
             path: "Tests/CodecTests"
         ),
         .testTarget(

@@ -6,6 +6,7 @@ import BufferQueue
 import ExampleOptions
 import FAADDecoder
 import FLACDecoder
+import FLACEncoder
 import OpenCoreAMRDecoder
 import Foundation
 import MPG123Decoder
@@ -24,12 +25,13 @@ struct AQRender: ParsableCommand {
 
     /// What the output holds, when not the default of its extension.
     enum Codec: String, ExpressibleByArgument, CaseIterable {
-        case pcm, alac, ima4, imaadpcm = "ima-adpcm", ulaw, alaw
+        case pcm, alac, flac, ima4, imaadpcm = "ima-adpcm", ulaw, alaw
 
         var formatID: AudioFormatID {
             switch self {
             case .pcm: return .linearPCM
             case .alac: return .appleLossless
+            case .flac: return .flac
             case .ima4: return .appleIMA4
             case .imaadpcm: return .dviIntelIMA
             case .ulaw: return .uLaw
@@ -40,11 +42,11 @@ struct AQRender: ParsableCommand {
 
     @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711, PCM, FLAC, Opus or Vorbis in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS/FLAC/Ogg.")
     var input: String
-    @Argument(help: "The file to write; its extension names the container: .wav, .caf, .aif/.aiff, .aifc.")
+    @Argument(help: "The file to write; its extension names the container: .wav, .caf, .aif/.aiff, .aifc, .flac.")
     var output: String
-    @Option(help: "Sample format of PCM output: f32 (IEEE float), s16 or s24 (also the bit depth of --codec alac).")
-    var format: SampleFormat = .f32
-    @Option(help: "What the output holds: pcm (the default of .wav, .aif, .aifc), alac (the default of .caf), ima4 (CAF, AIFC), ima-adpcm (WAV), ulaw, alaw.")
+    @Option(help: "Sample format of PCM output: f32 (IEEE float, the default), s16 or s24; the bit depth of ALAC and FLAC (default: the source's, else 16).")
+    var format: SampleFormat?
+    @Option(help: "What the output holds: pcm (the default of .wav, .aif, .aifc), alac (the default of .caf), flac (of .flac), ima4 (CAF, AIFC), ima-adpcm (WAV), ulaw, alaw.")
     var codec: Codec?
     @Option(help: "Encoder quality, 0 (fastest) to 10 (smallest or best).")
     var quality: Int?
@@ -66,7 +68,7 @@ struct AQRender: ParsableCommand {
         if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
         if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
         if let quality, !(0...10).contains(quality) { throw ValidationError("--quality must be 0...10") }
-        if outputType == nil { throw ValidationError("\(output): the extension names no container written (.wav, .caf, .aif, .aiff, .aifc)") }
+        if outputType == nil { throw ValidationError("\(output): the extension names no container written (.wav, .caf, .aif, .aiff, .aifc, .flac)") }
     }
 
     /// The container the output's extension names; a name without one is a WAV (a pipe, /dev/stdout).
@@ -78,6 +80,14 @@ struct AQRender: ParsableCommand {
     /// Whether the output goes through the encoding writer: anything but float or 16-bit PCM in a WAV.
     var encodes: Bool { outputType != .wave || codec.map { $0 != .pcm } ?? false || format == .s24 }
 
+    /// The bit depth of the source's samples where its format says (PCM, FLAC, ALAC).
+    func sourceBits(_ file: AudioFile) -> Int? {
+        let format = file.dataFormat
+        if format.formatID == .appleLossless { return file.magicCookie.flatMap(ALACSpecificConfig.init(cookie:))?.bitDepth }
+        if format.formatFlags.contains(.isFloat) { return 24 }
+        return (8...32).contains(format.bitsPerChannel) ? max(format.bitsPerChannel, 16) : nil
+    }
+
     func run() throws {
         MPG123Decoder.register()
         FAADDecoder.register()
@@ -85,6 +95,7 @@ struct AQRender: ParsableCommand {
         OpusDecoder.register()
         VorbisDecoder.register()
         FLACDecoder.register()
+        FLACEncoder.register()
         SoxrConverter.register()
         RubberBandTimePitch.register()
         let file: AudioFile
@@ -149,16 +160,18 @@ struct AQRender: ParsableCommand {
     }
 
     /// The file's data format for the output's container and the options.
-    func dataFormat(rate: Double, channels: Int) -> AudioStreamDescription {
+    func dataFormat(rate: Double, channels: Int, sourceBits: Int?) -> AudioStreamDescription {
         let type = outputType ?? .wave
-        let codec = self.codec ?? (type == .caf ? .alac : .pcm)
-        let bits = format == .s24 ? 24 : 16
+        let codec = self.codec ?? (type == .caf ? .alac : type == .flac ? .flac : .pcm)
+        let bits = format == .s24 ? 24 : format == .s16 ? 16 : 16
         guard codec == .pcm else {
+            var lossless = format == .s24 ? 24 : format == .s16 ? 16 : sourceBits ?? 16
+            if codec == .alac && ![16, 20, 24, 32].contains(lossless) { lossless = lossless <= 16 ? 16 : 24 }
             return AudioStreamDescription(sampleRate: rate, formatID: codec.formatID, bytesPerPacket: 0, framesPerPacket: 0,
-                                          bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: codec == .alac ? bits : 0)
+                                          bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: codec == .alac || codec == .flac ? lossless : 0)
         }
         let bigEndian = type == .aiff || type == .aifc
-        if format == .f32 && type != .aiff { return .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: 32, isFloat: true, isBigEndian: bigEndian) }
+        if (format ?? .f32) == .f32 && type != .aiff { return .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: 32, isFloat: true, isBigEndian: bigEndian) }
         return .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isBigEndian: bigEndian)
     }
 
@@ -176,8 +189,9 @@ struct AQRender: ParsableCommand {
         let layout = file.channelLayout?.channelCount == rendered.channelsPerFrame ? file.channelLayout : nil
         let writer: AudioFileWriter
         do {
-            writer = try AudioFileWriter(path: output, fileType: outputType, format: dataFormat(rate: rendered.sampleRate, channels: rendered.channelsPerFrame),
-                                         clientFormat: rendered, clientLayout: layout, settings: AudioEncoderSettings(quality: quality))
+            writer = try AudioFileWriter(path: output, fileType: outputType, format: dataFormat(rate: rendered.sampleRate, channels: rendered.channelsPerFrame, sourceBits: sourceBits(file)),
+                                         clientFormat: rendered, clientLayout: layout, settings: AudioEncoderSettings(quality: quality),
+                                         expectedFrames: renderer.expectedFrames ?? file.totalFrames * Int64(loops))
         } catch {
             fail("\(output): \(error)")
         }
@@ -241,7 +255,7 @@ struct AQRender: ParsableCommand {
     /// puts multichannel audio in WAVE's order with a channel mask.
     func makeWriter(_ format: AudioStreamDescription, layout: AudioChannelLayout?) -> WAVFileWriter {
         do {
-            return try WAVFileWriter(path: output, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame, float: self.format == .f32,
+            return try WAVFileWriter(path: output, sampleRate: Int(format.sampleRate), channels: format.channelsPerFrame, float: (self.format ?? .f32) == .f32,
                                      channelLayout: layout?.channelCount == format.channelsPerFrame ? layout : nil)
         } catch {
             fail("\(error)")

@@ -4,6 +4,7 @@ import AudioFileStream
 import AudioPlayback
 import BufferQueue
 import CodecTestSupport
+import FLACEncoder
 import TestSupport
 
 /// Every file the writer makes, read back by ffmpeg and by this library: the source's frame count,
@@ -72,6 +73,10 @@ struct WriterRoundTripTests {
         Lossless(file: "alac.caf", channels: 1, rate: 48000, bits: 24, id: .appleLossless),
         Lossless(file: "alac.caf", channels: 6, rate: 44100, bits: 16, id: .appleLossless),
         Lossless(file: "pcm.caf", channels: 6, rate: 48000, bits: 24, id: .linearPCM),
+        Lossless(file: "flac.flac", channels: 2, rate: 44100, bits: 16, id: .flac),
+        Lossless(file: "flac.flac", channels: 6, rate: 48000, bits: 24, id: .flac),
+        Lossless(file: "flac.flac", channels: 1, rate: 48000, bits: 16, id: .flac),
+        Lossless(file: "flac.caf", channels: 2, rate: 48000, bits: 24, id: .flac),
         Lossless(file: "pcm.wav", channels: 6, rate: 44100, bits: 16, id: .linearPCM),
         Lossless(file: "pcm.wav", channels: 1, rate: 48000, bits: 24, id: .linearPCM),
         Lossless(file: "pcm.aif", channels: 2, rate: 44100, bits: 16, id: .linearPCM),
@@ -90,8 +95,16 @@ struct WriterRoundTripTests {
         let format = c.id == .linearPCM
             ? AudioStreamDescription.linearPCM(sampleRate: Double(c.rate), channels: c.channels, bitsPerChannel: c.bits, isBigEndian: big)
             : Self.compressed(c.id, bits: c.bits)
+        FLACEncoder.register()
         let writer = try Self.write(path, source: source, channels: c.channels, rate: c.rate, bits: c.bits, format: format)
         #expect(writer.validFrames == Int64(frames))
+        if c.file.hasSuffix(".flac"), let flac = Where.tool("flac"), let metaflac = Where.tool("metaflac") {
+            // The reference decoder checks the MD5 the writer put back; STREAMINFO counts the frames.
+            let test = try await runTool(flac, ["-t", "-s", path])
+            #expect(test.status == 0, "flac -t: \(String(decoding: test.errorOutput, as: UTF8.self))")
+            let total = String(decoding: try await run(metaflac, ["--show-total-samples", path]), as: UTF8.self)
+            #expect(total.trimmingCharacters(in: .whitespacesAndNewlines) == "\(frames)")
+        }
 
         // ffmpeg: the source's integers (its channel order is WAVE's; our ALAC 5.1 is stored in
         // ALAC's order and says so, which ffmpeg maps back).

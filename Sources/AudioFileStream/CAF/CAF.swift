@@ -301,13 +301,21 @@ final class CAFParser: ContainerParser, PacketLocating {
         if !packetSizes.isEmpty && nextPacket < packetSizes.count {
             throw AudioFileStreamError(.truncated, .caf, input.position, "pakt lists \(packetSizes.count) packets but the stream ends after \(nextPacket)")
         }
-        // FLAC frames say how many samples they hold; a pakt that counts more (ffmpeg writes an
-        // average frame count as constant) is corrected to them.
+        // FLAC frames say how many samples they hold. A pakt whose remainder counts to whole
+        // packets of the nominal size (Apple's convention, which this library writes) keeps its
+        // valid frames, the remainder made what the short last frame leaves; one that counts
+        // more valid frames than the frames hold (ffmpeg writes an average frame count as
+        // constant) is corrected to them.
         if format?.formatID == .flac, nextPacket == packetSizes.count, var table = out.packetTableInfo,
            Int64(table.primingFrames) + table.validFrames + Int64(table.remainderFrames) != emittedFrames {
-            out.warn(AudioFileStreamError(.invalidData, .caf, 0,
-                "the pakt counts \(Int64(table.primingFrames) + table.validFrames + Int64(table.remainderFrames)) frames but the FLAC frames hold \(emittedFrames); the frames are played"))
-            table.validFrames = max(emittedFrames - Int64(table.primingFrames) - Int64(table.remainderFrames), 0)
+            if Int64(table.primingFrames) + table.validFrames <= emittedFrames {
+                table.remainderFrames = Int(emittedFrames - Int64(table.primingFrames) - table.validFrames)
+            } else {
+                out.warn(AudioFileStreamError(.invalidData, .caf, 0,
+                    "the pakt counts \(Int64(table.primingFrames) + table.validFrames) frames but the FLAC frames hold \(emittedFrames); the frames are played"))
+                table.validFrames = max(emittedFrames - Int64(table.primingFrames), 0)
+                table.remainderFrames = 0
+            }
             out.packetTableInfo = table
             out.announce(.packetTableInfo)
         }

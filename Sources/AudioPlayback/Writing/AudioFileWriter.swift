@@ -9,6 +9,7 @@ import BufferQueue
 /// Containers and what they carry:
 /// - CAF (`.caf`): any format the encoders make; `pakt` with priming, remainder and valid frames,
 ///   `kuki`, `chan`. The `data` size stays −1 until ``close()``, as Apple's recorders leave it.
+/// - FLAC (`.flac`): STREAMINFO (total samples and MD5 filled in at the end), a seek table.
 /// - WAV (`.wav`), AIFF (`.aif`, `.aiff`), AIFC (`.aifc`): PCM, G.711, IMA ADPCM; WAV's `fact`
 ///   counts the valid frames of compressed data.
 ///
@@ -46,12 +47,13 @@ public final class AudioFileWriter {
         case "wav", "wave": return .wave
         case "aif", "aiff": return .aiff
         case "aifc": return .aifc
+        case "flac": return .flac
         default: return nil
         }
     }
 
     /// The file types this writer writes.
-    public static let writableTypes: [AudioFileType] = [.caf, .wave, .aiff, .aifc]
+    public static let writableTypes: [AudioFileType] = [.caf, .wave, .aiff, .aifc, .flac]
 
     /// - Parameters:
     ///   - path: the file to create (an existing one is replaced).
@@ -63,13 +65,15 @@ public final class AudioFileWriter {
     ///     or the container's order, which the file then states.
     ///   - settings: bit rate, quality, packet size for the encoder.
     ///   - recording: keep the file playable as it grows (see the type's notes).
+    ///   - expectedFrames: about how many client frames will be written, when known: a FLAC file's
+    ///     seek table is sized for it.
     /// - Throws: ``AudioFileWriterError`` when the file cannot be created or the container does not
     ///   hold the format; ``AudioQueueError`` when no encoder makes it.
     public init(path: String, fileType: AudioFileType? = nil, format: AudioStreamDescription, clientFormat: AudioStreamDescription,
                 clientLayout: AudioChannelLayout? = nil, settings: AudioEncoderSettings = .init(), recording: Bool = false,
-                encoders: AudioEncoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
+                expectedFrames: Int64? = nil, encoders: AudioEncoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
         guard let type = fileType ?? Self.fileType(forPath: path) else {
-            throw AudioFileWriterError(.unsupportedFormat, path: path, "the file type is not given and the extension names none this writer writes (.caf, .wav, .aif, .aiff, .aifc)")
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "the file type is not given and the extension names none this writer writes (.caf, .wav, .aif, .aiff, .aifc, .flac)")
         }
         guard Self.writableTypes.contains(type) else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "\(type.displayName) files are not written")
@@ -93,6 +97,9 @@ public final class AudioFileWriter {
             case .caf: container = try CAFWriter(output: output, stream: stream)
             case .wave: container = try RIFFWriter(output: output, stream: stream, kind: .wav)
             case .aiff: container = try RIFFWriter(output: output, stream: stream, kind: .aiff)
+            case .flac:
+                let ratio = converter.outputFormat.sampleRate / max(clientFormat.sampleRate, 1)
+                container = try FLACWriter(output: output, stream: stream, expectedFrames: expectedFrames.map { Int64(Double($0) * ratio) })
             default: container = try RIFFWriter(output: output, stream: stream, kind: .aifc)
             }
         } catch {

@@ -54,7 +54,7 @@ final class CAFWriter: ContainerWriter {
                 header.be32(0); header.be32(0); header.be32(0)
             }
         }
-        if let cookie = stream.magicCookie, !cookie.isEmpty {
+        if let cookie = Self.cookie(stream.magicCookie, format: format), !cookie.isEmpty {
             header.tag("kuki"); header.be64(Int64(cookie.count))
             cookieOffset = Int64(header.bytes.count)
             header.append(cookie)
@@ -65,6 +65,14 @@ final class CAFWriter: ContainerWriter {
         header.be32(0)   // edit count
         dataStart = Int64(header.bytes.count)
         try output.append(header.bytes)
+    }
+
+    /// The cookie in the form CAF files carry it: FLAC's as a whole `dfLa` box (Apple's form,
+    /// which ffmpeg requires); the others as the encoder gives them.
+    static func cookie(_ cookie: [UInt8]?, format: AudioStreamDescription) -> [UInt8]? {
+        guard let cookie else { return nil }
+        if format.formatID == .flac, let info = FLACStreamInfo(magicCookie: cookie) { return info.dfLaBox }
+        return cookie
     }
 
     func append(_ packets: EncodedPackets) throws {
@@ -101,7 +109,8 @@ final class CAFWriter: ContainerWriter {
             var size = ByteWriter()
             size.be64(dataBytes + 4)
             try output.overwrite(size.bytes, at: dataSizeOffset)
-            if let cookieOffset, let cookie = totals.magicCookie, cookie.count == stream.magicCookie?.count {
+            if let cookieOffset, let cookie = Self.cookie(totals.magicCookie, format: format),
+               cookie.count == Self.cookie(stream.magicCookie, format: format)?.count {
                 try output.overwrite(cookie, at: cookieOffset)
             }
         }

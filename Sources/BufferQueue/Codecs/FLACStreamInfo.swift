@@ -44,8 +44,10 @@ public struct FLACStreamInfo: Hashable, Sendable {
         func isStreamInfoHeader(_ at: Int) -> Bool {
             cookie.count >= at + 4 + 34 && cookie[at] & 0x7F == 0 && cookie[at + 1] == 0 && cookie[at + 2] == 0 && cookie[at + 3] == 34
         }
-        // After `fLaC`, or after a dfLa box's version and flags (four zero bytes), or at once.
-        guard let start = [cookie.starts(with: Array("fLaC".utf8)) ? 4 : nil, isStreamInfoHeader(0) ? 0 : nil,
+        // After `fLaC`, after a whole dfLa box's header (size, type, version and flags: Apple's
+        // CAF cookie), after a dfLa box's version and flags (four zero bytes), or at once.
+        let wholeBox = cookie.count >= 12 && cookie[4..<8].elementsEqual("dfLa".utf8)
+        guard let start = [cookie.starts(with: Array("fLaC".utf8)) ? 4 : nil, wholeBox ? 12 : nil, isStreamInfoHeader(0) ? 0 : nil,
                            cookie.prefix(4).allSatisfy({ $0 == 0 }) ? 4 : nil].compactMap({ $0 }).first,
               isStreamInfoHeader(start) else { return nil }
         self.init(Array(cookie[(start + 4)..<(start + 38)]))
@@ -53,6 +55,13 @@ public struct FLACStreamInfo: Hashable, Sendable {
 
     /// The magic cookie of ``AudioFormatID/flac``: `fLaC` and this block as the last metadata block.
     public var magicCookie: [UInt8] { Array("fLaC".utf8) + [0x80, 0, 0, 34] + bytes }
+
+    /// An MP4 `dfLa` box holding this block as the only metadata block: an MP4 sample entry's
+    /// child, and the magic cookie Apple's CAF files carry.
+    public var dfLaBox: [UInt8] {
+        let size = 12 + 4 + bytes.count
+        return [0, 0, UInt8(size >> 8), UInt8(size & 0xFF)] + Array("dfLa".utf8) + [0, 0, 0, 0, 0x80, 0, 0, 34] + bytes
+    }
 
     /// The stream's format as packets of ``AudioFormatID/flac`` (frames per packet when constant).
     public var format: AudioStreamDescription {

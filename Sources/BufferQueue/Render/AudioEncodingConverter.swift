@@ -144,7 +144,12 @@ public final class AudioEncodingConverter {
         inputFrames += Int64(frames)
         let before = output.frameCount
         defer { packetFrames += Int64(output.frameCount - before) }
-        try process(UnsafeBufferPointer(rebasing: input[0..<(frames * clientChannels)]), into: output)
+        var done = 0
+        while done < frames {
+            let count = min(Self.blockFrames, frames - done)
+            try process(UnsafeBufferPointer(rebasing: input[(done * clientChannels)..<((done + count) * clientChannels)]), into: output)
+            done += count
+        }
     }
 
     /// Ends the stream: the resampler's and the encoder's tails, the last packet padded. The
@@ -161,7 +166,7 @@ public final class AudioEncodingConverter {
         isFinished = true
     }
 
-    /// Reorders, resamples and encodes float frames of the client's channel count.
+    /// Reorders, resamples and encodes float frames of the client's channel count (at most a block).
     private func process(_ samples: UnsafeBufferPointer<Float>, into output: EncodedPackets) throws {
         var source = samples
         if let reorder {
