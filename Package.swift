@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "VorbisDecoder", targets: ["VorbisDecoder"]),
         .library(name: "FLACDecoder", targets: ["FLACDecoder"]),
         .library(name: "FLACEncoder", targets: ["FLACEncoder"]),
+        .library(name: "OpusEncoder", targets: ["OpusEncoder"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
         .library(name: "ALSASink", targets: ["ALSASink"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
@@ -81,6 +82,11 @@ let package = Package(
             name: "OpusDecoder",
             dependencies: ["BufferQueue", "COpus"],
             path: "Sources/OpusDecoder"
+        ),
+        .target(
+            name: "OpusEncoder",
+            dependencies: ["BufferQueue", "COpus"],
+            path: "Sources/OpusEncoder"
         ),
         .systemLibrary(
             name: "CVorbis",
@@ -198,7 +204,7 @@ let package = Package(
             name: "aqrender",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "FLACEncoder", "RubberBandTimePitch", "ExampleOptions",
+                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "FLACEncoder", "OpusEncoder", "RubberBandTimePitch", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
@@ -267,7 +273,7 @@ let package = Package(
         .testTarget(
             name: "CodecTests",
             dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                           "FLACEncoder", "CodecTestSupport", "TestSupport"],
+                           "FLACEncoder", "OpusEncoder", "CodecTestSupport", "TestSupport"],
             path: "Tests/CodecTests"
         ),
         .testTarget(

@@ -5,6 +5,8 @@ import AudioPlayback
 import BufferQueue
 import CodecTestSupport
 import FLACEncoder
+import OpusEncoder
+import SoxrConverter
 import TestSupport
 
 /// Every file the writer makes, read back by ffmpeg and by this library: the source's frame count,
@@ -37,9 +39,10 @@ struct WriterRoundTripTests {
     }
 
     static func write(_ path: String, source: [UInt8], channels: Int, rate: Int, bits: Int, format: AudioStreamDescription,
-                      layout: AudioChannelLayout? = nil) throws -> AudioFileWriter {
+                      layout: AudioChannelLayout? = nil, settings: AudioEncoderSettings = .init()) throws -> AudioFileWriter {
         let client = AudioStreamDescription.linearPCM(sampleRate: Double(rate), channels: channels, bitsPerChannel: bits == 16 ? 16 : 32)
-        let writer = try AudioFileWriter(path: path, format: format, clientFormat: client, clientLayout: layout ?? .wave(channels: channels))
+        let writer = try AudioFileWriter(path: path, format: format, clientFormat: client, clientLayout: layout ?? .wave(channels: channels),
+                                         settings: settings)
         // In uneven pieces, as a recorder hands them over.
         var offset = 0, piece = 1
         while offset < source.count {
@@ -184,6 +187,67 @@ struct WriterRoundTripTests {
             let ourDistance = logSpectralDistance(plane(original), plane(ours))
             let theirDistance = logSpectralDistance(plane(original), plane(yardstick))
             #expect(ourDistance <= theirDistance + 1, "channel \(channel): \(ourDistance) dB from the source; ffmpeg's encode \(theirDistance) dB")
+        }
+    }
+
+    struct OpusCase: CustomTestStringConvertible, Sendable {
+        let channels: Int, rate: Int, bitRate: Int
+        var testDescription: String { "\(channels) ch \(rate) Hz \(bitRate / 1000) kbit/s" }
+    }
+
+    /// Opus decodes at 48 kHz: a source at another rate comes out resampled, with exactly
+    /// `round(N × 48 000 / rate)` frames, from opusdec, ffmpeg and this library alike.
+    @Test(arguments: [OpusCase(channels: 2, rate: 48000, bitRate: 64000), OpusCase(channels: 1, rate: 44100, bitRate: 48000),
+                      OpusCase(channels: 6, rate: 48000, bitRate: 192_000)])
+    func opusFilesHaveTheExactLengthAndLibopusQuality(_ c: OpusCase) async throws {
+        OpusEncoder.register()
+        SoxrConverter.register()
+        let frames = 40_013
+        let source = try await Self.source(channels: c.channels, rate: c.rate, bits: 16, frames: frames)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("out.opus").path
+        let writer = try Self.write(path, source: source, channels: c.channels, rate: c.rate, bits: 16, format: Self.compressed(.opus),
+                                    settings: AudioEncoderSettings(bitRate: c.bitRate))
+        let expected = Int((Double(frames) * 48000 / Double(c.rate)).rounded())
+        #expect(writer.validFrames == Int64(expected))
+
+        let theirs = try await ffmpegFloats(path)
+        #expect(theirs.count == expected * c.channels, "ffmpeg plays \(theirs.count / c.channels) frames, \(expected) expected")
+        if let opusdec = Where.tool("opusdec") {
+            let wav = directory.appendingPathComponent("opusdec.wav").path
+            _ = try await run(opusdec, ["--quiet", "--float", "--rate", "48000", path, wav])
+            let decoded = try await ffmpegFloats(wav)
+            #expect(decoded.count == expected * c.channels, "opusdec plays \(decoded.count / c.channels) frames, \(expected) expected")
+        }
+        let (ours, format, _) = try await rendered(path)
+        #expect(format.sampleRate == 48000)
+        #expect(ours.count == expected * c.channels, "\(ours.count / c.channels) frames rendered, \(expected) expected")
+
+        // ffmpeg's libopus encode at the same bit rate, decoded by ffmpeg, is the yardstick; both
+        // are measured against the source at 48 kHz as ffmpeg resamples it.
+        let ffmpeg = try #require(Where.tool("ffmpeg"))
+        let raw = directory.appendingPathComponent("source.raw")
+        try Data(source).write(to: raw)
+        let reference = directory.appendingPathComponent("ffmpeg.opus").path
+        let input = ["-v", "error", "-f", "s16le", "-ar", "\(c.rate)", "-ac", "\(c.channels)", "-i", raw.path]
+        _ = try await run(ffmpeg, input + ["-c:a", "libopus", "-b:a", "\(c.bitRate)", reference])
+        let yardstick = try await ffmpegFloats(reference)
+        let original48 = directory.appendingPathComponent("source48.wav").path
+        _ = try await run(ffmpeg, input + ["-ar", "48000", "-c:a", "pcm_f32le", original48])
+        let original = try await ffmpegFloats(original48)
+        // Our decode is in Vorbis order, as the file's layout says; ffmpeg's are in WAVE's.
+        let order = try AudioFile(path: path).channelLayout?.waveOrder?.source ?? Array(0..<c.channels)
+        for channel in 0..<c.channels {
+            func plane(_ samples: [Float], _ index: Int) -> [Float] {
+                stride(from: index, to: min(samples.count, expected * c.channels), by: c.channels).map { samples[$0] }
+            }
+            let ourDistance = logSpectralDistance(plane(original, channel), plane(ours, order[channel]))
+            let ffmpegReadingOurs = logSpectralDistance(plane(original, channel), plane(theirs, channel))
+            let theirDistance = logSpectralDistance(plane(original, channel), plane(yardstick, channel))
+            #expect(ourDistance <= theirDistance + 1, "channel \(channel): \(ourDistance) dB from the source; ffmpeg's libopus \(theirDistance) dB")
+            #expect(ffmpegReadingOurs <= theirDistance + 1, "channel \(channel) as ffmpeg decodes our file: \(ffmpegReadingOurs) dB")
         }
     }
 }

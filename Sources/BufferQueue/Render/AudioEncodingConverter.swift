@@ -106,7 +106,7 @@ public final class AudioEncodingConverter {
         floats = passThrough ? [] : Array(repeating: 0, count: Self.blockFrames * clientChannels)
         shuffled = order == nil ? [] : Array(repeating: 0, count: Self.blockFrames * clientChannels)
         converted = resampler.map { DecodedAudio(format: $0.outputFormat, capacityFrames: Self.blockFrames * 2) }
-        encoderBytes = passThrough ? [] : Array(repeating: 0, count: Self.blockFrames * 4 * encoderChannels * 2)
+        encoderBytes = encoderLayout.isNativeFloat32 ? [] : Array(repeating: 0, count: Self.blockFrames * 4 * encoderChannels * 2)
     }
 
     /// Converts and encodes whole client frames (a trailing partial frame is ignored), appending
@@ -195,6 +195,11 @@ public final class AudioEncodingConverter {
     /// Puts float frames of the encoder's rate and channels in its layout and encodes them.
     private func encodeFloats(_ samples: UnsafeBufferPointer<Float>, into output: EncodedPackets) throws {
         guard let base = samples.baseAddress else { return }
+        if encoderLayout.isNativeFloat32 {
+            try encoder.encode(UnsafeRawBufferPointer(samples), into: output)
+            validFrames += Int64(samples.count / encoderChannels)
+            return
+        }
         let sampleBytes = encoderLayout.bytesPerSample
         let perBlock = encoderBytes.count / sampleBytes / encoderChannels * encoderChannels
         var done = 0
