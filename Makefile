@@ -5,7 +5,7 @@ SWIFT ?= swift
 # Libraries the modules link, the PulseAudio server the tests start, and the reference tools
 # (encoders and decoders) the tests compare against, and the Icecast and nginx servers the streaming tests start.
 APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev librubberband-dev libopencore-amrnb-dev libopencore-amrwb-dev libasound2-dev \
-                libopus-dev libvorbis-dev libflac-dev \
+                libopus-dev libvorbis-dev libflac-dev libavcodec-dev \
                 pulseaudio pulseaudio-utils libasound2-plugins \
                 lame ffmpeg sox mpg123 faad flac opus-tools vorbis-tools time icecast2 nginx-light
 # What the benchmarks compare against besides: Rubber Band's own command, and a speech synthesiser.

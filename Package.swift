@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "FLACDecoder", targets: ["FLACDecoder"]),
         .library(name: "FLACEncoder", targets: ["FLACEncoder"]),
         .library(name: "OpusEncoder", targets: ["OpusEncoder"]),
+        // LGPL-2.1-or-later (libavcodec): AAC decoding and encoding without the GPL.
+        .library(name: "AVCodecAAC", targets: ["AVCodecAAC"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
         .library(name: "ALSASink", targets: ["ALSASink"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
@@ -87,6 +89,17 @@ let package = Package(
             name: "OpusEncoder",
             dependencies: ["BufferQueue", "COpus"],
             path: "Sources/OpusEncoder"
+        ),
+        .systemLibrary(
+            name: "CAVCodec",
+            path: "Sources/CAVCodec",
+            pkgConfig: "libavcodec",
+            providers: [.apt(["libavcodec-dev"])]
+        ),
+        .target(
+            name: "AVCodecAAC",
+            dependencies: ["BufferQueue", "CAVCodec"],
+            path: "Sources/AVCodecAAC"
         ),
         .systemLibrary(
             name: "CVorbis",
@@ -204,7 +217,7 @@ let package = Package(
             name: "aqrender",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "FLACEncoder", "OpusEncoder", "RubberBandTimePitch", "ExampleOptions",
+                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "RubberBandTimePitch", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
@@ -250,7 +263,7 @@ let package = Package(
         .target(
             name: "CodecTestSupport",
             dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
-                           "OpusDecoder", "VorbisDecoder", "FLACDecoder", "SoxrConverter", "TestSupport"],
+                           "OpusDecoder", "VorbisDecoder", "FLACDecoder", "AVCodecAAC", "SoxrConverter", "TestSupport"],
             path: "Tests/CodecTestSupport"
         ),
         .testTarget(
@@ -273,7 +286,7 @@ let package = Package(
         .testTarget(
             name: "CodecTests",
             dependencies: ["AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                           "FLACEncoder", "OpusEncoder", "CodecTestSupport", "TestSupport"],
+                           "AVCodecAAC", "FLACEncoder", "OpusEncoder", "CodecTestSupport", "TestSupport"],
             path: "Tests/CodecTests"
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 // aqrender: decodes a file through the queue, trimmed sample-exactly, and writes a WAV.
 import ArgumentParser
+import AVCodecAAC
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
@@ -26,11 +27,12 @@ struct AQRender: ParsableCommand {
 
     /// What the output holds, when not the default of its extension.
     enum Codec: String, ExpressibleByArgument, CaseIterable {
-        case pcm, alac, flac, opus, ima4, imaadpcm = "ima-adpcm", ulaw, alaw
+        case pcm, aac, alac, flac, opus, ima4, imaadpcm = "ima-adpcm", ulaw, alaw
 
         var formatID: AudioFormatID {
             switch self {
             case .pcm: return .linearPCM
+            case .aac: return .aacLC
             case .alac: return .appleLossless
             case .flac: return .flac
             case .opus: return .opus
@@ -44,15 +46,15 @@ struct AQRender: ParsableCommand {
 
     @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711, PCM, FLAC, Opus or Vorbis in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS/FLAC/Ogg.")
     var input: String
-    @Argument(help: "The file to write; its extension names the container: .wav, .caf, .aif/.aiff, .aifc, .flac, .opus/.ogg.")
+    @Argument(help: "The file to write; its extension names the container: .wav, .caf, .aif/.aiff, .aifc, .flac, .opus/.ogg, .m4a.")
     var output: String
     @Option(help: "Sample format of PCM output: f32 (IEEE float, the default), s16 or s24; the bit depth of ALAC and FLAC (default: the source's, else 16).")
     var format: SampleFormat?
-    @Option(help: "What the output holds: pcm (the default of .wav, .aif, .aifc), alac (the default of .caf), flac (of .flac), opus (of .opus, .ogg), ima4 (CAF, AIFC), ima-adpcm (WAV), ulaw, alaw.")
+    @Option(help: "What the output holds: pcm (the default of .wav, .aif, .aifc), aac (of .m4a; libavcodec), alac (of .caf), flac (of .flac), opus (of .opus, .ogg), ima4 (CAF, AIFC), ima-adpcm (WAV), ulaw, alaw.")
     var codec: Codec?
     @Option(help: "Encoder quality, 0 (fastest) to 10 (smallest or best): FLAC's level (up to 8), Opus's complexity, ALAC's search.")
     var quality: Int?
-    @Option(help: "Bit rate of a lossy encoder in bits per second (Opus: 96000 for stereo by default).")
+    @Option(help: "Bit rate of a lossy encoder in bits per second (Opus: 96000 for stereo by default; AAC: 64000 per channel).")
     var bitrate: Int?
     @Option(help: "Play the file this many times, joined without a gap.")
     var loops: Int = 1
@@ -72,7 +74,7 @@ struct AQRender: ParsableCommand {
         if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
         if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
         if let quality, !(0...10).contains(quality) { throw ValidationError("--quality must be 0...10") }
-        if outputType == nil { throw ValidationError("\(output): the extension names no container written (.wav, .caf, .aif, .aiff, .aifc, .flac, .opus, .ogg)") }
+        if outputType == nil { throw ValidationError("\(output): the extension names no container written (.wav, .caf, .aif, .aiff, .aifc, .flac, .opus, .ogg, .m4a)") }
     }
 
     /// The container the output's extension names; a name without one is a WAV (a pipe, /dev/stdout).
@@ -100,6 +102,7 @@ struct AQRender: ParsableCommand {
         VorbisDecoder.register()
         FLACDecoder.register()
         FLACEncoder.register()
+        AVCodecAAC.register(decoders: AudioDecoderRegistry(), encoders: .shared)
         OpusEncoder.register()
         SoxrConverter.register()
         RubberBandTimePitch.register()
@@ -167,7 +170,7 @@ struct AQRender: ParsableCommand {
     /// The file's data format for the output's container and the options.
     func dataFormat(rate: Double, channels: Int, sourceBits: Int?) -> AudioStreamDescription {
         let type = outputType ?? .wave
-        let codec = self.codec ?? (type == .caf ? .alac : type == .flac ? .flac : type == .ogg ? .opus : .pcm)
+        let codec = self.codec ?? (type == .mp4 ? .aac : type == .caf ? .alac : type == .flac ? .flac : type == .ogg ? .opus : .pcm)
         let bits = format == .s24 ? 24 : format == .s16 ? 16 : 16
         guard codec == .pcm else {
             var lossless = format == .s24 ? 24 : format == .s16 ? 16 : sourceBits ?? 16

@@ -1,4 +1,6 @@
 import Foundation
+import Testing
+import AVCodecAAC
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
@@ -23,9 +25,50 @@ public enum Where {
     }
 }
 
-/// Renders a file through the queue with both decoders (and libsoxr) registered.
+/// The AAC decoder a render uses: libfaad2 (GPL) or libavcodec (LGPL). Every AAC test runs
+/// against both (``BothAACDecoders``); a test outside that trait gets libfaad2.
+public enum AACDecoderChoice: String, Sendable, CaseIterable {
+    case faad = "libfaad2", avcodec = "libavcodec"
+
+    @TaskLocal public static var current: AACDecoderChoice = .faad
+
+    /// A registry with every decoder, AAC's from this choice.
+    public var registry: AudioDecoderRegistry { self == .faad ? Self.faadRegistry : Self.avcodecRegistry }
+
+    private static func makeRegistry(_ aac: AudioDecoderFactory) -> AudioDecoderRegistry {
+        let registry = AudioDecoderRegistry()
+        MPG123Decoder.register(in: registry)
+        AMRDecoder.register(in: registry)
+        OpusDecoder.register(in: registry)
+        VorbisDecoder.register(in: registry)
+        FLACDecoder.register(in: registry)
+        registry.register(aac)
+        return registry
+    }
+    private static let faadRegistry = makeRegistry(FAADDecoder.factory)
+    private static let avcodecRegistry = makeRegistry(AVCodecAACDecoder.factory)
+}
+
+/// Runs a test (or each test of a suite) twice, with libfaad2 and with libavcodec decoding AAC.
+public struct BothAACDecoders: TestTrait, SuiteTrait, TestScoping {
+    public init() {}
+    public var isRecursive: Bool { true }
+    public func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+        guard testCase != nil || !test.isSuite else { return try await function() }
+        for choice in AACDecoderChoice.allCases {
+            try await AACDecoderChoice.$current.withValue(choice) { try await function() }
+        }
+    }
+}
+
+extension Trait where Self == BothAACDecoders {
+    /// Runs the test against both AAC decoders.
+    public static var bothAACDecoders: BothAACDecoders { BothAACDecoders() }
+}
+
+/// Renders a file through the queue with every decoder (AAC's from `aac`) and libsoxr registered.
 public func render(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil,
-            playRate: Double? = nil, timePitch: TimePitchAlgorithm = .timeDomain) throws
+            playRate: Double? = nil, timePitch: TimePitchAlgorithm = .timeDomain, aac: AACDecoderChoice = .current) throws
     -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
     MPG123Decoder.register()
     FAADDecoder.register()
@@ -35,7 +78,7 @@ public func render(_ path: String, loops: Int = 1, sampleRate: Double? = nil, ch
     FLACDecoder.register()
     SoxrConverter.register()
     let renderer = try AudioFileRenderer(file: try AudioFile(path: path), loops: loops, sampleRate: sampleRate, channels: channels,
-                                         playRate: playRate, timePitch: timePitch)
+                                         playRate: playRate, timePitch: timePitch, registry: aac.registry)
     var all: [Float] = []
     var scratch = [Float](repeating: 0, count: 4096 * renderer.outputFormat.channelsPerFrame)
     while true {
@@ -54,10 +97,11 @@ public let decodingWork = DispatchQueue(label: "CodecTests.decoding")
 public func rendered(_ path: String, loops: Int = 1, sampleRate: Double? = nil, channels: Int? = nil,
               playRate: Double? = nil, timePitch: TimePitchAlgorithm = .timeDomain) async throws
     -> (samples: [Float], format: AudioStreamDescription, renderer: AudioFileRenderer) {
-    try await withCheckedThrowingContinuation { continuation in
+    let aac = AACDecoderChoice.current
+    return try await withCheckedThrowingContinuation { continuation in
         decodingWork.async {
             continuation.resume(with: Result {
-                try render(path, loops: loops, sampleRate: sampleRate, channels: channels, playRate: playRate, timePitch: timePitch)
+                try render(path, loops: loops, sampleRate: sampleRate, channels: channels, playRate: playRate, timePitch: timePitch, aac: aac)
             })
         }
     }

@@ -4,6 +4,7 @@ import AudioFileStream
 import AudioPlayback
 import BufferQueue
 import CodecTestSupport
+import AVCodecAAC
 import FLACEncoder
 import OpusEncoder
 import SoxrConverter
@@ -80,6 +81,9 @@ struct WriterRoundTripTests {
         Lossless(file: "flac.flac", channels: 6, rate: 48000, bits: 24, id: .flac),
         Lossless(file: "flac.flac", channels: 1, rate: 48000, bits: 16, id: .flac),
         Lossless(file: "flac.caf", channels: 2, rate: 48000, bits: 24, id: .flac),
+        Lossless(file: "alac.m4a", channels: 2, rate: 44100, bits: 16, id: .appleLossless),
+        Lossless(file: "alac.m4a", channels: 6, rate: 48000, bits: 24, id: .appleLossless),
+        Lossless(file: "flac.m4a", channels: 2, rate: 48000, bits: 16, id: .flac),
         Lossless(file: "pcm.wav", channels: 6, rate: 44100, bits: 16, id: .linearPCM),
         Lossless(file: "pcm.wav", channels: 1, rate: 48000, bits: 24, id: .linearPCM),
         Lossless(file: "pcm.aif", channels: 2, rate: 44100, bits: 16, id: .linearPCM),
@@ -248,6 +252,67 @@ struct WriterRoundTripTests {
             let theirDistance = logSpectralDistance(plane(original, channel), plane(yardstick, channel))
             #expect(ourDistance <= theirDistance + 1, "channel \(channel): \(ourDistance) dB from the source; ffmpeg's libopus \(theirDistance) dB")
             #expect(ffmpegReadingOurs <= theirDistance + 1, "channel \(channel) as ffmpeg decodes our file: \(ffmpegReadingOurs) dB")
+        }
+    }
+
+    struct AACCase: CustomTestStringConvertible, Sendable {
+        let file: String, channels: Int, rate: Int, bitRate: Int
+        var testDescription: String { "\(file) \(channels) ch \(rate) Hz \(bitRate / 1000) kbit/s" }
+    }
+
+    /// AAC from libavcodec's encoder in M4A and CAF: this library plays exactly the source's frames
+    /// (with either AAC decoder); ffmpeg and faad trim an M4A's priming and keep the last packet's
+    /// padding, as they do for ffmpeg's own files (ffmpeg plays a CAF's every coded frame); the
+    /// quality is ffmpeg's own encode's.
+    @Test(.bothAACDecoders, arguments: [AACCase(file: "aac.m4a", channels: 2, rate: 44100, bitRate: 128_000),
+                                        AACCase(file: "aac.m4a", channels: 1, rate: 48000, bitRate: 64000),
+                                        AACCase(file: "aac.caf", channels: 2, rate: 48000, bitRate: 128_000),
+                                        AACCase(file: "aac.m4a", channels: 6, rate: 48000, bitRate: 320_000)])
+    func aacFilesHaveTheSourceLengthAndFFmpegsQuality(_ c: AACCase) async throws {
+        AVCodecAAC.register(decoders: AudioDecoderRegistry())
+        let frames = 50_001
+        let source = try await Self.source(channels: c.channels, rate: c.rate, bits: 16, frames: frames)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent(c.file).path
+        let writer = try Self.write(path, source: source, channels: c.channels, rate: c.rate, bits: 16, format: Self.compressed(.aacLC),
+                                    settings: AudioEncoderSettings(bitRate: c.bitRate))
+        #expect(writer.validFrames == Int64(frames))
+        #expect(writer.primingFrames == 1024)
+        let coded = Int(writer.validFrames) + writer.primingFrames + writer.remainderFrames
+        #expect(coded % 1024 == 0 && writer.remainderFrames < 1024)
+
+        let (ours, _, _) = try await rendered(path)
+        #expect(ours.count == frames * c.channels, "\(ours.count / c.channels) frames rendered, \(frames) written")
+        let theirs = try await ffmpegFloats(path)
+        let ffmpegFrames = c.file.hasSuffix(".caf") ? coded : frames + writer.remainderFrames
+        #expect(theirs.count == ffmpegFrames * c.channels, "ffmpeg plays \(theirs.count / c.channels) frames")
+        if c.file.hasSuffix(".m4a"), let faad = Where.tool("faad") {
+            let wav = directory.appendingPathComponent("faad.wav").path
+            _ = try await run(faad, ["-q", "-o", wav, path])
+            let decoded = try await ffmpegFloats(wav)
+            // faad's tool writes mono as two channels.
+            let faadChannels = max(c.channels, 2)
+            #expect(decoded.count == (frames + writer.remainderFrames) * faadChannels, "faad plays \(decoded.count / faadChannels) frames")
+        }
+
+        let ffmpeg = try #require(Where.tool("ffmpeg"))
+        let raw = directory.appendingPathComponent("source.raw")
+        try Data(source).write(to: raw)
+        let reference = directory.appendingPathComponent("ffmpeg.m4a").path
+        _ = try await run(ffmpeg, ["-v", "error", "-f", "s16le", "-ar", "\(c.rate)", "-ac", "\(c.channels)", "-i", raw.path,
+                                   "-c:a", "aac", "-b:a", "\(c.bitRate)", reference])
+        let yardstick = try await ffmpegFloats(reference)
+        let original = source.withUnsafeBytes { $0.bindMemory(to: Int16.self).map { Float($0) / 32768 } }
+        let order = try AudioFile(path: path).channelLayout?.waveOrder?.source ?? Array(0..<c.channels)
+        for channel in 0..<c.channels {
+            func plane(_ samples: [Float], _ index: Int) -> [Float] {
+                stride(from: index, to: min(samples.count, frames * c.channels), by: c.channels).map { samples[$0] }
+            }
+            let ourDistance = logSpectralDistance(plane(original, channel), plane(ours, order[channel]))
+            let theirDistance = logSpectralDistance(plane(original, channel), plane(yardstick, channel))
+            #expect(ourDistance <= theirDistance + 1, "channel \(channel): \(ourDistance) dB from the source; ffmpeg's aac \(theirDistance) dB")
         }
     }
 }

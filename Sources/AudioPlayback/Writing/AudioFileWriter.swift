@@ -10,6 +10,8 @@ import BufferQueue
 /// - CAF (`.caf`): any format the encoders make; `pakt` with priming, remainder and valid frames,
 ///   `kuki`, `chan`. The `data` size stays −1 until ``close()``, as Apple's recorders leave it.
 /// - FLAC (`.flac`): STREAMINFO (total samples and MD5 filled in at the end), a seek table.
+/// - M4A (`.m4a`, `.mp4`): AAC, ALAC, Opus or FLAC; an edit list and iTunes' `iTunSMPB`; a
+///   recording is written fragmented.
 /// - Ogg Opus (`.opus`, `.ogg`): pre-skip = the encoder's lookahead, the last page's granule
 ///   position the end of the valid frames.
 /// - WAV (`.wav`), AIFF (`.aif`, `.aiff`), AIFC (`.aifc`): PCM, G.711, IMA ADPCM; WAV's `fact`
@@ -51,12 +53,13 @@ public final class AudioFileWriter {
         case "aifc": return .aifc
         case "flac": return .flac
         case "opus", "ogg", "oga": return .ogg
+        case "m4a", "mp4", "m4b": return .mp4
         default: return nil
         }
     }
 
     /// The file types this writer writes.
-    public static let writableTypes: [AudioFileType] = [.caf, .wave, .aiff, .aifc, .flac, .ogg]
+    public static let writableTypes: [AudioFileType] = [.caf, .wave, .aiff, .aifc, .flac, .ogg, .mp4]
 
     /// - Parameters:
     ///   - path: the file to create (an existing one is replaced).
@@ -76,7 +79,7 @@ public final class AudioFileWriter {
                 clientLayout: AudioChannelLayout? = nil, settings: AudioEncoderSettings = .init(), recording: Bool = false,
                 expectedFrames: Int64? = nil, encoders: AudioEncoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
         guard let type = fileType ?? Self.fileType(forPath: path) else {
-            throw AudioFileWriterError(.unsupportedFormat, path: path, "the file type is not given and the extension names none this writer writes (.caf, .wav, .aif, .aiff, .aifc, .flac, .opus)")
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "the file type is not given and the extension names none this writer writes (.caf, .wav, .aif, .aiff, .aifc, .flac, .opus, .m4a)")
         }
         guard Self.writableTypes.contains(type) else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "\(type.displayName) files are not written")
@@ -101,6 +104,7 @@ public final class AudioFileWriter {
             case .wave: container = try RIFFWriter(output: output, stream: stream, kind: .wav)
             case .aiff: container = try RIFFWriter(output: output, stream: stream, kind: .aiff)
             case .ogg: container = try OggOpusWriter(output: output, stream: stream)
+            case .mp4: container = try MP4Writer(output: output, stream: stream, fragmented: recording)
             case .flac:
                 let ratio = converter.outputFormat.sampleRate / max(clientFormat.sampleRate, 1)
                 container = try FLACWriter(output: output, stream: stream, expectedFrames: expectedFrames.map { Int64(Double($0) * ratio) })

@@ -68,10 +68,12 @@ final class CAFWriter: ContainerWriter {
     }
 
     /// The cookie in the form CAF files carry it: FLAC's as a whole `dfLa` box (Apple's form,
-    /// which ffmpeg requires); the others as the encoder gives them.
+    /// which ffmpeg requires), AAC's AudioSpecificConfig in an MPEG-4 ES descriptor (as Apple's
+    /// `esds`); the others as the encoder gives them.
     static func cookie(_ cookie: [UInt8]?, format: AudioStreamDescription) -> [UInt8]? {
         guard let cookie else { return nil }
         if format.formatID == .flac, let info = FLACStreamInfo(magicCookie: cookie) { return info.dfLaBox }
+        if format.formatID == .aacLC { return MP4Box.esDescriptor(config: cookie, maximumPacketSize: 6144 / 8 * format.channelsPerFrame, bitRate: 0) }
         return cookie
     }
 
