@@ -281,3 +281,90 @@ private func indexRamp(from start: Int, frames: Int, channels: Int) -> [Float] {
 private extension Double {
     var asFloat: Float { Float(self) }
 }
+
+/// Input queues that record compressed formats: buffers of whole packets with their descriptions,
+/// an exact frame limit, and the encoder's cookie and gapless numbers.
+@Suite struct CompressedInputQueueTests {
+    /// Frames on the 16-bit grid (k / 32 768), so a 16-bit lossless encode is exact.
+    static func gridSignal(frames: Int, channels: Int) -> [Float] {
+        (0..<(frames * channels)).map { index in
+            let frame = index / channels, channel = index % channels
+            let value = 0.4 * sin(2 * Double.pi * Double(frame) * Double(300 + 200 * channel) / 44100)
+            return Float((value * 32768).rounded()) / 32768
+        }
+    }
+
+    struct Take: Sendable {
+        var bytes: [UInt8] = []
+        var descriptions: [AudioPacketDescription] = []
+        var frames = 0
+        var starts: [Int64] = []
+        var running: [Bool] = []
+    }
+
+    /// Records `signal` from an unpaced null source into `format`, stopping by the frame limit.
+    static func record(_ signal: [Float], channels: Int, format: AudioStreamDescription, limit: Int) async throws
+        -> (take: Take, cookie: [UInt8]?, totals: AudioEncodingTotals?, queue: AudioInputQueue) {
+        let source = NullSource(signal: .frames(signal), pacing: .unpaced, channels: channels)
+        let take = Watched(Take())
+        let queue = try AudioInputQueue(format: format, configuration: .init(source: source, frameLimit: limit)) { queue, buffer, frames in
+            buffer.withUnsafeBytes { bytes in
+                take.update { take in
+                    let base = take.bytes.count
+                    take.bytes += bytes
+                    take.descriptions += frames.packetDescriptions.map {
+                        AudioPacketDescription(startOffset: base + $0.startOffset, variableFramesInPacket: $0.variableFramesInPacket, dataByteSize: $0.dataByteSize)
+                    }
+                    take.frames += frames.frameCount
+                    take.starts.append(frames.startSampleTime)
+                }
+            }
+            try? queue.enqueue(buffer)
+        }
+        let events = queue.events()
+        Task { for await event in events { if case .runningChanged(let running) = event { take.update { $0.running.append(running) } } } }
+        #expect(throws: AudioQueueError.self) { _ = try queue.allocateBuffer(capacity: 16) }
+        for _ in 0..<3 { try queue.enqueue(queue.allocateBuffer(capacity: max(queue.maximumPacketSize * 4, 8192))) }
+        try queue.start()
+        #expect(await take.wait(timeout: .seconds(20)) { $0.running == [true, false] })
+        return (take.current, queue.magicCookie, queue.encodingTotals, queue)
+    }
+
+    @Test func appleLosslessRecordingDecodesToExactlyTheFramesCaptured() async throws {
+        let limit = 44100 + 777
+        let signal = Self.gridSignal(frames: 60_000, channels: 2)
+        let format = AudioStreamDescription(sampleRate: 44100, formatID: .appleLossless, bytesPerPacket: 0, framesPerPacket: 0,
+                                            bytesPerFrame: 0, channelsPerFrame: 2, bitsPerChannel: 16)
+        let (take, cookie, totals, queue) = try await Self.record(signal, channels: 2, format: format, limit: limit)
+        #expect(queue.streamDescription.formatID == .appleLossless && queue.streamDescription.framesPerPacket == 4096)
+        #expect(totals == AudioEncodingTotals(validFrames: Int64(limit), primingFrames: 0, remainderFrames: 0))
+        #expect(take.frames == limit)
+        #expect(take.descriptions.map(\.variableFramesInPacket).reduce(0, +) == limit)
+        // Each buffer starts where the packets before it ended.
+        #expect(take.starts.first == 0)
+        let decoder = try ALACDecoder(format: queue.streamDescription, magicCookie: cookie)
+        let out = DecodedAudio(format: decoder.outputFormat)
+        try take.bytes.withUnsafeBytes { bytes in
+            for description in take.descriptions {
+                try decoder.decode(packet: UnsafeRawBufferPointer(rebasing: bytes[description.startOffset..<(description.startOffset + description.dataByteSize)]),
+                                   frames: description.variableFramesInPacket, into: out)
+            }
+        }
+        let decoded = out.withUnsafeSamples { Array($0) }
+        #expect(decoded == Array(signal[0..<(limit * 2)]))
+        queue.dispose(immediately: true)
+    }
+
+    @Test func imaRecordingCountsItsPaddingAsRemainder() async throws {
+        let limit = 10_000
+        let signal = Self.gridSignal(frames: 20_000, channels: 1)
+        let format = AudioStreamDescription(sampleRate: 22050, formatID: .appleIMA4, bytesPerPacket: 0, framesPerPacket: 0,
+                                            bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
+        let (take, _, totals, queue) = try await Self.record(signal, channels: 1, format: format, limit: limit)
+        let packets = (limit + 63) / 64
+        #expect(take.descriptions.count == packets)
+        #expect(take.bytes.count == packets * 34)
+        #expect(totals == AudioEncodingTotals(validFrames: Int64(limit), primingFrames: 0, remainderFrames: packets * 64 - limit))
+        queue.dispose(immediately: true)
+    }
+}

@@ -26,15 +26,19 @@ import BufferQueue
 public final class AudioFileWriter {
     public let path: String
     public let fileType: AudioFileType
-    /// The PCM given to ``write(_:)``.
+    /// The PCM given to ``write(_:)`` (the packet format for a writer of packets).
     public let clientFormat: AudioStreamDescription
     /// The format of the file's packets.
-    public var dataFormat: AudioStreamDescription { converter.outputFormat }
+    public let dataFormat: AudioStreamDescription
     /// The speakers of the file's channels, in the order they are stored.
-    public var channelLayout: AudioChannelLayout? { converter.channelLayout }
+    public let channelLayout: AudioChannelLayout?
     /// Whether the file is kept playable as it grows.
     public let recording: Bool
-    private let converter: AudioEncodingConverter
+    /// The encoder of a writer of PCM; nil for a writer of packets.
+    private let converter: AudioEncodingConverter?
+    /// A writer of packets: their frames so far, and the priming its caller declared.
+    private var packetFrames: Int64 = 0
+    private let declaredPriming: Int
     private let output: AudioFileOutput
     private let container: any ContainerWriter
     private let packets = EncodedPackets()
@@ -88,27 +92,70 @@ public final class AudioFileWriter {
         if type == .wave, format.isLinearPCM, let layout = clientLayout, let order = layout.waveOrder {
             containerLayout = AudioChannelLayout(channelLabels: order.source.map { layout.channelLabels[$0] })
         }
-        converter = try AudioEncodingConverter(from: clientFormat, clientLayout: clientLayout, to: format, settings: settings,
-                                               containerLayout: containerLayout, encoders: encoders, resamplers: resamplers)
+        let converter = try AudioEncodingConverter(from: clientFormat, clientLayout: clientLayout, to: format, settings: settings,
+                                                   containerLayout: containerLayout, encoders: encoders, resamplers: resamplers)
+        self.converter = converter
+        let ratio = converter.outputFormat.sampleRate / max(clientFormat.sampleRate, 1)
+        let stream = ContainerStream(format: converter.outputFormat, magicCookie: converter.magicCookie, channelLayout: converter.channelLayout,
+                                     primingFrames: converter.primingFrames, maximumPacketSize: converter.maximumPacketSize, recording: recording)
+        (output, container) = try Self.open(path: path, type: type, stream: stream, expectedFrames: expectedFrames.map { Int64(Double($0) * ratio) })
         self.path = path
         self.fileType = type
         self.clientFormat = clientFormat
+        dataFormat = converter.outputFormat
+        channelLayout = converter.channelLayout
+        declaredPriming = converter.primingFrames
         self.recording = recording
         checkpointFrames = Int64(max(converter.outputFormat.sampleRate, 1))
-        output = try AudioFileOutput(path: path)
-        let stream = ContainerStream(format: converter.outputFormat, magicCookie: converter.magicCookie, channelLayout: converter.channelLayout,
-                                     primingFrames: converter.primingFrames, maximumPacketSize: converter.maximumPacketSize, recording: recording)
+    }
+
+    /// A writer of packets already encoded (an input queue's, `AudioFileWritePackets`'): they are
+    /// laid down as they are; ``close(totals:magicCookie:)`` puts the gapless numbers down.
+    ///
+    /// - Parameters:
+    ///   - format: the packets' format (for linear PCM, the file's sample layout).
+    ///   - magicCookie: what a decoder needs (as an encoder gives it; the writer puts it in the
+    ///     container's form).
+    ///   - channelLayout: the speakers of the channels as stored.
+    ///   - primingFrames: the encoder's delay.
+    ///   - maximumPacketSize: the largest packet (for the containers that state it).
+    /// - Throws: ``AudioFileWriterError`` when the file cannot be created or the container does not
+    ///   hold the format.
+    public init(path: String, fileType: AudioFileType? = nil, packetFormat format: AudioStreamDescription, magicCookie: [UInt8]?,
+                channelLayout: AudioChannelLayout? = nil, primingFrames: Int = 0, maximumPacketSize: Int = 0, recording: Bool = false,
+                expectedFrames: Int64? = nil) throws {
+        guard let type = fileType ?? Self.fileType(forPath: path) else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "the file type is not given and the extension names none this writer writes (.caf, .wav, .aif, .aiff, .aifc, .flac, .opus, .m4a)")
+        }
+        guard Self.writableTypes.contains(type) else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "\(type.displayName) files are not written")
+        }
+        let stream = ContainerStream(format: format, magicCookie: magicCookie, channelLayout: channelLayout, primingFrames: primingFrames,
+                                     maximumPacketSize: maximumPacketSize, recording: recording)
+        (output, container) = try Self.open(path: path, type: type, stream: stream, expectedFrames: expectedFrames)
+        converter = nil
+        self.path = path
+        self.fileType = type
+        clientFormat = format
+        dataFormat = format
+        self.channelLayout = channelLayout
+        declaredPriming = primingFrames
+        self.recording = recording
+        checkpointFrames = Int64(max(format.sampleRate, 1))
+    }
+
+    private static func open(path: String, type: AudioFileType, stream: ContainerStream,
+                             expectedFrames: Int64?) throws -> (AudioFileOutput, any ContainerWriter) {
+        let output = try AudioFileOutput(path: path)
         do {
             switch type {
-            case .caf: container = try CAFWriter(output: output, stream: stream)
-            case .wave: container = try RIFFWriter(output: output, stream: stream, kind: .wav)
-            case .aiff: container = try RIFFWriter(output: output, stream: stream, kind: .aiff)
-            case .ogg: container = try OggOpusWriter(output: output, stream: stream)
-            case .mp4: container = try MP4Writer(output: output, stream: stream, fragmented: recording)
-            case .flac:
-                let ratio = converter.outputFormat.sampleRate / max(clientFormat.sampleRate, 1)
-                container = try FLACWriter(output: output, stream: stream, expectedFrames: expectedFrames.map { Int64(Double($0) * ratio) })
-            default: container = try RIFFWriter(output: output, stream: stream, kind: .aifc)
+            case .caf: return (output, try CAFWriter(output: output, stream: stream))
+            case .wave: return (output, try RIFFWriter(output: output, stream: stream, kind: .wav))
+            case .aiff: return (output, try RIFFWriter(output: output, stream: stream, kind: .aiff))
+            case .ogg: return (output, try OggOpusWriter(output: output, stream: stream))
+            case .mp4: return (output, try MP4Writer(output: output, stream: stream, fragmented: stream.recording))
+            case .flac: return (output, try FLACWriter(output: output, stream: stream, expectedFrames: expectedFrames))
+            default: return (output, try RIFFWriter(output: output, stream: stream, kind: .aifc))
             }
         } catch {
             try? output.close()
@@ -118,18 +165,20 @@ public final class AudioFileWriter {
 
     deinit { try? close() }
 
-    /// The source frames written so far (at the file's rate): the file's valid frames.
-    public var validFrames: Int64 { converter.validFrames }
+    /// The source frames written so far (at the file's rate): the file's valid frames. For a
+    /// writer of packets, the frames of the packets less the priming, until closed with the totals.
+    public var validFrames: Int64 { converter?.validFrames ?? closedTotals?.validFrames ?? max(packetFrames - Int64(declaredPriming), 0) }
     /// The encoder's delay at the start of the decoded packets.
-    public var primingFrames: Int { converter.primingFrames }
+    public var primingFrames: Int { converter?.primingFrames ?? declaredPriming }
     /// The padding of the last packet (final after ``close()``).
-    public var remainderFrames: Int { converter.remainderFrames }
+    public var remainderFrames: Int { converter?.remainderFrames ?? closedTotals?.remainderFrames ?? 0 }
+    private var closedTotals: AudioEncodingTotals?
 
     /// Writes whole frames of the client format.
     /// - Throws: ``AudioFileWriterError`` when the file is closed or cannot be written (a full
     ///   disk); ``AudioQueueError`` when the encoder fails.
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
-        try checkOpen()
+        let converter = try pcmWriter()
         try converter.convert(bytes, into: packets)
         try drain()
     }
@@ -137,13 +186,50 @@ public final class AudioFileWriter {
     /// Writes interleaved float frames of the client's rate and channel count, whatever the
     /// client's sample layout.
     public func write(floats: UnsafeBufferPointer<Float>) throws {
-        try checkOpen()
+        let converter = try pcmWriter()
         try converter.convert(floats: floats, into: packets)
         try drain()
     }
 
-    private func checkOpen() throws {
+    /// Writes packets to a writer of packets: `bytes` holds them as `descriptions` say (each
+    /// packet's frames in `variableFramesInPacket`, or the format's frames per packet). Linear
+    /// PCM and other constant-size formats may come without descriptions: whole packets, one
+    /// after another.
+    public func writePackets(_ bytes: UnsafeRawBufferPointer, descriptions: [AudioPacketDescription]) throws {
         guard !closed else { throw AudioFileWriterError(.closed, path: path, "the writer is closed") }
+        guard converter == nil else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "this writer encodes PCM; write(_:) takes its frames")
+        }
+        if descriptions.isEmpty {
+            let size = dataFormat.bytesPerPacket
+            guard size > 0 else {
+                throw AudioFileWriterError(.unsupportedFormat, path: path, "packets of \(dataFormat.formatID) vary in size: give their descriptions")
+            }
+            let count = bytes.count / size
+            guard count > 0 else { return }
+            packets.append(UnsafeRawBufferPointer(rebasing: bytes[0..<(count * size)]), frames: count * max(dataFormat.framesPerPacket, 1))
+        } else {
+            for description in descriptions {
+                guard description.startOffset >= 0, description.dataByteSize >= 0,
+                      description.startOffset + description.dataByteSize <= bytes.count else {
+                    throw AudioFileWriterError(.unsupportedFormat, path: path,
+                        "a packet description (\(description.dataByteSize) bytes at \(description.startOffset)) runs past the \(bytes.count) bytes given")
+                }
+                let frames = description.variableFramesInPacket > 0 ? description.variableFramesInPacket : dataFormat.framesPerPacket
+                packets.append(UnsafeRawBufferPointer(rebasing: bytes[description.startOffset..<(description.startOffset + description.dataByteSize)]),
+                               frames: frames)
+            }
+        }
+        packetFrames += Int64(packets.frameCount)
+        try drain()
+    }
+
+    private func pcmWriter() throws -> AudioEncodingConverter {
+        guard !closed else { throw AudioFileWriterError(.closed, path: path, "the writer is closed") }
+        guard let converter else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "this writer takes packets; writePackets(_:descriptions:) writes them")
+        }
+        return converter
     }
 
     private func drain() throws {
@@ -159,9 +245,13 @@ public final class AudioFileWriter {
     }
 
     private var totals: ContainerTotals {
-        ContainerTotals(validFrames: min(converter.validFrames, max(converter.packetFrames - Int64(converter.primingFrames), 0)),
-                        primingFrames: converter.primingFrames, remainderFrames: converter.remainderFrames,
-                        magicCookie: converter.magicCookie)
+        guard let converter else {
+            return ContainerTotals(validFrames: max(packetFrames - Int64(declaredPriming), 0), primingFrames: declaredPriming,
+                                   remainderFrames: 0, magicCookie: nil)
+        }
+        return ContainerTotals(validFrames: min(converter.validFrames, max(converter.packetFrames - Int64(converter.primingFrames), 0)),
+                               primingFrames: converter.primingFrames, remainderFrames: converter.remainderFrames,
+                               magicCookie: converter.magicCookie)
     }
 
     /// Encodes what the encoder holds, writes the gapless numbers and closes the file. Closing
@@ -170,11 +260,31 @@ public final class AudioFileWriter {
     ///   file is closed all the same.
     public func close() throws {
         guard !closed else { return }
+        try finish(nil, magicCookie: nil)
+    }
+
+    /// Closes a writer of packets with the stream's gapless numbers (an input queue's
+    /// ``AudioInputQueue/encodingTotals``) and its final cookie; without them the packets' frames,
+    /// less the priming, are taken as valid.
+    public func close(totals: AudioEncodingTotals?, magicCookie: [UInt8]?) throws {
+        guard !closed else { return }
+        try finish(totals, magicCookie: magicCookie)
+    }
+
+    private func finish(_ given: AudioEncodingTotals?, magicCookie: [UInt8]?) throws {
         closed = true
         do {
-            try converter.finish(into: packets)
+            if let converter { try converter.finish(into: packets) }
             if !packets.isEmpty { try container.append(packets); packets.removeAll() }
-            try container.finish(totals)
+            var final = totals
+            if let given {
+                final = ContainerTotals(validFrames: given.validFrames, primingFrames: given.primingFrames,
+                                        remainderFrames: given.remainderFrames, magicCookie: magicCookie)
+                closedTotals = given
+            } else if converter == nil {
+                final.magicCookie = magicCookie
+            }
+            try container.finish(final)
         } catch {
             try? output.close()
             throw error

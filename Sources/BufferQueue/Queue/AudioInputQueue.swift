@@ -32,9 +32,21 @@ public struct AudioCapturedFrames: Hashable, Sendable {
     /// Timeline frame of the buffer's first frame: frames captured since ``AudioInputQueue/start()``,
     /// counting frames lost in overruns.
     public var startSampleTime: Int64
-    /// Frames in the buffer (its byte size divided by the bytes per frame); 0 for a buffer returned
-    /// empty by ``AudioInputQueue/reset()``.
+    /// Frames in the buffer (its byte size divided by the bytes per frame; for a compressed queue
+    /// the frames its packets decode to); 0 for a buffer returned empty by ``AudioInputQueue/reset()``.
     public var frameCount: Int
+    /// For a compressed queue, where each packet lies in the buffer and the frames it decodes to
+    /// (Core Audio's `inPacketDescs`); empty for linear PCM.
+    public var packetDescriptions: [AudioPacketDescription]
+
+    public init(startSampleTime: Int64, frameCount: Int, packetDescriptions: [AudioPacketDescription] = []) {
+        self.startSampleTime = startSampleTime
+        self.frameCount = frameCount
+        self.packetDescriptions = packetDescriptions
+    }
+
+    /// Packets in the buffer (Core Audio's `inNumberPacketDescriptions`): for linear PCM, its frames.
+    public var packetCount: Int { packetDescriptions.isEmpty ? frameCount : packetDescriptions.count }
 }
 
 /// A recording audio queue: Apple's `AudioQueueNewInput` for Linux.
@@ -79,14 +91,25 @@ public final class AudioInputQueue: Sendable {
         public var resamplerRegistry: AudioResamplerRegistry
         /// How hard the resampler works.
         public var converterQuality: AudioConverterQuality
+        /// For a compressed format: the encoder's bit rate, quality and packet size.
+        public var encoderSettings: AudioEncoderSettings
+        /// Where the encoder of a compressed format comes from.
+        public var encoderRegistry: AudioEncoderRegistry
+        /// Frames after which capture ends by itself, exactly, as if the source had ended (the
+        /// queue stops and hands back what it holds); nil records until stopped.
+        public var frameLimit: Int?
 
         public init(source: (any AudioSource)? = nil, captureBufferFrames: Int? = nil, callbackQueue: DispatchQueue? = nil,
-                    resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh) {
+                    resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh,
+                    encoderSettings: AudioEncoderSettings = .init(), encoderRegistry: AudioEncoderRegistry = .shared, frameLimit: Int? = nil) {
             self.source = source
             self.captureBufferFrames = captureBufferFrames
             self.callbackQueue = callbackQueue
             self.resamplerRegistry = resamplerRegistry
             self.converterQuality = converterQuality
+            self.encoderSettings = encoderSettings
+            self.encoderRegistry = encoderRegistry
+            self.frameLimit = frameLimit
         }
     }
 
@@ -100,8 +123,11 @@ public final class AudioInputQueue: Sendable {
         var metering = false
     }
 
-    /// The format recorded into the buffers.
+    /// The format recorded into the buffers (for a compressed format, as the encoder fills it in).
     public let streamDescription: AudioStreamDescription
+    /// The linear PCM frames are captured in before they are encoded (the queue's format itself
+    /// for linear PCM).
+    let captureFormat: AudioStreamDescription
     let source: any AudioSource
     let configuration: Configuration
     let layout: PCMSampleLayout
@@ -118,14 +144,39 @@ public final class AudioInputQueue: Sendable {
     private let inputCallback: (@Sendable (AudioInputQueue, AudioQueueBuffer, AudioCapturedFrames) -> Void)?
 
     /// - Parameters:
-    ///   - format: interleaved linear PCM to record (8-bit unsigned, 16/24/32-bit signed, 32/64-bit float).
-    ///   - configuration: source, capture ring size, callback queue, resampler.
+    ///   - format: interleaved linear PCM to record (8-bit unsigned, 16/24/32-bit signed, 32/64-bit
+    ///     float), or a format an encoder of ``Configuration/encoderRegistry`` makes (AAC, Apple
+    ///     Lossless, FLAC, Opus, IMA4, µ-law, A-law …), as Apple's input queues record: its rate
+    ///     and channel count, and for the lossless codecs a bit depth. Compressed buffers hold
+    ///     whole packets, described in the callback's ``AudioCapturedFrames/packetDescriptions``;
+    ///     ``magicCookie`` and ``encodingTotals`` give what a file needs besides.
+    ///   - configuration: source, capture ring size, callback queue, resampler, encoder settings.
     ///   - inputCallback: called with each filled buffer, its frames and where they lie on the timeline.
-    /// - Throws: ``AudioQueueError/Code/codecNotFound`` for a format that is not linear PCM,
+    /// - Throws: ``AudioQueueError/Code/codecNotFound`` for a format nothing records,
     ///   ``AudioQueueError/Code/invalidPropertyValue`` for an impossible one.
     public init(format: AudioStreamDescription, configuration: Configuration = Configuration(),
                 inputCallback: (@Sendable (AudioInputQueue, AudioQueueBuffer, AudioCapturedFrames) -> Void)? = nil) throws {
-        layout = try PCMSampleLayout(format)
+        var encoder: AudioEncodingConverter?
+        var format = format
+        let captureFormat: AudioStreamDescription
+        if format.isLinearPCM {
+            captureFormat = format
+        } else {
+            guard format.sampleRate > 0, format.sampleRate <= 1_536_000, (1...RenderStage.maxChannels).contains(format.channelsPerFrame) else {
+                throw AudioQueueError(.invalidPropertyValue, "recording \(format.formatID) needs a rate and 1...\(RenderStage.maxChannels) channels (got \(format))")
+            }
+            captureFormat = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
+            let made = try AudioEncodingConverter(from: captureFormat, to: format, settings: configuration.encoderSettings,
+                                                  quality: configuration.converterQuality, encoders: configuration.encoderRegistry,
+                                                  resamplers: configuration.resamplerRegistry)
+            encoder = made
+            format = made.outputFormat
+        }
+        if let limit = configuration.frameLimit, limit < 1 {
+            throw AudioQueueError(.invalidPropertyValue, "a frame limit of \(limit) frames is not one (at least 1)")
+        }
+        self.captureFormat = captureFormat
+        layout = try PCMSampleLayout(captureFormat)
         guard format.channelsPerFrame <= RenderStage.maxChannels else {
             throw AudioQueueError(.invalidPropertyValue, "recording \(format.channelsPerFrame) channels is not supported (1...\(RenderStage.maxChannels))")
         }
@@ -136,7 +187,7 @@ public final class AudioInputQueue: Sendable {
         self.configuration = configuration
         source = configuration.source ?? NullSource()
         control = Lock(Control())
-        worker = CaptureWorker(format: format, layout: layout)
+        worker = CaptureWorker(format: captureFormat, layout: layout, encoder: encoder, frameLimit: configuration.frameLimit)
         wake = WakeSignal(queue: workQueue)
         callbacks = DispatchQueue(label: "BufferQueue.input.callbacks", target: configuration.callbackQueue)
         callbacks.setSpecific(key: callbackKey, value: 1)
@@ -156,9 +207,10 @@ public final class AudioInputQueue: Sendable {
     /// Allocates a buffer owned by this queue (Core Audio's `AudioQueueAllocateBuffer`). A buffer
     /// holds `capacity / bytesPerFrame` frames.
     public func allocateBuffer(capacity: Int) throws -> AudioQueueBuffer {
-        guard capacity >= streamDescription.bytesPerFrame, capacity <= 1 << 30 else {
+        let least = worker.encoder?.maximumPacketSize ?? streamDescription.bytesPerFrame
+        guard capacity >= least, capacity <= 1 << 30 else {
             throw AudioQueueError(.invalidParameter,
-                "buffer capacity \(capacity) is out of range (\(streamDescription.bytesPerFrame)...1073741824 bytes: at least one frame)")
+                "buffer capacity \(capacity) is out of range (\(least)...1073741824 bytes: at least one \(worker.encoder == nil ? "frame" : "packet of the largest size"))")
         }
         if control.withLock({ $0.phase == .disposed }) {
             throw AudioQueueError(.disposalPending, "the input queue has been disposed of")
@@ -353,7 +405,23 @@ public final class AudioInputQueue: Sendable {
 
     /// The format the source delivers now (nil before the first start): its rate may differ from
     /// ``streamDescription``'s, in which case the queue resamples.
+    ///
+    /// For a compressed queue, the encoder's figures follow.
     public var sourceFormat: AudioStreamDescription? { workQueue.sync { worker.sourceFormat } }
+
+    /// A compressed queue's magic cookie (Core Audio's `kAudioQueueProperty_MagicCookie` /
+    /// `kAudioConverterCompressionMagicCookie`): final once the queue has stopped (FLAC's MD5,
+    /// ALAC's largest packet); nil for linear PCM and formats without one.
+    public var magicCookie: [UInt8]? { workQueue.sync { worker.encoder?.magicCookie } }
+
+    /// The largest packet a compressed queue makes (`kAudioConverterPropertyMaximumOutputPacketSize`);
+    /// the bytes per frame for linear PCM.
+    public var maximumPacketSize: Int { worker.encoder?.maximumPacketSize ?? streamDescription.bytesPerFrame }
+
+    /// A compressed recording's gapless numbers since the start: the frames captured (valid), the
+    /// encoder's priming and the last packet's padding (final once the queue has stopped); nil for
+    /// linear PCM.
+    public var encodingTotals: AudioEncodingTotals? { workQueue.sync { worker.encoder?.totals } }
 
     // MARK: events
 
@@ -382,7 +450,7 @@ public final class AudioInputQueue: Sendable {
                                             errorHandler: { error in workQueue.async { weakSelf.queue?.sourceFailed(error) } },
                                             endHandler: { workQueue.async { weakSelf.queue?.worker.sourceEnded = true; weakSelf.queue?.service() } })
             let delivered: AudioStreamDescription
-            do { delivered = try source.open(format: streamDescription, target: target) } catch {
+            do { delivered = try source.open(format: captureFormat, target: target) } catch {
                 throw error as? AudioQueueError ?? AudioQueueError(.cannotStart, "the source did not open: \(error)")
             }
             guard delivered.isFloat32Interleaved, (1...RenderStage.maxChannels).contains(delivered.channelsPerFrame),

@@ -29,10 +29,25 @@ final class CaptureWorker: @unchecked Sendable {
     private var sumSquares: [Double]
     private var peaks: [Float]
     var sourceEnded = false
+    /// Compressed recording: the encoder the frames go through, the packets not yet in a buffer,
+    /// and what the buffer being filled holds.
+    let encoder: AudioEncodingConverter?
+    private let packets = EncodedPackets()
+    private var encoderFinished = false
+    private var currentDescriptions: [AudioPacketDescription] = []
+    private var currentBytes = 0
+    private var currentPacketFrames = 0
+    /// Frames of packets handed back so far (the compressed timeline).
+    private var packetTimeline = 0
+    /// Frames after which capture ends as if the source had (nil: no limit).
+    let frameLimit: Int?
+    private var limitReached: Bool { frameLimit.map { timeline >= $0 } ?? false }
 
-    init(format: AudioStreamDescription, layout: PCMSampleLayout) {
+    init(format: AudioStreamDescription, layout: PCMSampleLayout, encoder: AudioEncodingConverter? = nil, frameLimit: Int? = nil) {
         self.format = format
         self.layout = layout
+        self.encoder = encoder
+        self.frameLimit = frameLimit
         staging = DecodedAudio(format: .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame))
         sumSquares = Array(repeating: 0, count: format.channelsPerFrame)
         peaks = Array(repeating: 0, count: format.channelsPerFrame)
@@ -56,6 +71,9 @@ final class CaptureWorker: @unchecked Sendable {
         stagingOffset = 0
         pendingGap = 0
         timeline = 0
+        packetTimeline = 0
+        encoderFinished = false
+        packets.removeAll()
         sourceEnded = false
     }
 
@@ -82,7 +100,8 @@ final class CaptureWorker: @unchecked Sendable {
     /// Whether nothing captured is waiting anywhere.
     var isDrained: Bool {
         guard let target else { return true }
-        return target.ring.isEmpty && stagingAvailable == 0 && pendingGap == 0 && currentFill == 0
+        return (target.ring.isEmpty || limitReached) && stagingAvailable == 0 && pendingGap == 0 && currentFill == 0
+            && packets.isEmpty && currentBytes == 0 && (encoder == nil || encoderFinished)
     }
 
     private var stagingAvailable: Int { (staging.sampleCount - stagingOffset) / format.channelsPerFrame }
@@ -99,6 +118,18 @@ final class CaptureWorker: @unchecked Sendable {
         // for the caller's buffers like any others.
         let ending = finishing
         loop: while true {
+            if encoder != nil && !packets.isEmpty {
+                guard ensureCurrent(takeBuffer) else {
+                    if ending {
+                        unplaced += packets.frameCount
+                        packets.removeAll()
+                        continue
+                    }
+                    break
+                }
+                fillPackets(into: &out)
+                continue
+            }
             if stagingAvailable > 0 {
                 guard ensureCurrent(takeBuffer) else {
                     if ending {
@@ -120,13 +151,31 @@ final class CaptureWorker: @unchecked Sendable {
                 continue
             }
             if pendingGap > 0 {
+                if let encoder {
+                    // A compressed stream has no gaps: the lost frames are coded as silence, so
+                    // its timeline stays the capture's.
+                    out.append(.overrun(pendingGap, Int64(timeline)))
+                    var silence = [Float](repeating: 0, count: min(pendingGap, Self.chunkFrames) * channels)
+                    var left = frameLimit.map { min(pendingGap, max($0 - timeline, 0)) } ?? pendingGap
+                    while left > 0 {
+                        let count = min(left, Self.chunkFrames)
+                        if silence.count < count * channels { silence = [Float](repeating: 0, count: count * channels) }
+                        do { try silence.withUnsafeBufferPointer { try encoder.convert(floats: UnsafeBufferPointer(rebasing: $0[0..<(count * channels)]), into: packets) } } catch {
+                            out.append(.error(error as? AudioQueueError ?? AudioQueueError(.decoderError, "the encoder failed: \(error)")))
+                        }
+                        left -= count
+                        timeline += count
+                    }
+                    pendingGap = 0
+                    continue
+                }
                 deliverCurrent(into: &out)
                 out.append(.overrun(pendingGap, Int64(timeline)))
                 timeline += pendingGap
                 pendingGap = 0
                 continue
             }
-            switch ring.next() {
+            switch limitReached ? .empty(ended: true) : ring.next() {
             case .gap(let lost):
                 if let converter, let sourceFormat {
                     finishConverter(converter, into: &out)
@@ -157,12 +206,20 @@ final class CaptureWorker: @unchecked Sendable {
                     place(scratch, frames: take, into: &out)
                 }
             case .empty:
-                if finishing || sourceEnded {
+                if finishing || sourceEnded || limitReached {
                     if let converter, !converterFinished {
                         finishConverter(converter, into: &out)
                         continue
                     }
+                    if let encoder, !encoderFinished {
+                        do { try encoder.finish(into: packets) } catch {
+                            out.append(.error(error as? AudioQueueError ?? AudioQueueError(.decoderError, "the encoder failed: \(error)")))
+                        }
+                        encoderFinished = true
+                        continue
+                    }
                     deliverCurrent(into: &out)
+                    if limitReached { sourceEnded = true }
                 }
                 break loop
             }
@@ -182,6 +239,10 @@ final class CaptureWorker: @unchecked Sendable {
         stagingOffset = 0
         pendingGap = 0
         timeline = capturedOutputFrames
+        packets.removeAll()
+        currentDescriptions.removeAll()
+        currentBytes = 0
+        currentPacketFrames = 0
         defer { current = nil; currentFill = 0 }
         return current.map { [$0] } ?? []
     }
@@ -195,6 +256,7 @@ final class CaptureWorker: @unchecked Sendable {
 
     private var room: Int {
         guard let current else { return 0 }
+        if encoder != nil { return Self.chunkFrames }
         return current.capacity / format.bytesPerFrame - currentFill
     }
 
@@ -203,18 +265,26 @@ final class CaptureWorker: @unchecked Sendable {
         guard let buffer = takeBuffer() else { return false }
         current = buffer
         currentFill = 0
-        currentStart = timeline
+        currentStart = encoder == nil ? timeline : packetTimeline
         for channel in 0..<sumSquares.count { sumSquares[channel] = 0; peaks[channel] = 0 }
         return true
     }
 
-    /// Writes `frames` float frames (the queue's channel count) into the current buffer.
+    /// Writes `frames` float frames (the queue's channel count) into the current buffer, or into
+    /// the encoder for a compressed queue (at most up to the frame limit).
     private func place(_ samples: UnsafePointer<Float>, frames: Int, into out: inout [Outgoing]) {
+        let frames = frameLimit.map { min(frames, max($0 - timeline, 0)) } ?? frames
         guard let current, frames > 0 else { return }
         let channels = format.channelsPerFrame
-        current.withStorage { storage in
-            if let base = storage.baseAddress {
-                layout.fromFloat(samples, count: frames * channels, into: base + currentFill * format.bytesPerFrame)
+        if let encoder {
+            do { try encoder.convert(floats: UnsafeBufferPointer(start: samples, count: frames * channels), into: packets) } catch {
+                out.append(.error(error as? AudioQueueError ?? AudioQueueError(.decoderError, "the encoder failed: \(error)")))
+            }
+        } else {
+            current.withStorage { storage in
+                if let base = storage.baseAddress {
+                    layout.fromFloat(samples, count: frames * channels, into: base + currentFill * format.bytesPerFrame)
+                }
             }
         }
         if metering {
@@ -241,20 +311,65 @@ final class CaptureWorker: @unchecked Sendable {
         }
         currentFill += frames
         timeline += frames
-        if room == 0 { deliverCurrent(into: &out) }
+        if encoder == nil && room == 0 { deliverCurrent(into: &out) }
+    }
+
+    /// Moves whole packets into the current buffer (with their descriptions); hands it back when
+    /// the next packet does not fit.
+    private func fillPackets(into out: inout [Outgoing]) {
+        guard let current else { return }
+        var taken = 0
+        current.withStorage { storage in
+            guard let base = storage.baseAddress else { return }
+            while taken < packets.count {
+                let packet = packets.packets[taken]
+                guard currentBytes + packet.byteCount <= current.capacity else { break }
+                (base + currentBytes).copyMemory(from: packets.bytes(of: taken).baseAddress ?? UnsafeRawPointer(base), byteCount: packet.byteCount)
+                currentDescriptions.append(AudioPacketDescription(startOffset: currentBytes, variableFramesInPacket: packet.frames, dataByteSize: packet.byteCount))
+                currentBytes += packet.byteCount
+                currentPacketFrames += packet.frames
+                taken += 1
+            }
+        }
+        packets.removeFirst(taken)
+        if !packets.isEmpty || taken == 0 {
+            if currentBytes == 0 {
+                // Cannot happen: buffers are allocated to hold the largest packet.
+                out.append(.error(AudioQueueError(.invalidBuffer, "a \(packets.packets.first?.byteCount ?? 0)-byte packet does not fit buffer \(current.id) of \(current.capacity) bytes; it is dropped")))
+                packets.removeFirst(1)
+                return
+            }
+            deliverCurrent(into: &out)
+        }
     }
 
     private func deliverCurrent(into out: inout [Outgoing]) {
-        guard let current, currentFill > 0 else { return }
-        current.setByteSizeInternal(currentFill * format.bytesPerFrame)
-        var levels: [AudioLevelMeter]?
-        if metering {
-            levels = (0..<format.channelsPerFrame).map {
-                AudioLevelMeter(average: Float((sumSquares[$0] / Double(currentFill)).squareRoot()), peak: peaks[$0])
-            }
+        guard let current else { return }
+        if encoder != nil {
+            guard currentBytes > 0 else { return }
+            current.setByteSizeInternal(currentBytes)
+            out.append(.filled(current, AudioCapturedFrames(startSampleTime: Int64(currentStart), frameCount: currentPacketFrames,
+                                                            packetDescriptions: currentDescriptions), levels()))
+            packetTimeline += currentPacketFrames
+            currentDescriptions.removeAll(keepingCapacity: true)
+            currentBytes = 0
+            currentPacketFrames = 0
+            self.current = nil
+            currentFill = 0
+            return
         }
-        out.append(.filled(current, AudioCapturedFrames(startSampleTime: Int64(currentStart), frameCount: currentFill), levels))
+        guard currentFill > 0 else { return }
+        current.setByteSizeInternal(currentFill * format.bytesPerFrame)
+        out.append(.filled(current, AudioCapturedFrames(startSampleTime: Int64(currentStart), frameCount: currentFill), levels()))
         self.current = nil
         currentFill = 0
+    }
+
+    /// The meters over the frames placed while the current buffer was being filled.
+    private func levels() -> [AudioLevelMeter]? {
+        guard metering, currentFill > 0 else { return nil }
+        return (0..<format.channelsPerFrame).map {
+            AudioLevelMeter(average: Float((sumSquares[$0] / Double(currentFill)).squareRoot()), peak: peaks[$0])
+        }
     }
 }

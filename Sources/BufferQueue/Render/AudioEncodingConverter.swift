@@ -1,3 +1,17 @@
+/// The gapless numbers of an encoded stream: what a container writes so that a reader plays
+/// exactly the valid frames (`priming + valid + remainder` = the frames the packets decode to).
+public struct AudioEncodingTotals: Hashable, Sendable {
+    public var validFrames: Int64
+    public var primingFrames: Int
+    public var remainderFrames: Int
+
+    public init(validFrames: Int64, primingFrames: Int, remainderFrames: Int) {
+        self.validFrames = validFrames
+        self.primingFrames = primingFrames
+        self.remainderFrames = remainderFrames
+    }
+}
+
 /// The converter's encode direction: linear PCM of any layout, rate and channel count in,
 /// packets of a compressed (or PCM) format out, with the gapless numbers counted.
 ///
@@ -51,6 +65,10 @@ public final class AudioEncodingConverter {
     public var primingFrames: Int { encoder.primingFrames }
     /// The padding of the last packet (final after ``finish(into:)``).
     public var remainderFrames: Int { max(0, Int(packetFrames - Int64(primingFrames) - validFrames)) }
+    /// The gapless numbers so far (final after ``finish(into:)``).
+    public var totals: AudioEncodingTotals {
+        AudioEncodingTotals(validFrames: validFrames, primingFrames: primingFrames, remainderFrames: remainderFrames)
+    }
     /// What a decoder needs besides the packets (final after ``finish(into:)``).
     public var magicCookie: [UInt8]? { encoder.magicCookie }
     /// The largest packet the encoder makes.
