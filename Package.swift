@@ -234,7 +234,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "aqrecord",
-            dependencies: [
+            dependencies: ["AVCodecAAC", "FLACEncoder", "OpusEncoder", "AudioFileStream",
                 "AudioPlayback", "BufferQueue", "PulseAudioSink", "SoxrConverter",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -274,7 +274,7 @@ let package = Package(
         .testTarget(
             name: "PulseAudioSinkTests",
             dependencies: ["BufferQueue", "PulseAudioSink", "ALSASink", "AudioFileStream", "AudioPlayback", "MPG123Decoder", "FAADDecoder",
-                           "SoxrConverter", "TestSupport"],
+                           "SoxrConverter", "OpusDecoder", "FLACDecoder", "AVCodecAAC", "TestSupport"],
             path: "Tests/PulseAudioSinkTests"
         ),
         .testTarget(

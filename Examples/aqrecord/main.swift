@@ -1,11 +1,16 @@
 // aqrecord: records from PulseAudio (a source or a sink's monitor) or a generated signal through an
-// input audio queue into a WAV or CAF file, the way Apple's AudioQueueNewInput samples do: a few
-// buffers, each written and enqueued again in the input callback.
+// input audio queue into a file, the way Apple's AudioQueueNewInput samples do: a few buffers,
+// each written and enqueued again in the input callback. The queue encodes (AAC, ALAC, FLAC, Opus
+// …) and hands out packets; the file is kept playable as it grows.
 import ArgumentParser
+import AVCodecAAC
+import AudioFileStream
 import AudioPlayback
 import BufferQueue
 import Dispatch
+import FLACEncoder
 import Foundation
+import OpusEncoder
 import PulseAudioSink
 import SoxrConverter
 
@@ -13,14 +18,42 @@ import SoxrConverter
 struct AQRecord: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "aqrecord",
-        abstract: "Record into a WAV or CAF file through an input audio queue.",
-        discussion: "Ctrl-C ends the recording and finishes the file (its header sizes are filled in).")
+        abstract: "Record into a file through an input audio queue that encodes.",
+        discussion: """
+            The extension picks the container and its usual codec: .m4a (AAC), .opus (Opus), .flac (FLAC), .caf, .wav, .aif (PCM). \
+            Ctrl-C (SIGINT) or SIGTERM ends the recording and finishes the file. A recording that is killed keeps a playable file \
+            up to the last second written (fragmented MP4, Ogg pages, FLAC frames, WAV and CAF sizes).
+            """)
 
     enum SourceChoice: String, ExpressibleByArgument, CaseIterable { case pulse, null }
     enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case s16, s24, f32 }
+    enum Codec: String, ExpressibleByArgument, CaseIterable {
+        case pcm, aac, alac, flac, opus, ima4, ulaw, alaw
+        var formatID: AudioFormatID {
+            switch self {
+            case .pcm: return .linearPCM
+            case .aac: return .aacLC
+            case .alac: return .appleLossless
+            case .flac: return .flac
+            case .opus: return .opus
+            case .ima4: return .appleIMA4
+            case .ulaw: return .uLaw
+            case .alaw: return .aLaw
+            }
+        }
+    }
 
-    @Argument(help: "The file to write: OUT.wav or OUT.caf.")
+    @Argument(help: "The file to write: OUT.m4a, OUT.opus, OUT.flac, OUT.caf, OUT.wav or OUT.aif.")
     var output: String?
+
+    @Option(help: "What the file holds (default: the extension's usual codec): pcm, aac, alac, flac, opus, ima4, ulaw, alaw.")
+    var codec: Codec?
+
+    @Option(help: "Bit rate of AAC or Opus, in bits per second.")
+    var bitrate: Int?
+
+    @Option(help: "Encoder quality 0...10 (FLAC's level, Opus's complexity).")
+    var quality: Int?
 
     @Option(help: "Where the sound comes from: pulse (default) or null (a 440 Hz sine, for machines without a server).")
     var source: SourceChoice = .pulse
@@ -40,7 +73,7 @@ struct AQRecord: AsyncParsableCommand {
     @Option(help: "Channels to record.")
     var channels: Int = 2
 
-    @Option(help: "Sample format: s16, s24 or f32.")
+    @Option(help: "Sample format of PCM (s16, s24 or f32), and the bit depth of ALAC and FLAC (s16 or s24).")
     var format: SampleFormat = .s16
 
     @Flag(help: "With --source null: generate as fast as the file is written, not in real time.")
@@ -50,7 +83,11 @@ struct AQRecord: AsyncParsableCommand {
     var listDevices = false
 
     func validate() throws {
-        if !listDevices && output == nil { throw ValidationError("give the file to write (OUT.wav or OUT.caf)") }
+        if !listDevices && output == nil { throw ValidationError("give the file to write (OUT.m4a, OUT.opus, OUT.flac, OUT.caf, OUT.wav)") }
+        if let output, AudioFileWriter.fileType(forPath: output) == nil {
+            throw ValidationError("\(output): the extension names no container written (.m4a, .opus, .flac, .caf, .wav, .aif, .aifc)")
+        }
+        if let quality, !(0...10).contains(quality) { throw ValidationError("--quality must be 0...10") }
         if let duration, !(duration > 0 && duration.isFinite) { throw ValidationError("--duration must be a positive number of seconds") }
         if let rate, !(rate >= 1000 && rate <= 768_000) { throw ValidationError("--rate must be in 1000...768000") }
         guard (1...8).contains(channels) else { throw ValidationError("--channels must be 1...8") }
@@ -64,8 +101,11 @@ struct AQRecord: AsyncParsableCommand {
             }
             return
         }
-        guard let output else { return }
+        guard let output, let type = AudioFileWriter.fileType(forPath: output) else { return }
         SoxrConverter.register()
+        FLACEncoder.register()
+        OpusEncoder.register()
+        AVCodecAAC.register()
         let audioSource: any AudioSource
         var sampleRate = rate ?? 48000
         switch source {
@@ -81,25 +121,36 @@ struct AQRecord: AsyncParsableCommand {
         case .null:
             audioSource = NullSource(signal: .sine(frequency: 440, amplitude: 0.5), pacing: fast ? .unpaced : .realTime)
         }
+        let codec = self.codec ?? (type == .mp4 ? .aac : type == .ogg ? .opus : type == .flac ? .flac : .pcm)
+        let bigEndian = type == .aiff || type == .aifc
         let description: AudioStreamDescription
-        switch format {
-        case .s16: description = .linearPCM(sampleRate: sampleRate, channels: channels, bitsPerChannel: 16)
-        case .s24: description = .linearPCM(sampleRate: sampleRate, channels: channels, bitsPerChannel: 24)
-        case .f32: description = .float32(sampleRate: sampleRate, channels: channels)
+        switch (codec, format) {
+        case (.pcm, .s16): description = .linearPCM(sampleRate: sampleRate, channels: channels, bitsPerChannel: 16, isBigEndian: bigEndian)
+        case (.pcm, .s24): description = .linearPCM(sampleRate: sampleRate, channels: channels, bitsPerChannel: 24, isBigEndian: bigEndian)
+        case (.pcm, .f32): description = .linearPCM(sampleRate: sampleRate, channels: channels, bitsPerChannel: 32, isFloat: true, isBigEndian: bigEndian)
+        default:
+            description = AudioStreamDescription(sampleRate: sampleRate, formatID: codec.formatID, bytesPerPacket: 0, framesPerPacket: 0, bytesPerFrame: 0,
+                                                 channelsPerFrame: channels, bitsPerChannel: format == .s24 ? 24 : 16)
         }
-        let writer = try PCMFileWriter(path: output, format: description)
-        let limit = duration.map { Int64(($0 * sampleRate).rounded()) }
-        let state = RecordingState(writer: writer, limit: limit, meter: isatty(2) != 0)
-
-        let queue = try AudioInputQueue(format: description, configuration: .init(source: audioSource)) { queue, buffer, frames in
-            if state.take(buffer, frames: frames.frameCount, meters: queue.currentLevelMeters) {
+        let limit = duration.map { Int(($0 * sampleRate).rounded()) }
+        let settings = AudioEncoderSettings(bitRate: bitrate, quality: quality)
+        let holder = WriterHolder()
+        let queue = try AudioInputQueue(format: description, configuration: .init(source: audioSource, encoderSettings: settings, frameLimit: limit)) { queue, buffer, frames in
+            if holder.take(buffer, frames: frames, meters: queue.currentLevelMeters) {
                 try? queue.enqueue(buffer)
             } else {
                 try? queue.stop(immediately: true)
             }
         }
+        let recorded = queue.streamDescription
+        let writer = try AudioFileWriter(path: output, fileType: type, packetFormat: recorded, magicCookie: queue.magicCookie,
+                                         channelLayout: channels > 2 ? .wave(channels: channels) : nil,
+                                         primingFrames: queue.encodingTotals?.primingFrames ?? 0, maximumPacketSize: queue.maximumPacketSize,
+                                         recording: true, expectedFrames: limit.map(Int64.init))
+        let state = RecordingState(writer: writer, meter: isatty(2) != 0)
+        holder.state = state
         queue.setLevelMeteringEnabled(true)
-        let bufferBytes = max(Int(sampleRate / 10), 1) * description.bytesPerFrame
+        let bufferBytes = max(max(Int(sampleRate / 10), 1) * (recorded.isLinearPCM ? recorded.bytesPerFrame : channels * 4), queue.maximumPacketSize * 2)
         for _ in 0..<4 { try queue.enqueue(queue.allocateBuffer(capacity: bufferBytes)) }
 
         // Ctrl-C: stop now; what was captured is written, the header finished.
@@ -118,14 +169,12 @@ struct AQRecord: AsyncParsableCommand {
 
         let events = queue.events()
         try queue.start()
-        FileHandle.standardError.write(Data("aqrecord: recording \(description) to \(output) (Ctrl-C stops)\n".utf8))
+        FileHandle.standardError.write(Data("aqrecord: recording \(recorded) to \(output) (Ctrl-C stops)\n".utf8))
         var failure: AudioQueueError?
         loop: for await event in events {
             switch event {
             case .runningChanged(false): break loop
             case .overrun(let lost, let at):
-                // Frames past the duration, dropped by the stop, are not a loss.
-                if state.remaining == 0 { continue }
                 FileHandle.standardError.write(Data("\naqrecord: \(lost) frames lost at frame \(at) (the disk or the machine was too slow)\n".utf8))
             case .error(let error):
                 failure = error
@@ -135,14 +184,14 @@ struct AQRecord: AsyncParsableCommand {
         for interrupt in interrupts { interrupt.cancel() }
         queue.dispose(immediately: true)
         var writeError = state.writeError
-        do { try writer.close() } catch { writeError = writeError ?? error }
+        do { try writer.close(totals: queue.encodingTotals, magicCookie: queue.magicCookie) } catch { writeError = writeError ?? error }
         if state.meter { FileHandle.standardError.write(Data("\n".utf8)) }
         if let writeError {
             FileHandle.standardError.write(Data("aqrecord: \(output) could not be written completely: \(writeError)\n".utf8))
             throw ExitCode(1)
         }
-        let seconds = Double(writer.framesWritten) / sampleRate
-        print("Recorded \(writer.framesWritten) frames (\(String(format: "%.2f", seconds)) s) to \(output)")
+        let seconds = Double(writer.validFrames) / recorded.sampleRate
+        print("Recorded \(writer.validFrames) frames (\(String(format: "%.2f", seconds)) s) to \(output)")
         if let failure {
             FileHandle.standardError.write(Data("aqrecord: \(failure)\n".utf8))
             throw ExitCode(1)
@@ -150,42 +199,44 @@ struct AQRecord: AsyncParsableCommand {
     }
 }
 
-/// What the input callback keeps: the file, the frames still wanted, the meter line. Used only on
-/// the queue's callback queue (and after its last callback).
+/// Hands the input callback the recording state once the writer exists (the queue is made first:
+/// the writer needs its format and cookie).
+final class WriterHolder: @unchecked Sendable {
+    var state: RecordingState?
+    func take(_ buffer: AudioQueueBuffer, frames: AudioCapturedFrames, meters: [AudioLevelMeter]) -> Bool {
+        state?.take(buffer, frames: frames, meters: meters) ?? false
+    }
+}
+
+/// What the input callback keeps: the file, the meter line. Used only on the queue's callback
+/// queue (and after its last callback).
 final class RecordingState: @unchecked Sendable {
-    let writer: PCMFileWriter
-    var remaining: Int64?
+    let writer: AudioFileWriter
     let meter: Bool
 
-    init(writer: PCMFileWriter, limit: Int64?, meter: Bool) {
+    init(writer: AudioFileWriter, meter: Bool) {
         self.writer = writer
-        remaining = limit
         self.meter = meter
     }
 
     /// The first error writing the file; the recording stops at it.
     var writeError: (any Error)?
 
-    /// Writes the buffer's frames (no more than the duration asks); false once the duration is
-    /// reached or the file cannot be written.
-    func take(_ buffer: AudioQueueBuffer, frames: Int, meters: [AudioLevelMeter]) -> Bool {
+    /// Writes the buffer's packets; false once the file cannot be written.
+    func take(_ buffer: AudioQueueBuffer, frames: AudioCapturedFrames, meters: [AudioLevelMeter]) -> Bool {
         guard writeError == nil else { return false }
-        var frames = Int64(frames)
-        if let remaining { frames = min(frames, remaining) }
-        let bytes = Int(frames) * writer.format.bytesPerFrame
         do {
-            try buffer.withUnsafeBytes { try writer.write(UnsafeRawBufferPointer(rebasing: $0.prefix(bytes))) }
+            try buffer.withUnsafeBytes { try writer.writePackets(UnsafeRawBufferPointer(rebasing: $0.prefix(buffer.byteSize)), descriptions: frames.packetDescriptions) }
         } catch {
             writeError = error
             return false
         }
-        if let remaining { self.remaining = remaining - frames }
         if meter { drawMeter(meters) }
-        return (remaining ?? 1) > 0
+        return true
     }
 
     private func drawMeter(_ meters: [AudioLevelMeter]) {
-        let seconds = Double(writer.framesWritten) / writer.format.sampleRate
+        let seconds = Double(writer.validFrames) / writer.dataFormat.sampleRate
         var line = String(format: "\r\u{1B}[K● %02d:%05.2f ", Int(seconds) / 60, seconds.truncatingRemainder(dividingBy: 60))
         for meter in meters.prefix(2) {
             let peak = meter.decibels.peak

@@ -1,6 +1,11 @@
 import Foundation
 import Testing
+import AudioPlayback
+import AudioFileStream
 import BufferQueue
+import AVCodecAAC
+import FLACDecoder
+import OpusDecoder
 import PulseAudioSink
 import TestSupport
 
@@ -299,5 +304,88 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         #expect(sizes.riff == sizes.file - 8)
         let probe = try await runTool("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,sample_rate,duration_ts", "-of", "csv=p=0", "\(dir)/m.wav"])
         #expect(String(decoding: probe.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "pcm_f32le,44100,22050")
+    }
+
+    /// Every container, by its extension, with its usual codec: exactly the duration's frames, as
+    /// this library reads them back (ffmpeg too, but for M4A's last-packet padding, which it plays).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary), "aqrecord is not built beside the tests"),
+          arguments: ["m4a", "opus", "flac", "caf", "wav", "aif"])
+    func eachContainerHoldsExactlyTheDuration(_ ext: String) async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = "\(dir)/d.\(ext)"
+        let run = try await runTool(Self.binary, ["--source", "null", "--fast", "--duration", "1.25", "--rate", "44100", path])
+        #expect(run.status == 0, "\(String(decoding: run.errorOutput, as: UTF8.self))")
+        let expected = ext == "opus" ? 60_000 : 55_125
+        let file = try AudioFile(path: path)
+        let valid = file.packetTableInfo?.validFrames ?? file.totalFrames
+        #expect(valid == Int64(expected), "\(valid) frames, \(expected) expected (\(file.dataFormat))")
+        let probe = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "s16le", "-ac", "1", "-"])
+        #expect(probe.status == 0)
+        let ffmpegFrames = probe.output.count / 2
+        #expect(ext == "m4a" ? (ffmpegFrames > expected && ffmpegFrames < expected + 1024) : ffmpegFrames == expected,
+                "ffmpeg reads \(ffmpegFrames) frames")
+    }
+
+    /// A recording killed with SIGKILL keeps a file that plays up to within a second of the kill:
+    /// what was captured then, less at most the second between checkpoints.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary), "aqrecord is not built beside the tests"),
+          arguments: ["m4a", "opus", "flac", "caf", "wav"])
+    func aKilledRecordingPlaysUpToItsLastSecond(_ ext: String) async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = "\(dir)/k.\(ext)"
+        let rate = 44100.0
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        // A real-time source: the frames captured grow with the clock.
+        process.arguments = ["--source", "null", "--rate", "44100", "--channels", "1", path]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        let stderr = Pipe()
+        process.standardError = stderr
+        let started = Watched<ContinuousClock.Instant?>(nil)
+        let exit = Watched<Int32?>(nil)
+        process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
+        let reader = LineReader(stderr.fileHandleForReading, onEnd: {}) { line in
+            if line.contains("recording") { started.update { $0 = $0 ?? .now } }
+        }
+        // Each time the file changes: how many frames a reader finds in it so far.
+        let readable = Watched<Int64>(0)
+        let watcher = try DirectoryWatcher(dir, everyWrite: true) { _ in
+            if let file = try? AudioFile(path: path) { readable.update { $0 = max($0, file.packetTableInfo?.validFrames ?? file.totalFrames) } }
+        }
+        defer { watcher.stop() }
+        try process.run()
+        reader.start()
+        #expect(await started.wait { $0 != nil })
+        // Two seconds on the file: two checkpoints at least.
+        let twoSeconds = Int64(2 * (ext == "opus" ? 48000 : rate))
+        #expect(await readable.wait(timeout: .seconds(30)) { $0 >= twoSeconds })
+        let elapsed = started.current.map { ContinuousClock.now - $0 } ?? .zero
+        kill(process.processIdentifier, SIGKILL)
+        #expect(await exit.wait(timeout: .seconds(10)) { $0 != nil })
+        let captured = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        OpusDecoder.register()
+        FLACDecoder.register()
+        AVCodecAAC.register()
+        let file = try AudioFile(path: path)
+        let fileRate = file.dataFormat.sampleRate
+        let valid = file.packetTableInfo?.validFrames ?? file.totalFrames
+        let kept = Double(valid) / fileRate
+        #expect(kept >= 2 && kept >= captured - 1.25, "the killed file plays \(kept) s; \(captured) s had been captured")
+        #expect(kept <= captured + 0.5)
+        // Its frames decode (this library, and ffmpeg reads it too).
+        let renderer = try AudioFileRenderer(file: file)
+        var scratch = [Float](repeating: 0, count: 4096)
+        var rendered: Int64 = 0
+        while true {
+            let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 4096) }
+            if n == 0 { break }
+            rendered += Int64(n)
+        }
+        #expect(rendered == valid)
+        let probe = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "s16le", "-ac", "1", "-"])
+        #expect(probe.output.count / 2 >= Int(Double(rendered) * 0.9), "ffmpeg reads \(probe.output.count / 2) frames of the killed file")
     }
 }
