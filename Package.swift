@@ -274,7 +274,7 @@ let package = Package(
         .testTarget(
             name: "PulseAudioSinkTests",
             dependencies: ["BufferQueue", "PulseAudioSink", "ALSASink", "AudioFileStream", "AudioPlayback", "MPG123Decoder", "FAADDecoder",
-                           "SoxrConverter", "OpusDecoder", "FLACDecoder", "AVCodecAAC", "TestSupport"],
+                           "SoxrConverter", "OpusDecoder", "FLACDecoder", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "TestSupport"],
             path: "Tests/PulseAudioSinkTests"
         ),
         .testTarget(

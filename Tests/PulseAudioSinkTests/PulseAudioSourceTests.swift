@@ -5,8 +5,11 @@ import AudioFileStream
 import BufferQueue
 import AVCodecAAC
 import FLACDecoder
+import FLACEncoder
 import OpusDecoder
+import OpusEncoder
 import PulseAudioSink
+import SoxrConverter
 import TestSupport
 
 /// What an input queue recorded: every buffer (start, frame count, samples) and every event.
@@ -119,6 +122,87 @@ struct PulseAudioSourceTests {
         #expect(take.overruns.isEmpty)
         #expect(take.errors.isEmpty)
         queue.dispose(immediately: true)
+    }
+
+    /// An input queue recording the monitor straight into FLAC, Apple Lossless, AAC or Opus: the
+    /// file made of its packets decodes to what was played — bit for bit for the lossless codecs
+    /// (the played signal is on the 16-bit grid), and to exactly the frames captured for all.
+    @Test(arguments: ["flac", "m4a/alac", "m4a/aac", "opus"])
+    func compressedRecordingsDecodeToWhatWasPlayed(_ kind: String) async throws {
+        OpusDecoder.register()
+        FLACDecoder.register()
+        AVCodecAAC.register()
+        FLACEncoder.register()
+        OpusEncoder.register()
+        SoxrConverter.register()
+        let server = try await PrivateServer.start()
+        let ext = String(kind.split(separator: "/")[0])
+        let id: AudioFormatID = kind.hasSuffix("alac") ? .appleLossless : kind.hasSuffix("aac") ? .aacLC : kind == "opus" ? .opus : .flac
+        let lossless = id == .appleLossless || id == .flac
+        let format = AudioStreamDescription(sampleRate: 44100, formatID: id, bytesPerPacket: 0, framesPerPacket: 0, bytesPerFrame: 0,
+                                            channelsPerFrame: 2, bitsPerChannel: 16)
+        let path = NSTemporaryDirectory() + "monitor-\(UUID().uuidString.prefix(8)).\(ext)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let holder = PacketSink()
+        let source = PulseAudioSource(configuration: .monitor(of: "out", server: server.address))
+        let queue = try AudioInputQueue(format: format, configuration: .init(source: source)) { queue, buffer, frames in
+            holder.write(buffer, frames)
+            try? queue.enqueue(buffer)
+        }
+        holder.writer = try AudioFileWriter(path: path, packetFormat: queue.streamDescription, magicCookie: queue.magicCookie,
+                                            primingFrames: queue.encodingTotals?.primingFrames ?? 0, maximumPacketSize: queue.maximumPacketSize)
+        // Buffers of 8 packets of the largest size: each comes back after 8 packets.
+        for _ in 0..<4 { try queue.enqueue(queue.allocateBuffer(capacity: queue.maximumPacketSize * 8)) }
+        let running = Watched<[Bool]>([])
+        let lost = Watched(0)
+        let events = queue.events()
+        Task {
+            for await event in events {
+                if case .runningChanged(let on) = event { running.update { $0.append(on) } }
+                if case .overrun(let frames, _) = event { lost.update { $0 += frames } }
+            }
+        }
+        try queue.start()
+        #expect(await holder.frames.wait { $0 >= 8192 }, "no packets came")
+        let played = signal(frames: 66_150).map { ($0 * 32768).rounded() / 32768 }
+        try await play(played, on: server)
+        // What had been captured when playback ended, and a fifth of a second of silence, is in packets.
+        // (Opus packets count 48 kHz frames; the capture, 44.1 kHz ones.)
+        let scale = id == .opus ? 48000.0 / 44100 : 1
+        let captured = Int(Double(queue.currentTime().sampleTime) * scale)
+        let priming = queue.encodingTotals?.primingFrames ?? 0
+        #expect(await holder.frames.wait { $0 >= captured + priming + Int(8820 * scale) })
+        try queue.stop(immediately: true)
+        #expect(await running.wait { $0 == [true, false] })
+        let totals = try #require(queue.encodingTotals)
+        try holder.close(totals: totals, cookie: queue.magicCookie)
+        #expect(holder.failure == nil)
+        queue.dispose(immediately: true)
+
+        let file = try AudioFile(path: path)
+        #expect(file.packetTableInfo?.validFrames ?? file.totalFrames == totals.validFrames)
+        let renderer = try AudioFileRenderer(file: file)
+        var decoded: [Float] = []
+        var scratch = [Float](repeating: 0, count: 8192)
+        while true {
+            let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 4096) }
+            if n == 0 { break }
+            decoded += scratch[0..<(n * 2)]
+        }
+        let expectedFrames = Int(totals.validFrames)
+        #expect(decoded.count == expectedFrames * 2, "\(decoded.count / 2) frames decoded, \(expectedFrames) captured")
+        if lossless {
+            #expect(difference(trimSilence(decoded, channels: 2), played) == nil)
+        } else if id == .aacLC {
+            // The sound is all there: as many frames of it as were played (the signal never comes
+            // near zero: from its first loud frame to its last), give or take the codec's edges.
+            // (Not for Opus, whose encoder takes out the signal's DC offset with a high-pass
+            // filter, so its level crosses zero and rings after the end.)
+            let loud = (0..<(decoded.count / 2)).filter { abs(decoded[2 * $0]) > 0.03 }
+            let sound = (loud.last ?? 0) - (loud.first ?? 0) + 1
+            let playedFrames = 66_150
+            #expect(abs(sound - playedFrames) < 2048, "\(sound) frames of sound decoded, \(playedFrames) played; \(lost.current) frames lost")
+        }
     }
 
     /// The callback stalls for half a second once sound arrives (the fault this test injects), with
@@ -387,5 +471,28 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         #expect(rendered == valid)
         let probe = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "s16le", "-ac", "1", "-"])
         #expect(probe.output.count / 2 >= Int(Double(rendered) * 0.9), "ffmpeg reads \(probe.output.count / 2) frames of the killed file")
+    }
+}
+
+/// Writes a compressed input queue's packets to a file, from the input callback.
+final class PacketSink: @unchecked Sendable {
+    var writer: AudioFileWriter?
+    var failure: (any Error)?
+    let frames = Watched(0)
+    private let lock = NSLock()
+
+    func write(_ buffer: AudioQueueBuffer, _ captured: AudioCapturedFrames) {
+        lock.withLock {
+            do {
+                try buffer.withUnsafeBytes { try writer?.writePackets(UnsafeRawBufferPointer(rebasing: $0.prefix(buffer.byteSize)), descriptions: captured.packetDescriptions) }
+            } catch {
+                failure = failure ?? error
+            }
+        }
+        frames.update { $0 += captured.frameCount }
+    }
+
+    func close(totals: AudioEncodingTotals, cookie: [UInt8]?) throws {
+        try lock.withLock { try writer?.close(totals: totals, magicCookie: cookie) }
     }
 }

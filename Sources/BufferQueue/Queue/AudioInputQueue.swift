@@ -148,7 +148,10 @@ public final class AudioInputQueue: Sendable {
     ///     float), or a format an encoder of ``Configuration/encoderRegistry`` makes (AAC, Apple
     ///     Lossless, FLAC, Opus, IMA4, µ-law, A-law …), as Apple's input queues record: its rate
     ///     and channel count, and for the lossless codecs a bit depth. Compressed buffers hold
-    ///     whole packets, described in the callback's ``AudioCapturedFrames/packetDescriptions``;
+    ///     whole packets, described in the callback's ``AudioCapturedFrames/packetDescriptions``,
+    ///     and come back when the next packet would not fit or when they hold as many packets as
+    ///     the largest (``maximumPacketSize``) would fill them with: size buffers as
+    ///     `maximumPacketSize × packets` for a duration, as with Apple's queues;
     ///     ``magicCookie`` and ``encodingTotals`` give what a file needs besides.
     ///   - configuration: source, capture ring size, callback queue, resampler, encoder settings.
     ///   - inputCallback: called with each filled buffer, its frames and where they lie on the timeline.

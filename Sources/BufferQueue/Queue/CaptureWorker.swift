@@ -315,13 +315,15 @@ final class CaptureWorker: @unchecked Sendable {
     }
 
     /// Moves whole packets into the current buffer (with their descriptions); hands it back when
-    /// the next packet does not fit.
+    /// the next packet does not fit, or when it holds as many packets as the largest would fill it
+    /// with (so a buffer sized for N packets comes back after N, however small silence makes them).
     private func fillPackets(into out: inout [Outgoing]) {
-        guard let current else { return }
+        guard let current, let encoder else { return }
+        let sizedFor = max(current.capacity / max(encoder.maximumPacketSize, 1), 1)
         var taken = 0
         current.withStorage { storage in
             guard let base = storage.baseAddress else { return }
-            while taken < packets.count {
+            while taken < packets.count && currentDescriptions.count < sizedFor {
                 let packet = packets.packets[taken]
                 guard currentBytes + packet.byteCount <= current.capacity else { break }
                 (base + currentBytes).copyMemory(from: packets.bytes(of: taken).baseAddress ?? UnsafeRawPointer(base), byteCount: packet.byteCount)
@@ -332,7 +334,7 @@ final class CaptureWorker: @unchecked Sendable {
             }
         }
         packets.removeFirst(taken)
-        if !packets.isEmpty || taken == 0 {
+        if !packets.isEmpty || taken == 0 || currentDescriptions.count >= sizedFor {
             if currentBytes == 0 {
                 // Cannot happen: buffers are allocated to hold the largest packet.
                 out.append(.error(AudioQueueError(.invalidBuffer, "a \(packets.packets.first?.byteCount ?? 0)-byte packet does not fit buffer \(current.id) of \(current.capacity) bytes; it is dropped")))
