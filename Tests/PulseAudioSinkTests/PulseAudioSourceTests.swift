@@ -412,18 +412,21 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
     }
 
     /// A recording killed with SIGKILL keeps a file that plays up to within a second of the kill:
-    /// what was captured then, less at most the second between checkpoints.
+    /// what was captured then, less at most the second between checkpoints. (`caf/aac`: a CAF of
+    /// AAC, whose packet table is kept up to date before the data.)
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary), "aqrecord is not built beside the tests"),
-          arguments: ["m4a", "opus", "flac", "caf", "wav"])
-    func aKilledRecordingPlaysUpToItsLastSecond(_ ext: String) async throws {
+          arguments: ["m4a", "opus", "flac", "caf", "wav", "caf/aac"])
+    func aKilledRecordingPlaysUpToItsLastSecond(_ kind: String) async throws {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
+        let ext = String(kind.split(separator: "/")[0])
+        let codec = kind.split(separator: "/").dropFirst().first.map { ["--codec", String($0)] } ?? []
         let path = "\(dir)/k.\(ext)"
         let rate = 44100.0
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
         // A real-time source: the frames captured grow with the clock.
-        process.arguments = ["--source", "null", "--rate", "44100", "--channels", "1", path]
+        process.arguments = ["--source", "null", "--rate", "44100", "--channels", "1"] + codec + [path]
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         let stderr = Pipe()

@@ -96,9 +96,11 @@ public final class AudioFileWriter {
                                                    containerLayout: containerLayout, encoders: encoders, resamplers: resamplers)
         self.converter = converter
         let ratio = converter.outputFormat.sampleRate / max(clientFormat.sampleRate, 1)
+        let expected = expectedFrames.map { Int64(Double($0) * ratio) }
         let stream = ContainerStream(format: converter.outputFormat, magicCookie: converter.magicCookie, channelLayout: converter.channelLayout,
-                                     primingFrames: converter.primingFrames, maximumPacketSize: converter.maximumPacketSize, recording: recording)
-        (output, container) = try Self.open(path: path, type: type, stream: stream, expectedFrames: expectedFrames.map { Int64(Double($0) * ratio) })
+                                     primingFrames: converter.primingFrames, maximumPacketSize: converter.maximumPacketSize, recording: recording,
+                                     expectedFrames: expected)
+        (output, container) = try Self.open(path: path, type: type, stream: stream, expectedFrames: expected)
         self.path = path
         self.fileType = type
         self.clientFormat = clientFormat
@@ -131,7 +133,7 @@ public final class AudioFileWriter {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "\(type.displayName) files are not written")
         }
         let stream = ContainerStream(format: format, magicCookie: magicCookie, channelLayout: channelLayout, primingFrames: primingFrames,
-                                     maximumPacketSize: maximumPacketSize, recording: recording)
+                                     maximumPacketSize: maximumPacketSize, recording: recording, expectedFrames: expectedFrames)
         (output, container) = try Self.open(path: path, type: type, stream: stream, expectedFrames: expectedFrames)
         converter = nil
         self.path = path

@@ -5,8 +5,12 @@ import BufferQueue
 /// frames — of packets that vary), as Apple's and ffmpeg's writers lay it out.
 ///
 /// The `data` chunk's size is −1 until the end. A recording of constant-size packets (PCM,
-/// G.711, IMA4) is therefore playable whenever the process dies, as Apple's recorders leave it;
-/// packets of varying size need the `pakt` chunk written at the end.
+/// G.711, IMA4) is therefore playable whenever the process dies, as Apple's recorders leave it.
+/// A recording of packets of varying size (AAC, ALAC, FLAC, Opus) reserves room before the data
+/// for its packet table (for the expected length, or an hour), keeps the `pakt` chunk there up to
+/// date at every checkpoint and marks the rest `free`: a process that dies leaves the packets up
+/// to the last checkpoint described. A recording that outgrows the room gets its table after the
+/// data at the end (the room becomes `free`), as a file that is not a recording does.
 /// For a format of constant frames per packet the remainder counts to whole packets
 /// (`packets × framesPerPacket = priming + valid + remainder`), Apple's convention for ALAC.
 final class CAFWriter: ContainerWriter {
@@ -21,6 +25,9 @@ final class CAFWriter: ContainerWriter {
     private var table = ByteWriter()
     private let variableBytes: Bool
     private let variableFrames: Bool
+    /// A recording's room for its packet table before the data: where it starts, how many bytes.
+    private var reserved: (offset: Int64, bytes: Int)?
+    private var outgrown = false
 
     init(output: AudioFileOutput, stream: ContainerStream) throws {
         self.output = output
@@ -59,6 +66,15 @@ final class CAFWriter: ContainerWriter {
             cookieOffset = Int64(header.bytes.count)
             header.append(cookie)
         }
+        if stream.recording && (variableBytes || variableFrames) {
+            // Room for an hour's table (or the expected length's): a few bytes a packet.
+            let rate = max(format.sampleRate, 1)
+            let frames = Double(stream.expectedFrames ?? Int64(rate * 3600))
+            let packets = Int(frames / Double(max(format.framesPerPacket, 960))) + 16
+            let bytes = 24 + 12 + packets * ((variableBytes ? 3 : 0) + (variableFrames ? 3 : 0)) + 64
+            reserved = (Int64(header.bytes.count), bytes)
+            header.append(Self.reservedRegion(table: [], packets: 0, valid: 0, priming: stream.primingFrames, remainder: 0, bytes: bytes))
+        }
         header.tag("data")
         dataSizeOffset = Int64(header.bytes.count)
         header.be64(Int64(-1))
@@ -89,7 +105,36 @@ final class CAFWriter: ContainerWriter {
             : Int64(packets.byteCount / max(stream.format.bytesPerPacket, 1))
     }
 
-    func checkpoint(_ totals: ContainerTotals) throws { try output.flush() }
+    func checkpoint(_ totals: ContainerTotals) throws {
+        try output.flush()
+        guard let reserved, !outgrown, output.canSeek else { return }
+        guard table.bytes.count + 24 + 12 <= reserved.bytes else {
+            outgrown = true
+            return
+        }
+        // Packets before the table, as it says: the file plays them if the process dies now.
+        try output.overwrite(Self.reservedRegion(table: table.bytes, packets: packetCount, valid: totals.validFrames,
+                                                 priming: totals.primingFrames, remainder: 0, bytes: reserved.bytes), at: reserved.offset)
+    }
+
+    /// The `pakt` chunk: packets, valid frames, priming, remainder, then the table's entries.
+    static func paktChunk(table: [UInt8], packets: Int64, valid: Int64, priming: Int, remainder: Int) -> [UInt8] {
+        var pakt = ByteWriter()
+        pakt.tag("pakt"); pakt.be64(Int64(24 + table.count))
+        pakt.be64(packets); pakt.be64(valid); pakt.be32(priming); pakt.be32(remainder)
+        pakt.append(table)
+        return pakt.bytes
+    }
+
+    /// A `pakt` chunk and a `free` chunk filling `bytes` bytes.
+    static func reservedRegion(table: [UInt8], packets: Int64, valid: Int64, priming: Int, remainder: Int, bytes: Int) -> [UInt8] {
+        var region = ByteWriter()
+        region.append(paktChunk(table: table, packets: packets, valid: valid, priming: priming, remainder: remainder))
+        let rest = bytes - region.bytes.count - 12
+        region.tag("free"); region.be64(Int64(rest))
+        region.append([UInt8](repeating: 0, count: rest))
+        return region.bytes
+    }
 
     func finish(_ totals: ContainerTotals) throws {
         let format = stream.format
@@ -97,15 +142,22 @@ final class CAFWriter: ContainerWriter {
         let nominal = variableFrames ? codedFrames : packetCount * Int64(format.framesPerPacket)
         let remainder = max(0, nominal - Int64(totals.primingFrames) - totals.validFrames)
         let needsTable = variableBytes || variableFrames || totals.primingFrames > 0 || remainder > 0
-        if needsTable && !format.isLinearPCM {
-            var pakt = ByteWriter()
-            pakt.tag("pakt"); pakt.be64(Int64(24 + table.bytes.count))
-            pakt.be64(packetCount); pakt.be64(totals.validFrames)
-            pakt.be32(totals.primingFrames); pakt.be32(Int(remainder))
-            pakt.append(table.bytes)
-            if output.canSeek {
-                try output.append(pakt.bytes)
+        if let reserved, output.canSeek {
+            if !outgrown && table.bytes.count + 24 + 12 <= reserved.bytes {
+                try output.overwrite(Self.reservedRegion(table: table.bytes, packets: packetCount, valid: totals.validFrames,
+                                                         priming: totals.primingFrames, remainder: Int(remainder), bytes: reserved.bytes),
+                                     at: reserved.offset)
+            } else {
+                // The table outgrew its room: the room is free space, the table follows the data.
+                var free = ByteWriter()
+                free.tag("free"); free.be64(Int64(reserved.bytes - 12))
+                try output.overwrite(free.bytes, at: reserved.offset)
+                try output.append(Self.paktChunk(table: table.bytes, packets: packetCount, valid: totals.validFrames,
+                                                 priming: totals.primingFrames, remainder: Int(remainder)))
             }
+        } else if needsTable && !format.isLinearPCM && output.canSeek {
+            try output.append(Self.paktChunk(table: table.bytes, packets: packetCount, valid: totals.validFrames,
+                                             priming: totals.primingFrames, remainder: Int(remainder)))
         }
         if output.canSeek {
             var size = ByteWriter()

@@ -13,6 +13,8 @@ struct ContainerStream {
     var maximumPacketSize: Int
     /// Whether the file must stay playable if the process dies (see ``AudioFileWriter``).
     var recording: Bool
+    /// About how many frames (of the packets' rate) will be written, when known.
+    var expectedFrames: Int64? = nil
 }
 
 /// The gapless numbers and the final cookie, at a checkpoint or at the end.
