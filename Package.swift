@@ -292,7 +292,7 @@ let package = Package(
         .testTarget(
             name: "AudioPlaybackTests",
             dependencies: ["AudioPlayback", "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
-                           "SoxrConverter", "CodecTestSupport", "TestSupport"],
+                           "SoxrConverter", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "FLACDecoder", "OpusDecoder", "CodecTestSupport", "TestSupport"],
             path: "Tests/AudioPlaybackTests"
         ),
         // Every Swift snippet of README.md and Docs/, compiled (Tests/DocSnippetTests/Generated).
