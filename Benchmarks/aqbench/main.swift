@@ -398,6 +398,39 @@ func xiphBenchmarks() throws -> [String] {
     return lines
 }
 
+// MARK: 3a. encoding: whole commands against the reference encoders
+
+func encodeBenchmarks() throws -> [String] {
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let aqrender = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqrender").path
+    guard FileManager.default.isExecutableFile(atPath: aqrender) else { return ["encode: \(aqrender) not built (make bench builds it)"] }
+    let tools = ["/usr/bin/ffmpeg", "/usr/bin/flac", "/usr/bin/opusenc"]
+    guard tools.allSatisfy({ FileManager.default.isExecutableFile(atPath: $0) }) else { return ["encode: ffmpeg, flac or opus-tools missing (make deps)"] }
+    let source = try makeFile("ten-minutes.wav", seconds: 600, in: folder)
+    func size(_ path: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0 }
+    let rows: [(String, [String], String, [String], String, String)] = [
+        ("AAC 128 kbit/s (.m4a)", [source, folder + "/ours.m4a", "--bitrate", "128000"],
+         "/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", source, "-c:a", "aac", "-b:a", "128k", folder + "/theirs.m4a"], "ours.m4a", "theirs.m4a"),
+        ("ALAC (.m4a)", [source, folder + "/ours-alac.m4a", "--codec", "alac"],
+         "/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", source, "-c:a", "alac", folder + "/theirs-alac.m4a"], "ours-alac.m4a", "theirs-alac.m4a"),
+        ("FLAC level 5 (.flac)", [source, folder + "/ours.flac"],
+         "/usr/bin/flac", ["-s", "-f", "-5", source, "-o", folder + "/theirs.flac"], "ours.flac", "theirs.flac"),
+        ("Opus 96 kbit/s (.opus)", [source, folder + "/ours.opus", "--bitrate", "96000"],
+         "/usr/bin/opusenc", ["--quiet", "--bitrate", "96", source, folder + "/theirs.opus"], "ours.opus", "theirs.opus"),
+    ]
+    var lines = ["encode a 10-minute 16-bit stereo 44.1 kHz WAV: aqrender IN OUT.ext against the reference encoder (best of 3, wall time)"]
+    for (name, ours, tool, theirs, ourFile, theirFile) in rows {
+        let mine = try bestOf(3) { try runTool(aqrender, ours) }
+        let reference = try bestOf(3) { try runTool(tool, theirs) }
+        lines.append(String(format: "  %-22@ aqrender %6.0f ms   %@ %6.0f ms   ratio %4.2f   sizes %.1f / %.1f MB",
+                            name as NSString, seconds(mine) * 1000, (URL(fileURLWithPath: tool).lastPathComponent as NSString),
+                            seconds(reference) * 1000, seconds(mine) / seconds(reference),
+                            Double(size(folder + "/" + ourFile)) / 1e6, Double(size(folder + "/" + theirFile)) / 1e6))
+    }
+    return lines
+}
+
 // MARK: 3b. transforming: play rate and rate conversion against sox, whole commands on one core
 
 func transformBenchmarks() throws -> [String] {
@@ -577,7 +610,7 @@ print("output callback round trips (enqueue -> decode -> unpaced null sink -> ca
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
 // The sections run when no section is named, in this order.
 let namedSections: [(name: String, run: () throws -> [String])] = [
-    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("transform", transformBenchmarks),
+    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("encode", encodeBenchmarks), ("transform", transformBenchmarks),
     ("timepitch", timePitchBenchmarks), ("playback", playbackBenchmarks), ("commands", commandBenchmarks),
     ("recording", recordingBenchmarks),
 ]
