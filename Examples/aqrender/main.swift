@@ -110,7 +110,7 @@ struct AQRender: ParsableCommand {
         do { file = try AudioFile(path: input) } catch { fail("\(input): \(error)") }
         let transforms = loops != 1 || sampleRate != nil || channels != nil || (timePitchOptions.rate ?? 1) != 1 || timePitchOptions.pitch != nil
         if encodes {
-            if verbose { note("one thread: encoding \(output)") }
+            if verbose { note("decoding on one thread; encoding on \(jobs) where the format's packets encode on their own") }
             renderEncoding(file)
         } else if jobs > 1 && !transforms && outputIsFile {
             renderConcurrently(file)
@@ -199,7 +199,7 @@ struct AQRender: ParsableCommand {
         do {
             writer = try AudioFileWriter(path: output, fileType: outputType, format: dataFormat(rate: rendered.sampleRate, channels: rendered.channelsPerFrame, sourceBits: sourceBits(file)),
                                          clientFormat: rendered, clientLayout: layout, settings: AudioEncoderSettings(bitRate: bitrate, quality: quality),
-                                         expectedFrames: renderer.expectedFrames ?? file.totalFrames * Int64(loops))
+                                         expectedFrames: renderer.expectedFrames ?? file.totalFrames * Int64(loops), jobs: jobs)
         } catch {
             fail("\(output): \(error)")
         }

@@ -4,9 +4,9 @@ import CFLAC
 /// An ``AudioEncoder`` for FLAC on libFLAC (BSD-3-Clause): 4- to 32-bit integer samples, 1–8
 /// channels, each frame a packet.
 ///
-/// Samples go in as full-scale 32-bit integers (the encoding converter passes integer sources
-/// through untouched), reduced to the stream's bit depth by rounding, so a source of that depth
-/// is coded exactly. `settings.quality` is libFLAC's compression level (0–8, `flac -5` by
+/// Samples go in as 16-bit integers for a 16-bit stream, otherwise as full-scale 32-bit integers
+/// reduced to the stream's bit depth by rounding (the encoding converter passes integer sources
+/// through untouched), so a source of that depth is coded exactly. `settings.quality` is libFLAC's compression level (0–8, `flac -5` by
 /// default), `settings.framesPerPacket` its block size (the level's own by default: 4 096 from
 /// level 3 up).
 ///
@@ -53,7 +53,8 @@ public final class FLACEncoder: AudioEncoder {
         level = min(max(settings.quality ?? 5, 0), 8)
         blockSize = settings.framesPerPacket
         let frames = blockSize ?? (level <= 2 ? 1152 : 4096)
-        inputFormat = .int32(sampleRate: format.sampleRate, channels: channels)
+        // 16-bit samples come as 16-bit integers; other depths as full-scale 32-bit integers.
+        inputFormat = bits == 16 ? .int16(sampleRate: format.sampleRate, channels: channels) : .int32(sampleRate: format.sampleRate, channels: channels)
         outputFormat = AudioStreamDescription(sampleRate: format.sampleRate, formatID: .flac, bytesPerPacket: 0, framesPerPacket: frames,
                                               bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: bits)
         // A verbatim frame and its header and footer.
@@ -145,13 +146,20 @@ public final class FLACEncoder: AudioEncoder {
     }
 
     public func encode(_ frames: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
-        let count = frames.count / (4 * channels)
+        let narrow = bits == 16
+        let count = frames.count / ((narrow ? 2 : 4) * channels)
         guard count > 0 else { return }
         if !started { try start() }
         guard let encoder else { return }
         let shift = 32 - bits
         if samples.count < count * channels { samples = [Int32](repeating: 0, count: count * channels) }
         samples.withUnsafeMutableBufferPointer { samples in
+            if narrow {
+                for index in 0..<(count * channels) {
+                    samples[index] = Int32(Int16(littleEndian: frames.loadUnaligned(fromByteOffset: 2 * index, as: Int16.self)))
+                }
+                return
+            }
             for index in 0..<(count * channels) {
                 let sample = Int32(littleEndian: frames.loadUnaligned(fromByteOffset: 4 * index, as: Int32.self))
                 samples[index] = shift == 0 ? sample : Int32(min((Int64(sample) + Int64(1) << (shift - 1)) >> shift, Int64(Int32.max) >> shift))

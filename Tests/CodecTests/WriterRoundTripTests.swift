@@ -315,4 +315,32 @@ struct WriterRoundTripTests {
             #expect(ourDistance <= theirDistance + 1, "channel \(channel): \(ourDistance) dB from the source; ffmpeg's aac \(theirDistance) dB")
         }
     }
+
+    /// Formats whose packets encode on their own are encoded by several encoders at once, into
+    /// the same bytes as one encoder's.
+    @Test(arguments: [("alac.caf", AudioFormatID.appleLossless), ("alac.m4a", .appleLossless), ("ima.wav", .dviIntelIMA)])
+    func aParallelEncodeIsTheSameFile(_ name: String, _ id: AudioFormatID) async throws {
+        let frames = 300_017
+        let source = try await Self.source(channels: 2, rate: 44100, bits: 16, frames: frames)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("writer-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var files: [Data] = []
+        for jobs in [1, 2, 3] {
+            let path = directory.appendingPathComponent("\(jobs)-\(name)").path
+            let client = AudioStreamDescription.int16(sampleRate: 44100, channels: 2)
+            let writer = try AudioFileWriter(path: path, format: Self.compressed(id, bits: 16), clientFormat: client, jobs: jobs)
+            var offset = 0
+            while offset < source.count {
+                let end = min(source.count, offset + 7_001 * 4)
+                try source[offset..<end].withUnsafeBytes { try writer.write($0) }
+                offset = end
+            }
+            try writer.close()
+            #expect(writer.validFrames == Int64(frames))
+            files.append(try Data(contentsOf: URL(fileURLWithPath: path)))
+        }
+        #expect(files[1] == files[0], "two jobs wrote other bytes than one")
+        #expect(files[2] == files[0], "three jobs wrote other bytes than one")
+    }
 }

@@ -77,11 +77,14 @@ public final class AudioFileWriter {
     ///   - recording: keep the file playable as it grows (see the type's notes).
     ///   - expectedFrames: about how many client frames will be written, when known: a FLAC file's
     ///     seek table is sized for it.
+    ///   - jobs: encoders at work at once for a format whose packets encode on their own (ALAC,
+    ///     WAV IMA ADPCM): the same bytes as one, sooner (see ``AudioEncodingConverter``).
     /// - Throws: ``AudioFileWriterError`` when the file cannot be created or the container does not
     ///   hold the format; ``AudioQueueError`` when no encoder makes it.
     public init(path: String, fileType: AudioFileType? = nil, format: AudioStreamDescription, clientFormat: AudioStreamDescription,
                 clientLayout: AudioChannelLayout? = nil, settings: AudioEncoderSettings = .init(), recording: Bool = false,
-                expectedFrames: Int64? = nil, encoders: AudioEncoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
+                expectedFrames: Int64? = nil, jobs: Int = 1, encoders: AudioEncoderRegistry = .shared,
+                resamplers: AudioResamplerRegistry = .shared) throws {
         guard let type = fileType ?? Self.fileType(forPath: path) else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "the file type is not given and the extension names none this writer writes (.caf, .wav, .aif, .aiff, .aifc, .flac, .opus, .m4a)")
         }
@@ -93,7 +96,7 @@ public final class AudioFileWriter {
             containerLayout = AudioChannelLayout(channelLabels: order.source.map { layout.channelLabels[$0] })
         }
         let converter = try AudioEncodingConverter(from: clientFormat, clientLayout: clientLayout, to: format, settings: settings,
-                                                   containerLayout: containerLayout, encoders: encoders, resamplers: resamplers)
+                                                   containerLayout: containerLayout, encoders: encoders, resamplers: resamplers, jobs: jobs)
         self.converter = converter
         let ratio = converter.outputFormat.sampleRate / max(clientFormat.sampleRate, 1)
         let expected = expectedFrames.map { Int64(Double($0) * ratio) }

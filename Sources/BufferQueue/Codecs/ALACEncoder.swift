@@ -4,8 +4,8 @@
 /// Each packet (4 096 frames by default) is coded on its own. Per channel it finds linear
 /// prediction coefficients (Levinson–Durbin on the autocorrelation of the packet, windowed), quantized to
 /// 9 fractional bits, runs ALAC's adaptive predictor with them as its starting weights, and codes
-/// the residuals with ALAC's adaptive Golomb-Rice code; of the orders tried (4 and 8) the one
-/// whose bits count fewest is kept. A pair of channels is first decorrelated with the weight
+/// the residuals with ALAC's adaptive Golomb-Rice code; of the orders tried (8; with a higher
+/// quality also 2, 4 and 16) the one whose bits count fewest is kept. A pair of channels is first decorrelated with the weight
 /// (of Apple's five) that leaves the smallest differences. Samples of 24 and 32 bits have their
 /// low one or two bytes stored as they are (as Apple's encoder does), so the predictor works on
 /// 16 bits. When coding would not save anything the packet holds the samples uncompressed.
@@ -23,18 +23,24 @@ public final class ALACEncoder: AudioEncoder {
     private let channels: Int
     private let frameLength: Int
     private let shiftBytes: Int
-    /// Whether to try more predictor orders (quality ≥ 7) or only one (quality ≤ 2).
+    /// The predictor orders tried (one up to quality 5, two up to 8, four above).
     private let orders: [Int]
     /// Frames waiting for a whole packet (interleaved, at the stream's bit depth).
-    private var pending: [Int32]
+    private let pending: UnsafeMutablePointer<Int32>
     private var pendingFrames = 0
     /// The largest packet so far, and all bytes and frames, for the cookie.
     private var largestPacket = 0
     private var totalBytes = 0
     private var totalFrames = 0
-    // Scratch, per packet.
-    private var channelU: [Int32], channelV: [Int32], mixU: [Int32], mixV: [Int32]
-    private var residualsA: [Int32], residualsB: [Int32], shiftedU: [UInt32], shiftedV: [UInt32]
+    // Scratch, per packet: the element's channels, their mix, residuals (the chosen and a trial),
+    // the shifted-off low bits, the windowed samples and the predictor's working weights.
+    private let channelU, channelV, mixU, mixV, trial: UnsafeMutablePointer<Int32>
+    private var residualsU, residualsV: UnsafeMutablePointer<Int32>
+    private let shiftedU, shiftedV: UnsafeMutablePointer<UInt32>
+    private let windowed: UnsafeMutablePointer<Double>
+    /// The Welch window for a full packet, computed once.
+    private let window: UnsafeMutablePointer<Double>
+    private let weights: UnsafeMutablePointer<Int16>
     private var writer: ALACBitWriter
 
     /// Elements per channel count, in Apple's order: SCE, CPE, LFE (for 1–8 channels).
@@ -58,8 +64,8 @@ public final class ALACEncoder: AudioEncoder {
 
     /// - Parameters:
     ///   - format: the rate, 1–8 channels and `bitsPerChannel` 16, 20, 24 or 32 (0 means 16).
-    ///   - settings: `framesPerPacket` (default 4 096, at most 65 536); `quality` 0–2 tries one
-    ///     predictor order, 3–6 two, 7–10 four.
+    ///   - settings: `framesPerPacket` (default 4 096, at most 65 536); `quality` 0–5 (5 by
+    ///     default) tries one predictor order, 6–8 two, 9–10 four.
     public init(format: AudioStreamDescription, settings: AudioEncoderSettings = .init()) throws {
         guard format.formatID == .appleLossless else {
             throw AudioQueueError(.codecNotFound, "\(format.formatID) is not Apple Lossless")
@@ -77,25 +83,36 @@ public final class ALACEncoder: AudioEncoder {
             throw AudioQueueError(.invalidPropertyValue, "Apple Lossless packets hold 1–\(ALACSpecificConfig.maximumFrameLength) frames, not \(frameLength)")
         }
         let quality = settings.quality ?? 5
-        orders = quality <= 2 ? [8] : quality <= 6 ? [4, 8] : [2, 4, 8, 16]
+        orders = quality <= 5 ? [4] : quality <= 8 ? [4, 8] : [2, 4, 8, 16]
         self.depth = depth
         self.channels = channels
         self.frameLength = frameLength
         shiftBytes = depth == 32 ? 2 : depth == 24 ? 1 : 0
         channelLayout = Self.channelLayout(channels: channels)
-        inputFormat = .int32(sampleRate: format.sampleRate, channels: channels)
+        // 16-bit samples come as 16-bit integers; deeper ones as full-scale 32-bit integers.
+        inputFormat = depth == 16 ? .int16(sampleRate: format.sampleRate, channels: channels) : .int32(sampleRate: format.sampleRate, channels: channels)
         let flag: UInt32 = depth == 16 ? 1 : depth == 20 ? 2 : depth == 24 ? 3 : 4
         outputFormat = AudioStreamDescription(sampleRate: format.sampleRate, formatID: .appleLossless, formatFlags: AudioFormatFlags(rawValue: flag),
                                               bytesPerPacket: 0, framesPerPacket: frameLength, bytesPerFrame: 0,
                                               channelsPerFrame: channels, bitsPerChannel: 0)
         // An uncompressed element per element, with its headers, and the END tag.
         maximumPacketSize = (frameLength * channels * depth + Self.elements[channels - 1].count * 56 + 3 + 7) / 8 + 8
-        pending = Array(repeating: 0, count: frameLength * channels)
-        channelU = Array(repeating: 0, count: frameLength); channelV = channelU
-        mixU = channelU; mixV = channelU; residualsA = channelU; residualsB = channelU
-        shiftedU = Array(repeating: 0, count: frameLength); shiftedV = shiftedU
-        // A coded attempt is measured before it may be dropped: room for every residual escaped.
-        writer = ALACBitWriter(capacity: maximumPacketSize + (frameLength * channels * (9 + 17) + 7) / 8 + 64)
+        pending = .allocate(capacity: frameLength * channels)
+        channelU = .allocate(capacity: frameLength); channelV = .allocate(capacity: frameLength)
+        mixU = .allocate(capacity: frameLength); mixV = .allocate(capacity: frameLength); trial = .allocate(capacity: frameLength)
+        residualsU = .allocate(capacity: frameLength); residualsV = .allocate(capacity: frameLength)
+        shiftedU = .allocate(capacity: frameLength); shiftedV = .allocate(capacity: frameLength)
+        windowed = .allocate(capacity: frameLength)
+        window = .allocate(capacity: frameLength)
+        Self.welch(window, frames: frameLength)
+        weights = .allocate(capacity: 32)
+        writer = ALACBitWriter(capacity: maximumPacketSize + 64)
+    }
+
+    deinit {
+        for buffer in [pending, channelU, channelV, mixU, mixV, trial, residualsU, residualsV] { buffer.deallocate() }
+        shiftedU.deallocate(); shiftedV.deallocate(); windowed.deallocate(); window.deallocate(); weights.deallocate()
+        writer.deallocate()
     }
 
     /// Every packet encodes on its own.
@@ -122,16 +139,22 @@ public final class ALACEncoder: AudioEncoder {
     static let riceLimit: UInt8 = 14
 
     public func encode(_ frames: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
-        let count = frames.count / (4 * channels)
-        guard count > 0 else { return }
+        let sampleBytes = depth == 16 ? 2 : 4
+        let count = frames.count / (sampleBytes * channels)
+        guard count > 0, let source = frames.baseAddress else { return }
         let shift = 32 - depth
         var frame = 0
         while frame < count {
             let take = min(count - frame, frameLength - pendingFrames)
-            pending.withUnsafeMutableBufferPointer { pending in
+            let target = pending + pendingFrames * channels
+            let first = frame * channels
+            if depth == 16 {
                 for i in 0..<(take * channels) {
-                    let sample = Int32(littleEndian: frames.loadUnaligned(fromByteOffset: 4 * ((frame * channels) + i), as: Int32.self))
-                    pending[pendingFrames * channels + i] = Self.reduce(sample, shift: shift)
+                    target[i] = Int32(Int16(littleEndian: source.loadUnaligned(fromByteOffset: 2 * (first + i), as: Int16.self)))
+                }
+            } else {
+                for i in 0..<(take * channels) {
+                    target[i] = Self.reduce(Int32(littleEndian: source.loadUnaligned(fromByteOffset: 4 * (first + i), as: Int32.self)), shift: shift)
                 }
             }
             pendingFrames += take
@@ -142,6 +165,15 @@ public final class ALACEncoder: AudioEncoder {
 
     public func finish(into output: EncodedPackets) throws {
         if pendingFrames > 0 { encodePacket(into: output) }
+    }
+
+    /// Adds the other encoders' packets to the largest packet and bit rate the cookie reports.
+    public func mergeStatistics(of others: [any AudioEncoder]) {
+        for case let other as ALACEncoder in others {
+            largestPacket = max(largestPacket, other.largestPacket)
+            totalBytes += other.totalBytes
+            totalFrames += other.totalFrames
+        }
     }
 
     /// A full-scale 32-bit sample at `32 − shift` bits, rounded to nearest (halves up) and kept in range.
@@ -175,17 +207,15 @@ public final class ALACEncoder: AudioEncoder {
         pendingFrames = 0
     }
 
-    /// Writes one element; falls back to uncompressed samples when coding saves nothing.
+    /// Writes one element: coded when that takes fewer bits than the samples themselves.
     private func encodeElement(_ kind: ElementKind, channel: Int, width: Int, frames: Int) {
         for i in 0..<frames {
             channelU[i] = pending[i * channels + channel]
             if width == 2 { channelV[i] = pending[i * channels + channel + 1] }
         }
-        let start = writer.bitCount
         let partial = frames != frameLength
         let shiftBits = shiftBytes * 8
         let chanBits = depth - shiftBits + width - 1
-        writeElementHeader(kind, partial: partial, frames: frames, shiftBytes: shiftBytes, uncompressed: false)
 
         // Shift off the low bytes, then decorrelate a pair.
         let mask = UInt32((1 << shiftBits) - 1)
@@ -210,13 +240,22 @@ public final class ALACEncoder: AudioEncoder {
                 }
             }
         }
+        let planU = choosePredictor(mixU, residuals: &residualsU, frames: frames, chanBits: chanBits)
+        let planV = width == 2 ? choosePredictor(mixV, residuals: &residualsV, frames: frames, chanBits: chanBits) : nil
+        let headerBits = 23 + (partial ? 32 : 0)
+        let codedBits = headerBits + 16 + 16 * width + planU.bits + (planV?.bits ?? 0) + shiftBits * width * frames
+        let uncompressedBits = headerBits + frames * width * depth
+        if codedBits > uncompressedBits {
+            writeElementHeader(kind, partial: partial, frames: frames, shiftBytes: 0, uncompressed: true)
+            for i in 0..<frames {
+                writer.write(UInt32(bitPattern: channelU[i]), bits: depth)
+                if width == 2 { writer.write(UInt32(bitPattern: channelV[i]), bits: depth) }
+            }
+            return
+        }
+        writeElementHeader(kind, partial: partial, frames: frames, shiftBytes: shiftBytes, uncompressed: false)
         writer.write(UInt32(width == 2 ? mixShift : 0), bits: 8)
         writer.write(UInt32(bitPattern: weight) & 0xFF, bits: 8)
-
-        // Choose each channel's predictor, then write the headers, the shifted bytes and the residuals.
-        let planU = choosePredictor(&mixU, residuals: &residualsA, frames: frames, chanBits: chanBits)
-        var planV: PredictorPlan?
-        if width == 2 { planV = choosePredictor(&mixV, residuals: &residualsB, frames: frames, chanBits: chanBits) }
         for plan in [planU] + (planV.map { [$0] } ?? []) {
             writer.write(UInt32(Self.quantization), bits: 8)   // mode 0, quantization shift
             writer.write(UInt32(Self.historyFactor) << 5 | UInt32(plan.order), bits: 8)
@@ -228,19 +267,10 @@ public final class ALACEncoder: AudioEncoder {
                 if width == 2 { writer.write(shiftedV[i], bits: shiftBits) }
             }
         }
-        residualsA.withUnsafeBufferPointer { writeResiduals($0, frames: frames, chanBits: chanBits) }
-        if width == 2 { residualsB.withUnsafeBufferPointer { writeResiduals($0, frames: frames, chanBits: chanBits) } }
-
-        // Uncompressed when that is smaller.
-        let uncompressedBits = 23 + (partial ? 32 : 0) + frames * width * depth
-        if writer.bitCount - start > uncompressedBits {
-            writer.rewind(to: start)
-            writeElementHeader(kind, partial: partial, frames: frames, shiftBytes: 0, uncompressed: true)
-            for i in 0..<frames {
-                writer.write(UInt32(bitPattern: channelU[i]), bits: depth)
-                if width == 2 { writer.write(UInt32(bitPattern: channelV[i]), bits: depth) }
-            }
-        }
+        var sink = RiceWriter(writer: writer)
+        Self.code(residualsU, frames: frames, chanBits: chanBits, into: &sink)
+        if width == 2 { Self.code(residualsV, frames: frames, chanBits: chanBits, into: &sink) }
+        writer = sink.writer
     }
 
     private func writeElementHeader(_ kind: ElementKind, partial: Bool, frames: Int, shiftBytes: Int, uncompressed: Bool) {
@@ -255,25 +285,26 @@ public final class ALACEncoder: AudioEncoder {
     /// right; the one whose sum of first differences is smallest wins.
     private func chooseMixWeight(frames: Int, shift: Int32) -> Int32 {
         guard frames > 2 else { return 0 }
-        var best: Int32 = 0
-        var bestCost = Int64.max
-        for weight: Int32 in [0, 1, 2, 3, 4] {
-            var cost: Int64 = 0
-            var previousU: Int32 = 0, previousV: Int32 = 0
-            for i in 0..<frames {
-                let u: Int32, v: Int32
-                if weight == 0 {
-                    u = mixU[i]; v = mixV[i]
-                } else {
-                    v = mixU[i] &- mixV[i]
-                    u = mixV[i] &+ ((weight &* v) >> shift)
-                }
-                if i > 0 { cost += Int64(abs(Int(u &- previousU))) + Int64(abs(Int(v &- previousV))) }
-                previousU = u; previousV = v
-            }
-            if cost < bestCost { bestCost = cost; best = weight }
+        var cost0: Int64 = 0, cost1: Int64 = 0, cost2: Int64 = 0, cost3: Int64 = 0, cost4: Int64 = 0
+        var previousLeft = Int64(mixU[0]), previousRight = Int64(mixV[0])
+        var previousV = previousLeft - previousRight
+        for i in 1..<frames {
+            let left = Int64(mixU[i]), right = Int64(mixV[i])
+            let dl = left - previousLeft, dr = right - previousRight
+            let v = left - right
+            let dv = abs(dl - dr)
+            // u = right + (w × v) >> 2, v = left − right: the differences of u for each weight.
+            cost0 += abs(dl) + abs(dr)
+            cost1 += abs(dr + (v >> 2) - (previousV >> 2)) + dv
+            cost2 += abs(dr + ((2 * v) >> 2) - ((2 * previousV) >> 2)) + dv
+            cost3 += abs(dr + ((3 * v) >> 2) - ((3 * previousV) >> 2)) + dv
+            cost4 += abs(dr + v - previousV) + dv
+            previousLeft = left; previousRight = right; previousV = v
         }
-        return best
+        let costs = [cost0, cost1, cost2, cost3, cost4]
+        var best = 0
+        for weight in 1...4 where costs[weight] < costs[best] { best = weight }
+        return Int32(best)
     }
 
     // MARK: prediction
@@ -284,87 +315,98 @@ public final class ALACEncoder: AudioEncoder {
     struct PredictorPlan {
         var order: Int
         var coefficients: [Int16]
+        /// The residuals' bits.
+        var bits: Int
     }
 
     /// Tries the predictor orders, leaving the residuals of the cheapest in `residuals`.
-    private func choosePredictor(_ samples: inout [Int32], residuals: inout [Int32], frames: Int, chanBits: Int) -> PredictorPlan {
-        let lpc = samples.withUnsafeBufferPointer { Self.lpcCoefficients($0, frames: frames, maxOrder: orders.last ?? 8) }
-        var best: (plan: PredictorPlan, bits: Int)?
-        var trial = [Int32](repeating: 0, count: frames)
-        for order in orders where order < frames {
+    private func choosePredictor(_ samples: UnsafeMutablePointer<Int32>, residuals: inout UnsafeMutablePointer<Int32>, frames: Int,
+                                 chanBits: Int) -> PredictorPlan {
+        let candidates = orders.filter { $0 < frames }
+        guard let largest = candidates.last else {
+            // Too few frames for a predictor: the samples as they are (order 0).
+            Self.predict(samples, into: residuals, frames: frames, coefficients: [], weights: weights, chanBits: chanBits)
+            var counter = RiceCounter()
+            Self.code(residuals, frames: frames, chanBits: chanBits, into: &counter)
+            return PredictorPlan(order: 0, coefficients: [], bits: counter.bits)
+        }
+        let lpc = lpcCoefficients(samples, frames: frames, maxOrder: largest)
+        var best: PredictorPlan?
+        var scratch = trial
+        for order in candidates {
             let coefficients = lpc[order]
-            samples.withUnsafeBufferPointer { input in
-                trial.withUnsafeMutableBufferPointer { out in
-                    Self.predict(input, into: out, frames: frames, coefficients: coefficients, chanBits: chanBits)
-                }
-            }
-            let bits = trial.withUnsafeBufferPointer { countResidualBits($0, frames: frames, chanBits: chanBits) } + 16 * order
+            Self.predict(samples, into: scratch, frames: frames, coefficients: coefficients, weights: weights, chanBits: chanBits)
+            var counter = RiceCounter()
+            Self.code(scratch, frames: frames, chanBits: chanBits, into: &counter)
+            let bits = counter.bits + 16 * order
             if best == nil || bits < best?.bits ?? Int.max {
-                best = (PredictorPlan(order: order, coefficients: coefficients), bits)
-                swap(&trial, &residuals)
-                if trial.count < frames { trial = [Int32](repeating: 0, count: frames) }
+                best = PredictorPlan(order: order, coefficients: coefficients, bits: bits)
+                swap(&scratch, &residuals)
             }
         }
-        if let best { return best.plan }
-        // Too few frames for a predictor: first differences only (order 31 would also do).
-        samples.withUnsafeBufferPointer { input in
-            residuals.withUnsafeMutableBufferPointer { out in
-                Self.predict(input, into: out, frames: frames, coefficients: [], chanBits: chanBits)
-            }
-        }
-        return PredictorPlan(order: 0, coefficients: [])
+        // The trial buffer is whichever of the two the best did not keep.
+        if scratch != trial { swapTrial(with: scratch, residuals: &residuals) }
+        return best ?? PredictorPlan(order: 0, coefficients: [], bits: 0)
+    }
+
+    /// Keeps `trial` the scratch buffer: when the best residuals were left in it, they are moved
+    /// to the residual buffer that is now free.
+    private func swapTrial(with free: UnsafeMutablePointer<Int32>, residuals: inout UnsafeMutablePointer<Int32>) {
+        // `residuals` points at `trial`, `free` at the element's own residual buffer.
+        free.update(from: residuals, count: frameLength)
+        residuals = free
     }
 
     /// The residuals ALAC's adaptive predictor leaves, the exact inverse of the decoder's
     /// reconstruction: the first sample as it is, then first differences up to the order, then
     /// what remains after the weighted sum of the previous samples (relative to the oldest),
     /// the weights stepping with each residual's sign as the decoder's do. Order 0 copies.
-    static func predict(_ input: UnsafeBufferPointer<Int32>, into out: UnsafeMutableBufferPointer<Int32>, frames: Int,
-                        coefficients initial: [Int16], chanBits: Int) {
+    static func predict(_ input: UnsafePointer<Int32>, into out: UnsafeMutablePointer<Int32>, frames: Int,
+                        coefficients initial: [Int16], weights c: UnsafeMutablePointer<Int16>, chanBits: Int) {
         let chanShift = Int32(32 - chanBits)
         @inline(__always) func extend(_ value: Int32) -> Int32 { (value &<< chanShift) &>> chanShift }
         let order = initial.count
         guard frames > 0 else { return }
         out[0] = input[0]
         if order == 0 {
-            for j in 1..<max(frames, 1) { out[j] = input[j] }
+            // The decoder copies: so are the residuals the samples.
+            if frames > 1 { for j in 1..<frames { out[j] = input[j] } }
             return
         }
-        var coefficients = initial
+        for k in 0..<order { c[k] = initial[k] }
         let warmUp = min(order, frames - 1)
         if warmUp >= 1 { for j in 1...warmUp { out[j] = extend(input[j] &- input[j - 1]) } }
         let lim = order + 1
         guard lim < frames else { return }
         let shift = Int32(quantization)
         let half: Int32 = 1 << (shift - 1)
-        coefficients.withUnsafeMutableBufferPointer { c in
-            for j in lim..<frames {
-                let top = input[j - lim]
-                var sum: Int32 = 0
-                for k in 0..<order { sum = sum &+ Int32(c[k]) &* (input[j - 1 - k] &- top) }
-                let residual = extend(input[j] &- top &- ((sum &+ half) &>> shift))
-                out[j] = residual
-                var remaining = residual
-                if residual > 0 {
-                    var k = order - 1
-                    while k >= 0 {
-                        let difference = top &- input[j - 1 - k]
-                        let sign = ALACDecoder.sign(difference)
-                        c[k] = c[k] &- Int16(truncatingIfNeeded: sign)
-                        remaining = remaining &- Int32(order - k) &* ((sign &* difference) &>> shift)
-                        if remaining <= 0 { break }
-                        k -= 1
-                    }
-                } else if residual < 0 {
-                    var k = order - 1
-                    while k >= 0 {
-                        let difference = top &- input[j - 1 - k]
-                        let sign = ALACDecoder.sign(difference)
-                        c[k] = c[k] &+ Int16(truncatingIfNeeded: sign)
-                        remaining = remaining &- Int32(order - k) &* ((0 &- sign &* difference) &>> shift)
-                        if remaining >= 0 { break }
-                        k -= 1
-                    }
+        for j in lim..<frames {
+            let top = input[j - lim]
+            let recent = input + (j - 1)
+            var sum: Int32 = 0
+            for k in 0..<order { sum = sum &+ Int32(c[k]) &* (recent[-k] &- top) }
+            let residual = extend(input[j] &- top &- ((sum &+ half) &>> shift))
+            out[j] = residual
+            var remaining = residual
+            if residual > 0 {
+                var k = order - 1
+                while k >= 0 {
+                    let difference = top &- recent[-k]
+                    let sign = ALACDecoder.sign(difference)
+                    c[k] = c[k] &- Int16(truncatingIfNeeded: sign)
+                    remaining = remaining &- Int32(order - k) &* ((sign &* difference) &>> shift)
+                    if remaining <= 0 { break }
+                    k -= 1
+                }
+            } else if residual < 0 {
+                var k = order - 1
+                while k >= 0 {
+                    let difference = top &- recent[-k]
+                    let sign = ALACDecoder.sign(difference)
+                    c[k] = c[k] &+ Int16(truncatingIfNeeded: sign)
+                    remaining = remaining &- Int32(order - k) &* ((0 &- sign &* difference) &>> shift)
+                    if remaining >= 0 { break }
+                    k -= 1
                 }
             }
         }
@@ -373,25 +415,23 @@ public final class ALACEncoder: AudioEncoder {
     /// Linear-prediction coefficients for orders 1…`maxOrder` (index = order), from the
     /// autocorrelation of the samples under a Welch window (Levinson–Durbin), in ALAC's form
     /// (weights of the previous samples, most recent first) with 9 fractional bits.
-    static func lpcCoefficients(_ samples: UnsafeBufferPointer<Int32>, frames: Int, maxOrder: Int) -> [[Int16]] {
+    private func lpcCoefficients(_ samples: UnsafePointer<Int32>, frames: Int, maxOrder: Int) -> [[Int16]] {
         var result = [[Int16]](repeating: [], count: maxOrder + 1)
         guard frames > maxOrder + 1 else {
             for order in 1...maxOrder { result[order] = [Int16](repeating: 0, count: order) }
             return result
         }
-        var windowed = [Double](repeating: 0, count: frames)
-        let half = Double(frames - 1) / 2
-        for i in 0..<frames {
-            let x = (Double(i) - half) / (half + 1)
-            windowed[i] = Double(samples[i]) * (1 - x * x)
+        if frames == frameLength {
+            for i in 0..<frames { windowed[i] = Double(samples[i]) * window[i] }
+        } else {
+            Self.welch(windowed, frames: frames)
+            for i in 0..<frames { windowed[i] *= Double(samples[i]) }
         }
         var r = [Double](repeating: 0, count: maxOrder + 1)
-        windowed.withUnsafeBufferPointer { w in
-            for lag in 0...maxOrder {
-                var sum = 0.0
-                for i in lag..<frames { sum += w[i] * w[i - lag] }
-                r[lag] = sum
-            }
+        for lag in 0...maxOrder {
+            var sum = 0.0
+            for i in lag..<frames { sum += windowed[i] * windowed[i - lag] }
+            r[lag] = sum
         }
         var a = [Double](repeating: 0, count: maxOrder + 1)
         var error = r[0] * (1 + 1e-9) + 1e-9
@@ -404,35 +444,28 @@ public final class ALACEncoder: AudioEncoder {
             for i in 1..<order { next[i] = a[i] - k * a[order - i] }
             a = next
             error *= max(1 - k * k, 1e-9)
-            let scale = Double(1 << quantization)
+            let scale = Double(1 << Self.quantization)
             result[order] = (1...order).map { Int16(max(min((a[$0] * scale).rounded(), 32767), -32768)) }
         }
         return result
     }
 
+    /// The Welch window (1 − x², x from −1 to 1 across the frames).
+    static func welch(_ out: UnsafeMutablePointer<Double>, frames: Int) {
+        let half = Double(frames - 1) / 2
+        for i in 0..<frames {
+            let x = (Double(i) - half) / (half + 1)
+            out[i] = 1 - x * x
+        }
+    }
+
     // MARK: entropy coding
 
-    /// Bits the residuals take with ALAC's adaptive Golomb-Rice code.
-    private func countResidualBits(_ residuals: UnsafeBufferPointer<Int32>, frames: Int, chanBits: Int) -> Int {
-        var bits = 0
-        Self.code(residuals, frames: frames, chanBits: chanBits) { value, k, m, escape in
-            bits += Self.riceLength(value, k: k, m: m, escapeBits: escape)
-        }
-        return bits
-    }
-
-    private func writeResiduals(_ residuals: UnsafeBufferPointer<Int32>, frames: Int, chanBits: Int) {
-        Self.code(residuals, frames: frames, chanBits: chanBits) { value, k, m, escape in
-            writer.writeRice(value, k: k, m: m, escapeBits: escape)
-        }
-    }
-
     /// Walks the residuals as the decoder's adaptive coder does, handing each coded value with its
-    /// rice parameter to `emit`: the parameter follows a running mean; after a low mean a count of
+    /// rice parameter to `sink`: the parameter follows a running mean; after a low mean a count of
     /// zero residuals is coded instead.
     @inline(__always)
-    static func code(_ residuals: UnsafeBufferPointer<Int32>, frames: Int, chanBits: Int,
-                     _ emit: (_ value: UInt32, _ k: Int, _ m: UInt32, _ escapeBits: Int) -> Void) {
+    static func code<Sink: RiceSink>(_ residuals: UnsafePointer<Int32>, frames: Int, chanBits: Int, into sink: inout Sink) {
         let multiplier = UInt32(Int(historyMultiplier) * historyFactor / 4)
         let limit = Int(riceLimit)
         let runMask = UInt32((1 << limit) - 1)
@@ -444,7 +477,7 @@ public final class ALACEncoder: AudioEncoder {
             let residual = residuals[c]
             let value = residual >= 0 ? UInt32(bitPattern: residual) &<< 1 : (UInt32(bitPattern: ~residual) &<< 1) | 1
             let n = value &- zeroMode
-            emit(n, k, UInt32((1 << k) - 1), chanBits)
+            sink.emit(n, k: k, m: UInt32((1 << k) - 1), escapeBits: chanBits)
             c += 1
             history = multiplier &* value &+ history &- ((multiplier &* history) >> 9)
             if n > 0xFFFF { history = 0xFFFF }
@@ -454,81 +487,129 @@ public final class ALACEncoder: AudioEncoder {
                 let k = history.leadingZeroBitCount - 24 + Int((history &+ 16) >> 6)
                 var run = 0
                 while c + run < frames && residuals[c + run] == 0 && run < 65535 { run += 1 }
-                emit(UInt32(run), k, UInt32((1 << k) - 1) & runMask, 16)
+                sink.emit(UInt32(run), k: k, m: UInt32((1 << k) - 1) & runMask, escapeBits: 16)
                 c += run
                 if run >= 65535 { zeroMode = 0 }
                 history = 0
             }
         }
     }
+}
 
-    /// The bits ``ALACBitWriter/writeRice(_:k:m:escapeBits:)`` writes for `value`.
+/// Where the adaptive Golomb-Rice coder's values go: counted, or written.
+protocol RiceSink {
+    mutating func emit(_ value: UInt32, k: Int, m: UInt32, escapeBits: Int)
+}
+
+/// Counts the bits ``RiceWriter`` would write.
+struct RiceCounter: RiceSink {
+    var bits = 0
     @inline(__always)
-    static func riceLength(_ value: UInt32, k: Int, m: UInt32, escapeBits: Int) -> Int {
-        let q = m == 0 ? 0 : value / m
-        if q >= 9 || m == 0 && value != 0 { return 9 + escapeBits }
-        guard k > 1 else { return Int(q) + 1 }
-        return Int(q) + 1 + (value % m == 0 ? k - 1 : k)
+    mutating func emit(_ value: UInt32, k: Int, m: UInt32, escapeBits: Int) {
+        let (q, r) = riceSplit(value, m)
+        if q >= 9 { bits += 9 + escapeBits; return }
+        bits += q + 1
+        if k > 1 { bits += r == 0 ? k - 1 : k }
     }
 }
 
-/// Writes big-endian bits into a buffer of fixed capacity.
+/// `value / m` and `value % m` for ALAC's rice code, the quotient capped at 9 (an escape): by
+/// subtraction, since the quotient is small but for escapes (no division on the hot path).
+@inline(__always)
+func riceSplit(_ value: UInt32, _ m: UInt32) -> (quotient: Int, remainder: UInt32) {
+    guard m > 0 else { return (value == 0 ? 0 : 9, 0) }
+    if value >= 9 &* m || m > 0x1C71_C71C { return value / m >= 9 ? (9, 0) : (Int(value / m), value % m) }
+    var q = 0, r = value
+    while r >= m { r &-= m; q += 1 }
+    return (q, r)
+}
+
+/// Writes each value in ALAC's Golomb-Rice form, as `BitCursor.rice` reads it.
+struct RiceWriter: RiceSink {
+    var writer: ALACBitWriter
+    @inline(__always)
+    mutating func emit(_ value: UInt32, k: Int, m: UInt32, escapeBits: Int) { writer.writeRice(value, k: k, m: m, escapeBits: escapeBits) }
+}
+
+/// Writes big-endian bits into a buffer of fixed capacity, 64 bits at a time.
 struct ALACBitWriter {
-    private var bytes: [UInt8]
+    private let bytes: UnsafeMutablePointer<UInt8>
+    private let capacity: Int
+    /// Whole bytes written, and the bits not yet stored (left-aligned in `cache`).
+    private var stored = 0
+    private var cache: UInt64 = 0
+    private var cached = 0
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        bytes = .allocate(capacity: capacity + 8)
+    }
+
+    func deallocate() { bytes.deallocate() }
+
     /// Bits written.
-    private(set) var bitCount = 0
-
-    init(capacity: Int) { bytes = [UInt8](repeating: 0, count: capacity) }
-
+    var bitCount: Int { stored * 8 + cached }
     var byteCount: Int { (bitCount + 7) / 8 }
 
-    mutating func reset() { rewind(to: 0) }
-
-    /// Goes back to `bit`, clearing what was written after it.
-    mutating func rewind(to bit: Int) {
-        let first = bit / 8
-        if bit % 8 != 0 { bytes[first] &= UInt8(truncatingIfNeeded: 0xFF00 >> (bit % 8)) }
-        let clearFrom = bit % 8 != 0 ? first + 1 : first
-        if clearFrom < byteCount { for index in clearFrom..<byteCount { bytes[index] = 0 } }
-        bitCount = bit
+    mutating func reset() {
+        stored = 0
+        cache = 0
+        cached = 0
     }
 
     /// Writes the low `bits` bits (0…32) of `value`.
     @inline(__always)
     mutating func write(_ value: UInt32, bits: Int) {
         guard bits > 0 else { return }
-        let masked = bits == 32 ? UInt64(value) : UInt64(value) & ((1 << UInt64(bits)) - 1)
-        var remaining = bits
-        while remaining > 0 {
-            let index = bitCount >> 3
-            let free = 8 - (bitCount & 7)
-            let take = min(free, remaining)
-            let chunk = UInt8(truncatingIfNeeded: (masked >> UInt64(remaining - take)) & ((1 << UInt64(take)) - 1))
-            bytes[index] |= chunk << UInt8(free - take)
-            bitCount += take
-            remaining -= take
+        let masked = UInt64(value) & (UInt64.max >> UInt64(64 - bits))
+        cache |= masked << UInt64(64 - cached - bits)
+        cached += bits
+        if cached >= 32 {
+            let word = UInt32(truncatingIfNeeded: cache >> 32).bigEndian
+            assert(stored + 4 <= capacity + 8, "ALAC packet larger than its buffer")
+            UnsafeMutableRawPointer(bytes + stored).storeBytes(of: word, as: UInt32.self)
+            stored += 4
+            cache <<= 32
+            cached -= 32
         }
     }
 
     /// One value in ALAC's Golomb-Rice form, as `BitCursor.rice` reads it.
     @inline(__always)
     mutating func writeRice(_ value: UInt32, k: Int, m: UInt32, escapeBits: Int) {
-        let q = m == 0 ? (value == 0 ? 0 : 9) : value / m
+        let (q, r) = riceSplit(value, m)
         if q >= 9 {
             write(0x1FF, bits: 9)
             write(value, bits: escapeBits)
             return
         }
-        // q ones and a zero.
-        write((UInt32(1) << UInt32(q + 1)) - 2, bits: Int(q) + 1)
-        guard k > 1 else { return }
-        let r = value % m
-        if r == 0 { write(0, bits: k - 1) } else { write(r + 1, bits: k) }
+        // q ones and a zero, then k − 1 zero bits or k bits of r + 1: one write (at most 24 bits).
+        let prefix = (UInt32(1) << UInt32(q + 1)) - 2
+        guard k > 1 else { return write(prefix, bits: q + 1) }
+        if r == 0 {
+            write(prefix << UInt32(k - 1), bits: q + k)
+        } else {
+            write(prefix << UInt32(k) | (r + 1), bits: q + 1 + k)
+        }
     }
 
-    mutating func alignToByte() { bitCount = (bitCount + 7) & ~7 }
+    mutating func alignToByte() {
+        let pad = (8 - cached % 8) % 8
+        if pad > 0 { write(0, bits: pad) }
+    }
 
+    /// Copies the bytes written (call after ``alignToByte()``).
     func copy(to space: UnsafeMutableRawBufferPointer) {
-        bytes.withUnsafeBytes { space.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<min(byteCount, space.count)])) }
+        guard let target = space.baseAddress else { return }
+        target.copyMemory(from: bytes, byteCount: min(stored, space.count))
+        var rest = cache
+        var offset = stored
+        var left = cached
+        while left > 0 && offset < space.count {
+            target.storeBytes(of: UInt8(truncatingIfNeeded: rest >> 56), toByteOffset: offset, as: UInt8.self)
+            rest <<= 8
+            left -= 8
+            offset += 1
+        }
     }
 }

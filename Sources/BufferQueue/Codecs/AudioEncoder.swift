@@ -34,10 +34,15 @@ public protocol AudioEncoder: AnyObject {
     /// Ends the stream: encodes what is held, padding the last packet where the format needs whole
     /// packets, then readies the encoder for a new stream with the same settings.
     func finish(into output: EncodedPackets) throws
+    /// After a parallel encode (``AudioEncodingConverter``'s `jobs`), takes in what the other
+    /// encoders of the stream counted that the cookie reports (ALAC's largest packet and bit
+    /// rate). Does nothing by default.
+    func mergeStatistics(of others: [any AudioEncoder])
 }
 
 extension AudioEncoder {
     public var channelLayout: AudioChannelLayout? { nil }
+    public func mergeStatistics(of others: [any AudioEncoder]) {}
 }
 
 /// What a caller may ask of an encoder; each encoder documents how it reads these and ignores

@@ -1,3 +1,4 @@
+import Dispatch
 /// The gapless numbers of an encoded stream: what a container writes so that a reader plays
 /// exactly the valid frames (`priming + valid + remainder` = the frames the packets decode to).
 public struct AudioEncodingTotals: Hashable, Sendable {
@@ -51,6 +52,13 @@ public final class AudioEncodingConverter {
     private var shuffled: [Float]
     private var converted: DecodedAudio?
     private var encoderBytes: [UInt8]
+    /// More encoders of the same stream for parallel rounds (empty: one encoder), the input
+    /// waiting for a round, and each encoder's packets of the round.
+    private let helpers: [any AudioEncoder]
+    private var roundInput: [UInt8] = []
+    private var roundOutputs: [EncodedPackets] = []
+    /// Packets a job takes in a round.
+    private static let packetsPerJob = 32
 
     /// Client frames taken.
     public private(set) var inputFrames: Int64 = 0
@@ -85,11 +93,16 @@ public final class AudioEncodingConverter {
     ///   - settings: bit rate, quality, packet size.
     ///   - containerLayout: the order a container wants the channels in when the codec has none
     ///     of its own (WAV's speaker order for PCM); with a `clientLayout`, frames are reordered to it.
+    ///   - jobs: encoders working at once, for a format whose packets encode on their own
+    ///     (``AudioEncoderTraits/independentPackets``: ALAC, WAV IMA ADPCM …): blocks of whole
+    ///     packets go to `jobs` encoders on threads of their own, and the packets come out in order,
+    ///     the same bytes as one encoder's. Other formats use one. The calling thread waits for
+    ///     each round, so call it from a thread of your own, never from Swift's cooperative pool.
     /// - Throws: ``AudioQueueError/Code/codecNotFound`` when no encoder (or, for a rate change,
     ///   no resampler) is registered; what the encoder throws for settings it cannot take.
     public init(from client: AudioStreamDescription, clientLayout: AudioChannelLayout? = nil, to format: AudioStreamDescription,
                 settings: AudioEncoderSettings = .init(), containerLayout: AudioChannelLayout? = nil, quality: AudioConverterQuality = .veryHigh,
-                encoders: AudioEncoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
+                encoders: AudioEncoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared, jobs: Int = 1) throws {
         self.clientLayout = try PCMSampleLayout(client)
         var target = format
         if target.sampleRate <= 0 { target.sampleRate = client.sampleRate }
@@ -100,6 +113,11 @@ public final class AudioEncodingConverter {
         let encoder = try encoders.makeEncoder(for: target, settings: settings)
         self.encoder = encoder
         traits = encoders.factory(for: target.formatID)?.traits ?? .dependent
+        if jobs > 1, encoder.outputFormat.framesPerPacket > 0, traits.independentPackets(encoder.outputFormat) {
+            helpers = try (1..<jobs).map { _ in try encoders.makeEncoder(for: target, settings: settings) }
+        } else {
+            helpers = []
+        }
         inputFormat = client
         let input = encoder.inputFormat
         encoderLayout = try PCMSampleLayout(input)
@@ -137,7 +155,7 @@ public final class AudioEncodingConverter {
         let before = output.frameCount
         defer { packetFrames += Int64(output.frameCount - before) }
         if passThrough {
-            try encoder.encode(UnsafeRawBufferPointer(start: base, count: frames * frameBytes), into: output)
+            try feed(UnsafeRawBufferPointer(start: base, count: frames * frameBytes), into: output)
             validFrames += Int64(frames)
             return
         }
@@ -180,8 +198,60 @@ public final class AudioEncodingConverter {
             try resampler.finish(into: converted)
             try encodeConverted(converted, into: output)
         }
-        try encoder.finish(into: output)
+        try finishEncoding(into: output)
         isFinished = true
+    }
+
+    /// Hands encoder input to the encoder, or collects it for a parallel round.
+    private func feed(_ bytes: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
+        guard !helpers.isEmpty else { return try encoder.encode(bytes, into: output) }
+        roundInput.append(contentsOf: bytes)
+        let sliceBytes = Self.packetsPerJob * encoder.outputFormat.framesPerPacket * encoder.inputFormat.bytesPerFrame
+        let roundBytes = sliceBytes * (helpers.count + 1)
+        if roundInput.count >= roundBytes {
+            try runRound(bytes: roundBytes, sliceBytes: sliceBytes, into: output)
+        }
+    }
+
+    /// Encodes the first `bytes` of the round's input, a slice of whole packets per encoder at
+    /// once, and appends their packets in order.
+    private func runRound(bytes: Int, sliceBytes: Int, into output: EncodedPackets) throws {
+        let all = [encoder] + helpers
+        if roundOutputs.count != all.count { roundOutputs = all.map { _ in EncodedPackets() } }
+        let outputs = roundOutputs
+        let failures = Lock<[any Error]>([])
+        try roundInput.withUnsafeBytes { input in
+            let slices = (0..<all.count).map { index in
+                let start = min(index * sliceBytes, bytes)
+                return UnsafeRawBufferPointer(rebasing: input[start..<min(start + sliceBytes, bytes)])
+            }
+            let work = ParallelSlices(encoders: all, slices: slices, outputs: outputs, failures: failures)
+            DispatchQueue.concurrentPerform(iterations: all.count) { work.run($0) }
+            if let failure = failures.withLock({ $0.first }) { throw failure }
+        }
+        roundInput.removeFirst(bytes)
+        for packets in outputs {
+            for index in 0..<packets.count { output.append(packets.bytes(of: index), frames: packets.packets[index].frames) }
+            packets.removeAll()
+        }
+    }
+
+    /// Ends the encoding: the last round's input in slices of whole packets (the last one short),
+    /// then every encoder finished in order, their statistics merged into the first.
+    private func finishEncoding(into output: EncodedPackets) throws {
+        guard !helpers.isEmpty else { return try encoder.finish(into: output) }
+        let packetBytes = encoder.outputFormat.framesPerPacket * encoder.inputFormat.bytesPerFrame
+        let count = roundInput.count
+        // Packets left, the partial one included, shared out in whole packets.
+        let packets = (count + packetBytes - 1) / packetBytes
+        let perJob = (packets + helpers.count) / (helpers.count + 1) * packetBytes
+        if count > 0 {
+            // Only the last slice may end inside a packet: it goes to the encoder finished last.
+            try runRound(bytes: count, sliceBytes: max(perJob, packetBytes), into: output)
+        }
+        for other in helpers { try other.finish(into: output) }
+        try encoder.finish(into: output)
+        encoder.mergeStatistics(of: helpers)
     }
 
     /// Reorders, resamples and encodes float frames of the client's channel count (at most a block).
@@ -214,7 +284,7 @@ public final class AudioEncodingConverter {
     private func encodeFloats(_ samples: UnsafeBufferPointer<Float>, into output: EncodedPackets) throws {
         guard let base = samples.baseAddress else { return }
         if encoderLayout.isNativeFloat32 {
-            try encoder.encode(UnsafeRawBufferPointer(samples), into: output)
+            try feed(UnsafeRawBufferPointer(samples), into: output)
             validFrames += Int64(samples.count / encoderChannels)
             return
         }
@@ -226,10 +296,30 @@ public final class AudioEncodingConverter {
             try encoderBytes.withUnsafeMutableBytes { bytes in
                 guard let target = bytes.baseAddress else { return }
                 encoderLayout.fromFloat(base + done, count: count, into: target)
-                try encoder.encode(UnsafeRawBufferPointer(start: target, count: count * sampleBytes), into: output)
+                try feed(UnsafeRawBufferPointer(start: target, count: count * sampleBytes), into: output)
             }
             validFrames += Int64(count / encoderChannels)
             done += count
         }
+    }
+}
+
+/// One parallel round: each encoder encodes its slice into its own packets.
+private final class ParallelSlices: @unchecked Sendable {
+    let encoders: [any AudioEncoder]
+    let slices: [UnsafeRawBufferPointer]
+    let outputs: [EncodedPackets]
+    let failures: Lock<[any Error]>
+
+    init(encoders: [any AudioEncoder], slices: [UnsafeRawBufferPointer], outputs: [EncodedPackets], failures: Lock<[any Error]>) {
+        self.encoders = encoders
+        self.slices = slices
+        self.outputs = outputs
+        self.failures = failures
+    }
+
+    func run(_ index: Int) {
+        guard !slices[index].isEmpty else { return }
+        do { try encoders[index].encode(slices[index], into: outputs[index]) } catch { failures.withLock { $0.append(error) } }
     }
 }
