@@ -326,10 +326,12 @@ public final class AVCodecAACEncoder: AudioEncoder {
         guard allocated >= 0, let planes = frame.pointee.extended_data else {
             throw AudioQueueError(.decoderError, "libavcodec could not allocate a frame: \(AVCodecAAC.message(allocated))")
         }
-        for channel in 0..<channels {
-            guard let plane = planes[channel] else { continue }
-            let samples = UnsafeMutableRawPointer(plane).assumingMemoryBound(to: Float.self)
-            for index in 0..<count { samples[index] = pending[index * channels + channel] }
+        pending.withUnsafeBufferPointer { pending in
+            for channel in 0..<channels {
+                guard let plane = planes[channel] else { continue }
+                let samples = UnsafeMutableRawPointer(plane).assumingMemoryBound(to: Float.self)
+                for index in 0..<count { samples[index] = pending[index * channels + channel] }
+            }
         }
         pendingFrames = 0
         let sent = avcodec_send_frame(context, frame)
