@@ -419,7 +419,7 @@ func encodeBenchmarks() throws -> [String] {
         ("Opus 96 kbit/s (.opus)", [source, folder + "/ours.opus", "--bitrate", "96000"],
          "/usr/bin/opusenc", ["--quiet", "--bitrate", "96", source, folder + "/theirs.opus"], "ours.opus", "theirs.opus"),
     ]
-    var lines = ["encode a 10-minute 16-bit stereo 44.1 kHz WAV: aqrender IN OUT.ext against the reference encoder (best of 3, wall time)"]
+    var lines = ["encode a 10-minute 16-bit stereo 44.1 kHz WAV: aqrender IN OUT.ext (default jobs) against the reference encoder (best of 3, wall time)"]
     for (name, ours, tool, theirs, ourFile, theirFile) in rows {
         let mine = try bestOf(3) { try runTool(aqrender, ours) }
         let reference = try bestOf(3) { try runTool(tool, theirs) }
@@ -428,6 +428,18 @@ func encodeBenchmarks() throws -> [String] {
                             seconds(reference) * 1000, seconds(mine) / seconds(reference),
                             Double(size(folder + "/" + ourFile)) / 1e6, Double(size(folder + "/" + theirFile)) / 1e6))
     }
+    let oneJob = try bestOf(3) { try runTool(aqrender, [source, folder + "/ours-alac.m4a", "--codec", "alac", "--jobs", "1"]) }
+    lines.append(String(format: "  ALAC with --jobs 1: %6.0f ms (ratio %4.2f)", seconds(oneJob) * 1000, seconds(oneJob) / seconds(try bestOf(3) {
+        try runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", source, "-c:a", "alac", folder + "/theirs-alac.m4a"]) })))
+    // Decoding AAC: libavcodec's decoder (LGPL) against libfaad2's and ffmpeg's own, on a 10-minute M4A.
+    let m4a = try makeFile("ten-minutes-nopns.m4a", seconds: 600, in: folder)
+    let wav = folder + "/aac-out.wav"
+    let avcodec = try bestOf(3) { try runTool(aqrender, [m4a, wav, "--format", "s16", "--jobs", "1", "--aac-decoder", "libavcodec"]) }
+    let faad = try bestOf(3) { try runTool(aqrender, [m4a, wav, "--format", "s16", "--jobs", "1", "--aac-decoder", "libfaad2"]) }
+    let ffmpeg = try bestOf(3) { try runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", m4a, "-c:a", "pcm_s16le", wav]) }
+    lines.append(String(format: "decode a 10-minute AAC M4A to a 16-bit WAV on one thread: libavcodec %5.0f ms, libfaad2 %5.0f ms, ffmpeg %5.0f ms; ratios to ffmpeg %4.2f / %4.2f",
+                        seconds(avcodec) * 1000, seconds(faad) * 1000, seconds(ffmpeg) * 1000, seconds(avcodec) / seconds(ffmpeg), seconds(faad) / seconds(ffmpeg)))
+    try? FileManager.default.removeItem(atPath: wav)
     return lines
 }
 

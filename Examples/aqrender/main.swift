@@ -65,6 +65,10 @@ struct AQRender: ParsableCommand {
     @OptionGroup var timePitchOptions: TimePitchOptions
     @Option(help: "Decode on this many threads (default: the number of cores) when the file allows it (MP3, AAC-LC, ALAC, G.711, FLAC, Vorbis, Opus; not a chain of Ogg links), the output can seek and no loop, rate, channel or play-rate change is asked for. The output is bit-identical to --jobs 1.")
     var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
+    enum AACDecoder: String, ExpressibleByArgument, CaseIterable { case libavcodec, libfaad2 }
+    @Option(name: .customLong("aac-decoder"), help: "Which library decodes AAC: libavcodec (LGPL, the default when both are linked) or libfaad2 (GPL).")
+    var aacDecoder: AACDecoder = .libavcodec
+
     @Flag(help: "Say on stderr whether the render was split and why not.")
     var verbose = false
 
@@ -102,7 +106,8 @@ struct AQRender: ParsableCommand {
         VorbisDecoder.register()
         FLACDecoder.register()
         FLACEncoder.register()
-        AVCodecAAC.register(decoders: AudioDecoderRegistry(), encoders: .shared)
+        // libavcodec's AAC decoder is registered ahead of libfaad2's unless libfaad2 is asked for.
+        AVCodecAAC.register(decoders: aacDecoder == .libavcodec ? .shared : AudioDecoderRegistry(), encoders: .shared)
         OpusEncoder.register()
         SoxrConverter.register()
         RubberBandTimePitch.register()
