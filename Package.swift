@@ -234,7 +234,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "aqrecord",
-            dependencies: ["AVCodecAAC", "FLACEncoder", "OpusEncoder", "AudioFileStream",
+            dependencies: ["AVCodecAAC", "FLACEncoder", "OpusEncoder", "AudioFileStream", "ExampleOptions",
                 "AudioPlayback", "BufferQueue", "PulseAudioSink", "SoxrConverter",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

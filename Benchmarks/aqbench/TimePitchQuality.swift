@@ -62,31 +62,6 @@ func windowedTHDPlusN(_ samples: [Float], frequency: Double, rate: Double, windo
     return 10 * log10(max(residual, 1e-30) / fundamental)
 }
 
-/// In-place radix-2 FFT of `re` + i`im` (count a power of two).
-func fft(_ re: inout [Double], _ im: inout [Double]) {
-    let n = re.count
-    var j = 0
-    for i in 1..<n {
-        var bit = n >> 1
-        while j & bit != 0 { j ^= bit; bit >>= 1 }
-        j |= bit
-        if i < j { re.swapAt(i, j); im.swapAt(i, j) }
-    }
-    var length = 2
-    while length <= n {
-        let angle = -2 * Double.pi / Double(length)
-        for start in stride(from: 0, to: n, by: length) {
-            for k in 0..<(length / 2) {
-                let wr = cos(angle * Double(k)), wi = sin(angle * Double(k))
-                let a = start + k, b = a + length / 2
-                let tr = re[b] * wr - im[b] * wi, ti = re[b] * wi + im[b] * wr
-                re[b] = re[a] - tr; im[b] = im[a] - ti
-                re[a] += tr; im[a] += ti
-            }
-        }
-        length <<= 1
-    }
-}
 
 /// Power spectrum (dB) of a Hann-windowed frame of `size` samples centred on `centre` (zeros outside).
 func powerSpectrumDB(_ samples: [Float], centre: Int, size: Int) -> [Double] {

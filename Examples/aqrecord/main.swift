@@ -8,6 +8,7 @@ import AudioFileStream
 import AudioPlayback
 import BufferQueue
 import Dispatch
+import ExampleOptions
 import FLACEncoder
 import Foundation
 import OpusEncoder
@@ -27,27 +28,11 @@ struct AQRecord: AsyncParsableCommand {
 
     enum SourceChoice: String, ExpressibleByArgument, CaseIterable { case pulse, null }
     enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case s16, s24, f32 }
-    enum Codec: String, ExpressibleByArgument, CaseIterable {
-        case pcm, aac, alac, flac, opus, ima4, ulaw, alaw
-        var formatID: AudioFormatID {
-            switch self {
-            case .pcm: return .linearPCM
-            case .aac: return .aacLC
-            case .alac: return .appleLossless
-            case .flac: return .flac
-            case .opus: return .opus
-            case .ima4: return .appleIMA4
-            case .ulaw: return .uLaw
-            case .alaw: return .aLaw
-            }
-        }
-    }
-
     @Argument(help: "The file to write: OUT.m4a, OUT.opus, OUT.flac, OUT.caf, OUT.wav or OUT.aif.")
     var output: String?
 
     @Option(help: "What the file holds (default: the extension's usual codec): pcm, aac, alac, flac, opus, ima4, ulaw, alaw.")
-    var codec: Codec?
+    var codec: CodecChoice?
 
     @Option(help: "Bit rate of AAC or Opus, in bits per second.")
     var bitrate: Int?
@@ -121,7 +106,7 @@ struct AQRecord: AsyncParsableCommand {
         case .null:
             audioSource = NullSource(signal: .sine(frequency: 440, amplitude: 0.5), pacing: fast ? .unpaced : .realTime)
         }
-        let codec = self.codec ?? (type == .mp4 ? .aac : type == .ogg ? .opus : type == .flac ? .flac : .pcm)
+        let codec = self.codec ?? CodecChoice.usual(for: type.typeID, cafLossless: false)
         let bigEndian = type == .aiff || type == .aifc
         let description: AudioStreamDescription
         switch (codec, format) {

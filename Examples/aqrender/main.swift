@@ -25,25 +25,6 @@ struct AQRender: ParsableCommand {
 
     enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case f32, s16, s24 }
 
-    /// What the output holds, when not the default of its extension.
-    enum Codec: String, ExpressibleByArgument, CaseIterable {
-        case pcm, aac, alac, flac, opus, ima4, imaadpcm = "ima-adpcm", ulaw, alaw
-
-        var formatID: AudioFormatID {
-            switch self {
-            case .pcm: return .linearPCM
-            case .aac: return .aacLC
-            case .alac: return .appleLossless
-            case .flac: return .flac
-            case .opus: return .opus
-            case .ima4: return .appleIMA4
-            case .imaadpcm: return .dviIntelIMA
-            case .ulaw: return .uLaw
-            case .alaw: return .aLaw
-            }
-        }
-    }
-
     @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711, PCM, FLAC, Opus or Vorbis in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS/FLAC/Ogg.")
     var input: String
     @Argument(help: "The file to write; its extension names the container: .wav, .caf, .aif/.aiff, .aifc, .flac, .opus/.ogg, .m4a.")
@@ -51,7 +32,7 @@ struct AQRender: ParsableCommand {
     @Option(help: "Sample format of PCM output: f32 (IEEE float, the default), s16 or s24; the bit depth of ALAC and FLAC (default: the source's, else 16).")
     var format: SampleFormat?
     @Option(help: "What the output holds: pcm (the default of .wav, .aif, .aifc), aac (of .m4a; libavcodec), alac (of .caf), flac (of .flac), opus (of .opus, .ogg), ima4 (CAF, AIFC), ima-adpcm (WAV), ulaw, alaw.")
-    var codec: Codec?
+    var codec: CodecChoice?
     @Option(help: "Encoder quality, 0 (fastest) to 10 (smallest or best): FLAC's level (up to 8), Opus's complexity, ALAC's search.")
     var quality: Int?
     @Option(help: "Bit rate of a lossy encoder in bits per second (Opus: 96000 for stereo by default; AAC: 64000 per channel).")
@@ -138,35 +119,22 @@ struct AQRender: ParsableCommand {
         return status.st_mode & S_IFMT == S_IFREG
     }
 
-    func renderSequentially(_ file: AudioFile) {
-        let renderer: AudioFileRenderer
+    /// The renderer for the options: loops, rate, channels, play rate and pitch.
+    func makeRenderer(_ file: AudioFile) -> AudioFileRenderer {
         do {
-            renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
-                                             playRate: timePitchOptions.rate, timePitch: timePitchOptions.algorithm,
-                                             pitch: timePitchOptions.pitch)
+            return try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
+                                         playRate: timePitchOptions.rate, timePitch: timePitchOptions.algorithm,
+                                         pitch: timePitchOptions.pitch)
         } catch {
             fail("\(input): \(error)")
         }
+    }
+
+    func renderSequentially(_ file: AudioFile) {
+        let renderer = makeRenderer(file)
         let writer = makeWriter(renderer.outputFormat, layout: file.channelLayout)
-        let channels = renderer.outputFormat.channelsPerFrame
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
-        var scratch = [Float](repeating: 0, count: 8192 * channels)
-        var failure: String?
-        do {
-            while true {
-                let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 8192) }
-                if n == 0 { break }
-                do {
-                    try scratch.withUnsafeBufferPointer { try writer.write(UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
-                } catch {
-                    progress?.finish()
-                    fail("cannot write \(output): \(error)")
-                }
-                progress?.update(renderer.framesRendered)
-            }
-        } catch {
-            failure = "\(error)"
-        }
+        let failure = pump(renderer, progress: progress) { try writer.write($0) }
         close(writer)
         progress?.finish()
         finish(file, failure: failure, frames: renderer.framesRendered, converterError: renderer.lastConverterError)
@@ -175,7 +143,7 @@ struct AQRender: ParsableCommand {
     /// The file's data format for the output's container and the options.
     func dataFormat(rate: Double, channels: Int, sourceBits: Int?) -> AudioStreamDescription {
         let type = outputType ?? .wave
-        let codec = self.codec ?? (type == .mp4 ? .aac : type == .caf ? .alac : type == .flac ? .flac : type == .ogg ? .opus : .pcm)
+        let codec = self.codec ?? CodecChoice.usual(for: type.typeID, cafLossless: true)
         let bits = format == .s24 ? 24 : format == .s16 ? 16 : 16
         guard codec == .pcm else {
             var lossless = format == .s24 ? 24 : format == .s16 ? 16 : sourceBits ?? 16
@@ -190,14 +158,7 @@ struct AQRender: ParsableCommand {
 
     /// Renders into a writer that encodes (CAF, AIFF, compressed WAV): the rendered frames are the file's valid frames.
     func renderEncoding(_ file: AudioFile) {
-        let renderer: AudioFileRenderer
-        do {
-            renderer = try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
-                                             playRate: timePitchOptions.rate, timePitch: timePitchOptions.algorithm,
-                                             pitch: timePitchOptions.pitch)
-        } catch {
-            fail("\(input): \(error)")
-        }
+        let renderer = makeRenderer(file)
         let rendered = renderer.outputFormat
         let layout = file.channelLayout?.channelCount == rendered.channelsPerFrame ? file.channelLayout : nil
         let writer: AudioFileWriter
@@ -208,16 +169,25 @@ struct AQRender: ParsableCommand {
         } catch {
             fail("\(output): \(error)")
         }
-        let channels = rendered.channelsPerFrame
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
+        let failure = pump(renderer, progress: progress) { try writer.write(floats: $0) }
+        do { try writer.close() } catch { fail("cannot write \(output): \(error)") }
+        progress?.finish()
+        if verbose { note("wrote \(writer.dataFormat): \(writer.validFrames) valid frames + \(writer.primingFrames) priming + \(writer.remainderFrames) remainder") }
+        finish(file, failure: failure, frames: renderer.framesRendered, converterError: renderer.lastConverterError)
+    }
+
+    /// Renders everything, handing each block of frames to `write`; a write that fails ends the
+    /// program, a render that fails is returned (the frames before it were written).
+    func pump(_ renderer: AudioFileRenderer, progress: Progress?, write: (UnsafeBufferPointer<Float>) throws -> Void) -> String? {
+        let channels = renderer.outputFormat.channelsPerFrame
         var scratch = [Float](repeating: 0, count: 8192 * channels)
-        var failure: String?
         do {
             while true {
                 let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 8192) }
-                if n == 0 { break }
+                if n == 0 { return nil }
                 do {
-                    try scratch.withUnsafeBufferPointer { try writer.write(floats: UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
+                    try scratch.withUnsafeBufferPointer { try write(UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
                 } catch {
                     progress?.finish()
                     fail("cannot write \(output): \(error)")
@@ -225,12 +195,8 @@ struct AQRender: ParsableCommand {
                 progress?.update(renderer.framesRendered)
             }
         } catch {
-            failure = "\(error)"
+            return "\(error)"
         }
-        do { try writer.close() } catch { fail("cannot write \(output): \(error)") }
-        progress?.finish()
-        if verbose { note("wrote \(writer.dataFormat): \(writer.validFrames) valid frames + \(writer.primingFrames) priming + \(writer.remainderFrames) remainder") }
-        finish(file, failure: failure, frames: renderer.framesRendered, converterError: renderer.lastConverterError)
     }
 
     /// Chunks decoded on `jobs` threads, each piece written where it belongs.

@@ -17,6 +17,16 @@ public enum AVCodecAAC {
     static func silenceLogging() { _ = quiet }
     private static let quiet: Void = av_log_set_level(AV_LOG_QUIET)
 
+    /// Frees a codec context and the frame and packet used with it.
+    static func free(_ context: UnsafeMutablePointer<AVCodecContext>, _ frame: UnsafeMutablePointer<AVFrame>, _ packet: UnsafeMutablePointer<AVPacket>) {
+        var context: UnsafeMutablePointer<AVCodecContext>? = context
+        avcodec_free_context(&context)
+        var frame: UnsafeMutablePointer<AVFrame>? = frame
+        av_frame_free(&frame)
+        var packet: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&packet)
+    }
+
     /// libavcodec's message for an error code.
     static func message(_ code: Int32) -> String {
         var buffer = [CChar](repeating: 0, count: 128)
@@ -117,12 +127,7 @@ public final class AVCodecAACDecoder: AudioDecoder {
     }
 
     deinit {
-        var context: UnsafeMutablePointer<AVCodecContext>? = self.context
-        avcodec_free_context(&context)
-        var frame: UnsafeMutablePointer<AVFrame>? = self.frame
-        av_frame_free(&frame)
-        var packet: UnsafeMutablePointer<AVPacket>? = self.packet
-        av_packet_free(&packet)
+        AVCodecAAC.free(context, frame, packet)
         buffer.deallocate()
     }
 
@@ -232,8 +237,7 @@ public final class AVCodecAACEncoder: AudioEncoder {
     private let packet: UnsafeMutablePointer<AVPacket>
     private let channels: Int
     private let frameSize: Int
-    private var pending: [Float]
-    private var pendingFrames = 0
+    private let blocks: FrameBlocks
     private var flushed = false
 
     /// - Parameter format: the rate (8–96 kHz) and 1–8 channels.
@@ -275,17 +279,10 @@ public final class AVCodecAACEncoder: AudioEncoder {
         inputFormat = .float32(sampleRate: Double(rate), channels: channels)
         outputFormat = AudioStreamDescription(sampleRate: Double(rate), formatID: .aacLC, bytesPerPacket: 0, framesPerPacket: frameSize,
                                               bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 0)
-        pending = [Float](repeating: 0, count: frameSize * channels)
+        blocks = FrameBlocks(framesPerBlock: frameSize, bytesPerFrame: 4 * channels)
     }
 
-    deinit {
-        var context: UnsafeMutablePointer<AVCodecContext>? = self.context
-        avcodec_free_context(&context)
-        var frame: UnsafeMutablePointer<AVFrame>? = self.frame
-        av_frame_free(&frame)
-        var packet: UnsafeMutablePointer<AVPacket>? = self.packet
-        av_packet_free(&packet)
-    }
+    deinit { AVCodecAAC.free(context, frame, packet) }
 
     /// Packets overlap (an MDCT): pieces encoded apart do not join.
     public static let factory = AudioEncoderFactory(name: "libavcodec AAC", formats: [.aacLC], priority: 10, traits: .dependent) { format, settings in
@@ -293,31 +290,23 @@ public final class AVCodecAACEncoder: AudioEncoder {
     }
 
     public func encode(_ frames: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
-        let count = frames.count / (4 * channels)
-        guard count > 0, let source = frames.baseAddress, !flushed else { return }
-        var done = 0
-        while done < count {
-            let take = min(count - done, frameSize - pendingFrames)
-            pending.withUnsafeMutableBytes { target in
-                target.baseAddress.map { ($0 + pendingFrames * channels * 4).copyMemory(from: source + done * channels * 4, byteCount: take * channels * 4) }
-            }
-            pendingFrames += take
-            done += take
-            if pendingFrames == frameSize { try send(frames: frameSize, into: output) }
-        }
+        guard !flushed else { return }
+        try blocks.add(frames) { try send($0, into: output) }
     }
 
     public func finish(into output: EncodedPackets) throws {
         guard !flushed else { return }
-        if pendingFrames > 0 { try send(frames: pendingFrames, into: output) }
+        if let rest = blocks.takeRest(padded: false) { try send(rest, into: output) }
         flushed = true
         let sent = avcodec_send_frame(context, nil)
         guard sent >= 0 || sent == cavcodec_error_eof() else { throw AudioQueueError(.decoderError, "libavcodec's AAC encoder: \(AVCodecAAC.message(sent))") }
         try receive(into: output)
     }
 
-    /// Hands `frames` pending frames (planar) to the encoder and collects what it gives.
-    private func send(frames count: Int, into output: EncodedPackets) throws {
+    /// Hands interleaved float frames (at most a packet's) to the encoder, planar, and collects
+    /// what it gives.
+    private func send(_ block: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
+        let count = block.count / (4 * channels)
         frame.pointee.nb_samples = Int32(count)
         frame.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
         frame.pointee.sample_rate = context.pointee.sample_rate
@@ -326,14 +315,12 @@ public final class AVCodecAACEncoder: AudioEncoder {
         guard allocated >= 0, let planes = frame.pointee.extended_data else {
             throw AudioQueueError(.decoderError, "libavcodec could not allocate a frame: \(AVCodecAAC.message(allocated))")
         }
-        pending.withUnsafeBufferPointer { pending in
-            for channel in 0..<channels {
-                guard let plane = planes[channel] else { continue }
-                let samples = UnsafeMutableRawPointer(plane).assumingMemoryBound(to: Float.self)
-                for index in 0..<count { samples[index] = pending[index * channels + channel] }
-            }
+        let interleaved = block.bindMemory(to: Float.self)
+        for channel in 0..<channels {
+            guard let plane = planes[channel] else { continue }
+            let samples = UnsafeMutableRawPointer(plane).assumingMemoryBound(to: Float.self)
+            for index in 0..<count { samples[index] = interleaved[index * channels + channel] }
         }
-        pendingFrames = 0
         let sent = avcodec_send_frame(context, frame)
         av_frame_unref(frame)
         guard sent >= 0 else { throw AudioQueueError(.decoderError, "libavcodec's AAC encoder: \(AVCodecAAC.message(sent))") }

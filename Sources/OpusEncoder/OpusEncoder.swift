@@ -29,8 +29,7 @@ public final class OpusEncoder: AudioEncoder {
     private let channels: Int
     private let frameSize: Int
     /// Frames waiting for a whole packet, and every frame taken since the stream began.
-    private var pending: [Float]
-    private var pendingFrames = 0
+    private let blocks: FrameBlocks
     private var framesTaken: Int64 = 0
     private var packet: [UInt8]
 
@@ -85,7 +84,7 @@ public final class OpusEncoder: AudioEncoder {
         outputFormat = AudioStreamDescription(sampleRate: 48000, formatID: .opus, bytesPerPacket: 0, framesPerPacket: frameSize,
                                               bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 0)
         maximumPacketSize = 1277 * 3 * Int(streams)
-        pending = [Float](repeating: 0, count: frameSize * channels)
+        blocks = FrameBlocks(framesPerBlock: frameSize, bytesPerFrame: 4 * channels)
         packet = [UInt8](repeating: 0, count: maximumPacketSize)
     }
 
@@ -103,45 +102,34 @@ public final class OpusEncoder: AudioEncoder {
     public var magicCookie: [UInt8]? { header.bytes }
 
     public func encode(_ frames: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
-        let count = frames.count / (4 * channels)
-        guard count > 0, let source = frames.baseAddress else { return }
-        framesTaken += Int64(count)
-        var done = 0
-        while done < count {
-            let take = min(count - done, frameSize - pendingFrames)
-            pending.withUnsafeMutableBytes { target in
-                target.baseAddress.map { ($0 + pendingFrames * channels * 4).copyMemory(from: source + done * channels * 4, byteCount: take * channels * 4) }
-            }
-            pendingFrames += take
-            done += take
-            if pendingFrames == frameSize { try encodePacket(into: output) }
-        }
+        framesTaken += Int64(frames.count / blocks.bytesPerFrame)
+        try blocks.add(frames) { try encodePacket($0, into: output) }
     }
 
     /// Silence until every taken frame, delayed by the pre-skip, is in a packet; then a new stream.
     public func finish(into output: EncodedPackets) throws {
         let needed = framesTaken + Int64(primingFrames)
-        var encoded = (framesTaken - Int64(pendingFrames))
-        while encoded < needed {
-            for index in (pendingFrames * channels)..<pending.count { pending[index] = 0 }
-            pendingFrames = frameSize
-            try encodePacket(into: output)
+        var encoded = framesTaken - Int64(blocks.frames)
+        if let rest = blocks.takeRest(padded: true) {
+            try encodePacket(rest, into: output)
             encoded += Int64(frameSize)
         }
-        pendingFrames = 0
+        while encoded < needed {
+            try encodePacket(blocks.silence(), into: output)
+            encoded += Int64(frameSize)
+        }
         framesTaken = 0
         _ = copus_encoder_reset(encoder)
     }
 
-    private func encodePacket(into output: EncodedPackets) throws {
-        let size = pending.withUnsafeBufferPointer { input in
-            packet.withUnsafeMutableBufferPointer { out -> Int32 in
-                guard let samples = input.baseAddress, let bytes = out.baseAddress else { return -1 }
-                return opus_multistream_encode_float(encoder, samples, Int32(frameSize), bytes, Int32(out.count))
-            }
+    /// Encodes one block of `frameSize` float frames.
+    private func encodePacket(_ block: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
+        let samples = block.bindMemory(to: Float.self)
+        let size = packet.withUnsafeMutableBufferPointer { out -> Int32 in
+            guard let input = samples.baseAddress, let bytes = out.baseAddress else { return -1 }
+            return opus_multistream_encode_float(encoder, input, Int32(frameSize), bytes, Int32(out.count))
         }
         guard size > 0 else { throw AudioQueueError(.decoderError, "libopus failed to encode a packet (error \(size))") }
         packet.withUnsafeBytes { output.append(UnsafeRawBufferPointer(rebasing: $0[0..<Int(size)]), frames: frameSize) }
-        pendingFrames = 0
     }
 }

@@ -31,7 +31,14 @@ func powerSpectrum(_ samples: ArraySlice<Float>, _ window: [Double]) -> [Double]
     let n = window.count
     var re = [Double](repeating: 0, count: n), im = [Double](repeating: 0, count: n)
     for (index, sample) in samples.enumerated() { re[index] = Double(sample) * window[index] }
-    // Iterative radix-2 FFT: bit-reversed order, then butterflies.
+    fft(&re, &im)
+    let scale = 4.0 / Double(n * n)
+    return (0...(n / 2)).map { (re[$0] * re[$0] + im[$0] * im[$0]) * scale }
+}
+
+/// In-place radix-2 FFT of `re` + i`im` (count a power of two): bit-reversed order, then butterflies.
+public func fft(_ re: inout [Double], _ im: inout [Double]) {
+    let n = re.count
     var j = 0
     for i in 1..<n {
         var bit = n >> 1
@@ -53,6 +60,4 @@ func powerSpectrum(_ samples: ArraySlice<Float>, _ window: [Double]) -> [Double]
         }
         length <<= 1
     }
-    let scale = 4.0 / Double(n * n)
-    return (0...(n / 2)).map { (re[$0] * re[$0] + im[$0] * im[$0]) * scale }
 }

@@ -305,17 +305,16 @@ public final class ALACDecoder: AudioDecoder {
         var c = 0
         while c < frames {
             guard bits.position < bits.limit else { throw Self.damaged("its residuals run past the end of the packet") }
-            let k = min(31 - Int(((history >> 9) + 3).leadingZeroBitCount), limit)
+            let k = Self.riceParameter(history, limit: limit)
             let n = bits.rice(k: k, m: UInt32((1 << k) - 1), escapeBits: chanBits)
             let value = n &+ zeroMode
             residuals[c] = Int32(bitPattern: (value >> 1) ^ (0 &- (value & 1)))
             c += 1
-            history = multiplier &* value &+ history &- ((multiplier &* history) >> 9)
-            if n > 0xFFFF { history = 0xFFFF }
+            history = Self.nextHistory(history, value: value, coded: n, multiplier: multiplier)
             zeroMode = 0
             if history &<< 2 < 512 && c < frames {
                 zeroMode = 1
-                let k = history.leadingZeroBitCount - 24 + Int((history &+ 16) >> 6)
+                let k = Self.runParameter(history)
                 let run = Int(bits.rice(k: k, m: UInt32((1 << k) - 1) & runMask, escapeBits: 16))
                 guard c + run <= frames else { throw Self.damaged("a run of \(run) zero residuals passes the frame's end") }
                 (residuals + c).update(repeating: 0, count: run)
@@ -324,6 +323,24 @@ public final class ALACDecoder: AudioDecoder {
                 history = 0
             }
         }
+    }
+
+    /// The adaptive Golomb-Rice coder's parameter for the next value: from the running mean.
+    @inline(__always)
+    static func riceParameter(_ history: UInt32, limit: Int) -> Int {
+        min(31 - Int(((history >> 9) + 3).leadingZeroBitCount), limit)
+    }
+
+    /// The running mean after a value (`coded` is the value as coded, less the zero-run mode).
+    @inline(__always)
+    static func nextHistory(_ history: UInt32, value: UInt32, coded: UInt32, multiplier: UInt32) -> UInt32 {
+        coded > 0xFFFF ? 0xFFFF : multiplier &* value &+ history &- ((multiplier &* history) >> 9)
+    }
+
+    /// The parameter of a count of zero residuals, after the mean fell low.
+    @inline(__always)
+    static func runParameter(_ history: UInt32) -> Int {
+        history.leadingZeroBitCount - 24 + Int((history &+ 16) >> 6)
     }
 
     // MARK: prediction
@@ -373,28 +390,36 @@ public final class ALACDecoder: AudioDecoder {
             var sum: Int32 = 0
             for k in 0..<order { sum = sum &+ Int32(coefficients[k]) &* (recent[-k] &- top) }
             let residual = input[j]
-            var remaining = residual
             out[j] = extend(residual &+ top &+ ((sum &+ half) &>> shift))
-            if residual > 0 {
-                var k = order - 1
-                while k >= 0 {
-                    let difference = top &- recent[-k]
-                    let sign = Self.sign(difference)
-                    coefficients[k] = coefficients[k] &- Int16(truncatingIfNeeded: sign)
-                    remaining = remaining &- Int32(order - k) &* ((sign &* difference) &>> shift)
-                    if remaining <= 0 { break }
-                    k -= 1
-                }
-            } else if residual < 0 {
-                var k = order - 1
-                while k >= 0 {
-                    let difference = top &- recent[-k]
-                    let sign = Self.sign(difference)
-                    coefficients[k] = coefficients[k] &+ Int16(truncatingIfNeeded: sign)
-                    remaining = remaining &- Int32(order - k) &* ((0 &- sign &* difference) &>> shift)
-                    if remaining >= 0 { break }
-                    k -= 1
-                }
+            Self.adapt(coefficients, order: order, top: top, recent: UnsafePointer(recent), residual: residual, shift: shift)
+        }
+    }
+
+    /// How ALAC's predictor weights step after a residual, the same in the decoder and the
+    /// encoder: towards the residual's sign, from the oldest weight down, until what is left of
+    /// the residual changes sign.
+    @inline(__always)
+    static func adapt(_ c: UnsafeMutablePointer<Int16>, order: Int, top: Int32, recent: UnsafePointer<Int32>, residual: Int32, shift: Int32) {
+        var remaining = residual
+        if residual > 0 {
+            var k = order - 1
+            while k >= 0 {
+                let difference = top &- recent[-k]
+                let sign = Self.sign(difference)
+                c[k] = c[k] &- Int16(truncatingIfNeeded: sign)
+                remaining = remaining &- Int32(order - k) &* ((sign &* difference) &>> shift)
+                if remaining <= 0 { break }
+                k -= 1
+            }
+        } else if residual < 0 {
+            var k = order - 1
+            while k >= 0 {
+                let difference = top &- recent[-k]
+                let sign = Self.sign(difference)
+                c[k] = c[k] &+ Int16(truncatingIfNeeded: sign)
+                remaining = remaining &- Int32(order - k) &* ((0 &- sign &* difference) &>> shift)
+                if remaining >= 0 { break }
+                k -= 1
             }
         }
     }

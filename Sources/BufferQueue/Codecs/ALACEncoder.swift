@@ -387,28 +387,7 @@ public final class ALACEncoder: AudioEncoder {
             for k in 0..<order { sum = sum &+ Int32(c[k]) &* (recent[-k] &- top) }
             let residual = extend(input[j] &- top &- ((sum &+ half) &>> shift))
             out[j] = residual
-            var remaining = residual
-            if residual > 0 {
-                var k = order - 1
-                while k >= 0 {
-                    let difference = top &- recent[-k]
-                    let sign = ALACDecoder.sign(difference)
-                    c[k] = c[k] &- Int16(truncatingIfNeeded: sign)
-                    remaining = remaining &- Int32(order - k) &* ((sign &* difference) &>> shift)
-                    if remaining <= 0 { break }
-                    k -= 1
-                }
-            } else if residual < 0 {
-                var k = order - 1
-                while k >= 0 {
-                    let difference = top &- recent[-k]
-                    let sign = ALACDecoder.sign(difference)
-                    c[k] = c[k] &+ Int16(truncatingIfNeeded: sign)
-                    remaining = remaining &- Int32(order - k) &* ((0 &- sign &* difference) &>> shift)
-                    if remaining >= 0 { break }
-                    k -= 1
-                }
-            }
+            ALACDecoder.adapt(c, order: order, top: top, recent: recent, residual: residual, shift: shift)
         }
     }
 
@@ -473,18 +452,17 @@ public final class ALACEncoder: AudioEncoder {
         var zeroMode: UInt32 = 0
         var c = 0
         while c < frames {
-            let k = min(31 - Int(((history >> 9) + 3).leadingZeroBitCount), limit)
+            let k = ALACDecoder.riceParameter(history, limit: limit)
             let residual = residuals[c]
             let value = residual >= 0 ? UInt32(bitPattern: residual) &<< 1 : (UInt32(bitPattern: ~residual) &<< 1) | 1
             let n = value &- zeroMode
             sink.emit(n, k: k, m: UInt32((1 << k) - 1), escapeBits: chanBits)
             c += 1
-            history = multiplier &* value &+ history &- ((multiplier &* history) >> 9)
-            if n > 0xFFFF { history = 0xFFFF }
+            history = ALACDecoder.nextHistory(history, value: value, coded: n, multiplier: multiplier)
             zeroMode = 0
             if history &<< 2 < 512 && c < frames {
                 zeroMode = 1
-                let k = history.leadingZeroBitCount - 24 + Int((history &+ 16) >> 6)
+                let k = ALACDecoder.runParameter(history)
                 var run = 0
                 while c + run < frames && residuals[c + run] == 0 && run < 65535 { run += 1 }
                 sink.emit(UInt32(run), k: k, m: UInt32((1 << k) - 1) & runMask, escapeBits: 16)

@@ -25,8 +25,7 @@ public final class IMAADPCMEncoder: AudioEncoder {
     private let channels: Int
     private let framesPerPacket: Int
     /// Frames waiting for a whole packet, interleaved.
-    private var pending: [Int16]
-    private var pendingFrames = 0
+    private let blocks: FrameBlocks
     private var states: [IMAADPCMDecoder.State]
 
     /// - Parameter format: `'ima4'` or ``AudioFormatID/dviIntelIMA``, with a rate and a channel
@@ -64,7 +63,7 @@ public final class IMAADPCMEncoder: AudioEncoder {
         outputFormat = AudioStreamDescription(sampleRate: format.sampleRate, formatID: format.formatID, bytesPerPacket: bytes,
                                               framesPerPacket: framesPerPacket, bytesPerFrame: 0, channelsPerFrame: channels,
                                               bitsPerChannel: apple ? 0 : 4)
-        pending = Array(repeating: 0, count: framesPerPacket * channels)
+        blocks = FrameBlocks(framesPerBlock: framesPerPacket, bytesPerFrame: 2 * channels)
         states = Array(repeating: IMAADPCMDecoder.State(predictor: 0, index: 0), count: channels)
     }
 
@@ -75,37 +74,19 @@ public final class IMAADPCMEncoder: AudioEncoder {
     }
 
     public func encode(_ frames: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
-        let count = frames.count / (2 * channels)
-        guard let source = frames.baseAddress, count > 0 else { return }
-        var frame = 0
-        while frame < count {
-            let take = min(count - frame, framesPerPacket - pendingFrames)
-            pending.withUnsafeMutableBytes { target in
-                target.baseAddress.map { $0 + pendingFrames * channels * 2 }?
-                    .copyMemory(from: source + frame * channels * 2, byteCount: take * channels * 2)
-            }
-            pendingFrames += take
-            frame += take
-            if pendingFrames == framesPerPacket { encodePacket(into: output) }
-        }
+        blocks.add(frames) { encodePacket($0, into: output) }
     }
 
     public func finish(into output: EncodedPackets) throws {
-        if pendingFrames > 0 {
-            for index in (pendingFrames * channels)..<pending.count { pending[index] = 0 }
-            pendingFrames = framesPerPacket
-            encodePacket(into: output)
-        }
+        if let rest = blocks.takeRest(padded: true) { encodePacket(rest, into: output) }
         for channel in 0..<channels { states[channel] = IMAADPCMDecoder.State(predictor: 0, index: 0) }
     }
 
-    private func encodePacket(into output: EncodedPackets) {
+    private func encodePacket(_ block: UnsafeRawBufferPointer, into output: EncodedPackets) {
         let space = output.reserve(bytes: outputFormat.bytesPerPacket)
-        pending.withUnsafeBufferPointer { samples in
-            if apple { encodeApple(samples, into: space) } else { encodeWAV(samples, into: space) }
-        }
+        let samples = block.bindMemory(to: Int16.self)
+        if apple { encodeApple(samples, into: space) } else { encodeWAV(samples, into: space) }
         output.commit(bytes: outputFormat.bytesPerPacket, frames: framesPerPacket)
-        pendingFrames = 0
     }
 
     private func encodeApple(_ samples: UnsafeBufferPointer<Int16>, into space: UnsafeMutableRawBufferPointer) {
