@@ -41,9 +41,9 @@ struct RenderOutcome {
 }
 
 /// The sequential render through ``AudioFileRenderer``, keeping what came before an error.
-func sequentialOutcome(_ path: String) -> RenderOutcome {
+func sequentialOutcome(_ path: String, registry: AudioDecoderRegistry = AACDecoderChoice.current.registry) -> RenderOutcome {
     do {
-        let renderer = try AudioFileRenderer(file: try AudioFile(path: path))
+        let renderer = try AudioFileRenderer(file: try AudioFile(path: path), registry: registry)
         let channels = renderer.outputFormat.channelsPerFrame
         var all: [Float] = []
         var scratch = [Float](repeating: 0, count: 4096 * channels)
@@ -64,11 +64,12 @@ func sequentialOutcome(_ path: String) -> RenderOutcome {
 
 /// A ``ConcurrentFileRenderer`` render, joined by position; runs on `decodingWork` (it blocks).
 func concurrentOutcome(_ path: String, jobs: Int = 2, chunkFrames: Int64? = nil) async -> (outcome: RenderOutcome, renderer: ConcurrentFileRenderer?) {
-    await withCheckedContinuation { continuation in
+    let registry = AACDecoderChoice.current.registry
+    return await withCheckedContinuation { continuation in
         decodingWork.async {
             let renderer: ConcurrentFileRenderer
             do {
-                renderer = try ConcurrentFileRenderer(file: try AudioFile(path: path), jobs: jobs, chunkFrames: chunkFrames)
+                renderer = try ConcurrentFileRenderer(file: try AudioFile(path: path), jobs: jobs, chunkFrames: chunkFrames, registry: registry)
             } catch {
                 return continuation.resume(returning: (RenderOutcome(samples: [], error: "\(error)"), nil))
             }
@@ -120,7 +121,8 @@ let noiseSubstitutedFixtures: Set<String> = ["aac-44k-fragmented-after-moov-samp
         let file = try? AudioFile(path: path)
         let framesPerPacket = Int64(max(file.map { ($0.formatList.first ?? $0.dataFormat).framesPerPacket } ?? 1, 1))
         let (split, renderer) = await concurrentOutcome(path, chunkFrames: max(3 * framesPerPacket, 2048))
-        let sequential = await withCheckedContinuation { continuation in decodingWork.async { continuation.resume(returning: sequentialOutcome(path)) } }
+        let registry = AACDecoderChoice.current.registry
+        let sequential = await withCheckedContinuation { continuation in decodingWork.async { continuation.resume(returning: sequentialOutcome(path, registry: registry)) } }
         #expect(split.error == sequential.error, "\(name)")
         guard let renderer else { return }   // both failed to open: same error, checked above
         if renderer.jobs == 1 {
@@ -163,7 +165,8 @@ let noiseSubstitutedFixtures: Set<String> = ["aac-44k-fragmented-after-moov-samp
         }
         for path in files {
             let (split, renderer) = await concurrentOutcome(path, chunkFrames: 96_000)
-            let sequential = await withCheckedContinuation { continuation in decodingWork.async { continuation.resume(returning: sequentialOutcome(path)) } }
+            let registry = AACDecoderChoice.current.registry
+        let sequential = await withCheckedContinuation { continuation in decodingWork.async { continuation.resume(returning: sequentialOutcome(path, registry: registry)) } }
             let name = URL(fileURLWithPath: path).lastPathComponent
             #expect(split.error == nil && sequential.error == nil, "\(name): \(split.error ?? "") \(sequential.error ?? "")")
             #expect(renderer?.jobs == 2 && renderer?.sequentialReason == nil, "\(name): \(renderer?.sequentialReason ?? "")")
@@ -175,7 +178,7 @@ let noiseSubstitutedFixtures: Set<String> = ["aac-44k-fragmented-after-moov-samp
         #expect(chained?.sequentialReason?.contains("chain") == true, "\(chained?.sequentialReason ?? "split")")
     }
 
-    @Test(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it)"))
+    @Test(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it)"), .bothAACDecoders)
     func noiseSubstitutionIsFoundAtTheJoinsAndRendersOnOneThread() async throws {
         registerAllDecoders()
         let ffmpeg = try #require(Where.tool("ffmpeg"))
@@ -285,7 +288,7 @@ let noiseSubstitutedFixtures: Set<String> = ["aac-44k-fragmented-after-moov-samp
 /// generator that runs from the stream's start, which no seek can reproduce): without it the
 /// seek is bit-exact to the end; with it, lengths are equal and only the noise bands differ (by
 /// less than 0.002).
-@Suite struct SeekEqualsLinearTests {
+@Suite(.bothAACDecoders) struct SeekEqualsLinearTests {
     @Test(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it)"),
           arguments: [0, 1])
     func aSeekIntoAACEqualsTheLinearRenderToTheEnd(_ pns: Int) async throws {
@@ -295,6 +298,7 @@ let noiseSubstitutedFixtures: Set<String> = ["aac-44k-fragmented-after-moov-samp
         defer { try? FileManager.default.removeItem(atPath: path) }
         _ = try await run(ffmpeg, ["-v", "error", "-f", "lavfi", "-i", "sine=f=440:d=6.8:r=44100", "-f", "lavfi", "-i", "sine=f=660:d=6.8:r=44100",
                                    "-filter_complex", "amerge", "-c:a", "aac", "-aac_pns", "\(pns)", path])
+        let registry = AACDecoderChoice.current.registry
         let (linear, seeks) = try await withCheckedThrowingContinuation { continuation in
             decodingWork.async {
                 continuation.resume(with: Result {
@@ -306,9 +310,10 @@ let noiseSubstitutedFixtures: Set<String> = ["aac-44k-fragmented-after-moov-samp
                             all += scratch[0..<(n * 2)]
                         }
                     }
-                    let linear = try renderAll(AudioFileRenderer(file: AudioFile(path: path)))
+                    let linear = try renderAll(AudioFileRenderer(file: AudioFile(path: path), registry: registry))
                     let seeks = try [1.0, 2.5, 6.7].map { seconds in
-                        (Int((seconds * 44100).rounded()), try renderAll(AudioFileRenderer(file: AudioFile(path: path), startFrame: Int64((seconds * 44100).rounded()))))
+                        (Int((seconds * 44100).rounded()), try renderAll(AudioFileRenderer(file: AudioFile(path: path), startFrame: Int64((seconds * 44100).rounded()),
+                                                                                           registry: registry)))
                     }
                     return (linear, seeks)
                 })

@@ -135,7 +135,7 @@ struct AIFFLayoutClassTests {
     }
 }
 
-@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): fragmented MP4 class test skipped"))
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): fragmented MP4 class test skipped"), .bothAACDecoders)
 struct FragmentedMP4ClassTests {
     /// Class 3: ffmpeg's fragmented AAC ends with a `trun` whose last sample lasts 68 of AAC's
     /// 1 024 frames: the shortened duration is the end trim, as in an unfragmented file's `stts`.
@@ -165,7 +165,7 @@ struct FragmentedMP4ClassTests {
     }
 }
 
-@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): transport stream class test skipped"))
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): transport stream class test skipped"), .bothAACDecoders)
 struct TransportStreamClassTests {
     /// Class 4: a transport stream cut so that its first PAT and PMT are gone (as a segment cut
     /// mid-stream): the audio before the next PAT/PMT is kept, as ffmpeg keeps it. Without its
@@ -193,7 +193,7 @@ struct TransportStreamClassTests {
     }
 }
 
-@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): ADTS profile class test skipped"))
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): ADTS profile class test skipped"), .bothAACDecoders)
 struct ADTSProfileClassTests {
     /// Class 5: ADTS headers whose profile field says SSR (2) on frames that are LC play as LC
     /// (faad and ffmpeg do the same), with a warning, and give the frames of the LC stream.
