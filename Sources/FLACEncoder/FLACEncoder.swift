@@ -73,8 +73,9 @@ public final class FLACEncoder: AudioEncoder {
 
     deinit { if let encoder { FLAC__stream_encoder_delete(encoder) } }
 
-    /// Every frame is coded on its own: pieces encoded apart join.
-    public static let factory = AudioEncoderFactory(name: "libFLAC", formats: [.flac], priority: 10, traits: .independent) { format, settings in
+    /// Frames are coded on their own, but libFLAC numbers them and sums the stream's MD5 from its
+    /// first frame: pieces encoded apart would not join into one stream's bytes.
+    public static let factory = AudioEncoderFactory(name: "libFLAC", formats: [.flac], priority: 10, traits: .dependent) { format, settings in
         try FLACEncoder(format: format, settings: settings)
     }
 
