@@ -161,16 +161,37 @@ struct AQRender: ParsableCommand {
         let renderer = makeRenderer(file)
         let rendered = renderer.outputFormat
         let layout = file.channelLayout?.channelCount == rendered.channelsPerFrame ? file.channelLayout : nil
+        let target = dataFormat(rate: rendered.sampleRate, channels: rendered.channelsPerFrame, sourceBits: sourceBits(file))
+        // 16-bit lossless output is handed over as 16-bit integers, made on this (the decoding)
+        // thread: the encoder takes them as they are (the same values the writer would make).
+        let lossless16 = (target.formatID == .flac || target.formatID == .appleLossless) && target.bitsPerChannel == 16
+        let handOff: AudioStreamDescription = lossless16 ? .int16(sampleRate: rendered.sampleRate, channels: rendered.channelsPerFrame) : rendered
         let writer: AudioFileWriter
         do {
-            writer = try AudioFileWriter(path: output, fileType: outputType, format: dataFormat(rate: rendered.sampleRate, channels: rendered.channelsPerFrame, sourceBits: sourceBits(file)),
-                                         clientFormat: rendered, clientLayout: layout, settings: AudioEncoderSettings(bitRate: bitrate, quality: quality),
+            writer = try AudioFileWriter(path: output, fileType: outputType, format: target,
+                                         clientFormat: handOff, clientLayout: layout, settings: AudioEncoderSettings(bitRate: bitrate, quality: quality),
                                          expectedFrames: renderer.expectedFrames ?? file.totalFrames * Int64(loops), jobs: jobs)
         } catch {
             fail("\(output): \(error)")
         }
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
-        let failure = pump(renderer, progress: progress) { try writer.write(floats: $0) }
+        var failure: String?
+        let handOffLayout = try? PCMSampleLayout(handOff)
+        /// The block in the writer's client format.
+        func bytes(_ floats: UnsafeBufferPointer<Float>) -> [UInt8] {
+            guard let layout = handOffLayout, lossless16, let base = floats.baseAddress else { return Array(UnsafeRawBufferPointer(floats)) }
+            var out = [UInt8](repeating: 0, count: floats.count * 2)
+            out.withUnsafeMutableBytes { if let target = $0.baseAddress { layout.fromFloat(base, count: floats.count, into: target) } }
+            return out
+        }
+        if jobs > 1 && writer.encodingJobs == 1 {
+            // One encoder: it runs on a thread of its own while this one decodes.
+            let encoding = EncodingThread(writer: writer)
+            failure = pump(renderer, progress: progress) { try encoding.push(bytes($0)) }
+            do { try encoding.finish() } catch { fail("cannot write \(output): \(error)") }
+        } else {
+            failure = pump(renderer, progress: progress) { try bytes($0).withUnsafeBytes { try writer.write($0) } }
+        }
         do { try writer.close() } catch { fail("cannot write \(output): \(error)") }
         progress?.finish()
         if verbose { note("wrote \(writer.dataFormat): \(writer.validFrames) valid frames + \(writer.primingFrames) priming + \(writer.remainderFrames) remainder") }
@@ -262,6 +283,65 @@ struct AQRender: ParsableCommand {
     func fail(_ message: String) -> Never {
         FileHandle.standardError.write(Data("aqrender: \(message)\n".utf8))
         Foundation.exit(1)
+    }
+}
+
+/// Encodes and writes blocks of frames (in the writer's client format) on a thread of its own, up to eight blocks behind the
+/// thread that decodes them (which waits for room, on a condition, when it gets ahead).
+final class EncodingThread: @unchecked Sendable {
+    private let writer: AudioFileWriter
+    private let condition = NSCondition()
+    private var blocks: [[UInt8]] = []
+    private var ending = false
+    private var done = false
+    private var failure: (any Error)?
+
+    init(writer: AudioFileWriter) {
+        self.writer = writer
+        let thread = Thread { [self] in run() }
+        thread.name = "aqrender.encode"
+        thread.start()
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while blocks.isEmpty && !ending { condition.wait() }
+            guard !blocks.isEmpty else {
+                done = true
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
+            let block = blocks.removeFirst()
+            condition.broadcast()
+            let failed = failure != nil
+            condition.unlock()
+            guard !failed else { continue }
+            do { try block.withUnsafeBytes { try writer.write($0) } } catch {
+                condition.lock(); failure = error; condition.broadcast(); condition.unlock()
+            }
+        }
+    }
+
+    /// Hands a block over, waiting while eight are queued; throws the encoder's failure.
+    func push(_ block: [UInt8]) throws {
+        condition.lock()
+        defer { condition.unlock() }
+        while blocks.count >= 8 && failure == nil { condition.wait() }
+        if let failure { throw failure }
+        blocks.append(block)
+        condition.broadcast()
+    }
+
+    /// Waits until every block is written; throws the encoder's failure.
+    func finish() throws {
+        condition.lock()
+        defer { condition.unlock() }
+        ending = true
+        condition.broadcast()
+        while !done { condition.wait() }
+        if let failure { throw failure }
     }
 }
 

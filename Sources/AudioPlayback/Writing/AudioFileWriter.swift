@@ -173,6 +173,8 @@ public final class AudioFileWriter {
     /// The source frames written so far (at the file's rate): the file's valid frames. For a
     /// writer of packets, the frames of the packets less the priming, until closed with the totals.
     public var validFrames: Int64 { converter?.validFrames ?? closedTotals?.validFrames ?? max(packetFrames - Int64(declaredPriming), 0) }
+    /// Encoders at work at once (see `jobs`): 1 unless the format's packets stand alone.
+    public var encodingJobs: Int { converter?.encodingJobs ?? 1 }
     /// The encoder's delay at the start of the decoded packets.
     public var primingFrames: Int { converter?.primingFrames ?? declaredPriming }
     /// The padding of the last packet (final after ``close()``).

@@ -81,6 +81,8 @@ public final class AudioEncodingConverter {
     public var magicCookie: [UInt8]? { encoder.magicCookie }
     /// The largest packet the encoder makes.
     public var maximumPacketSize: Int { encoder.maximumPacketSize }
+    /// Encoders at work at once: `jobs` for a format whose packets stand alone, else 1.
+    public var encodingJobs: Int { helpers.count + 1 }
 
     /// - Parameters:
     ///   - from: the client's interleaved linear PCM (any ``PCMSampleLayout``).
