@@ -44,12 +44,12 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
                                  outputFormat: outputFormat,
                                  makeSink: { collector.make() },
                                  record: recording,
-                                 timePitch: timePitch, playRate: rate)
+                                 timePitch: timePitch, playRate: rate, decoders: AACDecoderChoice.current.registry)
     let frames = try await player.play()
     return (collector, frames)
 }
 
-@Suite struct PlayerTests {
+@Suite(.bothAACDecoders) struct PlayerTests {
     @Test func filesOfDifferentCodecsJoinWithoutAGap() async throws {
         let mp3 = Where.fixture("lame-vbr-v2-44k-stereo.mp3"), m4a = Where.fixture("ffmpeg-aac-44k-moov-first.m4a")
         let expected = try await rendered(mp3).samples + rendered(m4a).samples
@@ -236,7 +236,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
                                          for i in 0..<(got.frames * channels) { output[i] = -output[i] }
                                          tapped.frames.add(Int64(got.frames), ordering: .relaxed)
                                          return got.frames
-                                     })
+                                     }, decoders: AACDecoderChoice.current.registry)
         let frames = try await player.play()
         #expect(frames == Int64(expected.count / 2))
         #expect(tapped.frames.load(ordering: .relaxed) == frames)
