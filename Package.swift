@@ -280,7 +280,7 @@ let package = Package(
         .testTarget(
             name: "AudioStreamingTests",
             dependencies: ["AudioStreaming", "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpusDecoder",
-                           "VorbisDecoder", "FLACDecoder", "TestSupport"],
+                           "VorbisDecoder", "FLACDecoder", "AVCodecAAC", "CodecTestSupport", "TestSupport"],
             path: "Tests/AudioStreamingTests"
         ),
         .testTarget(

@@ -4,6 +4,7 @@ import AudioFileStream
 import AudioPlayback
 @testable import AudioStreaming
 import BufferQueue
+import CodecTestSupport
 import TestSupport
 #if canImport(Glibc)
 import Glibc
@@ -89,7 +90,7 @@ final class NginxServer: @unchecked Sendable {
 /// HLS against a real nginx serving what ffmpeg's HLS muxer writes from the project's fixtures
 /// (`-c:a copy`, so the packets are the fixture's): what reaches the sink equals the render of the
 /// segments' packets, bit for bit, across every join; seeks land where a local seek lands.
-@Suite(.serialized) struct HLSTests {
+@Suite(.serialized, .bothAACDecoders) struct HLSTests {
     /// A temporary folder with `demo-melody.m4a` (174 AAC packets) and the LAME MP3 fixture cut
     /// into 1 s (AAC) and 0.3 s (MP3) segments.
     static func presentation() async throws -> String? {

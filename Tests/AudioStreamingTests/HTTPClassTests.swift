@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import AudioPlayback
 import AudioStreaming
+import CodecTestSupport
 import TestSupport
 
 /// Classes 10, 12 and 16 of issue 37: what servers do that players must follow — a playlist
@@ -93,7 +94,7 @@ import TestSupport
 
 /// Class 14 of issue 37: after `EXT-X-DISCONTINUITY` the decoder starts afresh: the frames after
 /// it equal a fresh decode of the new encode.
-@Suite struct HLSDiscontinuityClassTests {
+@Suite(.bothAACDecoders) struct HLSDiscontinuityClassTests {
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg"), "ffmpeg is missing (make deps installs it)"))
     func theFramesAfterADiscontinuityAreAFreshDecode() async throws {
         let root = NSTemporaryDirectory() + "aq-disc-\(UUID())"
@@ -141,7 +142,7 @@ import TestSupport
 
 /// Class 11 of issue 37: a segment marked `EXT-X-GAP` is not fetched (its URI answers 404 here,
 /// which would end a VOD), is reported, and the segments after it play from a fresh decoder.
-@Suite struct HLSGapClassTests {
+@Suite(.bothAACDecoders) struct HLSGapClassTests {
     @Test func aGapSegmentIsSkippedAndReported() async throws {
         guard let root = try await HLSTests.presentation() else { return }
         defer { try? FileManager.default.removeItem(atPath: root) }

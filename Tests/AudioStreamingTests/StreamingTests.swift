@@ -6,6 +6,7 @@ import AudioPlayback
 import BufferQueue
 import FAADDecoder
 import MPG123Decoder
+import CodecTestSupport
 import TestSupport
 
 /// Every frame a player handed to its (unpaced, capturing) null sinks, and its events.
@@ -31,7 +32,7 @@ func localRender(_ path: String, startSeconds: Double = 0) throws -> [Float] {
     FAADDecoder.register()
     let file = try AudioFile(path: path)
     let rate = (file.formatList.first ?? file.dataFormat).sampleRate
-    let renderer = try AudioFileRenderer(file: file, startFrame: Int64((startSeconds * rate).rounded()))
+    let renderer = try AudioFileRenderer(file: file, startFrame: Int64((startSeconds * rate).rounded()), registry: AACDecoderChoice.current.registry)
     var out: [Float] = []
     var scratch = [Float](repeating: 0, count: 4096 * renderer.outputFormat.channelsPerFrame)
     while true {
@@ -65,7 +66,7 @@ func playStreamToTheEnd(_ items: [AudioPlayerItem], seek: Double = 0, loops: Int
     FAADDecoder.register()
     let capture = Capture()
     let player = AudioPlayer(items: items, loops: loops, startSeconds: seek, makeSink: { capture.makeSink() },
-                                 onEvent: { capture.add($0) })
+                                 onEvent: { capture.add($0) }, decoders: AACDecoderChoice.current.registry)
     // A watchdog: a player that does not end within a minute is stopped (the test then fails on
     // its frames) rather than hanging the suite.
     DispatchQueue.global().asyncAfter(deadline: .now() + 60) { player.stop() }
@@ -88,7 +89,7 @@ final class Locked<Value>: @unchecked Sendable {
 let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .seconds(2), maximumReconnects: 3,
                                     initialBackoff: .milliseconds(20))
 
-@Suite(.timeLimit(.minutes(2))) struct StreamingTests {
+@Suite(.timeLimit(.minutes(2)), .bothAACDecoders) struct StreamingTests {
     @Test(arguments: ["lame-vbr-v2-44k-stereo.mp3", "lame-cbr128-44k-stereo.mp3", "ffmpeg-aac-44k-moov-first.m4a", "ffmpeg-aac-48k.aac", "pcm-s16-22k-mono.wav"])
     func streamEqualsLocalRender(_ name: String) async throws {
         let server = try LoopbackServer(body: try bytes(name))
@@ -343,7 +344,7 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
                                      onEvent: { event in
                                          capture.add(event)
                                          if case .state(let state) = event { states.update { $0.append(state) } }
-                                     })
+                                     }, decoders: AACDecoderChoice.current.registry)
         let done: Task<Int64, any Error> = Task { try await player.play() }
         // 0.3 s (stereo, 44.1 kHz) have been handed to the real-time sink.
         try #require(await recorded.wait(timeout: .seconds(20)) { $0.count >= 13_230 * 2 }, "playback did not get going")
