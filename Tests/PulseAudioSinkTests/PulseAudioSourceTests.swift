@@ -390,6 +390,54 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         #expect(String(decoding: probe.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "pcm_f32le,44100,22050")
     }
 
+    /// SIGTERM finishes a compressed recording properly: the M4A (fragmented while recording)
+    /// gets its final edit list and iTunSMPB, and plays exactly the frames aqrecord says it wrote.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary), "aqrecord is not built beside the tests"),
+          arguments: ["m4a", "opus", "flac"])
+    func aTerminatedCompressedRecordingIsFinished(_ ext: String) async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = "\(dir)/t.\(ext)"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["--source", "null", "--fast", "--rate", "44100", path]
+        process.standardInput = FileHandle.nullDevice
+        let stdout = Pipe(), stderr = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        let started = Watched(false)
+        let exit = Watched<Int32?>(nil)
+        process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
+        let reader = LineReader(stderr.fileHandleForReading, onEnd: {}) { line in
+            if line.contains("recording") { started.update { $0 = true } }
+        }
+        let printed = Watched("")
+        let output = LineReader(stdout.fileHandleForReading, onEnd: {}) { line in printed.update { $0 += line } }
+        try process.run()
+        reader.start()
+        output.start()
+        #expect(await started.wait { $0 })
+        kill(process.processIdentifier, SIGTERM)
+        guard await exit.wait(timeout: .seconds(20), until: { $0 != nil }) else {
+            kill(process.processIdentifier, SIGKILL)
+            Issue.record("aqrecord did not finish after SIGTERM")
+            return
+        }
+        #expect(exit.current == 0)
+        #expect(await printed.wait { $0.contains("Recorded") })
+        // "Recorded N frames (…)": the file's valid frames are N.
+        let said = printed.current.split(separator: " ").dropFirst().first.flatMap { Int64($0) }
+        let frames = try #require(said, "aqrecord printed \(printed.current)")
+        #expect(frames > 0)
+        OpusDecoder.register()
+        FLACDecoder.register()
+        AVCodecAAC.register()
+        let file = try AudioFile(path: path)
+        #expect((file.packetTableInfo?.validFrames ?? file.totalFrames) == frames, "\(file.packetTableInfo.map { "\($0)" } ?? "no table")")
+        let probe = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "s16le", "-ac", "1", "-"])
+        #expect(probe.status == 0 && probe.output.count / 2 >= Int(frames))
+    }
+
     /// Every container, by its extension, with its usual codec: exactly the duration's frames, as
     /// this library reads them back (ffmpeg too, but for M4A's last-packet padding, which it plays).
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: binary), "aqrecord is not built beside the tests"),
