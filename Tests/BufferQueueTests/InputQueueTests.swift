@@ -367,4 +367,30 @@ private extension Double {
         #expect(totals == AudioEncodingTotals(validFrames: Int64(limit), primingFrames: 0, remainderFrames: packets * 64 - limit))
         queue.dispose(immediately: true)
     }
+
+    /// A second recording with the same queue is a new stream: its gapless numbers count only its
+    /// own frames, and its packets decode to them.
+    @Test func aSecondRecordingStartsANewStream() async throws {
+        let limit = 5_000
+        let signal = Self.gridSignal(frames: 30_000, channels: 1)
+        let format = AudioStreamDescription(sampleRate: 44100, formatID: .appleLossless, bytesPerPacket: 0, framesPerPacket: 0,
+                                            bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 16)
+        let source = NullSource(signal: .frames(signal), pacing: .unpaced, channels: 1)
+        let take = Watched(Take())
+        let queue = try AudioInputQueue(format: format, configuration: .init(source: source, frameLimit: limit)) { queue, buffer, frames in
+            take.update { $0.frames += frames.frameCount }
+            try? queue.enqueue(buffer)
+        }
+        let events = queue.events()
+        Task { for await event in events { if case .runningChanged(let running) = event { take.update { $0.running.append(running) } } } }
+        for _ in 0..<3 { try queue.enqueue(queue.allocateBuffer(capacity: queue.maximumPacketSize * 2)) }
+        try queue.start()
+        #expect(await take.wait(timeout: .seconds(20)) { $0.running == [true, false] })
+        #expect(queue.encodingTotals?.validFrames == Int64(limit))
+        try queue.start()
+        #expect(await take.wait(timeout: .seconds(20)) { $0.running == [true, false, true, false] })
+        #expect(queue.encodingTotals?.validFrames == Int64(limit), "the second recording's totals count both")
+        #expect(take.current.frames == 2 * limit)
+        queue.dispose(immediately: true)
+    }
 }

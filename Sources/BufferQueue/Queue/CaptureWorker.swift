@@ -72,6 +72,8 @@ final class CaptureWorker: @unchecked Sendable {
         pendingGap = 0
         timeline = 0
         packetTimeline = 0
+        // A new recording: the encoder's counts start again (it was finished by the last stop).
+        encoder?.reset()
         encoderFinished = false
         packets.removeAll()
         sourceEnded = false
@@ -239,6 +241,8 @@ final class CaptureWorker: @unchecked Sendable {
         stagingOffset = 0
         pendingGap = 0
         timeline = capturedOutputFrames
+        encoder?.reset()
+        encoderFinished = false
         packets.removeAll()
         currentDescriptions.removeAll()
         currentBytes = 0

@@ -204,6 +204,20 @@ public final class AudioEncodingConverter {
         isFinished = true
     }
 
+    /// Forgets the stream (an input queue's reset, or a new recording with the same encoder): what
+    /// the encoder holds is encoded and dropped, the counts start again.
+    public func reset() {
+        let dropped = EncodedPackets()
+        try? finishEncoding(into: dropped)
+        resampler?.reset()
+        converted?.removeAll()
+        roundInput.removeAll()
+        inputFrames = 0
+        validFrames = 0
+        packetFrames = 0
+        isFinished = false
+    }
+
     /// Hands encoder input to the encoder, or collects it for a parallel round.
     private func feed(_ bytes: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
         guard !helpers.isEmpty else { return try encoder.encode(bytes, into: output) }
