@@ -232,13 +232,14 @@ public final class AVCodecAACEncoder: AudioEncoder {
     public let maximumPacketSize: Int
     public let magicCookie: [UInt8]?
     public var channelLayout: AudioChannelLayout? { channels > 2 ? .wave(channels: channels) : nil }
-    private let context: UnsafeMutablePointer<AVCodecContext>
+    private var context: UnsafeMutablePointer<AVCodecContext>
     private let frame: UnsafeMutablePointer<AVFrame>
     private let packet: UnsafeMutablePointer<AVPacket>
     private let channels: Int
     private let frameSize: Int
     private let blocks: FrameBlocks
-    private var flushed = false
+    private let rate: Int
+    private let settings: AudioEncoderSettings
 
     /// - Parameter format: the rate (8–96 kHz) and 1–8 channels.
     public init(format: AudioStreamDescription, settings: AudioEncoderSettings = .init()) throws {
@@ -249,25 +250,14 @@ public final class AVCodecAACEncoder: AudioEncoder {
             throw AudioQueueError(.invalidPropertyValue, "AAC is encoded here for 1–8 channels at an AAC rate (8–96 kHz), not \(channels) channels at \(format.sampleRate) Hz")
         }
         AVCodecAAC.silenceLogging()
-        guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC), let context = avcodec_alloc_context3(codec) else {
-            throw AudioQueueError(.codecNotFound, "libavcodec has no AAC encoder")
-        }
-        context.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
-        context.pointee.sample_rate = Int32(rate)
-        av_channel_layout_default(&context.pointee.ch_layout, Int32(channels))
-        if let quality = settings.quality {
-            context.pointee.flags |= Int32(AV_CODEC_FLAG_QSCALE)
-            context.pointee.global_quality = Int32(Double(FF_QP2LAMBDA) * (0.1 + 0.19 * Double(min(max(quality, 0), 10))))
-        } else {
-            context.pointee.bit_rate = Int64(settings.bitRate ?? min(64000 * channels, 320_000))
-        }
-        context.pointee.flags |= cavcodec_flag_global_header()
-        let opened = avcodec_open2(context, codec, nil)
-        guard opened >= 0, let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
+        let context = try Self.openContext(rate: rate, channels: channels, settings: settings)
+        guard let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
             var doomed: UnsafeMutablePointer<AVCodecContext>? = context
             avcodec_free_context(&doomed)
-            throw AudioQueueError(.invalidPropertyValue, "libavcodec's AAC encoder refused \(channels) channels at \(rate) Hz: \(AVCodecAAC.message(opened))")
+            throw AudioQueueError(.invalidPropertyValue, "libavcodec could not allocate a frame")
         }
+        self.rate = rate
+        self.settings = settings
         self.context = context
         self.frame = frame
         self.packet = packet
@@ -289,18 +279,45 @@ public final class AVCodecAACEncoder: AudioEncoder {
         try AVCodecAACEncoder(format: format, settings: settings)
     }
 
+    /// A context configured and opened for the stream.
+    private static func openContext(rate: Int, channels: Int, settings: AudioEncoderSettings) throws -> UnsafeMutablePointer<AVCodecContext> {
+        guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC), let context = avcodec_alloc_context3(codec) else {
+            throw AudioQueueError(.codecNotFound, "libavcodec has no AAC encoder")
+        }
+        context.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
+        context.pointee.sample_rate = Int32(rate)
+        av_channel_layout_default(&context.pointee.ch_layout, Int32(channels))
+        if let quality = settings.quality {
+            context.pointee.flags |= Int32(AV_CODEC_FLAG_QSCALE)
+            context.pointee.global_quality = Int32(Double(FF_QP2LAMBDA) * (0.1 + 0.19 * Double(min(max(quality, 0), 10))))
+        } else {
+            context.pointee.bit_rate = Int64(settings.bitRate ?? min(64000 * channels, 320_000))
+        }
+        context.pointee.flags |= cavcodec_flag_global_header()
+        let opened = avcodec_open2(context, codec, nil)
+        guard opened >= 0 else {
+            var doomed: UnsafeMutablePointer<AVCodecContext>? = context
+            avcodec_free_context(&doomed)
+            throw AudioQueueError(.invalidPropertyValue, "libavcodec's AAC encoder refused \(channels) channels at \(rate) Hz: \(AVCodecAAC.message(opened))")
+        }
+        return context
+    }
+
     public func encode(_ frames: UnsafeRawBufferPointer, into output: EncodedPackets) throws {
-        guard !flushed else { return }
         try blocks.add(frames) { try send($0, into: output) }
     }
 
+    /// Sends the last frames, drains the encoder, then opens a new one for the next stream
+    /// (libavcodec's encoder takes nothing after its end).
     public func finish(into output: EncodedPackets) throws {
-        guard !flushed else { return }
         if let rest = blocks.takeRest(padded: false) { try send(rest, into: output) }
-        flushed = true
         let sent = avcodec_send_frame(context, nil)
         guard sent >= 0 || sent == cavcodec_error_eof() else { throw AudioQueueError(.decoderError, "libavcodec's AAC encoder: \(AVCodecAAC.message(sent))") }
         try receive(into: output)
+        let fresh = try Self.openContext(rate: rate, channels: channels, settings: settings)
+        var ended: UnsafeMutablePointer<AVCodecContext>? = context
+        avcodec_free_context(&ended)
+        context = fresh
     }
 
     /// Hands interleaved float frames (at most a packet's) to the encoder, planar, and collects

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
+import AVCodecAAC
 import BufferQueue
+import FLACEncoder
+import OpusEncoder
 import TestSupport
 
 /// The Swift encoders against the Swift decoders: lossless is the source bit for bit, G.711 is
@@ -148,4 +151,30 @@ struct EncoderTests {
 
 extension DecodedAudio {
     func takeErrorsForTests() -> [AudioQueueError] { errors }
+}
+
+/// Every encoder, once finished, encodes a new stream as if it were new: the same input gives the
+/// same packets again (the input queue and the writer reuse encoders so).
+struct EncoderReuseTests {
+    @Test(arguments: [AudioFormatID.appleLossless, .flac, .opus, .aacLC, .appleIMA4, .dviIntelIMA, .uLaw])
+    func aFinishedEncoderEncodesTheSameStreamAgain(_ id: AudioFormatID) throws {
+        FLACEncoder.register()
+        OpusEncoder.register()
+        AVCodecAAC.register(decoders: AudioDecoderRegistry())
+        let format = AudioStreamDescription(sampleRate: 48000, formatID: id, bytesPerPacket: 0, framesPerPacket: 0, bytesPerFrame: 0,
+                                            channelsPerFrame: 2, bitsPerChannel: 16)
+        let converter = try AudioEncodingConverter(from: .int16(sampleRate: 48000, channels: 2), to: format)
+        let source = EncoderTests.source(frames: 10_007, channels: 2, bits: 16).map { Int16($0) }
+        var streams: [[UInt8]] = []
+        for _ in 0..<2 {
+            let packets = EncodedPackets()
+            try source.withUnsafeBytes { try converter.convert($0, into: packets) }
+            try converter.finish(into: packets)
+            #expect(converter.validFrames == 10_007)
+            streams.append(Array(packets.allBytes))
+            converter.reset()
+        }
+        #expect(!streams[0].isEmpty)
+        #expect(streams[0] == streams[1], "the second stream's packets differ from the first's")
+    }
 }

@@ -241,8 +241,6 @@ final class CaptureWorker: @unchecked Sendable {
         stagingOffset = 0
         pendingGap = 0
         timeline = capturedOutputFrames
-        encoder?.reset()
-        encoderFinished = false
         packets.removeAll()
         currentDescriptions.removeAll()
         currentBytes = 0

@@ -207,8 +207,11 @@ public final class AudioEncodingConverter {
     /// Forgets the stream (an input queue's reset, or a new recording with the same encoder): what
     /// the encoder holds is encoded and dropped, the counts start again.
     public func reset() {
-        let dropped = EncodedPackets()
-        try? finishEncoding(into: dropped)
+        // An encoder that has had nothing, or was finished, holds nothing.
+        if inputFrames > 0 && !isFinished {
+            let dropped = EncodedPackets()
+            try? finishEncoding(into: dropped)
+        }
         resampler?.reset()
         converted?.removeAll()
         roundInput.removeAll()
