@@ -336,31 +336,12 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
     func anInterruptFinishesTheFile() async throws {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
         // Unpaced: the source fills the capture ring before aqrecord says it records, so the
         // interrupted file must hold frames.
-        process.arguments = ["--source", "null", "--fast", "--rate", "44100", "--channels", "1", "--format", "s16", "\(dir)/c.wav"]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        let stderr = Pipe()
-        process.standardError = stderr
-        let started = Watched(false)
-        let exit = Watched<Int32?>(nil)
-        process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
-        let reader = LineReader(stderr.fileHandleForReading, onEnd: {}) { line in
-            if line.contains("recording") { started.update { $0 = true } }
-        }
-        try process.run()
-        reader.start()
-        #expect(await started.wait { $0 })
-        kill(process.processIdentifier, SIGINT)
-        guard await exit.wait(timeout: .seconds(10), until: { $0 != nil }) else {
-            kill(process.processIdentifier, SIGKILL)
-            Issue.record("aqrecord did not finish after SIGINT")
-            return
-        }
-        #expect(exit.current == 0)
+        let recording = try RunningRecorder(Self.binary, ["--source", "null", "--fast", "--rate", "44100", "--channels", "1", "--format", "s16", "\(dir)/c.wav"])
+        #expect(await recording.started.wait { $0 != nil })
+        guard await recording.signal(SIGINT) else { return }
+        #expect(recording.exit.current == 0)
         let sizes = try wavSizes("\(dir)/c.wav")
         #expect(sizes.riff == sizes.file - 8)
         #expect(sizes.data == sizes.file - 44)
@@ -398,32 +379,11 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = "\(dir)/t.\(ext)"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["--source", "null", "--fast", "--rate", "44100", path]
-        process.standardInput = FileHandle.nullDevice
-        let stdout = Pipe(), stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        let started = Watched(false)
-        let exit = Watched<Int32?>(nil)
-        process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
-        let reader = LineReader(stderr.fileHandleForReading, onEnd: {}) { line in
-            if line.contains("recording") { started.update { $0 = true } }
-        }
-        let printed = Watched("")
-        let output = LineReader(stdout.fileHandleForReading, onEnd: {}) { line in printed.update { $0 += line } }
-        try process.run()
-        reader.start()
-        output.start()
-        #expect(await started.wait { $0 })
-        kill(process.processIdentifier, SIGTERM)
-        guard await exit.wait(timeout: .seconds(20), until: { $0 != nil }) else {
-            kill(process.processIdentifier, SIGKILL)
-            Issue.record("aqrecord did not finish after SIGTERM")
-            return
-        }
-        #expect(exit.current == 0)
+        let recording = try RunningRecorder(Self.binary, ["--source", "null", "--fast", "--rate", "44100", path])
+        #expect(await recording.started.wait { $0 != nil })
+        guard await recording.signal(SIGTERM) else { return }
+        #expect(recording.exit.current == 0)
+        let printed = recording.printed
         #expect(await printed.wait { $0.contains("Recorded") })
         // "Recorded N frames (…)": the file's valid frames are N.
         let said = printed.current.split(separator: " ").dropFirst().first.flatMap { Int64($0) }
@@ -471,35 +431,21 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         let codec = kind.split(separator: "/").dropFirst().first.map { ["--codec", String($0)] } ?? []
         let path = "\(dir)/k.\(ext)"
         let rate = 44100.0
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        // A real-time source: the frames captured grow with the clock.
-        process.arguments = ["--source", "null", "--rate", "44100", "--channels", "1"] + codec + [path]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        let stderr = Pipe()
-        process.standardError = stderr
-        let started = Watched<ContinuousClock.Instant?>(nil)
-        let exit = Watched<Int32?>(nil)
-        process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
-        let reader = LineReader(stderr.fileHandleForReading, onEnd: {}) { line in
-            if line.contains("recording") { started.update { $0 = $0 ?? .now } }
-        }
         // Each time the file changes: how many frames a reader finds in it so far.
         let readable = Watched<Int64>(0)
         let watcher = try DirectoryWatcher(dir, everyWrite: true) { _ in
             if let file = try? AudioFile(path: path) { readable.update { $0 = max($0, file.packetTableInfo?.validFrames ?? file.totalFrames) } }
         }
         defer { watcher.stop() }
-        try process.run()
-        reader.start()
+        // A real-time source: the frames captured grow with the clock.
+        let recording = try RunningRecorder(Self.binary, ["--source", "null", "--rate", "44100", "--channels", "1"] + codec + [path])
+        let started = recording.started
         #expect(await started.wait { $0 != nil })
         // Two seconds on the file: two checkpoints at least.
         let twoSeconds = Int64(2 * (ext == "opus" ? 48000 : rate))
         #expect(await readable.wait(timeout: .seconds(30)) { $0 >= twoSeconds })
         let elapsed = started.current.map { ContinuousClock.now - $0 } ?? .zero
-        kill(process.processIdentifier, SIGKILL)
-        #expect(await exit.wait(timeout: .seconds(10)) { $0 != nil })
+        #expect(await recording.signal(SIGKILL))
         let captured = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         OpusDecoder.register()
         FLACDecoder.register()
@@ -545,5 +491,46 @@ final class PacketSink: @unchecked Sendable {
 
     func close(totals: AudioEncodingTotals, cookie: [UInt8]?) throws {
         try lock.withLock { try writer?.close(totals: totals, magicCookie: cookie) }
+    }
+}
+
+/// `aqrecord` running: when it said it records (stderr), what it printed (stdout), its exit status.
+final class RunningRecorder {
+    let process: Process
+    let started = Watched<ContinuousClock.Instant?>(nil)
+    let exit = Watched<Int32?>(nil)
+    let printed = Watched("")
+    private let readers: [LineReader]
+
+    init(_ binary: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        process.standardInput = FileHandle.nullDevice
+        let stdout = Pipe(), stderr = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        let (started, exit, printed) = (self.started, self.exit, self.printed)
+        process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
+        readers = [
+            LineReader(stderr.fileHandleForReading, onEnd: {}) { line in
+                if line.contains("recording") { started.update { $0 = $0 ?? .now } }
+            },
+            LineReader(stdout.fileHandleForReading, onEnd: {}) { line in printed.update { $0 += line } },
+        ]
+        self.process = process
+        try process.run()
+        for reader in readers { reader.start() }
+    }
+
+    /// Sends `signal` and waits for the exit; records an issue (and kills it) when none comes.
+    func signal(_ signal: Int32) async -> Bool {
+        kill(process.processIdentifier, signal)
+        guard await exit.wait(timeout: .seconds(20), until: { $0 != nil }) else {
+            kill(process.processIdentifier, SIGKILL)
+            Issue.record("aqrecord did not end after signal \(signal)")
+            return false
+        }
+        return true
     }
 }
