@@ -264,40 +264,18 @@ public final class PCMFileWriter: @unchecked Sendable {
                                channelMask: UInt32?) -> [UInt8] {
         var header: [UInt8] = []
         func le32(_ value: Int64) { withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).littleEndian) { header += $0 } }
-        func le16(_ value: Int) { withUnsafeBytes(of: UInt16(truncatingIfNeeded: value).littleEndian) { header += $0 } }
         func be32(_ value: UInt32) { withUnsafeBytes(of: value.bigEndian) { header += $0 } }
         func be64(_ value: UInt64) { withUnsafeBytes(of: value.bigEndian) { header += $0 } }
-        let isFloat = format.formatFlags.contains(.isFloat)
-        let bytesPerSample = format.bytesPerFrame / format.channelsPerFrame
         switch container {
-        case .wav where channelMask != nil:
-            // WAVE_FORMAT_EXTENSIBLE: the speakers of the channels.
-            let fmtSize: Int64 = 40
-            let riffSize: Int64 = streaming ? 0xFFFF_FFFF : dataBytes.map { 4 + 8 + fmtSize + 8 + $0 + $0 % 2 } ?? 0
-            header += Array("RIFF".utf8); le32(riffSize); header += Array("WAVE".utf8)
-            header += Array("fmt ".utf8); le32(fmtSize)
-            le16(0xFFFE); le16(format.channelsPerFrame); le32(Int64(format.sampleRate))
-            le32(Int64(format.sampleRate) * Int64(format.bytesPerFrame)); le16(format.bytesPerFrame); le16(bytesPerSample * 8)
-            le16(22); le16(format.bitsPerChannel); le32(Int64(channelMask ?? 0))
-            // The sub-format GUID: the format code in KSDATAFORMAT's base GUID.
-            le16(isFloat ? 3 : 1); header += [0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71]
-            header += Array("data".utf8); le32(streaming ? 0xFFFF_FFFF : dataBytes ?? 0)
         case .wav:
-            let fmtSize: Int64 = isFloat ? 18 : 16
-            let riffSize: Int64 = streaming ? 0xFFFF_FFFF : dataBytes.map { 4 + 8 + fmtSize + 8 + $0 + $0 % 2 } ?? 0
+            // The fmt chunk as the WAV writer makes it (extensible with a mask).
+            let formatChunk = RIFFWriter.waveFormatChunk(format, channelMask: channelMask)
+            let riffSize: Int64 = streaming ? 0xFFFF_FFFF : dataBytes.map { 4 + Int64(formatChunk.count) + 8 + $0 + $0 % 2 } ?? 0
             header += Array("RIFF".utf8); le32(riffSize); header += Array("WAVE".utf8)
-            header += Array("fmt ".utf8); le32(fmtSize)
-            le16(isFloat ? 3 : 1); le16(format.channelsPerFrame); le32(Int64(format.sampleRate))
-            le32(Int64(format.sampleRate) * Int64(format.bytesPerFrame)); le16(format.bytesPerFrame); le16(bytesPerSample * 8)
-            if isFloat { le16(0) }
+            header += formatChunk
             header += Array("data".utf8); le32(streaming ? 0xFFFF_FFFF : dataBytes ?? 0)
         case .caf:
-            header += Array("caff".utf8); header += [0, 1, 0, 0]
-            header += Array("desc".utf8); be64(32)
-            be64(format.sampleRate.bitPattern)
-            header += Array("lpcm".utf8)
-            be32(UInt32(isFloat ? 1 : 0) | 2)  // kCAFLinearPCMFormatFlagIsFloat, …IsLittleEndian
-            be32(UInt32(format.bytesPerFrame)); be32(1); be32(UInt32(format.channelsPerFrame)); be32(UInt32(bytesPerSample * 8))
+            header += CAFWriter.fileHeader(format)
             if let channelMask {
                 // kCAFChannelLayoutTag_UseChannelBitmap, the bitmap, no descriptions.
                 header += Array("chan".utf8); be64(12)

@@ -4,7 +4,7 @@ import BufferQueue
 /// (WAV's blocks, AIFC's `ima4`).
 ///
 /// - WAV: a plain `fmt ` for mono and stereo PCM, WAVE_FORMAT_EXTENSIBLE with the channel mask
-///   for more channels of known speakers (frames in WAVE's order) or more than 16 bits; format
+///   for more channels of known speakers (frames in WAVE's order); format
 ///   codes 7 (µ-law), 6 (A-law) and 0x11 (IMA ADPCM, with its frames per block), each with a
 ///   `fact` chunk counting the valid frames, which this library and sox honour.
 /// - AIFF for big-endian integer PCM; AIFC for the rest (`sowt`, `fl32`, `fl64`, `ulaw`, `alaw`,
@@ -14,8 +14,8 @@ import BufferQueue
 /// The sizes are filled in at the end. A recording rewrites them at every checkpoint, so a
 /// process that dies leaves a file that plays what the last checkpoint counted. An output that
 /// cannot seek gets WAV's streaming sizes (`0xFFFFFFFF`, as ffmpeg writes to a pipe).
-final class RIFFWriter: ContainerWriter {
-    enum Kind { case wav, aiff, aifc }
+package final class RIFFWriter: ContainerWriter {
+    package enum Kind { case wav, aiff, aifc }
 
     private let output: AudioFileOutput
     private let stream: ContainerStream
@@ -29,7 +29,7 @@ final class RIFFWriter: ContainerWriter {
     private var dataBytes: Int64 = 0
     private var packetCount: Int64 = 0
 
-    init(output: AudioFileOutput, stream: ContainerStream, kind: Kind) throws {
+    package init(output: AudioFileOutput, stream: ContainerStream, kind: Kind) throws {
         self.output = output
         self.stream = stream
         self.kind = kind
@@ -80,9 +80,9 @@ final class RIFFWriter: ContainerWriter {
         return order.mask
     }
 
-    /// The `fmt ` chunk of a WAV: PCM (plain, or extensible with a mask or more than 16 bits),
+    /// The `fmt ` chunk of a WAV (this writer's and `PCMFileWriter`'s): PCM (plain, or extensible with a mask),
     /// G.711, or IMA ADPCM.
-    static func waveFormatChunk(_ format: AudioStreamDescription, channelMask: UInt32?) -> [UInt8] {
+    package static func waveFormatChunk(_ format: AudioStreamDescription, channelMask: UInt32?) -> [UInt8] {
         var chunk = ByteWriter()
         let channels = format.channelsPerFrame, rate = Int64(format.sampleRate)
         chunk.tag("fmt ")
@@ -100,7 +100,7 @@ final class RIFFWriter: ContainerWriter {
         default:
             let isFloat = format.formatFlags.contains(.isFloat)
             let bytesPerSample = format.bytesPerFrame / max(channels, 1)
-            let extensible = channelMask != nil || format.bitsPerChannel > 16 && !isFloat
+            let extensible = channelMask != nil
             chunk.le32(extensible ? 40 : isFloat ? 18 : 16)
             chunk.le16(extensible ? 0xFFFE : isFloat ? 3 : 1); chunk.le16(channels); chunk.le32(rate)
             chunk.le32(rate * Int64(format.bytesPerFrame)); chunk.le16(format.bytesPerFrame); chunk.le16(bytesPerSample * 8)
@@ -159,18 +159,18 @@ final class RIFFWriter: ContainerWriter {
         return (type, name)
     }
 
-    func append(_ packets: EncodedPackets) throws {
+    package func append(_ packets: EncodedPackets) throws {
         try output.append(packets.allBytes)
         dataBytes += Int64(packets.byteCount)
         packetCount += Int64(packets.byteCount / max(stream.format.bytesPerPacket, 1))
     }
 
-    func checkpoint(_ totals: ContainerTotals) throws {
+    package func checkpoint(_ totals: ContainerTotals) throws {
         try output.flush()
         if output.canSeek { try writeSizes(totals) }
     }
 
-    func finish(_ totals: ContainerTotals) throws {
+    package func finish(_ totals: ContainerTotals) throws {
         if dataBytes % 2 == 1 { try output.append([0]) }
         if output.canSeek { try writeSizes(totals) }
     }

@@ -13,7 +13,7 @@ import BufferQueue
 /// data at the end (the room becomes `free`), as a file that is not a recording does.
 /// For a format of constant frames per packet the remainder counts to whole packets
 /// (`packets × framesPerPacket = priming + valid + remainder`), Apple's convention for ALAC.
-final class CAFWriter: ContainerWriter {
+package final class CAFWriter: ContainerWriter {
     private let output: AudioFileOutput
     private let stream: ContainerStream
     private var cookieOffset: Int64?
@@ -29,7 +29,7 @@ final class CAFWriter: ContainerWriter {
     private var reserved: (offset: Int64, bytes: Int)?
     private var outgrown = false
 
-    init(output: AudioFileOutput, stream: ContainerStream) throws {
+    package init(output: AudioFileOutput, stream: ContainerStream) throws {
         self.output = output
         self.stream = stream
         let format = stream.format
@@ -40,18 +40,7 @@ final class CAFWriter: ContainerWriter {
                 "a CAF of \(format.formatID) packets needs its packet table after the data, which an output that cannot seek cannot have")
         }
         var header = ByteWriter()
-        header.tag("caff"); header.be16(1); header.be16(0)
-        header.tag("desc"); header.be64(Int64(32))
-        header.be64(format.sampleRate.bitPattern)
-        header.be32(format.formatID.rawValue)
-        if format.isLinearPCM {
-            // kCAFLinearPCMFormatFlagIsFloat, …IsLittleEndian.
-            header.be32((format.formatFlags.contains(.isFloat) ? 1 : 0) | (format.formatFlags.contains(.isBigEndian) ? 0 : 2))
-        } else {
-            header.be32(format.formatFlags.rawValue)
-        }
-        header.be32(format.bytesPerPacket); header.be32(format.framesPerPacket)
-        header.be32(format.channelsPerFrame); header.be32(format.bitsPerChannel)
+        header.append(Self.fileHeader(format))
         if let layout = stream.channelLayout, layout.isLabelled, layout.channelCount == format.channelsPerFrame {
             // kCAFChannelLayoutTag_UseChannelDescriptions: a label per channel, no coordinates.
             header.tag("chan"); header.be64(Int64(12 + 20 * layout.channelCount))
@@ -83,6 +72,25 @@ final class CAFWriter: ContainerWriter {
         try output.append(header.bytes)
     }
 
+    /// The file header and the `desc` chunk: the stream description as CAF states it (linear PCM's
+    /// flags as CAF's own: float, little-endian).
+    package static func fileHeader(_ format: AudioStreamDescription) -> [UInt8] {
+        var header = ByteWriter()
+        header.tag("caff"); header.be16(1); header.be16(0)
+        header.tag("desc"); header.be64(Int64(32))
+        header.be64(format.sampleRate.bitPattern)
+        header.be32(format.formatID.rawValue)
+        if format.isLinearPCM {
+            // kCAFLinearPCMFormatFlagIsFloat, …IsLittleEndian.
+            header.be32((format.formatFlags.contains(.isFloat) ? 1 : 0) | (format.formatFlags.contains(.isBigEndian) ? 0 : 2))
+        } else {
+            header.be32(format.formatFlags.rawValue)
+        }
+        header.be32(format.bytesPerPacket); header.be32(format.framesPerPacket)
+        header.be32(format.channelsPerFrame); header.be32(format.bitsPerChannel)
+        return header.bytes
+    }
+
     /// The cookie in the form CAF files carry it: FLAC's as a whole `dfLa` box (Apple's form,
     /// which ffmpeg requires), AAC's AudioSpecificConfig in an MPEG-4 ES descriptor (as Apple's
     /// `esds`); the others as the encoder gives them.
@@ -93,7 +101,7 @@ final class CAFWriter: ContainerWriter {
         return cookie
     }
 
-    func append(_ packets: EncodedPackets) throws {
+    package func append(_ packets: EncodedPackets) throws {
         try output.append(packets.allBytes)
         for packet in packets.packets {
             if variableBytes { table.vlq(Int64(packet.byteCount)) }
@@ -105,7 +113,7 @@ final class CAFWriter: ContainerWriter {
             : Int64(packets.byteCount / max(stream.format.bytesPerPacket, 1))
     }
 
-    func checkpoint(_ totals: ContainerTotals) throws {
+    package func checkpoint(_ totals: ContainerTotals) throws {
         try output.flush()
         guard let reserved, !outgrown, output.canSeek else { return }
         guard table.bytes.count + 24 + 12 <= reserved.bytes else {
@@ -136,7 +144,7 @@ final class CAFWriter: ContainerWriter {
         return region.bytes
     }
 
-    func finish(_ totals: ContainerTotals) throws {
+    package func finish(_ totals: ContainerTotals) throws {
         let format = stream.format
         let dataBytes = output.length - dataStart
         let nominal = variableFrames ? codedFrames : packetCount * Int64(format.framesPerPacket)

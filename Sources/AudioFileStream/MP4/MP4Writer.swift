@@ -13,7 +13,7 @@ import BufferQueue
 ///   checkpoint. The `moov`'s durations, edit and `iTunSMPB` are rewritten in place at every
 ///   checkpoint and at the end, so a process killed mid-way leaves a file that plays, exactly
 ///   trimmed, up to its last fragment.
-final class MP4Writer: ContainerWriter {
+package final class MP4Writer: ContainerWriter {
     private let output: AudioFileOutput
     private let stream: ContainerStream
     private let fragmented: Bool
@@ -39,7 +39,7 @@ final class MP4Writer: ContainerWriter {
         var movieDuration: Int64?, trackDuration: Int64?, mediaDuration: Int64?, editDuration: Int64?, smpbText: Int64?
     }
 
-    init(output: AudioFileOutput, stream: ContainerStream, fragmented: Bool) throws {
+    package init(output: AudioFileOutput, stream: ContainerStream, fragmented: Bool) throws {
         let id = stream.format.formatID
         guard [.aacLC, .appleLossless, .opus, .flac].contains(id) else {
             throw AudioFileWriterError(.unsupportedFormat, path: output.path, "an M4A holds AAC, Apple Lossless, Opus or FLAC, not \(id)")
@@ -68,7 +68,7 @@ final class MP4Writer: ContainerWriter {
         }
     }
 
-    func append(_ packets: EncodedPackets) throws {
+    package func append(_ packets: EncodedPackets) throws {
         for index in 0..<packets.count {
             let packet = packets.packets[index]
             sizes.append(UInt32(packet.byteCount))
@@ -93,14 +93,14 @@ final class MP4Writer: ContainerWriter {
         }
     }
 
-    func checkpoint(_ totals: ContainerTotals) throws {
+    package func checkpoint(_ totals: ContainerTotals) throws {
         guard fragmented else { return try output.flush() }
         try writeFragment(lastDuration: nil)
         try patchMovie(totals, final: false)
         try output.flush()
     }
 
-    func finish(_ totals: ContainerTotals) throws {
+    package func finish(_ totals: ContainerTotals) throws {
         let end = Int64(totals.primingFrames) + totals.validFrames
         let remainder = max(codedFrames - end, 0)
         if fragmented {

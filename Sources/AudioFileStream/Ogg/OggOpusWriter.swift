@@ -1,4 +1,3 @@
-import AudioFileStream
 import BufferQueue
 
 /// Writes Ogg Opus (RFC 7845): the `OpusHead` page (its pre-skip the encoder's priming), the
@@ -10,7 +9,7 @@ import BufferQueue
 /// recording, so a process killed mid-way leaves pages that play to the last checkpoint (a
 /// stream without its end-of-stream page, which readers accept). When nothing is left to put on
 /// the end-of-stream page, the last page written is marked instead (its header rewritten).
-final class OggOpusWriter: ContainerWriter {
+package final class OggOpusWriter: ContainerWriter {
     private let output: AudioFileOutput
     private let stream: ContainerStream
     private let preSkip: Int
@@ -24,7 +23,7 @@ final class OggOpusWriter: ContainerWriter {
     private var lastPage: (offset: Int64, bytes: [UInt8])?
     private static let targetBody = 4096
 
-    init(output: AudioFileOutput, stream: ContainerStream) throws {
+    package init(output: AudioFileOutput, stream: ContainerStream) throws {
         guard stream.format.formatID == .opus, let cookie = stream.magicCookie, cookie.starts(with: Array("OpusHead".utf8)) else {
             throw AudioFileWriterError(.unsupportedFormat, path: output.path, "an Ogg file is written for Opus (with its OpusHead), not \(stream.format.formatID)")
         }
@@ -43,7 +42,7 @@ final class OggOpusWriter: ContainerWriter {
         lastPage = nil
     }
 
-    func append(_ packets: EncodedPackets) throws {
+    package func append(_ packets: EncodedPackets) throws {
         for index in 0..<packets.count {
             let packet = packets.bytes(of: index)
             let values = packet.count / 255 + 1
@@ -58,12 +57,12 @@ final class OggOpusWriter: ContainerWriter {
         }
     }
 
-    func checkpoint(_ totals: ContainerTotals) throws {
+    package func checkpoint(_ totals: ContainerTotals) throws {
         if !lacing.isEmpty { try closePage(flags: 0) }
         try output.flush()
     }
 
-    func finish(_ totals: ContainerTotals) throws {
+    package func finish(_ totals: ContainerTotals) throws {
         let end = Int64(preSkip) + totals.validFrames
         if !lacing.isEmpty {
             granule = end

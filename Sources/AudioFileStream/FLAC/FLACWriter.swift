@@ -10,7 +10,7 @@ import BufferQueue
 /// points stay placeholders, as the format allows). Until then STREAMINFO's total and MD5 are
 /// 0 — "unknown" — so a recording that dies mid-way is a valid FLAC stream up to its last whole
 /// frame.
-final class FLACWriter: ContainerWriter {
+package final class FLACWriter: ContainerWriter {
     private let output: AudioFileOutput
     private let stream: ContainerStream
     private static let streamInfoOffset: Int64 = 8
@@ -22,7 +22,7 @@ final class FLACWriter: ContainerWriter {
     private var samples: Int64 = 0
     private var bytes: Int64 = 0
 
-    init(output: AudioFileOutput, stream: ContainerStream, expectedFrames: Int64?) throws {
+    package init(output: AudioFileOutput, stream: ContainerStream, expectedFrames: Int64?) throws {
         guard stream.format.formatID == .flac, let cookie = stream.magicCookie, let info = FLACStreamInfo(magicCookie: cookie) else {
             throw AudioFileWriterError(.unsupportedFormat, path: output.path, "a FLAC file holds FLAC (with its STREAMINFO), not \(stream.format.formatID)")
         }
@@ -45,7 +45,7 @@ final class FLACWriter: ContainerWriter {
         try output.append(header.bytes)
     }
 
-    func append(_ packets: EncodedPackets) throws {
+    package func append(_ packets: EncodedPackets) throws {
         try output.append(packets.allBytes)
         for packet in packets.packets {
             frames.append((samples, bytes, packet.frames))
@@ -54,9 +54,9 @@ final class FLACWriter: ContainerWriter {
         }
     }
 
-    func checkpoint(_ totals: ContainerTotals) throws { try output.flush() }
+    package func checkpoint(_ totals: ContainerTotals) throws { try output.flush() }
 
-    func finish(_ totals: ContainerTotals) throws {
+    package func finish(_ totals: ContainerTotals) throws {
         guard output.canSeek else { return }
         if let cookie = totals.magicCookie, let info = FLACStreamInfo(magicCookie: cookie) {
             try output.overwrite(info.bytes, at: Self.streamInfoOffset)

@@ -8,7 +8,7 @@ import BufferQueue
 /// The bytes of a file being written: appended through a 64 KiB block, with earlier bytes
 /// (a header's sizes) overwritten in place. A failed write is kept and thrown again by every later
 /// call. Used by the container writers from one thread at a time.
-final class AudioFileOutput {
+package final class AudioFileOutput {
     let path: String
     private let descriptor: FileDescriptor
     /// Whether earlier bytes can be overwritten (not a pipe).
@@ -21,7 +21,7 @@ final class AudioFileOutput {
     private var closed = false
 
     /// Creates (or empties) the file.
-    init(path: String) throws {
+    package init(path: String) throws {
         let descriptor: FileDescriptor
         do throws(SystemError) { descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT, permissions: 0o666) } catch {
             throw AudioFileWriterError(.cannotCreate, path: path, underlying: error, "cannot create the file")
@@ -90,7 +90,7 @@ final class AudioFileOutput {
     }
 
     /// Flushes and closes; closing again does nothing.
-    func close() throws {
+    package func close() throws {
         guard !closed else { return }
         defer { closed = true }
         do { try flush() } catch {

@@ -1,0 +1,64 @@
+import BufferQueue
+
+/// What a container writer is told before the first packet.
+package struct ContainerStream {
+    /// The packets' format.
+    package var format: AudioStreamDescription
+    /// The decoder's cookie as the encoder gives it at the start (final in ``ContainerTotals``).
+    package var magicCookie: [UInt8]?
+    /// The speakers of the channels, in the order they are encoded.
+    package var channelLayout: AudioChannelLayout?
+    /// The encoder's delay.
+    package var primingFrames: Int
+    package var maximumPacketSize: Int
+    /// Whether the file must stay playable if the process dies (AudioPlayback's `AudioFileWriter`).
+    package var recording: Bool
+    /// About how many frames (of the packets' rate) will be written, when known.
+    package var expectedFrames: Int64?
+
+    package init(format: AudioStreamDescription, magicCookie: [UInt8]?, channelLayout: AudioChannelLayout?, primingFrames: Int,
+                 maximumPacketSize: Int, recording: Bool, expectedFrames: Int64? = nil) {
+        self.format = format
+        self.magicCookie = magicCookie
+        self.channelLayout = channelLayout
+        self.primingFrames = primingFrames
+        self.maximumPacketSize = maximumPacketSize
+        self.recording = recording
+        self.expectedFrames = expectedFrames
+    }
+}
+
+/// The gapless numbers and the final cookie, at a checkpoint or at the end.
+package struct ContainerTotals {
+    /// Frames of the source in the packets written.
+    package var validFrames: Int64
+    package var primingFrames: Int
+    /// Frames of padding after the valid ones, as the packets' own frame counts add up.
+    package var remainderFrames: Int
+    package var magicCookie: [UInt8]?
+
+    package init(validFrames: Int64, primingFrames: Int, remainderFrames: Int, magicCookie: [UInt8]?) {
+        self.validFrames = validFrames
+        self.primingFrames = primingFrames
+        self.remainderFrames = remainderFrames
+        self.magicCookie = magicCookie
+    }
+}
+
+/// One container's way of laying packets down: a header when made, packets as they come, the
+/// numbers filled in at the end. Each writer puts down the gapless numbers its container has, in
+/// the container's module, beside its parser (the writing half of the container's facts).
+package protocol ContainerWriter: AnyObject {
+    /// Appends encoded packets.
+    func append(_ packets: EncodedPackets) throws
+    /// A recording's periodic point: after it, a process killed at any moment leaves a file that
+    /// plays the packets appended so far.
+    func checkpoint(_ totals: ContainerTotals) throws
+    /// Writes what is left and the final numbers (the output is closed by the caller).
+    func finish(_ totals: ContainerTotals) throws
+}
+
+extension AudioChannelLayout {
+    /// Whether every channel has a speaker (a layout worth writing down).
+    var isLabelled: Bool { !channelLabels.contains(.unknown) && !channelLabels.isEmpty }
+}
