@@ -340,8 +340,8 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         // interrupted file must hold frames.
         let recording = try RunningRecorder(Self.binary, ["--source", "null", "--fast", "--rate", "44100", "--channels", "1", "--format", "s16", "\(dir)/c.wav"])
         #expect(await recording.started.wait { $0 != nil })
-        guard await recording.signal(SIGINT) else { return }
-        #expect(recording.exit.current == 0)
+        guard let status = await recording.signal(SIGINT) else { return }
+        #expect(status == 0)
         let sizes = try wavSizes("\(dir)/c.wav")
         #expect(sizes.riff == sizes.file - 8)
         #expect(sizes.data == sizes.file - 44)
@@ -381,8 +381,8 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         let path = "\(dir)/t.\(ext)"
         let recording = try RunningRecorder(Self.binary, ["--source", "null", "--fast", "--rate", "44100", path])
         #expect(await recording.started.wait { $0 != nil })
-        guard await recording.signal(SIGTERM) else { return }
-        #expect(recording.exit.current == 0)
+        guard let status = await recording.signal(SIGTERM) else { return }
+        #expect(status == 0)
         let printed = recording.printed
         #expect(await printed.wait { $0.contains("Recorded") })
         // "Recorded N frames (…)": the file's valid frames are N.
@@ -445,7 +445,7 @@ func launchTool(_ path: String, _ arguments: [String]) throws -> FileHandle {
         let twoSeconds = Int64(2 * (ext == "opus" ? 48000 : rate))
         #expect(await readable.wait(timeout: .seconds(30)) { $0 >= twoSeconds })
         let elapsed = started.current.map { ContinuousClock.now - $0 } ?? .zero
-        #expect(await recording.signal(SIGKILL))
+        #expect(await recording.signal(SIGKILL) != nil)
         let captured = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         OpusDecoder.register()
         FLACDecoder.register()
@@ -494,12 +494,13 @@ final class PacketSink: @unchecked Sendable {
     }
 }
 
-/// `aqrecord` running: when it said it records (stderr), what it printed (stdout), its exit status.
+/// `aqrecord` running: when it said it records (stderr), what it printed (stdout); its exit is
+/// watched by ``ChildExit``.
 final class RunningRecorder {
     let process: Process
     let started = Watched<ContinuousClock.Instant?>(nil)
-    let exit = Watched<Int32?>(nil)
     let printed = Watched("")
+    private let exit: ChildExit
     private let readers: [LineReader]
 
     init(_ binary: String, _ arguments: [String]) throws {
@@ -510,8 +511,7 @@ final class RunningRecorder {
         let stdout = Pipe(), stderr = Pipe()
         process.standardOutput = stdout
         process.standardError = stderr
-        let (started, exit, printed) = (self.started, self.exit, self.printed)
-        process.terminationHandler = { finished in exit.update { $0 = finished.terminationStatus } }
+        let (started, printed) = (self.started, self.printed)
         readers = [
             LineReader(stderr.fileHandleForReading, onEnd: {}) { line in
                 if line.contains("recording") { started.update { $0 = $0 ?? .now } }
@@ -519,18 +519,17 @@ final class RunningRecorder {
             LineReader(stdout.fileHandleForReading, onEnd: {}) { line in printed.update { $0 += line } },
         ]
         self.process = process
-        try process.run()
+        exit = try runWatched(process)
         for reader in readers { reader.start() }
     }
 
-    /// Sends `signal` and waits for the exit; records an issue (and kills it) when none comes.
-    func signal(_ signal: Int32) async -> Bool {
+    /// Sends `signal` and returns the exit status; nil (the process killed, an issue recorded)
+    /// when it has not ended within 20 seconds.
+    func signal(_ signal: Int32) async -> Int32? {
         kill(process.processIdentifier, signal)
-        guard await exit.wait(timeout: .seconds(20), until: { $0 != nil }) else {
-            kill(process.processIdentifier, SIGKILL)
-            Issue.record("aqrecord did not end after signal \(signal)")
-            return false
-        }
-        return true
+        if let status = await exit.wait(timeout: .seconds(20)) { return status }
+        _ = await killAndWait(process, exit)
+        Issue.record("aqrecord did not end after signal \(signal)")
+        return nil
     }
 }
