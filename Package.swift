@@ -26,6 +26,8 @@ let package = Package(
         .library(name: "SoxrConverter", targets: ["SoxrConverter"]),
         // GPL-2.0-or-later (links the Rubber Band Library).
         .library(name: "RubberBandTimePitch", targets: ["RubberBandTimePitch"]),
+        .library(name: "AudioToolbox", targets: ["AudioToolbox"]),
+        .library(name: "CoreAudioTypes", targets: ["CoreAudioTypes"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
         .executable(name: "aqrender", targets: ["aqrender"]),
@@ -48,6 +50,22 @@ let package = Package(
             name: "AudioFileStream",
             dependencies: ["BufferQueue"],
             path: "Sources/AudioFileStream"
+        ),
+        .target(
+            name: "CoreAudioTypes",
+            path: "Sources/CoreAudioTypes"
+        ),
+        .target(
+            name: "CAudioToolbox",
+            dependencies: ["CoreAudioTypes"],
+            path: "Sources/CAudioToolbox"
+        ),
+        .target(
+            name: "AudioToolbox",
+            dependencies: ["CoreAudioTypes", "CAudioToolbox", "BufferQueue", "AudioFileStream", "AudioPlayback",
+                           "MPG123Decoder", "AVCodecAAC", "OpenCoreAMRDecoder", "OpusDecoder", "OpusEncoder", "VorbisDecoder",
+                           "FLACDecoder", "FLACEncoder", "SoxrConverter", "PulseAudioSink", "ALSASink"],
+            path: "Sources/AudioToolbox"
         ),
         .target(
             name: "AudioPlayback",
@@ -192,6 +210,14 @@ let package = Package(
             dependencies: ["BufferQueue", "CFAAD2"],
             path: "Sources/FAADDecoder"
         ),
+        // Programs written against Apple's C API only (Swift 5 mode, no Linux-specific line), run
+        // by AudioToolboxTests.
+        .executableTarget(
+            name: "atplayfile",
+            dependencies: ["AudioToolbox"],
+            path: "Tests/AudioToolboxClients/atplayfile",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
         .executableTarget(
             name: "playpcm",
             dependencies: [
@@ -294,6 +320,11 @@ let package = Package(
             dependencies: ["AudioPlayback", "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
                            "SoxrConverter", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "FLACDecoder", "OpusDecoder", "CodecTestSupport", "TestSupport"],
             path: "Tests/AudioPlaybackTests"
+        ),
+        .testTarget(
+            name: "AudioToolboxTests",
+            dependencies: ["AudioToolbox", "AudioPlayback", "AudioFileStream", "BufferQueue", "AVCodecAAC", "CodecTestSupport", "TestSupport"],
+            path: "Tests/AudioToolboxTests"
         ),
         // Every Swift snippet of README.md and Docs/, compiled (Tests/DocSnippetTests/Generated).
         .testTarget(

@@ -153,10 +153,15 @@ public func killAndWait(_ process: Process, _ exit: ChildExit, timeout: Duration
 /// is read on threads of its own and its exit is watched by ``ChildExit``, so no thread of Swift's
 /// cooperative pool blocks (`Process.waitUntilExit` would spin one).
 /// - Throws: when the tool cannot start, or has not exited by `timeout`.
-public func runTool(_ tool: String, _ arguments: [String], timeout: Duration = .seconds(120)) async throws -> ToolResult {
+/// `environment` adds to (or replaces in) the test's own environment.
+public func runTool(_ tool: String, _ arguments: [String], environment: [String: String] = [:],
+                    timeout: Duration = .seconds(120)) async throws -> ToolResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: tool)
     process.arguments = arguments
+    if !environment.isEmpty {
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    }
     // No terminal input: ffmpeg reads its stdin for commands, and a background run would stop on it.
     process.standardInput = FileHandle.nullDevice
     let pipe = Pipe(), errorPipe = Pipe()

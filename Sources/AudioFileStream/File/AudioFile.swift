@@ -259,6 +259,21 @@ public final class AudioFile: Sendable {
         return packets
     }
 
+    /// Up to `count` bytes of the file from `offset` (fewer at its end): the C API's
+    /// `AudioFileReadBytes`. A file whose packets are interleaved with the container's own bytes
+    /// (Ogg, a transport stream) reads its packets' bytes back to back.
+    package func readBytes(at offset: Int64, count: Int) throws -> [UInt8] {
+        guard offset >= 0, count > 0 else { return [] }
+        if let resident {
+            guard offset < Int64(resident.count) else { return [] }
+            return Array(resident[Int(offset)..<min(resident.count, Int(offset) + count)])
+        }
+        let available = Int(max(0, min(Int64(count), fileSize - offset)))
+        var data: [UInt8] = []
+        if available > 0 { try read(at: offset, count: available, into: &data) }
+        return data
+    }
+
     private func read(at offset: Int64, count: Int, into data: inout [UInt8]) throws {
         if let resident {
             data.append(contentsOf: resident[Int(offset)..<(Int(offset) + count)])

@@ -48,12 +48,19 @@ public final class AudioQueue: Sendable {
         public var sinkFormat: SinkFormat
         /// When the buffers an offline render finishes with reach the output callback.
         public var offlineCallbacks: OfflineCallbackDelivery
+        /// Called with every event except ``AudioQueueEvent/bufferReturned(_:)`` (which is the
+        /// output callback's), on the callback queue, in one order with the output callbacks:
+        /// what a C-style property listener needs, where an ``AudioQueue/events(bufferingPolicy:)``
+        /// stream would be read on another executor.
+        public var eventHandler: (@Sendable (AudioQueueEvent) -> Void)?
 
         public init(sink: (any AudioSink)? = nil, decodeBufferFrames: Int = 16384,
                     callbackQueue: DispatchQueue? = nil, decoderRegistry: AudioDecoderRegistry = .shared,
                     resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh,
                     timePitchRegistry: TimePitchEngineRegistry = .shared, sinkFormat: SinkFormat = .followDecoded,
-                    offlineCallbacks: OfflineCallbackDelivery = .asynchronous) {
+                    offlineCallbacks: OfflineCallbackDelivery = .asynchronous,
+                    eventHandler: (@Sendable (AudioQueueEvent) -> Void)? = nil) {
+            self.eventHandler = eventHandler
             self.sinkFormat = sinkFormat
             self.offlineCallbacks = offlineCallbacks
             self.timePitchRegistry = timePitchRegistry
@@ -237,7 +244,7 @@ public final class AudioQueue: Sendable {
             bufferCallback = { buffer in if let queue = weakBox.queue { outputCallback(queue, buffer) } }
         }
         delivery = EventDelivery(label: "BufferQueue.callbacks", target: configuration.callbackQueue,
-                                 outputCallback: bufferCallback)
+                                 outputCallback: bufferCallback, eventHandler: configuration.eventHandler)
         offlineCallbacks = configuration.offlineCallbacks
         let workQueue = self.workQueue
         renderSource = AudioRenderSource(stage: stage) { error in

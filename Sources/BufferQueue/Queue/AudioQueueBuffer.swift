@@ -46,11 +46,15 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
         }
         assert(Int(bitPattern: bytes) % 16 == 0, "calloc returned storage aligned to less than 16 bytes")
         storage = UnsafeMutableRawBufferPointer(start: bytes, count: blockBytes)
+        storageAddress = bytes
     }
 
     deinit {
         if let base = storage.baseAddress { BufferStorageCache.shared.give(base, bytes: storage.count) }
     }
+
+    /// Where the storage starts: it stays there for the buffer's life (for the C API's `mAudioData`).
+    package let storageAddress: UnsafeMutableRawPointer
 
     /// Whether the queue currently owns the buffer.
     public var isInQueue: Bool { inQueue.load(ordering: .acquiring) }

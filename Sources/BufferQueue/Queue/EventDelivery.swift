@@ -12,10 +12,13 @@ final class EventDelivery: Sendable {
     private let closed = Atomic<Bool>(false)
     private let streams = EventStreams<AudioQueueEvent>()
     private let outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?
+    private let eventHandler: (@Sendable (AudioQueueEvent) -> Void)?
     /// Items waiting for delivery, in order.
     private let line = Lock<[Outgoing]>([])
 
-    init(label: String, target: DispatchQueue?, outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?) {
+    init(label: String, target: DispatchQueue?, outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?,
+         eventHandler: (@Sendable (AudioQueueEvent) -> Void)? = nil) {
+        self.eventHandler = eventHandler
         queue = DispatchQueue(label: label, target: target)
         queue.setSpecific(key: key, value: 1)
         // Code running on the caller's callback queue itself (not in a callback) is serialized
@@ -81,6 +84,7 @@ final class EventDelivery: Sendable {
                     outputCallback?(buffer)
                     yield(.bufferReturned(buffer))
                 case .event(let event):
+                    eventHandler?(event)
                     yield(event)
                 }
             }

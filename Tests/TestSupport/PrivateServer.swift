@@ -1,6 +1,4 @@
 import Foundation
-import Testing
-@_exported import TestSupport
 
 /// A private PulseAudio daemon for one test: its own runtime directory, a float32 null sink named
 /// `out` at the test's rate, run in the foreground as the test's child. What was played is
@@ -11,26 +9,26 @@ import Testing
 /// its stdout pipe, recorded audio wakes waiters as it arrives, and a killed process is gone when
 /// its pipe reaches end of file. (Foundation's `waitUntilExit` is not used: with a pipe attached
 /// it spins on the calling thread.)
-final class PrivateServer: @unchecked Sendable {
-    static let binary = ["/usr/bin/pulseaudio", "/usr/local/bin/pulseaudio"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    static let parec = ["/usr/bin/parec", "/usr/local/bin/parec"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    static var missing: Bool { binary == nil || parec == nil }
+public final class PrivateServer: @unchecked Sendable {
+    public static let binary = ["/usr/bin/pulseaudio", "/usr/local/bin/pulseaudio"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    public static let parec = ["/usr/bin/parec", "/usr/local/bin/parec"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    public static var missing: Bool { binary == nil || parec == nil }
 
     /// What parec delivered so far, and how many of its frames are not silent.
-    struct Recording: Sendable {
-        var samples: [Float] = []
-        var soundFrames = 0
-        var bytesSeen = 0
-        var ended = false
+    public struct Recording: Sendable {
+        public var samples: [Float] = []
+        public var soundFrames = 0
+        public var bytesSeen = 0
+        public var ended = false
     }
 
     /// The daemon's life as its log pipe tells it.
-    enum DaemonState: Sendable { case starting, ready, gone }
+    public enum DaemonState: Sendable { case starting, ready, gone }
 
-    let runtime: String
-    let rate: Int
-    let channels: Int
-    var address: String { "unix:\(runtime)/pulse/native" }
+    public let runtime: String
+    public let rate: Int
+    public let channels: Int
+    public var address: String { "unix:\(runtime)/pulse/native" }
     private var daemon: Process?
     private var daemonState = Watched(DaemonState.gone)
     private var recorder: Process?
@@ -44,25 +42,25 @@ final class PrivateServer: @unchecked Sendable {
     }
 
     /// A new server, ready to play to.
-    static func start(rate: Int = 44100, channels: Int = 2) async throws -> PrivateServer {
+    public static func start(rate: Int = 44100, channels: Int = 2) async throws -> PrivateServer {
         let server = try PrivateServer(rate: rate, channels: channels)
         try await server.startDaemon()
         return server
     }
 
-    struct ServerError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
+    public struct ServerError: Error, CustomStringConvertible { public let description: String; public init(_ d: String) { description = d } }
 
     /// The daemon's last log lines (to tell why a connection ended).
-    let logTail = Watched<[String]>([])
+    public let logTail = Watched<[String]>([])
 
     /// Starts the daemon in the runtime directory (again after ``kill()``: same address) and
     /// returns once it has said that it is ready.
-    func startDaemon() async throws {
+    public func startDaemon() async throws {
         try? FileManager.default.removeItem(atPath: "\(runtime)/pulse/native")
         // A killed daemon may not be reaped yet: its pid file would name a live (zombie) process.
         try? FileManager.default.removeItem(atPath: "\(runtime)/pulse/pid")
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try #require(Self.binary))
+        process.executableURL = URL(fileURLWithPath: Self.binary ?? "/usr/bin/pulseaudio")
         process.arguments = ["-n", "--daemonize=no", "-v", "--log-target=stderr", "--exit-idle-time=-1", "--disallow-exit",
                              "--load=module-native-protocol-unix",
                              "--load=module-null-sink sink_name=out format=float32le rate=\(rate) channels=\(channels) norewinds=1"]
@@ -89,10 +87,10 @@ final class PrivateServer: @unchecked Sendable {
     }
 
     /// Starts recording the sink's monitor; returns once parec delivers audio (it is connected).
-    func startRecording() async throws {
+    public func startRecording() async throws {
         recording.update { $0 = Recording() }
         let parec = Process()
-        parec.executableURL = URL(fileURLWithPath: try #require(Self.parec))
+        parec.executableURL = URL(fileURLWithPath: Self.parec ?? "/usr/bin/parec")
         parec.arguments = ["-d", "out.monitor", "--format=float32le", "--rate=\(rate)", "--channels=\(channels)", "--raw", "--latency-msec=20"]
         parec.environment = ["PULSE_SERVER": address, "HOME": runtime, "XDG_RUNTIME_DIR": runtime]
         parec.standardError = FileHandle.nullDevice
@@ -131,14 +129,14 @@ final class PrivateServer: @unchecked Sendable {
     }
 
     /// Waits until at least `frames` frames of sound have been recorded.
-    func waitForSound(frames: Int, timeout: Duration = .seconds(10)) async -> Bool {
+    public func waitForSound(frames: Int, timeout: Duration = .seconds(10)) async -> Bool {
         await recording.wait(timeout: timeout) { $0.soundFrames >= frames }
     }
 
     /// Stops recording once `soundFrames` frames of sound and then 0.1 s of silence have arrived
     /// (parec lags behind the server; a loaded machine can starve it), at most 10 s; returns the
     /// interleaved samples captured.
-    func stopRecording(soundFrames: Int = 1) async -> [Float] {
+    public func stopRecording(soundFrames: Int = 1) async -> [Float] {
         let tail = rate / 10 * channels
         _ = await recording.wait(timeout: .seconds(10)) { r in
             r.soundFrames >= soundFrames && r.samples.count >= tail && r.samples.suffix(tail).allSatisfy { $0 == 0 }
@@ -152,10 +150,10 @@ final class PrivateServer: @unchecked Sendable {
     }
 
     /// What has been recorded so far.
-    func captured() -> [Float] { recording.current.samples }
+    public func captured() -> [Float] { recording.current.samples }
 
     /// Kills the daemon (SIGKILL: see `stopRecording`) and returns once it is gone.
-    func kill() async {
+    public func kill() async {
         guard let daemon else { return }
         Foundation.kill(daemon.processIdentifier, SIGKILL)
         _ = await daemonState.wait(timeout: .seconds(5)) { $0 == .gone }
@@ -170,7 +168,7 @@ final class PrivateServer: @unchecked Sendable {
 }
 
 /// Removes every run of silent frames (pauses) and returns what is left.
-func withoutSilence(_ samples: [Float], channels: Int) -> [Float] {
+public func withoutSilence(_ samples: [Float], channels: Int) -> [Float] {
     var out: [Float] = []
     out.reserveCapacity(samples.count)
     for i in 0..<(samples.count / channels) {
@@ -181,7 +179,7 @@ func withoutSilence(_ samples: [Float], channels: Int) -> [Float] {
 }
 
 /// A test signal never exactly zero: a sine riding on an offset, different per channel.
-func signal(frames: Int, channels: Int = 2, phase: Int = 0) -> [Float] {
+public func signal(frames: Int, channels: Int = 2, phase: Int = 0) -> [Float] {
     var out = [Float](repeating: 0, count: frames * channels)
     for i in 0..<frames {
         for c in 0..<channels {

@@ -1,0 +1,170 @@
+internal import BufferQueue
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A pointer of the caller's, handed back unchanged.
+struct UserData: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer?
+}
+
+/// Where a queue's callbacks run: the run loop given at creation, or the library's callback thread.
+enum CallbackPlace: @unchecked Sendable {
+    case callbackThread
+    case runLoop(CFRunLoop)
+
+    func run(_ body: @escaping () -> Void) {
+        switch self {
+        case .callbackThread: body()
+        case .runLoop(let loop): loop.perform(body)
+        }
+    }
+}
+
+/// One `AudioQueueBufferRef`: the C struct the caller sees, over a library buffer's storage.
+final class BufferRecord: @unchecked Sendable {
+    let buffer: BufferQueue.AudioQueueBuffer
+    let ref: AudioQueueBufferRef
+    let descriptions: UnsafeMutablePointer<AudioStreamPacketDescription>?
+
+    init(buffer: BufferQueue.AudioQueueBuffer, packetDescriptions: Int) {
+        self.buffer = buffer
+        descriptions = packetDescriptions > 0 ? .allocate(capacity: packetDescriptions) : nil
+        descriptions?.initialize(repeating: AudioStreamPacketDescription(), count: packetDescriptions)
+        ref = .allocate(capacity: 1)
+        ref.initialize(to: AudioQueueBuffer(
+            mAudioDataBytesCapacity: UInt32(clamping: buffer.capacity), mAudioData: buffer.storageAddress,
+            mAudioDataByteSize: 0, mUserData: nil, mPacketDescriptionCapacity: UInt32(clamping: packetDescriptions),
+            mPacketDescriptions: descriptions, mPacketDescriptionCount: 0))
+    }
+
+    deinit {
+        ref.deinitialize(count: 1)
+        ref.deallocate()
+        descriptions?.deallocate()
+    }
+
+    var key: UInt { UInt(bitPattern: ref) }
+}
+
+/// What an `AudioQueueRef` points to: a library queue (output or input) and the C-side state
+/// around it (buffer structs, listeners, timelines, the callback's pointer and place).
+final class QueueObject: @unchecked Sendable {
+    enum Queue {
+        case output(BufferQueue.AudioQueue)
+        case input(AudioInputQueue)
+    }
+
+    struct Listener {
+        var property: AudioQueuePropertyID
+        var proc: AudioQueuePropertyListenerProc
+        var userData: UserData
+    }
+
+    struct State {
+        var buffers: [UInt: BufferRecord] = [:]
+        var byLibraryID: [Int: BufferRecord] = [:]
+        var listeners: [Listener] = []
+        var timelines: [UInt: AudioQueueTimeline] = [:]
+        var disposed = false
+        var running = false
+        var timePitchEnabled = false
+        var timePitchAlgorithm: UInt32 = kAudioQueueTimePitchAlgorithm_TimeDomain
+        var tap: AnyObject?
+        /// The reference to release when a deferred disposal has played out.
+        var releaseWhenStopped: UncheckedBox<AudioQueueRef>?
+    }
+
+    /// Set once, right after the library queue is made (it needs this object for its callbacks).
+    nonisolated(unsafe) private(set) var queue: Queue!
+    let place: CallbackPlace
+    let format: AudioStreamBasicDescription
+    let state = Mutex(State())
+
+    init(place: CallbackPlace, format: AudioStreamBasicDescription) {
+        self.place = place
+        self.format = format
+    }
+
+    func attach(_ queue: Queue) { self.queue = queue }
+
+    /// The opaque reference handed to the caller (retained until `AudioQueueDispose`).
+    var ref: AudioQueueRef { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }
+
+    static func from(_ ref: AudioQueueRef) -> QueueObject {
+        Unmanaged<QueueObject>.fromOpaque(UnsafeRawPointer(ref)).takeUnretainedValue()
+    }
+
+    var isDisposed: Bool { state.withLock { $0.disposed } }
+
+    var output: BufferQueue.AudioQueue? {
+        if case .output(let queue) = queue { return queue }
+        return nil
+    }
+
+    var input: AudioInputQueue? {
+        if case .input(let queue) = queue { return queue }
+        return nil
+    }
+
+    func record(for ref: AudioQueueBufferRef) -> BufferRecord? {
+        state.withLock { $0.buffers[UInt(bitPattern: ref)] }
+    }
+
+    func record(forLibraryBuffer buffer: BufferQueue.AudioQueueBuffer) -> BufferRecord? {
+        state.withLock { $0.byLibraryID[buffer.id] }
+    }
+
+    func add(_ record: BufferRecord) {
+        state.withLock {
+            $0.buffers[record.key] = record
+            $0.byLibraryID[record.buffer.id] = record
+        }
+    }
+
+    func remove(_ record: BufferRecord) {
+        state.withLock {
+            $0.buffers[record.key] = nil
+            $0.byLibraryID[record.buffer.id] = nil
+        }
+    }
+
+    /// Tells the listeners of `property`, at the callbacks' place.
+    func notifyListeners(_ property: AudioQueuePropertyID) {
+        let listeners = state.withLock { state in state.disposed ? [] : state.listeners.filter { $0.property == property } }
+        guard !listeners.isEmpty else { return }
+        let ref = self.ref
+        place.run { [self] in
+            guard !isDisposed else { return }
+            for listener in listeners { listener.proc(listener.userData.pointer, ref, property) }
+        }
+    }
+
+    /// Follows the library's events: running changes reach `kAudioQueueProperty_IsRunning`'s listeners.
+    func handle(_ event: AudioQueueEvent) {
+        if case .runningChanged(let running) = event {
+            let changed = state.withLock { state -> Bool in
+                defer { state.running = running }
+                return state.running != running
+            }
+            if changed { notifyListeners(kAudioQueueProperty_IsRunning) }
+            if !running { releaseDeferred() }
+        }
+    }
+}
+
+/// Holds the objects whose references were handed out (an `Unmanaged` retain each), so that an
+/// object lives until its `…Dispose`.
+enum Retained {
+    static func hand<T: AnyObject>(_ object: T) -> OpaquePointer {
+        OpaquePointer(Unmanaged.passRetained(object).toOpaque())
+    }
+
+    static func release<T: AnyObject>(_ type: T.Type, _ ref: OpaquePointer) {
+        Unmanaged<T>.fromOpaque(UnsafeRawPointer(ref)).release()
+    }
+
+    static func object<T: AnyObject>(_ type: T.Type, _ ref: OpaquePointer) -> T {
+        Unmanaged<T>.fromOpaque(UnsafeRawPointer(ref)).takeUnretainedValue()
+    }
+}

@@ -1,0 +1,181 @@
+internal import BufferQueue
+import Foundation
+
+/// Whether `AQ_TRACE` asks for each failing call's reason on standard error (an OSStatus alone
+/// does not say what was wrong or where).
+let traceFailures: Bool = ProcessInfo.processInfo.environment["AQ_TRACE"].map { !$0.isEmpty && $0 != "0" } ?? false
+
+func trace(_ function: String, _ status: OSStatus, _ message: String) {
+    guard traceFailures else { return }
+    FileHandle.standardError.write(Data("AudioToolbox: \(function) → \(status) (\(fourCharacterCode(status))): \(message)\n".utf8))
+}
+
+/// `'typ?'` for a four-character status, the decimal number otherwise.
+func fourCharacterCode(_ status: OSStatus) -> String {
+    let value = UInt32(bitPattern: status)
+    let bytes = [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
+    guard bytes.allSatisfy({ (0x20...0x7E).contains($0) }) else { return String(status) }
+    return "'" + String(decoding: bytes, as: UTF8.self) + "'"
+}
+
+extension AudioQueueError.Code {
+    /// The result code Apple's Audio Queue Services return for this kind of failure.
+    var audioQueueStatus: OSStatus {
+        switch self {
+        case .invalidBuffer, .invalidPacketDescription: return kAudioQueueErr_InvalidBuffer
+        case .bufferEmpty: return kAudioQueueErr_BufferEmpty
+        case .bufferInQueue: return kAudioQueueErr_BufferInQueue
+        case .invalidRunState: return kAudioQueueErr_InvalidRunState
+        case .invalidParameter, .invalidTrim, .timeNotAscending: return kAudioQueueErr_InvalidParameter
+        case .invalidPropertyValue, .formatChanged: return kAudioQueueErr_InvalidPropertyValue
+        case .codecNotFound: return kAudioQueueErr_CodecNotFound
+        case .decoderError: return kAudioQueueErr_InvalidCodecAccess
+        case .cannotStart: return kAudioQueueErr_CannotStart
+        case .sinkError: return kAudioQueueErr_InvalidDevice
+        case .disposalPending: return kAudioQueueErr_DisposalPending
+        case .enqueueDuringReset: return kAudioQueueErr_EnqueueDuringReset
+        case .primeTimedOut, .timedOut: return kAudioQueueErr_PrimeTimedOut
+        case .invalidOfflineMode: return kAudioQueueErr_InvalidOfflineMode
+        }
+    }
+}
+
+/// Runs `body` and turns what it throws into Apple's status for `function`.
+func queueStatus(_ function: String = #function, _ body: () throws -> Void) -> OSStatus {
+    do {
+        try body()
+        return noErr
+    } catch let error as AudioQueueError {
+        let status = error.code.audioQueueStatus
+        trace(function, status, error.message)
+        return status
+    } catch let failure as StatusError {
+        trace(function, failure.status, failure.message)
+        return failure.status
+    } catch {
+        trace(function, kAudioQueueErr_InvalidParameter, "\(error)")
+        return kAudioQueueErr_InvalidParameter
+    }
+}
+
+/// A failure that already knows its Apple status.
+struct StatusError: Error {
+    var status: OSStatus
+    var message: String
+    init(_ status: OSStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+}
+
+// MARK: format conversions
+
+extension AudioStreamBasicDescription {
+    init(_ format: BufferQueue.AudioStreamDescription) {
+        self.init(mSampleRate: format.sampleRate, mFormatID: format.formatID.rawValue, mFormatFlags: format.formatFlags.rawValue,
+                  mBytesPerPacket: UInt32(clamping: format.bytesPerPacket), mFramesPerPacket: UInt32(clamping: format.framesPerPacket),
+                  mBytesPerFrame: UInt32(clamping: format.bytesPerFrame), mChannelsPerFrame: UInt32(clamping: format.channelsPerFrame),
+                  mBitsPerChannel: UInt32(clamping: format.bitsPerChannel), mReserved: 0)
+    }
+
+    /// The library's description of the same format.
+    var library: BufferQueue.AudioStreamDescription {
+        BufferQueue.AudioStreamDescription(
+            sampleRate: mSampleRate, formatID: BufferQueue.AudioFormatID(rawValue: mFormatID),
+            formatFlags: BufferQueue.AudioFormatFlags(rawValue: mFormatFlags),
+            bytesPerPacket: Int(mBytesPerPacket), framesPerPacket: Int(mFramesPerPacket), bytesPerFrame: Int(mBytesPerFrame),
+            channelsPerFrame: Int(mChannelsPerFrame), bitsPerChannel: Int(mBitsPerChannel))
+    }
+}
+
+extension AudioStreamPacketDescription {
+    var library: AudioPacketDescription {
+        AudioPacketDescription(startOffset: Int(mStartOffset), variableFramesInPacket: Int(mVariableFramesInPacket),
+                               dataByteSize: Int(mDataByteSize))
+    }
+
+    init(_ description: AudioPacketDescription) {
+        self.init(mStartOffset: Int64(description.startOffset), mVariableFramesInPacket: UInt32(clamping: description.variableFramesInPacket),
+                  mDataByteSize: UInt32(clamping: description.dataByteSize))
+    }
+}
+
+// MARK: property values written into the caller's memory
+
+/// Copies `value` into `data` when `size` says it fits (and says how much was written).
+func writeProperty<T>(_ value: T, to data: UnsafeMutableRawPointer, size: UnsafeMutablePointer<UInt32>, badSize: OSStatus) -> OSStatus {
+    guard Int(size.pointee) >= MemoryLayout<T>.size else { return badSize }
+    data.storeBytes(of: value, toByteOffset: 0, as: T.self)
+    size.pointee = UInt32(MemoryLayout<T>.size)
+    return noErr
+}
+
+/// Copies `bytes` into `data`: all of them, or as many as `size` allows (as Apple's getters of
+/// variable-size properties do), and says how many.
+func writeBytes(_ bytes: [UInt8], to data: UnsafeMutableRawPointer, size: UnsafeMutablePointer<UInt32>) {
+    let count = min(bytes.count, Int(size.pointee))
+    bytes.withUnsafeBytes { data.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(data), byteCount: count) }
+    size.pointee = UInt32(count)
+}
+
+/// Reads a `T` from the caller's property data, if `size` holds one.
+func readProperty<T>(_ type: T.Type, from data: UnsafeRawPointer, size: UInt32) -> T? {
+    guard Int(size) >= MemoryLayout<T>.size else { return nil }
+    return data.loadUnaligned(as: T.self)
+}
+
+// MARK: channel layouts
+
+/// Byte size of an `AudioChannelLayout` with `descriptions` channel descriptions.
+func channelLayoutSize(descriptions: Int) -> Int {
+    (MemoryLayout<CoreAudioTypes.AudioChannelLayout>.offset(of: \CoreAudioTypes.AudioChannelLayout.mChannelDescriptions) ?? 12) + max(descriptions, 0) * MemoryLayout<AudioChannelDescription>.stride
+}
+
+/// The C form of a layout: a tag for mono and stereo, channel descriptions otherwise.
+func channelLayoutBytes(_ layout: BufferQueue.AudioChannelLayout) -> [UInt8] {
+    let labels = layout.channelLabels
+    let useTag = labels == [.mono] || labels == [.left, .right]
+    let count = useTag ? 0 : labels.count
+    var bytes = [UInt8](repeating: 0, count: channelLayoutSize(descriptions: count))
+    bytes.withUnsafeMutableBytes { raw in
+        guard let base = raw.baseAddress else { return }
+        let tag: AudioChannelLayoutTag = labels == [.mono] ? kAudioChannelLayoutTag_Mono
+            : labels == [.left, .right] ? kAudioChannelLayoutTag_Stereo : kAudioChannelLayoutTag_UseChannelDescriptions
+        base.storeBytes(of: tag, toByteOffset: 0, as: UInt32.self)
+        base.storeBytes(of: UInt32(count), toByteOffset: 8, as: UInt32.self)
+        let first = channelLayoutSize(descriptions: 0)
+        for (index, label) in labels.enumerated() where !useTag {
+            base.storeBytes(of: label.rawValue, toByteOffset: first + index * MemoryLayout<AudioChannelDescription>.stride, as: UInt32.self)
+        }
+    }
+    return bytes
+}
+
+/// The library's layout for a C `AudioChannelLayout` of `size` bytes, for `channels` channels.
+func libraryChannelLayout(_ data: UnsafeRawPointer, size: UInt32, channels: Int) -> BufferQueue.AudioChannelLayout? {
+    guard Int(size) >= channelLayoutSize(descriptions: 0) else { return nil }
+    let tag = data.loadUnaligned(fromByteOffset: 0, as: UInt32.self)
+    let bitmap = data.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
+    let count = Int(data.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+    switch tag {
+    case kAudioChannelLayoutTag_UseChannelDescriptions:
+        guard Int(size) >= channelLayoutSize(descriptions: count) else { return nil }
+        let first = channelLayoutSize(descriptions: 0)
+        let labels = (0..<count).map { index -> BufferQueue.AudioChannelLayout.Label in
+            let raw = data.loadUnaligned(fromByteOffset: first + index * MemoryLayout<AudioChannelDescription>.stride, as: UInt32.self)
+            return BufferQueue.AudioChannelLayout.Label(rawValue: raw) ?? .unknown
+        }
+        return BufferQueue.AudioChannelLayout(channelLabels: labels)
+    case kAudioChannelLayoutTag_UseChannelBitmap:
+        return BufferQueue.AudioChannelLayout(waveChannelMask: bitmap, channels: channels)
+    case kAudioChannelLayoutTag_Mono: return .mono
+    case kAudioChannelLayoutTag_Stereo, kAudioChannelLayoutTag_StereoHeadphones: return .stereo
+    case kAudioChannelLayoutTag_MPEG_5_1_A:
+        return BufferQueue.AudioChannelLayout(channelLabels: [.left, .right, .center, .lfeScreen, .leftSurround, .rightSurround])
+    case kAudioChannelLayoutTag_MPEG_5_1_D:
+        return BufferQueue.AudioChannelLayout(channelLabels: [.center, .left, .right, .leftSurround, .rightSurround, .lfeScreen])
+    default:
+        // Other tags carry their channel count in the low 16 bits.
+        return Int(tag & 0xFFFF) == channels ? .default(channels: channels) : nil
+    }
+}

@@ -1,0 +1,147 @@
+@_exported import CoreAudioTypes
+@_exported import CAudioToolbox
+public import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+// The Darwin and CoreFoundation names audio code written for a Mac uses and Linux lacks. On a Mac
+// they come with Foundation; here they come with `import AudioToolbox`.
+
+/// Darwin's `Boolean` (an `unsigned char`) as Swift sees it behind a pointer: what
+/// `AudioFileStreamGetPropertyInfo` and `AudioFileGetPropertyInfo` write their "writable" flag into.
+@frozen
+public struct DarwinBoolean: ExpressibleByBooleanLiteral, CustomStringConvertible, Hashable, Sendable {
+    @usableFromInline var value: UInt8
+
+    @inlinable public init(_ value: Bool) { self.value = value ? 1 : 0 }
+    @inlinable public init(booleanLiteral value: Bool) { self.init(value) }
+    /// True for any nonzero value, as in C.
+    @inlinable public var boolValue: Bool { value != 0 }
+    public var description: String { boolValue.description }
+    public static func == (lhs: DarwinBoolean, rhs: DarwinBoolean) -> Bool { lhs.boolValue == rhs.boolValue }
+    public func hash(into hasher: inout Hasher) { hasher.combine(boolValue) }
+}
+
+extension Bool {
+    @inlinable public init(_ value: DarwinBoolean) { self = value.boolValue }
+}
+
+/// MacTypes' `Boolean`.
+public typealias Boolean = DarwinBoolean
+
+// MARK: CoreFoundation's object types, as the Foundation classes they bridge to
+
+/// `CFURL`: on Linux the Foundation class it bridges to, so that `url as CFURL` compiles.
+public typealias CFURL = NSURL
+/// `CFString`: on Linux the Foundation class it bridges to, so that `"name" as CFString` compiles.
+public typealias CFString = NSString
+/// `CFDictionary`, for `kAudioFilePropertyInfoDictionary`.
+public typealias CFDictionary = NSDictionary
+/// `CFData`.
+public typealias CFData = NSData
+public typealias CFIndex = Int
+public typealias CFTimeInterval = Double
+public typealias CFTypeRef = AnyObject
+
+/// `CFAllocator`: the allocators are not modelled; pass `kCFAllocatorDefault` (nil) or nil.
+public final class CFAllocator: Sendable {
+    private init() {}
+}
+/// The default allocator (nil, as on a Mac where it means the same).
+public let kCFAllocatorDefault: CFAllocator? = nil
+
+/// How `CFURLCreateWithFileSystemPath` reads a path.
+public enum CFURLPathStyle: CFIndex, Sendable {
+    case cfurlposixPathStyle = 0
+    case cfurlhfsPathStyle = 1
+    case cfurlWindowsPathStyle = 2
+}
+
+/// CoreFoundation's `CFURLCreateWithFileSystemPath`: a file URL for `filePath`.
+public func CFURLCreateWithFileSystemPath(_ allocator: CFAllocator?, _ filePath: CFString?, _ pathStyle: CFURLPathStyle,
+                                          _ isDirectory: Bool) -> CFURL? {
+    guard let filePath else { return nil }
+    return NSURL(fileURLWithPath: filePath as String, isDirectory: isDirectory)
+}
+
+/// CoreFoundation's `CFRelease`: memory here is managed by Swift, so it does nothing.
+public func CFRelease(_ object: CFTypeRef?) {}
+
+// MARK: byte order (CFByteOrder.h)
+
+@inlinable public func CFSwapInt16(_ value: UInt16) -> UInt16 { value.byteSwapped }
+@inlinable public func CFSwapInt32(_ value: UInt32) -> UInt32 { value.byteSwapped }
+@inlinable public func CFSwapInt64(_ value: UInt64) -> UInt64 { value.byteSwapped }
+@inlinable public func CFSwapInt16HostToBig(_ value: UInt16) -> UInt16 { value.bigEndian }
+@inlinable public func CFSwapInt32HostToBig(_ value: UInt32) -> UInt32 { value.bigEndian }
+@inlinable public func CFSwapInt64HostToBig(_ value: UInt64) -> UInt64 { value.bigEndian }
+@inlinable public func CFSwapInt16BigToHost(_ value: UInt16) -> UInt16 { UInt16(bigEndian: value) }
+@inlinable public func CFSwapInt32BigToHost(_ value: UInt32) -> UInt32 { UInt32(bigEndian: value) }
+@inlinable public func CFSwapInt64BigToHost(_ value: UInt64) -> UInt64 { UInt64(bigEndian: value) }
+@inlinable public func CFSwapInt16HostToLittle(_ value: UInt16) -> UInt16 { value.littleEndian }
+@inlinable public func CFSwapInt32HostToLittle(_ value: UInt32) -> UInt32 { value.littleEndian }
+@inlinable public func CFSwapInt64HostToLittle(_ value: UInt64) -> UInt64 { value.littleEndian }
+@inlinable public func CFSwapInt16LittleToHost(_ value: UInt16) -> UInt16 { UInt16(littleEndian: value) }
+@inlinable public func CFSwapInt32LittleToHost(_ value: UInt32) -> UInt32 { UInt32(littleEndian: value) }
+@inlinable public func CFSwapInt64LittleToHost(_ value: UInt64) -> UInt64 { UInt64(littleEndian: value) }
+
+// MARK: host time (CoreAudio's HostTime.h); a host tick is a nanosecond of the monotonic clock
+
+/// The current host time: nanoseconds of the monotonic clock (`DispatchTime.now()`'s).
+public func AudioGetCurrentHostTime() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+/// Host ticks per second: 10⁹.
+public func AudioGetHostClockFrequency() -> Float64 { 1_000_000_000 }
+/// Host ticks to nanoseconds (the same here).
+public func AudioConvertHostTimeToNanos(_ hostTime: UInt64) -> UInt64 { hostTime }
+/// Nanoseconds to host ticks (the same here).
+public func AudioConvertNanosToHostTime(_ nanos: UInt64) -> UInt64 { nanos }
+
+// MARK: @synchronized (objc_sync_enter / objc_sync_exit)
+
+/// The Objective-C runtime's `objc_sync_enter`: takes a recursive lock tied to `object`'s identity,
+/// as `@synchronized(object)` does. Returns 0 (`OBJC_SYNC_SUCCESS`).
+@discardableResult
+public func objc_sync_enter(_ object: Any) -> Int32 {
+    ObjectMonitors.shared.enter(ObjectIdentifier(object as AnyObject))
+    return 0
+}
+
+/// The Objective-C runtime's `objc_sync_exit`. Returns 0, or -1 (`OBJC_SYNC_NOT_OWNING_THREAD_ERROR`)
+/// when the calling thread does not hold `object`'s lock.
+@discardableResult
+public func objc_sync_exit(_ object: Any) -> Int32 {
+    ObjectMonitors.shared.exit(ObjectIdentifier(object as AnyObject)) ? 0 : -1
+}
+
+/// Recursive locks keyed by object identity, made on first use and dropped when released.
+final class ObjectMonitors: @unchecked Sendable {
+    static let shared = ObjectMonitors()
+    private struct Monitor { var owner: pthread_t; var depth: Int }
+    private let condition = NSCondition()
+    private var monitors: [ObjectIdentifier: Monitor] = [:]
+
+    func enter(_ id: ObjectIdentifier) {
+        let me = pthread_self()
+        condition.lock()
+        defer { condition.unlock() }
+        while let monitor = monitors[id], pthread_equal(monitor.owner, me) == 0 { condition.wait() }
+        monitors[id, default: Monitor(owner: me, depth: 0)].depth += 1
+    }
+
+    func exit(_ id: ObjectIdentifier) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard var monitor = monitors[id], pthread_equal(monitor.owner, pthread_self()) != 0 else { return false }
+        monitor.depth -= 1
+        if monitor.depth == 0 {
+            monitors[id] = nil
+            condition.broadcast()
+        } else {
+            monitors[id] = monitor
+        }
+        return true
+    }
+}
