@@ -219,6 +219,12 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .executableTarget(
+            name: "atstream",
+            dependencies: ["AudioToolbox"],
+            path: "Tests/AudioToolboxClients/atstream",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
             name: "playpcm",
             dependencies: [
                 "BufferQueue", "AudioFileStream", "PulseAudioSink", "ALSASink",

@@ -72,3 +72,37 @@ func expectPlayedThroughPulseAudio(_ client: String, _ arguments: [String], refe
         }
     }
 }
+
+@Suite(.serialized) struct StreamingClientTests {
+    static let files = ["lame-vbr-v2-44k-stereo.mp3", "ffmpeg-aac-44k-moov-first.m4a", "ffmpeg-aac-48k.aac", "pcm-s16be-8k-mono.aiff",
+                        "ulaw-8k-mono.caf"]
+
+    @Test(.enabled(if: Clients.built("atstream") && !PrivateServer.missing, "atstream or PulseAudio is missing"), arguments: files)
+    func theStreamingPlayerPlaysWhatTheSwiftAPIRenders(_ name: String) async throws {
+        let path = Where.fixture(name)
+        let reference = try await AACDecoderChoice.$current.withValue(.avcodec) { try await rendered(path) }
+        try await expectPlayedThroughPulseAudio("atstream", [path, "\(name.utf8.count)"], reference: reference.samples,
+                                                channels: reference.format.channelsPerFrame, rate: Int(reference.format.sampleRate), name)
+    }
+
+    @Test(.enabled(if: Clients.built("atstream"), "atstream is not built beside the tests"),
+          arguments: ["lame-cbr128-44k-stereo.mp3", "ffmpeg-aac-48k.aac"])
+    func chunkingChangesNothingOnTheNullDevice(_ name: String) async throws {
+        let path = Where.fixture(name)
+        let reference = try await AACDecoderChoice.$current.withValue(.avcodec) { try await rendered(path) }
+        let frames = reference.samples.count / reference.format.channelsPerFrame
+        for seed in ["1", "2", "3"] {
+            let output = try await Clients.run("atstream", [path, seed], environment: ["AQ_OUTPUT": "null:unpaced"])
+            #expect(Clients.frames(in: output, after: "played") == frames, "seed \(seed): \(output)")
+        }
+    }
+
+    @Test(.enabled(if: Clients.built("atstream"), "atstream is not built beside the tests"))
+    func anIndexAfterTheMediaDataIsNotOptimized() async throws {
+        let result = try await runTool(Clients.path("atstream"), [Where.fixture("alac-44k-stereo.m4a")], environment: ["AQ_OUTPUT": "null"])
+        #expect(result.status == 1)
+        let errors = String(decoding: result.errorOutput, as: UTF8.self)
+        // kAudioFileStreamError_NotOptimized, 'optm'.
+        #expect(errors.contains("AudioFileStreamParseBytes failed: 1869640813"), "\(errors)")
+    }
+}
