@@ -225,6 +225,12 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .executableTarget(
+            name: "atrecord",
+            dependencies: ["AudioToolbox"],
+            path: "Tests/AudioToolboxClients/atrecord",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
             name: "playpcm",
             dependencies: [
                 "BufferQueue", "AudioFileStream", "PulseAudioSink", "ALSASink",

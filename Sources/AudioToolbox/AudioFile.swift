@@ -1,16 +1,24 @@
 internal import BufferQueue
 internal import AudioFileStream
+internal import AudioPlayback
 import Foundation
 
 // AudioFile (AudioFile.h), reading: over AudioFileStream's `AudioFile`, an index of where every
 // packet lies.
 
-/// What an `AudioFileID` points to.
+/// What an `AudioFileID` points to: a file being read, or one being written.
 final class FileObject: @unchecked Sendable {
-    let reader: AudioFile
+    let reader: AudioFile?
+    let writer: FileWriting?
 
     init(reader: AudioFile) {
         self.reader = reader
+        writer = nil
+    }
+
+    init(writer: FileWriting) {
+        reader = nil
+        self.writer = writer
     }
 
     static func from(_ ref: AudioFileID) -> FileObject { Retained.object(FileObject.self, ref) }
@@ -112,15 +120,28 @@ public func AudioFileOpenURL(_ inFileRef: CFURL, _ inPermissions: AudioFilePermi
     }
 }
 
-/// Closes a file.
+/// Closes a file; a file being written is completed first (its gapless numbers and cookie put
+/// down). The reference is released either way.
 @discardableResult
 public func AudioFileClose(_ inAudioFile: AudioFileID) -> OSStatus {
+    let object = FileObject.from(inAudioFile)
+    let status = fileStatus("AudioFileClose") {
+        try object.writer?.close()
+    }
     Retained.release(FileObject.self, inAudioFile)
-    return noErr
+    return status
 }
 
 extension FileObject {
-    func readerOrThrow() throws -> AudioFile { reader }
+    func readerOrThrow() throws -> AudioFile {
+        guard let reader else { throw StatusError(kAudioFilePermissionsError, "the file was created for writing; it is read after AudioFileClose") }
+        return reader
+    }
+
+    func writerOrThrow() throws -> FileWriting {
+        guard let writer else { throw StatusError(kAudioFilePermissionsError, "the file was opened for reading") }
+        return writer
+    }
 }
 
 /// Reads packets from `inStartingPacket`: as many as `ioNumPackets` asks and `ioNumBytes` holds

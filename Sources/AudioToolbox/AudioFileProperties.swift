@@ -42,7 +42,9 @@ extension FileObject {
         kAudioFilePropertyMagicCookieData, kAudioFilePropertyChannelLayout, kAudioFilePropertyFormatList,
     ]
 
-    func isWritable(_ id: AudioFilePropertyID) -> Bool { false }
+    func isWritable(_ id: AudioFilePropertyID) -> Bool {
+        writer != nil && FileWriting.settable.contains(id)
+    }
 
     /// A property's value as the bytes Apple's getter writes; `input` is what the caller passed in
     /// (for the translations, which read a struct and fill in the rest).
@@ -58,6 +60,7 @@ extension FileObject {
             }
             return input.loadUnaligned(as: T.self)
         }
+        if let writer { return try writer.propertyValue(id) }
         let file = try readerOrThrow()
         let decoded = file.formatList.first ?? file.dataFormat
         let scale = Int64(file.indexFrameScale)
@@ -150,5 +153,20 @@ extension FileObject {
         let valid = (try? packetTable(file).valid) ?? file.totalFrames
         info["approximate duration in seconds"] = String(format: "%.3f", Double(valid) / max(decoded.sampleRate, 1))
         return info
+    }
+}
+
+/// Sets a property of a file being written: the magic cookie, channel layout and data format
+/// (before the first packet), the packet table (valid, priming and remainder frames, put down at
+/// close), and the hints a writer may ignore (deferred size updates, reserved duration).
+@discardableResult
+public func AudioFileSetProperty(_ inAudioFile: AudioFileID, _ inPropertyID: AudioFilePropertyID, _ inDataSize: UInt32,
+                                 _ inPropertyData: UnsafeRawPointer) -> OSStatus {
+    let object = FileObject.from(inAudioFile)
+    return fileStatus("AudioFileSetProperty") {
+        guard let writer = object.writer else {
+            throw StatusError(kAudioFileUnsupportedPropertyError, "the file was opened for reading: its properties cannot change")
+        }
+        try writer.setProperty(inPropertyID, UnsafeRawBufferPointer(start: inPropertyData, count: Int(inDataSize)))
     }
 }

@@ -179,12 +179,9 @@ public func AudioQueueAllocateBufferWithPacketDescriptions(_ inAQ: AudioQueueRef
         case nil:
             throw StatusError(kAudioQueueErr_InvalidParameter, "not a queue")
         }
-        var descriptions = Int(inNumberPacketDescriptions)
-        if case .input = object.queue, object.format.mBytesPerPacket == 0 {
-            // A compressed recording describes its packets: room for as many as fit.
-            descriptions = max(descriptions, Int(inBufferByteSize) / max(1, Int(object.format.mFramesPerPacket) / 8) + 1)
-        }
-        let record = BufferRecord(buffer: buffer, packetDescriptions: descriptions)
+        // A recording's packets are described to the callback; the buffer keeps a copy only
+        // when it has room (AudioQueueAllocateBufferWithPacketDescriptions).
+        let record = BufferRecord(buffer: buffer, packetDescriptions: Int(inNumberPacketDescriptions))
         object.add(record)
         outBuffer.pointee = record.ref
     }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import CodecTestSupport
 import TestSupport
+import AudioFileStream
 
 /// Programs written against Apple's C API (Tests/AudioToolboxClients, Swift 5 mode, no
 /// Linux-specific line) run as their own processes: through the null device (frame counts), and
@@ -104,5 +105,89 @@ func expectPlayedThroughPulseAudio(_ client: String, _ arguments: [String], refe
         let errors = String(decoding: result.errorOutput, as: UTF8.self)
         // kAudioFileStreamError_NotOptimized, 'optm'.
         #expect(errors.contains("AudioFileStreamParseBytes failed: 1869640813"), "\(errors)")
+    }
+}
+
+/// A 16-bit WAV file of `samples` (interleaved, already on the 16-bit grid).
+func writeWAV16(_ samples: [Int16], channels: Int, rate: Int, to path: String) throws {
+    var data = Data()
+    func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { data.append(contentsOf: $0) } }
+    data.append(contentsOf: Array("RIFF".utf8)); put(UInt32(36 + samples.count * 2)); data.append(contentsOf: Array("WAVEfmt ".utf8))
+    put(UInt32(16)); put(UInt16(1)); put(UInt16(channels)); put(UInt32(rate)); put(UInt32(rate * channels * 2)); put(UInt16(channels * 2)); put(UInt16(16))
+    data.append(contentsOf: Array("data".utf8)); put(UInt32(samples.count * 2))
+    for sample in samples { put(sample) }
+    try data.write(to: URL(fileURLWithPath: path))
+}
+
+@Suite(.serialized) struct RecorderClientTests {
+    static func temporary(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("aq-atrecord-\(UUID().uuidString.prefix(8))-\(name)").path
+    }
+
+    /// From the null device (silence): the CAF holds exactly the frames the recorder wrote, for
+    /// this library and for ffmpeg.
+    @Test(.enabled(if: Clients.built("atrecord"), "atrecord is not built beside the tests"), arguments: ["lpcm", "alac", "aac"])
+    func theRecordedFileHoldsWhatWasWritten(_ format: String) async throws {
+        let path = Self.temporary("\(format).caf")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let output = try await Clients.run("atrecord", [path, format, "0.6"], environment: ["AQ_INPUT": "null"])
+        let written = try #require(Clients.frames(in: output, after: "recorded"), "\(output)")
+        #expect(written > 0)
+        let file = try AudioFile(path: path)
+        #expect(file.totalFrames * Int64(file.indexFrameScale) == Int64(written))
+        #expect(file.fileType == .caf)
+        if format != "aac" {
+            let decoded = try await rendered(path)
+            #expect(decoded.samples.count / 2 == written)
+        }
+        if Where.tool("ffmpeg") != nil {
+            // ffmpeg decodes every coded frame (it keeps AAC's priming: none was declared here).
+            let decoded = try await ffmpegFloats(path)
+            #expect(decoded.count / 2 == written, "ffmpeg decodes \(decoded.count / 2) frames of \(format), the recorder wrote \(written)")
+        }
+    }
+
+    /// From a private PulseAudio server's monitor while paplay plays a signal: the ALAC file holds
+    /// the signal's 16-bit samples exactly, in one piece.
+    @Test(.enabled(if: Clients.built("atrecord") && !PrivateServer.missing && Where.tool("paplay") != nil,
+                   "atrecord, PulseAudio or paplay is missing"))
+    func aRecordingFromPulseAudioIsBitExact() async throws {
+        let server = try await PrivateServer.start(rate: 44100, channels: 2)
+        defer { Task { await server.kill() } }
+        let environment = ["AQ_INPUT": "pulse:out.monitor", "PULSE_SERVER": server.address, "HOME": server.runtime,
+                           "XDG_RUNTIME_DIR": server.runtime]
+        let signalPath = Self.temporary("signal.wav"), path = Self.temporary("alac.caf")
+        defer {
+            try? FileManager.default.removeItem(atPath: signalPath)
+            try? FileManager.default.removeItem(atPath: path)
+        }
+        let played = signal(frames: 22050, channels: 2).map { Int16(($0 * 32768).rounded()) }
+        try writeWAV16(played, channels: 2, rate: 44100, to: signalPath)
+
+        // The recorder runs for 2.5 s; the signal is played once it says it records.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Clients.path("atrecord"))
+        process.arguments = [path, "alac", "2.5"]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        let lines = Watched<[String]>([])
+        let reader = LineReader(pipe.fileHandleForReading, onEnd: {}) { line in lines.update { $0.append(line) } }
+        let exit = try runWatched(process)
+        reader.start()
+        #expect(await lines.wait(timeout: .seconds(10)) { $0.contains("recording") })
+        let playing = try await runTool(try #require(Where.tool("paplay")), [signalPath], environment: environment, timeout: .seconds(20))
+        #expect(playing.status == 0, "\(String(decoding: playing.errorOutput, as: UTF8.self))")
+        #expect(await exit.wait(timeout: .seconds(20)) == 0)
+        #expect(await lines.wait(timeout: .seconds(5)) { $0.contains { $0.hasPrefix("recorded") } })
+
+        let recorded = try await rendered(path).samples.map { Int16(($0 * 32768).rounded()) }
+        // The signal is never silent: find its first frame, then compare it whole.
+        let start = try #require(stride(from: 0, to: recorded.count - 1, by: 2).first { recorded[$0] != 0 || recorded[$0 + 1] != 0 })
+        #expect(recorded.count - start >= played.count, "the recording ends \(recorded.count - start) samples into the signal")
+        let segment = recorded[start..<min(recorded.count, start + played.count)]
+        let firstDifference = zip(segment, played).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(firstDifference == nil, "the recording differs from the signal at sample \(firstDifference ?? -1)")
     }
 }

@@ -376,6 +376,12 @@ enum AQ_CF_ENUM_ATTRIBUTES : AudioFormatPropertyID {
     kAudioFormatProperty_TagsForNumberOfChannels = AQ_FOUR_CC('t', 'a', 'g', 'c'),
 };
 
+typedef struct AudioFormatInfo {
+    AudioStreamBasicDescription mASBD;
+    const void *_Nullable mMagicCookie;
+    UInt32 mMagicCookieSize;
+} AudioFormatInfo;
+
 enum AQ_CF_ENUM_ATTRIBUTES : OSStatus {
     kAudioFormatUnspecifiedError = AQ_FOUR_CC('w', 'h', 'a', 't'),
     kAudioFormatUnsupportedPropertyError = AQ_FOUR_CC('p', 'r', 'o', 'p'),
