@@ -231,6 +231,24 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .executableTarget(
+            name: "attone",
+            dependencies: ["AudioToolbox"],
+            path: "Tests/AudioToolboxClients/attone",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "atoffline",
+            dependencies: ["AudioToolbox"],
+            path: "Tests/AudioToolboxClients/atoffline",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "attap",
+            dependencies: ["AudioToolbox"],
+            path: "Tests/AudioToolboxClients/attap",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
             name: "playpcm",
             dependencies: [
                 "BufferQueue", "AudioFileStream", "PulseAudioSink", "ALSASink",

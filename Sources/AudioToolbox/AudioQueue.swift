@@ -50,8 +50,10 @@ private func makeOutputQueue(_ format: AudioStreamBasicDescription, place: Callb
     let object = QueueObject(place: place, format: format)
     let weak = WeakObject(object)
     let status = queueStatus("AudioQueueNewOutput") {
+        // An offline render hands back the buffers it used up before it returns, as Apple's
+        // calls the output callback from inside AudioQueueOfflineRender.
         let configuration = BufferQueue.AudioQueue.Configuration(
-            sink: Device.output.makeSink(), callbackQueue: callbackQueue,
+            sink: Device.output.makeSink(), callbackQueue: callbackQueue, offlineCallbacks: .beforeReturning,
             eventHandler: { event in weak.object?.handle(event) })
         let queue = try BufferQueue.AudioQueue(format: format.library, configuration: configuration) { _, buffer in
             guard let object = weak.object, let record = object.record(forLibraryBuffer: buffer) else { return }

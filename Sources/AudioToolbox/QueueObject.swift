@@ -13,10 +13,13 @@ enum CallbackPlace: @unchecked Sendable {
     case callbackThread
     case runLoop(CFRunLoop)
 
+    /// Runs `body` here: at once on the callback thread, or on the run loop (at once when this
+    /// thread is the loop's, as during an offline render that delivers its buffers before it returns).
     func run(_ body: @escaping () -> Void) {
         switch self {
         case .callbackThread: body()
-        case .runLoop(let loop): loop.perform(body)
+        case .runLoop(let loop):
+            if CFRunLoop.currentIfMade === loop { body() } else { loop.perform(body) }
         }
     }
 }

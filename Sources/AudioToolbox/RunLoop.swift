@@ -69,6 +69,12 @@ public final class CFRunLoop: @unchecked Sendable, Hashable {
     static let main = CFRunLoop()
     private static let threadKey = "AudioToolbox.CFRunLoop"
 
+    /// The calling thread's loop if it has made one.
+    static var currentIfMade: CFRunLoop? {
+        if Thread.isMainThread { return main }
+        return Thread.current.threadDictionary[threadKey] as? CFRunLoop
+    }
+
     /// The calling thread's loop, made on first use and kept in the thread's dictionary.
     static var current: CFRunLoop {
         if Thread.isMainThread { return main }

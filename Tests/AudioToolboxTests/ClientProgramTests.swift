@@ -191,3 +191,57 @@ func writeWAV16(_ samples: [Int16], channels: Int, rate: Int, to path: String) t
         #expect(firstDifference == nil, "the recording differs from the signal at sample \(firstDifference ?? -1)")
     }
 }
+
+@Suite(.serialized) struct ToneGeneratorClientTests {
+    /// attone's tone, computed as it computes it.
+    static let tone: [Float] = (0..<33075).flatMap { frame -> [Float] in
+        [Float(0.4 * sin(2 * Double.pi * 440 * Double(frame) / 44100)), Float(0.3 * sin(2 * Double.pi * 660 * Double(frame) / 44100))]
+    }
+
+    @Test(.enabled(if: Clients.built("attone") && !PrivateServer.missing, "attone or PulseAudio is missing"))
+    func theToneReachesPulseAudioBitForBit() async throws {
+        try await expectPlayedThroughPulseAudio("attone", [], reference: Self.tone, channels: 2, rate: 44100, "attone")
+    }
+
+    @Test(.enabled(if: Clients.built("attone"), "attone is not built beside the tests"))
+    func theNullDeviceCountsTheTone() async throws {
+        for pacing in ["null", "null:unpaced"] {
+            let output = try await Clients.run("attone", [], environment: ["AQ_OUTPUT": pacing])
+            #expect(Clients.frames(in: output, after: "played") == 33075, "\(pacing): \(output)")
+        }
+    }
+}
+
+@Suite struct OfflineRendererClientTests {
+    static let files = ["lame-vbr-v2-44k-stereo.mp3", "alac-44k-stereo.m4a", "ffmpeg-aac-44k-moov-last.m4a", "pcm-s16-22k-mono.wav",
+                        "ulaw-8k-mono.caf", "amr-nb-8k-mono.amr"]
+
+    @Test(.enabled(if: Clients.built("atoffline"), "atoffline is not built beside the tests"), arguments: files)
+    func theOfflineRenderIsTheSwiftAPIsRender(_ name: String) async throws {
+        let path = Where.fixture(name)
+        let reference = try await AACDecoderChoice.$current.withValue(.avcodec) { try await rendered(path) }
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("aq-atoffline-\(UUID().uuidString.prefix(8)).wav").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let printed = try await Clients.run("atoffline", [path, output], environment: ["AQ_OUTPUT": "null"])
+        let frames = reference.samples.count / reference.format.channelsPerFrame
+        #expect(Clients.frames(in: printed, after: "rendered") == frames, "\(printed)")
+        let written = try await rendered(output)
+        #expect(written.format.channelsPerFrame == reference.format.channelsPerFrame)
+        #expect(written.format.sampleRate == reference.format.sampleRate)
+        #expect(written.samples.count == reference.samples.count)
+        let firstDifference = zip(written.samples, reference.samples).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(firstDifference == nil, "\(name): the offline render differs from the Swift API's at sample \(firstDifference ?? -1)")
+    }
+}
+
+@Suite(.serialized) struct ProcessingTapClientTests {
+    @Test(.enabled(if: Clients.built("attap") && !PrivateServer.missing, "attap or PulseAudio is missing"),
+          arguments: ["lame-cbr128-44k-stereo.mp3", "pcm-s16-22k-mono.wav"])
+    func aPreEffectsTapHalvesWhatPlays(_ name: String) async throws {
+        let path = Where.fixture(name)
+        let reference = try await rendered(path)
+        // Halving a float is exact: what plays is the render halved, bit for bit.
+        try await expectPlayedThroughPulseAudio("attap", [path], reference: reference.samples.map { $0 * 0.5 },
+                                                channels: reference.format.channelsPerFrame, rate: Int(reference.format.sampleRate), name)
+    }
+}
