@@ -249,6 +249,12 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .executableTarget(
+            name: "atconvert",
+            dependencies: ["AudioToolbox"],
+            path: "Tests/AudioToolboxClients/atconvert",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
             name: "playpcm",
             dependencies: [
                 "BufferQueue", "AudioFileStream", "PulseAudioSink", "ALSASink",

@@ -245,3 +245,40 @@ func writeWAV16(_ samples: [Int16], channels: Int, rate: Int, to path: String) t
                                                 channels: reference.format.channelsPerFrame, rate: Int(reference.format.sampleRate), name)
     }
 }
+
+@Suite struct ConverterClientTests {
+    static func temporary(_ ext: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("aq-atconvert-\(UUID().uuidString.prefix(8)).\(ext)").path
+    }
+
+    /// 16-bit conversions (ALAC in M4A, WAV) hold the source's render on the 16-bit grid; float32
+    /// CAF holds it exactly; AAC keeps the exact length. Read back by this library and by ffmpeg.
+    @Test(.enabled(if: Clients.built("atconvert"), "atconvert is not built beside the tests"),
+          arguments: [("lame-vbr-v2-44k-stereo.mp3", "alac", "m4a"), ("alac-44k-stereo.m4a", "wav16", "wav"),
+                      ("ulaw-8k-mono.caf", "caf32", "caf"), ("pcm-s16-22k-mono.wav", "aac", "m4a")])
+    func extAudioFileConvertsWithTheExactLength(_ name: String, _ codec: String, _ ext: String) async throws {
+        let path = Where.fixture(name)
+        let reference = try await AACDecoderChoice.$current.withValue(.avcodec) { try await rendered(path) }
+        let frames = reference.samples.count / reference.format.channelsPerFrame
+        let output = Self.temporary(ext)
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let printed = try await Clients.run("atconvert", [path, output, codec], environment: ["AQ_OUTPUT": "null"])
+        #expect(printed.contains("converted \(frames) frames of \(frames), ended at \(frames)"), "\(printed)")
+        let written = try await AACDecoderChoice.$current.withValue(.avcodec) { try await rendered(output) }
+        #expect(written.samples.count == reference.samples.count, "\(codec): \(written.samples.count) samples, \(reference.samples.count) in the source")
+        switch codec {
+        case "caf32":
+            #expect(written.samples == reference.samples)
+        case "alac", "wav16":
+            let grid = reference.samples.map { Float(Int16(clamping: Int(($0 * 32768).rounded()))) / 32768 }
+            let firstDifference = zip(written.samples, grid).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+            #expect(firstDifference == nil, "\(codec): differs from the 16-bit source at sample \(firstDifference ?? -1)")
+        default:
+            break
+        }
+        if codec != "aac", Where.tool("ffmpeg") != nil {
+            let decoded = try await ffmpegFloats(output)
+            #expect(decoded.count == reference.samples.count, "ffmpeg decodes \(decoded.count) samples of the \(codec) file")
+        }
+    }
+}
