@@ -69,7 +69,7 @@ public enum PCMSampleLayout: Hashable, Sendable {
     }
 
     /// Converts `count` samples at `source` to float in `destination`.
-    func toFloat(_ source: UnsafeRawPointer, count: Int, into destination: UnsafeMutablePointer<Float>) {
+    package func toFloat(_ source: UnsafeRawPointer, count: Int, into destination: UnsafeMutablePointer<Float>) {
         switch self {
         case .unsigned8:
             let bytes = source.assumingMemoryBound(to: UInt8.self)
