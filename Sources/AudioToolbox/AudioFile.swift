@@ -239,3 +239,31 @@ public func AudioFileReadBytes(_ inAudioFile: AudioFileID, _ inUseCache: Bool, _
     }
     return status == noErr && ended ? kAudioFileEndOfFileError : status
 }
+
+/// Opens audio the caller reads itself: `inReadFunc` copies bytes from a position, and
+/// `inGetSizeFunc` says how many there are. Reading only (a write function is not used). The
+/// functions are called during this call and while packets are read.
+@discardableResult
+public func AudioFileOpenWithCallbacks(_ inClientData: UnsafeMutableRawPointer, _ inReadFunc: @escaping AudioFile_ReadProc,
+                                       _ inWriteFunc: AudioFile_WriteProc?, _ inGetSizeFunc: @escaping AudioFile_GetSizeProc,
+                                       _ inSetSizeFunc: AudioFile_SetSizeProc?, _ inFileTypeHint: AudioFileTypeID,
+                                       _ outAudioFile: UnsafeMutablePointer<AudioFileID?>) -> OSStatus {
+    fileStatus("AudioFileOpenWithCallbacks") {
+        Setup.once()
+        let client = UserData(pointer: inClientData)
+        let read = UncheckedBox(inReadFunc)
+        let size = inGetSizeFunc(inClientData)
+        guard size >= 0 else { throw StatusError(kAudioFileInvalidFileError, "the size function says \(size) bytes") }
+        let reader = try AudioFile(name: "audio read through callbacks", size: size, fileTypeHint: AudioFileType(typeID: inFileTypeHint)) { offset, into in
+            guard let base = into.baseAddress, offset < size else { return 0 }
+            var actual = UInt32(0)
+            let count = UInt32(min(Int64(into.count), size - offset, Int64(UInt32.max)))
+            let status = read.value(client.pointer ?? base, offset, count, base, &actual)
+            guard status == noErr || status == kAudioFileEndOfFileError else {
+                throw StatusError(status, "the read function returned \(status) at byte \(offset)")
+            }
+            return Int(min(actual, count))
+        }
+        outAudioFile.pointee = Retained.hand(FileObject(reader: reader))
+    }
+}

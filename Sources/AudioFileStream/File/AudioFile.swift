@@ -39,7 +39,7 @@ public final class AudioFile: Sendable {
     /// The problem that ended parsing early, if any; the packets before it are readable.
     public let damage: AudioFileStreamError?
 
-    private let descriptor: FileDescriptor
+    private let source: Bytes
     /// Variable-size packets: offset, size, frames.
     private let index: PacketIndex
     /// Constant-size packets: runs of (first packet, offset, count).
@@ -52,17 +52,70 @@ public final class AudioFile: Sendable {
     /// Opens and indexes a file.
     /// - Throws: ``AudioFileStreamError`` when the file cannot be read or holds no audio that can
     ///   be played. Damage after some packets is reported in ``damage`` instead.
-    public init(path: String, fileTypeHint: AudioFileType? = nil) throws {
-        self.path = path
+    public convenience init(path: String, fileTypeHint: AudioFileType? = nil) throws {
         let fd: FileDescriptor
         do { fd = try FileDescriptor.open(path, O_RDONLY) } catch {
             throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot open \(path): \(error.reason)")
         }
-        descriptor = fd
-        do { fileSize = Int64(try fd.status().st_size) } catch {
+        let size: Int64
+        do { size = Int64(try fd.status().st_size) } catch {
             try? fd.close()
             throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot read the size of \(path): \(error.reason)")
         }
+        try self.init(name: path, size: size, bytes: .file(fd), fileTypeHint: fileTypeHint)
+    }
+
+    /// Opens and indexes audio that another reader holds (a resource in memory, a file of the
+    /// caller's, Apple's `AudioFileOpenWithCallbacks`): `read` copies up to `into.count` bytes
+    /// from `offset` and returns how many (0 at the end); it is called again for packets as they
+    /// are read, from any thread, so it must be safe to call concurrently.
+    /// - Parameters:
+    ///   - name: how messages name the audio (``path``).
+    ///   - size: the audio's size in bytes.
+    /// - Throws: what `read` throws (as an ``AudioFileStreamError``), and what ``init(path:fileTypeHint:)`` does.
+    public convenience init(name: String, size: Int64, fileTypeHint: AudioFileType? = nil,
+                            read: @escaping @Sendable (_ offset: Int64, _ into: UnsafeMutableRawBufferPointer) throws -> Int) throws {
+        try self.init(name: name, size: size, bytes: .reader(read), fileTypeHint: fileTypeHint)
+    }
+
+    /// Where the bytes come from.
+    private enum Bytes: Sendable {
+        case file(FileDescriptor)
+        case reader(@Sendable (Int64, UnsafeMutableRawBufferPointer) throws -> Int)
+
+        func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+            switch self {
+            case .file(let fd):
+                return try fd.read(into: buffer, at: offset)
+            case .reader(let read): return try read(offset, buffer)
+            }
+        }
+
+        /// Fills `buffer` unless the bytes end first; returns how many were read.
+        func readAll(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+            switch self {
+            case .file(let fd):
+                return try fd.readAll(into: buffer, at: offset)
+            case .reader(let read):
+                var done = 0
+                while done < buffer.count {
+                    let count = try read(offset + Int64(done), UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
+                    if count <= 0 { break }
+                    done += count
+                }
+                return done
+            }
+        }
+
+        func close() {
+            if case .file(let fd) = self { try? fd.close() }
+        }
+    }
+
+    private init(name path: String, size: Int64, bytes source: Bytes, fileTypeHint: AudioFileType?) throws {
+        self.path = path
+        self.source = source
+        fileSize = size
 
         let driver = AudioFileStreamDriver(fileTypeHint: fileTypeHint)
         let stream = driver.stream
@@ -112,22 +165,26 @@ public final class AudioFile: Sendable {
         }
         do {
             try driver.run(read: { offset, into in
-                do throws(SystemError) { return try fd.read(into: UnsafeMutableRawBufferPointer(into), at: offset) } catch {
+                do { return try source.read(into: UnsafeMutableRawBufferPointer(into), at: offset) } catch let error as SystemError {
                     throw AudioFileStreamError(.invalidOperation, stream.fileType, offset, "reading \(path) failed: \(error.reason)")
+                } catch let error as AudioFileStreamError {
+                    throw error
+                } catch {
+                    throw AudioFileStreamError(.invalidOperation, stream.fileType, offset, "reading \(path) failed: \(error)")
                 }
             }, handle)
         } catch let error as AudioFileStreamError {
             guard stream.isReadyToProducePackets, !(index.isEmpty && runs.isEmpty) else {
-                try? fd.close()
+                source.close()
                 throw error
             }
             damage = error
         } catch {
-            try? fd.close()
+            source.close()
             throw error
         }
         guard let format = stream.dataFormat, let type = stream.fileType else {
-            try? fd.close()
+            source.close()
             throw AudioFileStreamError(.noAudio, stream.fileType, 0, "no audio format found in \(path)")
         }
         fileType = type
@@ -152,7 +209,7 @@ public final class AudioFile: Sendable {
         audioDataByteCount = index.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : index.totalBytes
     }
 
-    deinit { try? descriptor.close() }
+    deinit { source.close() }
 
     /// Decoded frames of every packet together (priming and remainder included).
     public var totalFrames: Int64 {
@@ -282,16 +339,18 @@ public final class AudioFile: Sendable {
         let start = data.count
         data.append(contentsOf: repeatElement(0, count: count))
         var done = 0
-        var failure: SystemError?
+        var failure: String?
         data.withUnsafeMutableBytes { bytes in
-            do throws(SystemError) {
-                done = try descriptor.readAll(into: UnsafeMutableRawBufferPointer(rebasing: bytes[start...]), at: offset)
+            do {
+                done = try source.readAll(into: UnsafeMutableRawBufferPointer(rebasing: bytes[start...]), at: offset)
+            } catch let error as SystemError {
+                failure = error.reason
             } catch {
-                failure = error
+                failure = "\(error)"
             }
         }
         if let failure {
-            throw AudioFileStreamError(.invalidOperation, fileType, offset, "reading \(count) bytes at \(offset) from \(path) failed: \(failure.reason)")
+            throw AudioFileStreamError(.invalidOperation, fileType, offset, "reading \(count) bytes at \(offset) from \(path) failed: \(failure)")
         }
         if done < count {
             throw AudioFileStreamError(.truncated, fileType, offset + Int64(done), "reading \(count) bytes at \(offset) from \(path): the file ends after \(done)")

@@ -1,0 +1,133 @@
+import AudioToolbox
+import Foundation
+import Testing
+import CodecTestSupport
+
+/// Bytes in memory served to AudioFileOpenWithCallbacks.
+final class MemoryBytes {
+    let data: [UInt8]
+    init(_ data: [UInt8]) { self.data = data }
+}
+
+let readMemory: AudioFile_ReadProc = { clientData, position, count, buffer, actual in
+    let bytes = Unmanaged<MemoryBytes>.fromOpaque(clientData).takeUnretainedValue()
+    guard position >= 0, position <= Int64(bytes.data.count) else { return kAudioFilePositionError }
+    let available = min(Int(count), bytes.data.count - Int(position))
+    bytes.data.withUnsafeBytes { buffer.copyMemory(from: $0.baseAddress! + Int(position), byteCount: available) }
+    actual.pointee = UInt32(available)
+    return noErr
+}
+
+let memorySize: AudioFile_GetSizeProc = { clientData in
+    Int64(Unmanaged<MemoryBytes>.fromOpaque(clientData).takeUnretainedValue().data.count)
+}
+
+/// Reads every packet of a file as (bytes, descriptions).
+func readAllPackets(_ file: AudioFileID) -> (bytes: [UInt8], descriptions: [AudioStreamPacketDescription]) {
+    var all: [UInt8] = [], described: [AudioStreamPacketDescription] = []
+    var next: Int64 = 0
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    var descriptions = [AudioStreamPacketDescription](repeating: AudioStreamPacketDescription(), count: 64)
+    while true {
+        var bytes = UInt32(buffer.count)
+        var packets = UInt32(descriptions.count)
+        let status = buffer.withUnsafeMutableBytes { raw in
+            descriptions.withUnsafeMutableBufferPointer { AudioFileReadPacketData(file, false, &bytes, $0.baseAddress, next, &packets, raw.baseAddress) }
+        }
+        guard status == noErr, packets > 0 else { break }
+        all += buffer[0..<Int(bytes)]
+        described += descriptions[0..<Int(packets)]
+        next += Int64(packets)
+    }
+    return (all, described)
+}
+
+@Suite struct AudioFileTests {
+    @Test(arguments: ["lame-vbr-v2-44k-stereo.mp3", "ffmpeg-aac-44k-moov-last.m4a", "pcm-s16be-8k-mono.aiff"])
+    func callbacksReadWhatAPathReads(_ name: String) throws {
+        let path = Where.fixture(name)
+        let memory = MemoryBytes(Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+        var fromCallbacks: AudioFileID?
+        try #require(AudioFileOpenWithCallbacks(Unmanaged.passUnretained(memory).toOpaque(), readMemory, nil, memorySize, nil, 0, &fromCallbacks) == noErr)
+        var fromPath: AudioFileID?
+        try #require(AudioFileOpenURL(URL(fileURLWithPath: path) as CFURL, .readPermission, 0, &fromPath) == noErr)
+        let a = try #require(fromCallbacks), b = try #require(fromPath)
+        defer {
+            AudioFileClose(a)
+            AudioFileClose(b)
+        }
+        var formatA = AudioStreamBasicDescription(), formatB = AudioStreamBasicDescription()
+        var size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+        #expect(AudioFileGetProperty(a, kAudioFilePropertyDataFormat, &size, &formatA) == noErr)
+        #expect(AudioFileGetProperty(b, kAudioFilePropertyDataFormat, &size, &formatB) == noErr)
+        #expect(formatA.mFormatID == formatB.mFormatID && formatA.mSampleRate == formatB.mSampleRate)
+        let packetsA = readAllPackets(a), packetsB = readAllPackets(b)
+        #expect(!packetsA.bytes.isEmpty)
+        #expect(packetsA.bytes == packetsB.bytes)
+        #expect(packetsA.descriptions.map(\.mDataByteSize) == packetsB.descriptions.map(\.mDataByteSize))
+        var count: UInt64 = 0
+        size = 8
+        #expect(AudioFileGetProperty(a, kAudioFilePropertyAudioDataPacketCount, &size, &count) == noErr)
+        #expect(Int(count) == (formatA.mBytesPerPacket > 0 ? packetsA.bytes.count / Int(formatA.mBytesPerPacket) : packetsA.descriptions.count))
+    }
+
+    @Test func misusesGetApplesStatuses() throws {
+        var file: AudioFileID?
+        #expect(AudioFileOpenURL(URL(fileURLWithPath: "/nonexistent/x.mp3") as CFURL, .readPermission, 0, &file) == kAudioFileFileNotFoundError)
+        let text = FileManager.default.temporaryDirectory.appendingPathComponent("aq-not-audio-\(UUID().uuidString.prefix(8)).txt").path
+        try String(repeating: "not audio at all\n", count: 400).write(toFile: text, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: text) }
+        #expect(AudioFileOpenURL(URL(fileURLWithPath: text) as CFURL, .readPermission, 0, &file) == kAudioFileUnsupportedFileTypeError)
+        var pcm = AudioStreamBasicDescription(mSampleRate: 8000, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagIsSignedInteger | kAudioFormatFlagIsPacked,
+                                              mBytesPerPacket: 2, mFramesPerPacket: 1, mBytesPerFrame: 2, mChannelsPerFrame: 1, mBitsPerChannel: 16, mReserved: 0)
+        #expect(AudioFileCreateWithURL(URL(fileURLWithPath: text) as CFURL, kAudioFileWAVEType, &pcm, [], &file) == kAudioFilePermissionsError,
+                "an existing file needs EraseFile")
+        #expect(AudioFileCreateWithURL(URL(fileURLWithPath: text + ".mp3") as CFURL, kAudioFileMP3Type, &pcm, .eraseFile, &file)
+                == kAudioFileUnsupportedFileTypeError)
+
+        try #require(AudioFileOpenURL(URL(fileURLWithPath: Where.fixture("pcm-s16-22k-mono.wav")) as CFURL, .readPermission, 0, &file) == noErr)
+        let wav = try #require(file)
+        defer { AudioFileClose(wav) }
+        var bytes: UInt32 = 100
+        var packets: UInt32 = 10
+        var buffer = [UInt8](repeating: 0, count: 100)
+        #expect(AudioFileReadPacketData(wav, false, &bytes, nil, 1_000_000, &packets, &buffer) == noErr)
+        #expect(packets == 0 && bytes == 0, "past the end: no packets, no error")
+        var total: UInt64 = 0
+        var size = UInt32(8)
+        #expect(AudioFileGetProperty(wav, kAudioFilePropertyAudioDataByteCount, &size, &total) == noErr)
+        var asked = UInt32(100)
+        #expect(AudioFileReadBytes(wav, false, Int64(total) - 10, &asked, &buffer) == kAudioFileEndOfFileError)
+        #expect(asked == 10)
+        var one = UInt32(1)
+        #expect(AudioFileWritePackets(wav, false, 2, nil, 0, &one, buffer) == kAudioFilePermissionsError)
+        var table = AudioFilePacketTableInfo()
+        size = UInt32(MemoryLayout<AudioFilePacketTableInfo>.size)
+        #expect(AudioFileGetProperty(wav, kAudioFilePropertyPacketTableInfo, &size, &table) == kAudioFileUnsupportedPropertyError,
+                "linear PCM has no packet table")
+        var small = UInt16(0)
+        size = 2
+        #expect(AudioFileGetProperty(wav, kAudioFilePropertyAudioDataPacketCount, &size, &small) == kAudioFileBadPropertySizeError)
+    }
+
+    /// AudioFileStream: bytes that are no audio, and properties asked before they are known.
+    @Test func theParserSaysWhatItDoesNotKnow() throws {
+        let listener: AudioFileStream_PropertyListenerProc = { _, _, _, _ in }
+        let packets: AudioFileStream_PacketsProc = { _, _, _, _, _ in }
+        var stream: AudioFileStreamID?
+        try #require(AudioFileStreamOpen(nil, listener, packets, 0, &stream) == noErr)
+        let parser = try #require(stream)
+        defer { AudioFileStreamClose(parser) }
+        var format = AudioStreamBasicDescription()
+        var size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+        #expect(AudioFileStreamGetProperty(parser, kAudioFileStreamProperty_DataFormat, &size, &format) == kAudioFileStreamError_ValueUnknown)
+        #expect(AudioFileStreamGetProperty(parser, fourCC("zzzz"), &size, &format) == kAudioFileStreamError_UnsupportedProperty)
+        // The sniffer looks a bounded way into the bytes; at the end of the stream it is sure.
+        let junk = [UInt8](repeating: 0x41, count: 70_000)
+        let pushed = AudioFileStreamParseBytes(parser, UInt32(junk.count), junk, [])
+        #expect(pushed == noErr || pushed == kAudioFileStreamError_UnsupportedFileType)
+        if pushed == noErr {
+            #expect(AudioFileStreamParseBytes(parser, 0, nil, []) == kAudioFileStreamError_UnsupportedFileType)
+        }
+    }
+}
