@@ -367,7 +367,7 @@ let package = Package(
             name: "DocSnippetTests",
             dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder",
                            "OpenCoreAMRDecoder", "OpusDecoder", "VorbisDecoder", "FLACDecoder", "PulseAudioSink", "ALSASink",
-                           "SoxrConverter", "RubberBandTimePitch"],
+                           "SoxrConverter", "RubberBandTimePitch", "AudioToolbox"],
             path: "Tests/DocSnippetTests",
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
