@@ -445,22 +445,6 @@ final class ConverterObject: @unchecked Sendable {
     }
 }
 
-func converterStatus(_ function: String, _ body: () throws -> Void) -> OSStatus {
-    do {
-        try body()
-        return noErr
-    } catch let failure as StatusError {
-        trace(function, failure.status, failure.message)
-        return failure.status
-    } catch let error as AudioQueueError {
-        trace(function, kAudioConverterErr_FormatNotSupported, error.description)
-        return error.code == .codecNotFound ? kAudioConverterErr_FormatNotSupported : kAudioConverterErr_UnspecifiedError
-    } catch {
-        trace(function, kAudioConverterErr_UnspecifiedError, "\(error)")
-        return kAudioConverterErr_UnspecifiedError
-    }
-}
-
 /// Makes a converter from `inSourceFormat` to `inDestinationFormat`: decode, encode or PCM to PCM.
 @discardableResult
 public func AudioConverterNew(_ inSourceFormat: UnsafePointer<AudioStreamBasicDescription>,
@@ -561,10 +545,7 @@ public func AudioConverterGetProperty(_ inAudioConverter: AudioConverterRef, _ i
     return converterStatus("AudioConverterGetProperty") {
         let value = try object.propertyValue(inPropertyID)
         let cut = [kAudioConverterCompressionMagicCookie, kAudioConverterDecompressionMagicCookie].contains(inPropertyID)
-        guard cut || Int(ioPropertyDataSize.pointee) >= value.count else {
-            throw StatusError(kAudioConverterErr_BadPropertySizeError, "the value takes \(value.count) bytes, \(ioPropertyDataSize.pointee) given")
-        }
-        writeBytes(value, to: outPropertyData, size: ioPropertyDataSize)
+        try writeValue(value, to: outPropertyData, size: ioPropertyDataSize, cut: cut, badSize: kAudioConverterErr_BadPropertySizeError)
     }
 }
 

@@ -37,27 +37,6 @@ extension AudioFileStreamError.Code {
     }
 }
 
-/// Runs `body` and turns what it throws into Apple's AudioFile status for `function`.
-func fileStatus(_ function: String, _ body: () throws -> Void) -> OSStatus {
-    do {
-        try body()
-        return noErr
-    } catch let error as AudioFileStreamError {
-        let status = error.code.audioFileStatus
-        trace(function, status, error.description)
-        return status
-    } catch let failure as StatusError {
-        trace(function, failure.status, failure.message)
-        return failure.status
-    } catch let error as AudioQueueError {
-        trace(function, kAudioFileUnspecifiedError, error.description)
-        return kAudioFileUnspecifiedError
-    } catch {
-        trace(function, kAudioFileUnspecifiedError, "\(error)")
-        return kAudioFileUnspecifiedError
-    }
-}
-
 extension AudioFileType {
     /// The library's container for an Apple file type id (0: none).
     init?(typeID: AudioFileTypeID) {

@@ -24,15 +24,8 @@ public func AudioFileGetProperty(_ inAudioFile: AudioFileID, _ inPropertyID: Aud
     return fileStatus("AudioFileGetProperty") {
         let input = UnsafeRawBufferPointer(start: outPropertyData, count: Int(ioDataSize.pointee))
         let value = try object.propertyValue(inPropertyID, input: input)
-        if FileObject.variableSize.contains(inPropertyID) {
-            writeBytes(value, to: outPropertyData, size: ioDataSize)
-        } else {
-            guard Int(ioDataSize.pointee) >= value.count else {
-                throw StatusError(kAudioFileBadPropertySizeError,
-                                  "property \(fourCharacterCode(Int32(bitPattern: inPropertyID))) needs \(value.count) bytes, \(ioDataSize.pointee) given")
-            }
-            writeBytes(value, to: outPropertyData, size: ioDataSize)
-        }
+        try writeValue(value, to: outPropertyData, size: ioDataSize, cut: FileObject.variableSize.contains(inPropertyID),
+                       badSize: kAudioFileBadPropertySizeError)
     }
 }
 

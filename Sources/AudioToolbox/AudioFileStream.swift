@@ -94,23 +94,6 @@ extension AudioFileStreamError.Code {
     }
 }
 
-func streamStatus(_ function: String, _ body: () throws -> Void) -> OSStatus {
-    do {
-        try body()
-        return noErr
-    } catch let error as AudioFileStreamError {
-        let status = error.code.audioFileStreamStatus
-        trace(function, status, error.description)
-        return status
-    } catch let failure as StatusError {
-        trace(function, failure.status, failure.message)
-        return failure.status
-    } catch {
-        trace(function, kAudioFileStreamError_UnspecifiedError, "\(error)")
-        return kAudioFileStreamError_UnspecifiedError
-    }
-}
-
 /// Opens a parser. `inPropertyListenerProc` is called as properties become known, in order,
 /// ending with `kAudioFileStreamProperty_ReadyToProducePackets`; `inPacketsProc` with each run of
 /// packets; both during `AudioFileStreamParseBytes`, on its thread.
@@ -185,11 +168,7 @@ public func AudioFileStreamGetProperty(_ inAudioFileStream: AudioFileStreamID, _
         let value = try object.propertyValue(inPropertyID, input: input)
         let cut = [kAudioFileStreamProperty_MagicCookieData, kAudioFileStreamProperty_ChannelLayout,
                    kAudioFileStreamProperty_FormatList].contains(inPropertyID)
-        guard cut || Int(ioPropertyDataSize.pointee) >= value.count else {
-            throw StatusError(kAudioFileStreamError_BadPropertySize,
-                              "property \(fourCharacterCode(Int32(bitPattern: inPropertyID))) needs \(value.count) bytes, \(ioPropertyDataSize.pointee) given")
-        }
-        writeBytes(value, to: outPropertyData, size: ioPropertyDataSize)
+        try writeValue(value, to: outPropertyData, size: ioPropertyDataSize, cut: cut, badSize: kAudioFileStreamError_BadPropertySize)
     }
 }
 

@@ -3,22 +3,6 @@ import Foundation
 
 // Audio Format Services (AudioFormat.h): what a format is, from the codecs registered here.
 
-func formatStatus(_ function: String, _ body: () throws -> Void) -> OSStatus {
-    do {
-        try body()
-        return noErr
-    } catch let failure as StatusError {
-        trace(function, failure.status, failure.message)
-        return failure.status
-    } catch let error as AudioQueueError {
-        trace(function, kAudioFormatUnsupportedDataFormatError, error.description)
-        return kAudioFormatUnsupportedDataFormatError
-    } catch {
-        trace(function, kAudioFormatUnspecifiedError, "\(error)")
-        return kAudioFormatUnspecifiedError
-    }
-}
-
 enum FormatInfo {
     /// Fills in a partly given description: linear PCM's sizes from its bits and channels; a
     /// compressed format's from the encoder registered for it (frames per packet, bytes per
@@ -99,10 +83,7 @@ public func AudioFormatGetProperty(_ inPropertyID: AudioFormatPropertyID, _ inSp
             return
         }
         let listed = [kAudioFormatProperty_EncodeFormatIDs, kAudioFormatProperty_DecodeFormatIDs, kAudioFormatProperty_FormatList].contains(inPropertyID)
-        guard listed || Int(ioPropertyDataSize.pointee) >= value.count else {
-            throw StatusError(kAudioFormatBadPropertySizeError, "the value takes \(value.count) bytes, \(ioPropertyDataSize.pointee) given")
-        }
-        writeBytes(value, to: outPropertyData, size: ioPropertyDataSize)
+        try writeValue(value, to: outPropertyData, size: ioPropertyDataSize, cut: listed, badSize: kAudioFormatBadPropertySizeError)
     }
 }
 

@@ -73,19 +73,6 @@ enum Hardware {
     }
 }
 
-func hardwareStatus(_ function: String, _ body: () throws -> Void) -> OSStatus {
-    do {
-        try body()
-        return noErr
-    } catch let failure as StatusError {
-        trace(function, failure.status, failure.message)
-        return failure.status
-    } catch {
-        trace(function, kAudioHardwareUnspecifiedError, "\(error)")
-        return kAudioHardwareUnspecifiedError
-    }
-}
-
 /// Whether the object has the property.
 public func AudioObjectHasProperty(_ inObjectID: AudioObjectID, _ inAddress: UnsafePointer<AudioObjectPropertyAddress>) -> Bool {
     (try? Hardware.value(inObjectID, inAddress.pointee)) != nil
@@ -109,10 +96,7 @@ public func AudioObjectGetPropertyData(_ inObjectID: AudioObjectID, _ inAddress:
                                        _ ioDataSize: UnsafeMutablePointer<UInt32>, _ outData: UnsafeMutableRawPointer) -> OSStatus {
     hardwareStatus("AudioObjectGetPropertyData") {
         let value = try Hardware.value(inObjectID, inAddress.pointee)
-        guard Int(ioDataSize.pointee) >= value.count else {
-            throw StatusError(kAudioHardwareBadPropertySizeError, "the value takes \(value.count) bytes, \(ioDataSize.pointee) given")
-        }
-        writeBytes(value, to: outData, size: ioDataSize)
+        try writeValue(value, to: outData, size: ioDataSize, cut: false, badSize: kAudioHardwareBadPropertySizeError)
     }
 }
 

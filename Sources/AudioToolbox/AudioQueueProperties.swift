@@ -68,10 +68,7 @@ public func AudioQueueGetProperty(_ inAQ: AudioQueueRef, _ inID: AudioQueuePrope
     let object = QueueObject.from(inAQ)
     return queueStatus("AudioQueueGetProperty") {
         let bytes = try object.propertyValue(inID)
-        if object.hasFixedSize(inID), Int(ioDataSize.pointee) < bytes.count {
-            throw StatusError(kAudioQueueErr_InvalidPropertySize, "property \(fourCharacterCode(Int32(bitPattern: inID))) needs \(bytes.count) bytes, \(ioDataSize.pointee) given")
-        }
-        writeBytes(bytes, to: outData, size: ioDataSize)
+        try writeValue(bytes, to: outData, size: ioDataSize, cut: !object.hasFixedSize(inID), badSize: kAudioQueueErr_InvalidPropertySize)
     }
 }
 

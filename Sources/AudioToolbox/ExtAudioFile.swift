@@ -203,28 +203,6 @@ final class ExtFileObject: @unchecked Sendable {
     }
 }
 
-func extStatus(_ function: String, _ body: () throws -> Void) -> OSStatus {
-    do {
-        try body()
-        return noErr
-    } catch let failure as StatusError {
-        trace(function, failure.status, failure.message)
-        return failure.status
-    } catch let error as AudioFileStreamError {
-        trace(function, error.code.audioFileStatus, error.description)
-        return error.code.audioFileStatus
-    } catch let error as AudioQueueError {
-        trace(function, kAudioConverterErr_FormatNotSupported, error.description)
-        return error.code == .codecNotFound ? kAudioConverterErr_FormatNotSupported : kAudioFileUnspecifiedError
-    } catch let error as AudioFileWriterError {
-        trace(function, kAudioFileUnspecifiedError, error.description)
-        return kAudioFileUnspecifiedError
-    } catch {
-        trace(function, kAudioFileUnspecifiedError, "\(error)")
-        return kAudioFileUnspecifiedError
-    }
-}
-
 /// Opens a file for reading as PCM. Set `kExtAudioFileProperty_ClientDataFormat` to read a
 /// compressed file (or to convert rate, channels or sample layout).
 @discardableResult
@@ -348,10 +326,7 @@ public func ExtAudioFileGetProperty(_ inExtAudioFile: ExtAudioFileRef, _ inPrope
     return extStatus("ExtAudioFileGetProperty") {
         let value = try object.propertyValue(inPropertyID)
         let cut = [kExtAudioFileProperty_FileChannelLayout, kExtAudioFileProperty_ClientChannelLayout].contains(inPropertyID)
-        guard cut || Int(ioPropertyDataSize.pointee) >= value.count else {
-            throw StatusError(kExtAudioFileError_InvalidPropertySize, "the value takes \(value.count) bytes, \(ioPropertyDataSize.pointee) given")
-        }
-        writeBytes(value, to: outPropertyData, size: ioPropertyDataSize)
+        try writeValue(value, to: outPropertyData, size: ioPropertyDataSize, cut: cut, badSize: kExtAudioFileError_InvalidPropertySize)
     }
 }
 

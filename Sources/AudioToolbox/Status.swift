@@ -1,4 +1,5 @@
 internal import BufferQueue
+internal import AudioFileStream
 import Foundation
 
 /// Whether `AQ_TRACE` asks for each failing call's reason on standard error (an OSStatus alone
@@ -40,23 +41,58 @@ extension AudioQueueError.Code {
     }
 }
 
-/// Runs `body` and turns what it throws into Apple's status for `function`.
-func queueStatus(_ function: String = #function, _ body: () throws -> Void) -> OSStatus {
+/// The part of Apple's API a call belongs to: it decides the status a library error becomes.
+enum StatusFamily {
+    case queue, file, stream, format, converter, extendedFile, hardware
+
+    /// Apple's status for an error the library threw.
+    func status(for error: any Error) -> (OSStatus, String) {
+        switch (self, error) {
+        case (_, let failure as StatusError): return (failure.status, failure.message)
+        case (.queue, let error as AudioQueueError): return (error.code.audioQueueStatus, error.message)
+        case (.stream, let error as AudioFileStreamError): return (error.code.audioFileStreamStatus, error.description)
+        case (_, let error as AudioFileStreamError): return (error.code.audioFileStatus, error.description)
+        case (.format, let error as AudioQueueError): return (kAudioFormatUnsupportedDataFormatError, error.description)
+        case (.converter, let error as AudioQueueError), (.extendedFile, let error as AudioQueueError):
+            return (error.code == .codecNotFound ? kAudioConverterErr_FormatNotSupported : kAudioConverterErr_UnspecifiedError, error.description)
+        case (_, let error as AudioFileWriterError): return (kAudioFileUnspecifiedError, error.description)
+        default: return (fallback, "\(error)")
+        }
+    }
+
+    /// The status of anything else.
+    var fallback: OSStatus {
+        switch self {
+        case .queue: return kAudioQueueErr_InvalidParameter
+        case .file, .extendedFile: return kAudioFileUnspecifiedError
+        case .stream: return kAudioFileStreamError_UnspecifiedError
+        case .format: return kAudioFormatUnspecifiedError
+        case .converter: return kAudioConverterErr_UnspecifiedError
+        case .hardware: return kAudioHardwareUnspecifiedError
+        }
+    }
+}
+
+/// Runs `body` and turns what it throws into Apple's status for `function` (traced with its
+/// reason when `AQ_TRACE` is set).
+func callStatus(_ function: String, _ family: StatusFamily, _ body: () throws -> Void) -> OSStatus {
     do {
         try body()
         return noErr
-    } catch let error as AudioQueueError {
-        let status = error.code.audioQueueStatus
-        trace(function, status, error.message)
-        return status
-    } catch let failure as StatusError {
-        trace(function, failure.status, failure.message)
-        return failure.status
     } catch {
-        trace(function, kAudioQueueErr_InvalidParameter, "\(error)")
-        return kAudioQueueErr_InvalidParameter
+        let (status, message) = family.status(for: error)
+        trace(function, status, message)
+        return status
     }
 }
+
+func queueStatus(_ function: String, _ body: () throws -> Void) -> OSStatus { callStatus(function, .queue, body) }
+func fileStatus(_ function: String, _ body: () throws -> Void) -> OSStatus { callStatus(function, .file, body) }
+func streamStatus(_ function: String, _ body: () throws -> Void) -> OSStatus { callStatus(function, .stream, body) }
+func formatStatus(_ function: String, _ body: () throws -> Void) -> OSStatus { callStatus(function, .format, body) }
+func converterStatus(_ function: String, _ body: () throws -> Void) -> OSStatus { callStatus(function, .converter, body) }
+func extStatus(_ function: String, _ body: () throws -> Void) -> OSStatus { callStatus(function, .extendedFile, body) }
+func hardwareStatus(_ function: String, _ body: () throws -> Void) -> OSStatus { callStatus(function, .hardware, body) }
 
 /// A failure that already knows its Apple status.
 struct StatusError: Error {
@@ -116,6 +152,15 @@ func writeBytes(_ bytes: [UInt8], to data: UnsafeMutableRawPointer, size: Unsafe
     let count = min(bytes.count, Int(size.pointee))
     bytes.withUnsafeBytes { data.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(data), byteCount: count) }
     size.pointee = UInt32(count)
+}
+
+/// Writes a property's value for a getter: a value of one size must fit (else `badSize`); a
+/// variable-size one (`cut`) is cut to the caller's buffer, as Apple's getters do.
+func writeValue(_ value: [UInt8], to data: UnsafeMutableRawPointer, size: UnsafeMutablePointer<UInt32>, cut: Bool, badSize: OSStatus) throws {
+    guard cut || Int(size.pointee) >= value.count else {
+        throw StatusError(badSize, "the value takes \(value.count) bytes, \(size.pointee) given")
+    }
+    writeBytes(value, to: data, size: size)
 }
 
 /// Reads a `T` from the caller's property data, if `size` holds one.
