@@ -40,6 +40,7 @@ bench:
 	$(SWIFT) build -c release --product aqrender
 	$(SWIFT) build -c release --product aqplay
 	$(SWIFT) build -c release --product aqrecord
+	$(SWIFT) build -c release --product atoffline
 	$(SWIFT) run -c release aqbench
 
 # libFuzzer targets with AddressSanitizer, FUZZ_SECONDS each (default 60); fails on a crash, leak or timeout.

@@ -8,6 +8,7 @@ import BufferQueue
 import Dispatch
 import FAADDecoder
 import Foundation
+import Synchronization
 import MPG123Decoder
 import PulseAudioSink
 
@@ -202,11 +203,19 @@ func runTool(_ path: String, _ arguments: [String], stdout: FileHandle? = FileHa
     process.arguments = arguments
     process.standardOutput = stdout
     process.standardError = FileHandle.nullDevice
+    // The exit is taken from the termination handler (Foundation's SIGCHLD source), not from
+    // waitUntilExit, which looks every 50 ms and so rounded every time up to the next 50 ms.
+    let exited = DispatchSemaphore(value: 0)
+    let end = Mutex<ContinuousClock.Instant?>(nil)
+    process.terminationHandler = { _ in
+        end.withLock { $0 = ContinuousClock.now }
+        exited.signal()
+    }
     let start = ContinuousClock.now
     try process.run()
-    process.waitUntilExit()
+    exited.wait()
     guard process.terminationStatus == 0 else { throw ExitMessage("\(path) \(arguments.joined(separator: " ")) failed") }
-    return ContinuousClock.now - start
+    return (end.withLock { $0 } ?? ContinuousClock.now) - start
 }
 
 struct ExitMessage: Error { let text: String; init(_ text: String) { self.text = text } }
@@ -443,6 +452,28 @@ func encodeBenchmarks() throws -> [String] {
     return lines
 }
 
+// MARK: 3a. Apple's C API: the same decode through AudioToolbox and through the Swift API
+
+func toolboxBenchmarks() throws -> [String] {
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let here = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    let atoffline = here.appendingPathComponent("atoffline").path, aqrender = here.appendingPathComponent("aqrender").path
+    guard FileManager.default.isExecutableFile(atPath: atoffline), FileManager.default.isExecutableFile(atPath: aqrender) else {
+        return ["toolbox: atoffline or aqrender not built (make bench builds them)"]
+    }
+    let mp3 = try makeFile("ten-minutes.mp3", seconds: 600, in: folder)
+    // atoffline: AudioFile → AudioQueueOfflineRender → AudioFile (WAVE, float32); aqrender the
+    // same on one job; mpg123 -w writes 16-bit WAV.
+    let toolbox = try bestOf(3) { try runTool(atoffline, [mp3, folder + "/toolbox.wav"]) }
+    let swiftAPI = try bestOf(3) { try runTool(aqrender, [mp3, folder + "/swift.wav", "--jobs", "1", "--format", "f32"]) }
+    let mpg123 = try bestOf(3) { try runTool("/usr/bin/mpg123", ["-q", "-w", folder + "/mpg123.wav", mp3]) }
+    let same = FileManager.default.contentsEqual(atPath: folder + "/toolbox.wav", andPath: folder + "/swift.wav")
+    return [String(format: "decode a 10-minute MP3 to WAV (best of 3): atoffline (Apple's C API) %4.0f ms, aqrender --jobs 1 %4.0f ms, mpg123 -w %4.0f ms; ratios %4.2f to aqrender, %4.2f to mpg123; the two WAVs %@",
+                          seconds(toolbox) * 1000, seconds(swiftAPI) * 1000, seconds(mpg123) * 1000, seconds(toolbox) / seconds(swiftAPI),
+                          seconds(toolbox) / seconds(mpg123), same ? "are identical" : "DIFFER")]
+}
+
 // MARK: 3b. transforming: play rate and rate conversion against sox, whole commands on one core
 
 func transformBenchmarks() throws -> [String] {
@@ -603,7 +634,7 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
-/// `aqbench [codecs] [apple] [transform] [timepitch] [commands] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
+/// `aqbench [codecs] [apple] [toolbox] [transform] [timepitch] [commands] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
 /// figures always print; `longrun` runs only when named).
 let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
@@ -622,7 +653,7 @@ print("output callback round trips (enqueue -> decode -> unpaced null sink -> ca
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
 // The sections run when no section is named, in this order.
 let namedSections: [(name: String, run: () throws -> [String])] = [
-    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("encode", encodeBenchmarks), ("transform", transformBenchmarks),
+    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("encode", encodeBenchmarks), ("toolbox", toolboxBenchmarks), ("transform", transformBenchmarks),
     ("timepitch", timePitchBenchmarks), ("playback", playbackBenchmarks), ("commands", commandBenchmarks),
     ("recording", recordingBenchmarks),
 ]
