@@ -212,48 +212,7 @@ let package = Package(
         ),
         // Programs written against Apple's C API only (Swift 5 mode, no Linux-specific line), run
         // by AudioToolboxTests.
-        .executableTarget(
-            name: "atplayfile",
-            dependencies: ["AudioToolbox"],
-            path: "Tests/AudioToolboxClients/atplayfile",
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
-        .executableTarget(
-            name: "atstream",
-            dependencies: ["AudioToolbox"],
-            path: "Tests/AudioToolboxClients/atstream",
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
-        .executableTarget(
-            name: "atrecord",
-            dependencies: ["AudioToolbox"],
-            path: "Tests/AudioToolboxClients/atrecord",
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
-        .executableTarget(
-            name: "attone",
-            dependencies: ["AudioToolbox"],
-            path: "Tests/AudioToolboxClients/attone",
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
-        .executableTarget(
-            name: "atoffline",
-            dependencies: ["AudioToolbox"],
-            path: "Tests/AudioToolboxClients/atoffline",
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
-        .executableTarget(
-            name: "attap",
-            dependencies: ["AudioToolbox"],
-            path: "Tests/AudioToolboxClients/attap",
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
-        .executableTarget(
-            name: "atconvert",
-            dependencies: ["AudioToolbox"],
-            path: "Tests/AudioToolboxClients/atconvert",
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
+    ] + ["atplayfile", "atstream", "atrecord", "attone", "atoffline", "attap", "atconvert"].map(appleAPIClient) + [
         .executableTarget(
             name: "playpcm",
             dependencies: [
@@ -405,4 +364,10 @@ if ProcessInfo.processInfo.environment["AQ_FUZZ"] != nil {
                                                  path: "Fuzz/Targets/fuzz-\(name)"))
         package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))
     }
+}
+
+/// A program written against Apple's C API only, built as a Mac would build it (Swift 5 mode).
+func appleAPIClient(_ name: String) -> Target {
+    .executableTarget(name: name, dependencies: ["AudioToolbox"], path: "Tests/AudioToolboxClients/\(name)",
+                      swiftSettings: [.swiftLanguageMode(.v5)])
 }
