@@ -216,7 +216,7 @@ let package = Package(
         .executableTarget(
             name: "playpcm",
             dependencies: [
-                "BufferQueue", "AudioFileStream", "PulseAudioSink", "ALSASink",
+                "BufferQueue", "AudioFileStream", "PulseAudioSink", "ALSASink", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/playpcm"
@@ -224,7 +224,7 @@ let package = Package(
         .executableTarget(
             name: "aqinfo",
             dependencies: [
-                "AudioFileStream", "BufferQueue", "AudioStreaming",
+                "AudioFileStream", "BufferQueue", "AudioStreaming", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqinfo"

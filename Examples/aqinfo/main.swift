@@ -4,7 +4,8 @@ import ArgumentParser
 import AudioFileStream
 import AudioStreaming
 import BufferQueue
-import Foundation
+import FoundationEssentials
+import ExampleOptions
 
 @main
 struct AQInfo: AsyncParsableCommand {
@@ -25,12 +26,12 @@ struct AQInfo: AsyncParsableCommand {
             case .http, .hls: return try await describeURL()
             }
         } catch let error as HTTPStreamError {
-            FileHandle.standardError.write(Data("aqinfo: \(error)\n".utf8))
+            writeError("aqinfo: \(error)\n")
             throw ExitCode(1)
         }
         let audio: AudioFile
         do { audio = try AudioFile(path: path) } catch let error as AudioFileStreamError {
-            FileHandle.standardError.write(Data("aqinfo: \(file): \(error)\n".utf8))
+            writeError("aqinfo: \(file): \(error)\n")
             throw ExitCode(1)
         }
         let info = Info(audio)
@@ -42,7 +43,7 @@ struct AQInfo: AsyncParsableCommand {
             print(info.text(file: file, audio))
         }
         if let damage = audio.damage {
-            FileHandle.standardError.write(Data("aqinfo: \(file): \(damage)\n".utf8))
+            writeError("aqinfo: \(file): \(damage)\n")
             throw ExitCode(2)
         }
     }
@@ -147,7 +148,7 @@ struct Info: Encodable {
         case .opus: return "opus"
         case .flac: return "flac"
         case .vorbis: return "vorbis"
-        default: return format.formatID.description.trimmingCharacters(in: CharacterSet(charactersIn: "'"))
+        default: return String(format.formatID.description.filter { $0 != "'" })
         }
     }
 
@@ -163,7 +164,7 @@ struct Info: Encodable {
     func text(file: String, _ audio: AudioFile) -> String {
         var lines: [String] = []
         let data = audio.dataFormat
-        lines.append("File: \((file as NSString).lastPathComponent)")
+        lines.append("File: \(file.split(separator: "/").last.map(String.init) ?? file)")
         lines.append("File type ID: \(audio.fileType.typeID)")
         lines.append("Data format: \(data.channelsPerFrame) ch, \(AudioStreamDescription.rateText(data.sampleRate)) Hz, \(data.formatID)\(Self.profile(data))"
                      + (data.isLinearPCM ? " (\(data.bitsPerChannel)-bit)" : ", \(data.framesPerPacket) frames/packet"))
@@ -172,7 +173,7 @@ struct Info: Encodable {
                 lines.append("  format list [\(index)]: \(item.channelsPerFrame) ch, \(AudioStreamDescription.rateText(item.sampleRate)) Hz, \(item.formatID)\(Self.profile(item)), \(item.framesPerPacket) frames/packet")
             }
         }
-        lines.append(String(format: "estimated duration: %.3f sec", durationSeconds))
+        lines.append(formatted("estimated duration: %.3f sec", durationSeconds))
         lines.append("audio bytes: \(audioBytes)")
         lines.append("audio packets: \(packetCount)")
         if let bitRate { lines.append("bit rate: \(bitRate) bits per second") }
@@ -206,7 +207,7 @@ extension AQInfo {
     func describeURL() async throws {
         let stream: StreamDescription
         do { stream = try await StreamDescription.inspect(file) } catch {
-            FileHandle.standardError.write(Data("aqinfo: \(error)\n".utf8))
+            writeError("aqinfo: \(error)\n")
             throw ExitCode(1)
         }
         let info = URLInfo(stream)
@@ -322,7 +323,7 @@ struct URLInfo: Encodable {
         if let media = mediaPlaylist {
             let kind = media.live ? "live" : (media.playlistType ?? "VOD")
             lines.append("HLS media playlist: \(kind), \(media.segments) segments from sequence \(media.mediaSequence), target duration \(media.targetDuration) s, "
-                         + String(format: "%.3f s listed", media.durationSeconds))
+                         + formatted("%.3f s listed", media.durationSeconds))
             if let container = media.segmentContainer { lines.append("Segments: \(container)" + (fileType.map { ", audio as \($0)" } ?? "")) }
             if let encryption = media.encryption { lines.append("Encryption: \(encryption)") }
         } else if let fileType {
@@ -332,7 +333,7 @@ struct URLInfo: Encodable {
         lines.append("Data format: \(data.channelsPerFrame) ch, \(AudioStreamDescription.rateText(data.sampleRate)) Hz, \(data.formatID)\(Info.profile(data))"
                      + (data.isLinearPCM ? " (\(data.bitsPerChannel)-bit)" : ", \(data.framesPerPacket) frames/packet"))
         if let durationSeconds {
-            lines.append(String(format: "%@duration: %.3f sec", durationIsEstimated == true ? "estimated " : "", durationSeconds))
+            lines.append((durationIsEstimated == true ? "estimated " : "") + formatted("duration: %.3f sec", durationSeconds))
         } else {
             lines.append("duration: live")
         }

@@ -2,6 +2,9 @@
 // input audio queue into a file, the way Apple's AudioQueueNewInput samples do: a few buffers,
 // each written and enqueued again in the input callback. The queue encodes (AAC, ALAC, FLAC, Opus
 // …) and hands out packets; the file is kept playable as it grows.
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import AVCodecAAC
 import AudioFileStream
@@ -10,7 +13,6 @@ import BufferQueue
 import Dispatch
 import ExampleOptions
 import FLACEncoder
-import Foundation
 import OpusEncoder
 import PulseAudioSink
 import SoxrConverter
@@ -154,13 +156,13 @@ struct AQRecord: AsyncParsableCommand {
 
         let events = queue.events()
         try queue.start()
-        FileHandle.standardError.write(Data("aqrecord: recording \(recorded) to \(output) (Ctrl-C stops)\n".utf8))
+        writeError("aqrecord: recording \(recorded) to \(output) (Ctrl-C stops)\n")
         var failure: AudioQueueError?
         loop: for await event in events {
             switch event {
             case .runningChanged(false): break loop
             case .overrun(let lost, let at):
-                FileHandle.standardError.write(Data("\naqrecord: \(lost) frames lost at frame \(at) (the disk or the machine was too slow)\n".utf8))
+                writeError("\naqrecord: \(lost) frames lost at frame \(at) (the disk or the machine was too slow)\n")
             case .error(let error):
                 failure = error
             default: break
@@ -168,17 +170,17 @@ struct AQRecord: AsyncParsableCommand {
         }
         for interrupt in interrupts { interrupt.cancel() }
         queue.dispose(immediately: true)
-        var writeError = state.writeError
-        do { try writer.close(totals: queue.encodingTotals, magicCookie: queue.magicCookie) } catch { writeError = writeError ?? error }
-        if state.meter { FileHandle.standardError.write(Data("\n".utf8)) }
-        if let writeError {
-            FileHandle.standardError.write(Data("aqrecord: \(output) could not be written completely: \(writeError)\n".utf8))
+        var writeFailure = state.writeFailure
+        do { try writer.close(totals: queue.encodingTotals, magicCookie: queue.magicCookie) } catch { writeFailure = writeFailure ?? error }
+        if state.meter { writeError("\n") }
+        if let writeFailure {
+            writeError("aqrecord: \(output) could not be written completely: \(writeFailure)\n")
             throw ExitCode(1)
         }
         let seconds = Double(writer.validFrames) / recorded.sampleRate
-        print("Recorded \(writer.validFrames) frames (\(String(format: "%.2f", seconds)) s) to \(output)")
+        print("Recorded \(writer.validFrames) frames (\(formatted("%.2f", seconds)) s) to \(output)")
         if let failure {
-            FileHandle.standardError.write(Data("aqrecord: \(failure)\n".utf8))
+            writeError("aqrecord: \(failure)\n")
             throw ExitCode(1)
         }
     }
@@ -205,15 +207,15 @@ final class RecordingState: @unchecked Sendable {
     }
 
     /// The first error writing the file; the recording stops at it.
-    var writeError: (any Error)?
+    var writeFailure: (any Error)?
 
     /// Writes the buffer's packets; false once the file cannot be written.
     func take(_ buffer: AudioQueueBuffer, frames: AudioCapturedFrames, meters: [AudioLevelMeter]) -> Bool {
-        guard writeError == nil else { return false }
+        guard writeFailure == nil else { return false }
         do {
             try buffer.withUnsafeBytes { try writer.writePackets(UnsafeRawBufferPointer(rebasing: $0.prefix(buffer.byteSize)), descriptions: frames.packetDescriptions) }
         } catch {
-            writeError = error
+            writeFailure = error
             return false
         }
         if meter { drawMeter(meters) }
@@ -222,12 +224,12 @@ final class RecordingState: @unchecked Sendable {
 
     private func drawMeter(_ meters: [AudioLevelMeter]) {
         let seconds = Double(writer.validFrames) / writer.dataFormat.sampleRate
-        var line = String(format: "\r\u{1B}[K● %02d:%05.2f ", Int(seconds) / 60, seconds.truncatingRemainder(dividingBy: 60))
+        var line = formatted("\r\u{1B}[K● %02d:%05.2f ", Int(seconds) / 60, seconds.truncatingRemainder(dividingBy: 60))
         for meter in meters.prefix(2) {
             let peak = meter.decibels.peak
             let filled = max(0, min(30, Int((peak + 60) / 2)))
-            line += "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: 30 - filled) + "]" + String(format: " %6.1f dB ", peak)
+            line += "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: 30 - filled) + "]" + formatted(" %6.1f dB ", peak)
         }
-        FileHandle.standardError.write(Data(line.utf8))
+        writeError(line)
     }
 }

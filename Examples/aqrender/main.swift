@@ -1,4 +1,7 @@
 // aqrender: decodes a file through the queue, trimmed sample-exactly, and writes a WAV.
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import AVCodecAAC
 import AudioFileStream
@@ -10,7 +13,6 @@ import FLACDecoder
 import FLACEncoder
 import OpusEncoder
 import OpenCoreAMRDecoder
-import Foundation
 import MPG123Decoder
 import OpusDecoder
 import RubberBandTimePitch
@@ -45,7 +47,7 @@ struct AQRender: ParsableCommand {
     var channels: Int?
     @OptionGroup var timePitchOptions: TimePitchOptions
     @Option(help: "Decode on this many threads (default: the number of cores) when the file allows it (MP3, AAC-LC, ALAC, G.711, FLAC, Vorbis, Opus; not a chain of Ogg links), the output can seek and no loop, rate, channel or play-rate change is asked for. The output is bit-identical to --jobs 1.")
-    var jobs: Int = ProcessInfo.processInfo.activeProcessorCount
+    var jobs: Int = activeProcessorCount
     enum AACDecoder: String, ExpressibleByArgument, CaseIterable { case libavcodec, libfaad2 }
     @Option(name: .customLong("aac-decoder"), help: "Which library decodes AAC: libavcodec (LGPL, the default when both are linked) or libfaad2 (GPL).")
     var aacDecoder: AACDecoder = .libavcodec
@@ -277,71 +279,65 @@ struct AQRender: ParsableCommand {
     }
 
     func note(_ message: String) {
-        FileHandle.standardError.write(Data("aqrender: \(message)\n".utf8))
+        writeError("aqrender: \(message)\n")
     }
 
     func fail(_ message: String) -> Never {
-        FileHandle.standardError.write(Data("aqrender: \(message)\n".utf8))
-        Foundation.exit(1)
+        writeError("aqrender: \(message)\n")
+        exitProgram(1)
     }
 }
 
 /// Encodes and writes blocks of frames (in the writer's client format) on a thread of its own, up to eight blocks behind the
 /// thread that decodes them (which waits for room, on a condition, when it gets ahead).
 final class EncodingThread: @unchecked Sendable {
+    private struct State {
+        var blocks: [[UInt8]] = []
+        var ending = false
+        var done = false
+        var failure: (any Error)?
+    }
+
     private let writer: AudioFileWriter
-    private let condition = NSCondition()
-    private var blocks: [[UInt8]] = []
-    private var ending = false
-    private var done = false
-    private var failure: (any Error)?
+    private let state = ConditionLock(State())
 
     init(writer: AudioFileWriter) {
         self.writer = writer
-        let thread = Thread { [self] in run() }
-        thread.name = "aqrender.encode"
-        thread.start()
+        OwnThread.start(name: "aqrender.encode") { [self] in run() }
     }
 
     private func run() {
         while true {
-            condition.lock()
-            while blocks.isEmpty && !ending { condition.wait() }
-            guard !blocks.isEmpty else {
-                done = true
-                condition.broadcast()
-                condition.unlock()
-                return
+            // The next block, or nil at the end (then marked done).
+            let next = state.wait(until: { !$0.blocks.isEmpty || $0.ending }) { state -> (block: [UInt8], failed: Bool)? in
+                guard !state.blocks.isEmpty else {
+                    state.done = true
+                    return nil
+                }
+                return (state.blocks.removeFirst(), state.failure != nil)
             }
-            let block = blocks.removeFirst()
-            condition.broadcast()
-            let failed = failure != nil
-            condition.unlock()
-            guard !failed else { continue }
-            do { try block.withUnsafeBytes { try writer.write($0) } } catch {
-                condition.lock(); failure = error; condition.broadcast(); condition.unlock()
+            guard let next else { return }
+            guard !next.failed else { continue }
+            do { try next.block.withUnsafeBytes { try writer.write($0) } } catch {
+                state.withLock { $0.failure = error }
             }
         }
     }
 
     /// Hands a block over, waiting while eight are queued; throws the encoder's failure.
     func push(_ block: [UInt8]) throws {
-        condition.lock()
-        defer { condition.unlock() }
-        while blocks.count >= 8 && failure == nil { condition.wait() }
-        if let failure { throw failure }
-        blocks.append(block)
-        condition.broadcast()
+        try state.wait(until: { $0.blocks.count < 8 || $0.failure != nil }) { state in
+            if let failure = state.failure { throw failure }
+            state.blocks.append(block)
+        }
     }
 
     /// Waits until every block is written; throws the encoder's failure.
     func finish() throws {
-        condition.lock()
-        defer { condition.unlock() }
-        ending = true
-        condition.broadcast()
-        while !done { condition.wait() }
-        if let failure { throw failure }
+        state.withLock { $0.ending = true }
+        try state.wait(until: { $0.done }) { state in
+            if let failure = state.failure { throw failure }
+        }
     }
 }
 
@@ -353,19 +349,18 @@ struct OutputFailure: Error {
 /// A progress bar on stderr (updated from any thread).
 final class Progress: @unchecked Sendable {
     let total: Int64?
-    private var last = -1
-    private let lock = NSLock()
+    private let last = Lock(-1)
     init(total: Int64?) { self.total = total }
     func update(_ frames: Int64) {
         guard let total, total > 0 else { return }
         let percent = Int(min(frames * 100 / total, 100))
-        lock.lock()
-        defer { lock.unlock() }
-        guard percent != last else { return }
-        last = percent
-        let bar = String(repeating: "#", count: percent / 4) + String(repeating: ".", count: 25 - percent / 4)
-        FileHandle.standardError.write(Data("\r[\(bar)] \(percent)%".utf8))
+        last.withLock { last in
+            guard percent != last else { return }
+            last = percent
+            let bar = String(repeating: "#", count: percent / 4) + String(repeating: ".", count: 25 - percent / 4)
+            writeError("\r[\(bar)] \(percent)%")
+        }
     }
-    func finish() { if last >= 0 { FileHandle.standardError.write(Data("\n".utf8)) } }
+    func finish() { if last.withLock({ $0 }) >= 0 { writeError("\n") } }
 }
 

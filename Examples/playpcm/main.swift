@@ -1,11 +1,14 @@
 // playpcm: plays raw PCM (or a WAV file, whose header it reads) through a BufferQueue, the way
 // Apple's Audio Toolbox "playpcm" sample does: three buffers, refilled in the output callback.
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import AudioFileStream
 import BufferQueue
 import Dispatch
-import Foundation
 import ALSASink
+import ExampleOptions
 import PulseAudioSink
 
 @main
@@ -50,12 +53,13 @@ struct PlayPCM: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard let handle = FileHandle(forReadingAtPath: file) else {
-            throw ValidationError("cannot open \(file)")
+        let handle: FileDescriptor
+        do { handle = try FileDescriptor.open(file, O_RDONLY) } catch {
+            throw ValidationError("cannot open \(file): \(error.reason)")
         }
         let source: PCMSource
         do {
-            source = try PCMSource(handle: handle, raw: .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits))
+            source = try PCMSource(file: handle, raw: .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits))
         } catch {
             throw ValidationError("\(file): \(error)")
         }
@@ -63,11 +67,11 @@ struct PlayPCM: AsyncParsableCommand {
         var choice = fast ? .null : sink
         if choice == nil {
             choice = PulseAudioSink.serverIsReachable() ? .pulse : .null
-            if choice == .null { FileHandle.standardError.write(Data("playpcm: no PulseAudio server answers; playing through the null sink\n".utf8)) }
+            if choice == .null { writeError("playpcm: no PulseAudio server answers; playing through the null sink\n") }
         }
         let output: any AudioSink
         switch choice {
-        case .pulse: output = PulseAudioSink(configuration: .init(applicationName: "playpcm", streamName: (file as NSString).lastPathComponent))
+        case .pulse: output = PulseAudioSink(configuration: .init(applicationName: "playpcm", streamName: String(file.split(separator: "/").last ?? Substring(file))))
         case .alsa: output = ALSASink(configuration: .init(device: device))
         default: output = NullSink(pacing: fast ? .unpaced : .realTime)
         }
@@ -93,11 +97,12 @@ struct PlayPCM: AsyncParsableCommand {
                 let heard = queue.currentTime().sampleTime
                 let seconds = Double(heard) / format.sampleRate
                 let wall = ContinuousClock.now - started
-                print("Played \(heard) frames (\(String(format: "%.3f", seconds)) s of audio) in \(wall.formatted(.units(allowed: [.seconds, .milliseconds], width: .narrow)))")
+                let wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) * 1e-18
+                print("Played \(heard) frames (\(formatted("%.3f", seconds)) s of audio) in \(formatted("%.3f", wallSeconds)) s")
                 queue.dispose(immediately: true)
                 return
             case .error(let error):
-                FileHandle.standardError.write(Data("playpcm: \(error)\n".utf8))
+                writeError("playpcm: \(error)\n")
             default:
                 break
             }
@@ -110,22 +115,30 @@ struct PlayPCM: AsyncParsableCommand {
 final class PCMSource: @unchecked Sendable {
     let format: AudioStreamDescription
     let isWAV: Bool
-    private let handle: FileHandle
-    private let lock = NSLock()
-    private var remaining: Int
-    private var finished = false
+    private let file: FileDescriptor
+    private struct Position {
+        var offset: Int64
+        var remaining: Int
+        var finished = false
+    }
+    private let position: Lock<Position>
 
-    init(handle: FileHandle, raw: AudioStreamDescription) throws {
-        self.handle = handle
-        let head = try handle.read(upToCount: 12) ?? Data()
-        if head.count == 12, head.prefix(4) == Data("RIFF".utf8), head.suffix(4) == Data("WAVE".utf8) {
+    init(file: FileDescriptor, raw: AudioStreamDescription) throws {
+        self.file = file
+        let fileSize = Int64(try file.status().st_size)
+        let head = try Self.read(file, at: 0, count: 12)
+        var start: Int64 = 0
+        var remaining = Int(fileSize)
+        if head.count == 12, head.prefix(4).elementsEqual("RIFF".utf8), head.suffix(4).elementsEqual("WAVE".utf8) {
             // The library's WAV parser reads the header (only as far as the data chunk).
             let stream = AudioFileStream(fileTypeHint: .wave)
             var chunk = head
+            var next = Int64(head.count)
             while !stream.isReadyToProducePackets {
                 _ = try stream.parse(chunk)
                 guard !stream.isReadyToProducePackets else { break }
-                chunk = try handle.read(upToCount: 4096) ?? Data()
+                chunk = try Self.read(file, at: next, count: 4096)
+                next += Int64(chunk.count)
                 if chunk.isEmpty { _ = try stream.finish(); break }
             }
             guard let wavFormat = stream.dataFormat, let offset = stream.dataOffset else {
@@ -133,43 +146,49 @@ final class PCMSource: @unchecked Sendable {
             }
             format = wavFormat
             isWAV = true
-            let fileSize = Int64(try handle.seekToEnd())
-            try handle.seek(toOffset: UInt64(offset))
+            start = offset
             remaining = Int(stream.audioDataByteCount.map { min($0, fileSize - offset) } ?? (fileSize - offset))
         } else {
             format = raw
             isWAV = false
-            let fileSize = Int(try handle.seekToEnd())
-            try handle.seek(toOffset: 0)
-            remaining = fileSize
         }
         remaining -= remaining % format.bytesPerFrame
+        position = Lock(Position(offset: start, remaining: remaining))
+    }
+
+    deinit { try? file.close() }
+
+    private static func read(_ file: FileDescriptor, at offset: Int64, count: Int) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let got = try bytes.withUnsafeMutableBytes { buffer throws(SystemError) in try file.readAll(into: buffer, at: offset) }
+        return Array(bytes.prefix(got))
     }
 
     /// Fills `buffer` with the next piece and enqueues it; at the end of the file, stops the queue
     /// asynchronously (everything enqueued still plays).
     func refill(_ buffer: AudioQueueBuffer, queue: AudioQueue) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !finished else { return }
-        let wanted = min(buffer.capacity - buffer.capacity % format.bytesPerFrame, remaining)
-        let data = (try? handle.read(upToCount: wanted)) ?? Data()
-        let usable = data.count - data.count % format.bytesPerFrame
-        if usable > 0 {
-            do {
-                try buffer.setData(data.prefix(usable))
-                try queue.enqueue(buffer)
-                remaining -= usable
-            } catch {
-                FileHandle.standardError.write(Data("playpcm: \(error)\n".utf8))
-                remaining = 0
+        position.withLock { position in
+            guard !position.finished else { return }
+            let wanted = min(buffer.capacity - buffer.capacity % format.bytesPerFrame, position.remaining)
+            let data = (try? Self.read(file, at: position.offset, count: wanted)) ?? []
+            let usable = data.count - data.count % format.bytesPerFrame
+            if usable > 0 {
+                do {
+                    try buffer.setData(data.prefix(usable))
+                    try queue.enqueue(buffer)
+                    position.remaining -= usable
+                    position.offset += Int64(usable)
+                } catch {
+                    writeError("playpcm: \(error)\n")
+                    position.remaining = 0
+                }
+            } else {
+                position.remaining = 0
             }
-        } else {
-            remaining = 0
-        }
-        if remaining == 0 {
-            finished = true
-            try? queue.stop(immediately: false)
+            if position.remaining == 0 {
+                position.finished = true
+                try? queue.stop(immediately: false)
+            }
         }
     }
 }

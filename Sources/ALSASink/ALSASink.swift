@@ -1,6 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import BufferQueue
+import Dispatch
 import CALSA
-import Foundation
 import Synchronization
 
 /// An ``AudioSink`` on ALSA (libasound2, LGPL-2.1+), for machines without a sound server:
@@ -107,9 +110,7 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
         control.withLock { $0.opened() }
         let agreed = Negotiated(sampleFormat: writesFloat ? .float32 : .int16, periodFrames: periodFrames, bufferFrames: bufferFrames)
         negotiatedNow.withLock { $0 = agreed }
-        let thread = Thread { [self] in deviceLoop() }
-        thread.name = "ALSASink \(configuration.device)"
-        thread.start()
+        OwnThread.start(name: "ALSASink \(configuration.device)") { [self] in deviceLoop() }
     }
 
     public func start() throws {
@@ -414,7 +415,7 @@ extension ALSASink {
             guard let name = value("NAME") else { continue }
             let direction = value("IOID")
             if let direction, direction != "Output" { continue }
-            let description = (value("DESC") ?? name).replacingOccurrences(of: "\n", with: " — ")
+            let description = (value("DESC") ?? name).split(separator: "\n", omittingEmptySubsequences: false).joined(separator: " — ")
             devices.append(AudioDeviceInfo(name: name, description: description, isDefault: name == "default"))
         }
         return devices

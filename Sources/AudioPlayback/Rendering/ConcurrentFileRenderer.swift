@@ -1,7 +1,6 @@
 import AudioFileStream
 import BufferQueue
 import Dispatch
-import Foundation
 
 /// Renders a whole ``AudioFile`` offline on several threads, with output bit-identical to
 /// ``AudioFileRenderer``'s: the file's valid frames are split into chunks at packet boundaries,
@@ -171,7 +170,7 @@ public final class ConcurrentFileRenderer: Sendable {
         let group = DispatchGroup()
         for _ in 0..<jobs {
             group.enter()
-            let thread = Thread { [self] in
+            OwnThread.start(name: "ConcurrentFileRenderer") { [self] in
                 defer { group.leave() }
                 while let index = work.withLock({ $0.take(of: chunks.count) }) {
                     do {
@@ -192,8 +191,6 @@ public final class ConcurrentFileRenderer: Sendable {
                     }
                 }
             }
-            thread.name = "ConcurrentFileRenderer"
-            thread.start()
         }
         group.wait()
         var outcome = work.withLock { $0 }

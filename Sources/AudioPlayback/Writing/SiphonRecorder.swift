@@ -1,6 +1,5 @@
 import BufferQueue
 import Dispatch
-import Foundation
 import Synchronization
 
 /// Takes what a siphon sees on the render thread and hands it to a `record` closure on a thread of
@@ -25,9 +24,7 @@ final class SiphonRecorder: @unchecked Sendable {
         channels = max(format.channelsPerFrame, 1)
         ring = SampleRing(minimumCapacity: Int(format.sampleRate * seconds) * channels)
         self.record = record
-        let thread = Thread { [self] in writerLoop() }
-        thread.name = "AudioPlayback.recorder"
-        thread.start()
+        OwnThread.start(name: "AudioPlayback.recorder") { [self] in writerLoop() }
     }
 
     /// On the render thread: copies `frames` frames into the ring.

@@ -1,6 +1,7 @@
 import BufferQueue
 import Crypto
-import Foundation
+import Dispatch
+import FoundationEssentials
 import NIOHTTP1
 #if canImport(Glibc)
 import Glibc
@@ -181,7 +182,7 @@ public final class AudioDiskCache: @unchecked Sendable {
     // MARK: files (on the queue)
 
     static func name(_ key: String) -> String {
-        SHA256.hash(data: Array(key.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: Array(key.utf8)).prefix(16).map { formatted("%02x", $0) }.joined()
     }
 
     private func recordURL(_ name: String) -> URL { directory.appendingPathComponent(name + ".json") }

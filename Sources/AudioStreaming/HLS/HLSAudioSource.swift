@@ -1,7 +1,7 @@
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
-import Foundation
+import FoundationEssentials
 
 /// An HLS presentation (RFC 8216), audio only, as a ``PacketSource``: the segments' packets flow
 /// into one decoder, so joins add and lose nothing — a VOD presentation plays exactly the packets

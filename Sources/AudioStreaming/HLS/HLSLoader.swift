@@ -2,7 +2,7 @@ import AsyncHTTPClient
 import AudioPlayback
 import BufferQueue
 import Crypto
-import Foundation
+import FoundationEssentials
 import NIOCore
 import _CryptoExtras
 
@@ -145,7 +145,7 @@ final class HLSLoader: @unchecked Sendable {
                     if segment.isGap {
                         // Marked missing: not asked for. The segments after it keep their place
                         // on the timeline (their timestamps, or their EXTINF start).
-                        try await push(.gap(String(format: "segment %d is marked EXT-X-GAP: its %.3f s are skipped", segment.sequence, segment.duration),
+                        try await push(.gap(formatted("segment %d is marked EXT-X-GAP: its %.3f s are skipped", segment.sequence, segment.duration),
                                             seconds: segment.duration))
                         next += 1
                         continue
@@ -461,7 +461,7 @@ final class HLSLoader: @unchecked Sendable {
     private func store(_ bytes: [UInt8], key: String) async {
         guard let cache = configuration.http.cache, let entry = try? await cache.entry(forKey: key) else { return }
         // The content's digest is the validator: a playlist that changed is written again.
-        let digest = "sha256:" + SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        let digest = "sha256:" + SHA256.hash(data: bytes).map { formatted("%02x", $0) }.joined()
         let validator = AudioDiskCache.Validator(etag: digest, length: Int64(bytes.count))
         if entry.validator != validator || !entry.isComplete {
             _ = try? await entry.validate(validator, contentType: nil, acceptsRanges: false)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// An HLS playlist (RFC 8216): a master playlist listing variants, or a media playlist listing
 /// segments. Only what audio playback needs is kept; tags the parser does not know are skipped, as
@@ -123,7 +123,7 @@ private struct HLSPlaylistParser {
 
     func parse() throws -> HLSPlaylist {
         let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
-            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .map { $0.trimmingWhitespace }
         guard lines.first?.hasPrefix("#EXTM3U") == true else {
             throw fail(1, "does not start with #EXTM3U; this is not an HLS playlist")
         }
@@ -160,7 +160,7 @@ private struct HLSPlaylistParser {
                 guard let bandwidth = a["BANDWIDTH"].flatMap({ Int($0) }), bandwidth >= 0 else {
                     throw fail(tagLine, "EXT-X-STREAM-INF has no decimal BANDWIDTH")
                 }
-                let codecs = a["CODECS"].map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } } ?? []
+                let codecs = a["CODECS"].map { $0.split(separator: ",").map { $0.trimmingWhitespace } } ?? []
                 variants.append(.init(url: try resolve(line, number), bandwidth: bandwidth,
                                       averageBandwidth: a["AVERAGE-BANDWIDTH"].flatMap { Int($0) }.flatMap { $0 >= 0 ? $0 : nil }, codecs: codecs, audioGroup: a["AUDIO"]))
                 pending = nil
@@ -291,7 +291,7 @@ private struct HLSPlaylistParser {
         var rest = text[...]
         while !rest.isEmpty {
             guard let equals = rest.firstIndex(of: "=") else { throw fail(number, "attribute list '\(text)' has a name without a value") }
-            let name = rest[..<equals].trimmingCharacters(in: .whitespaces)
+            let name = rest[..<equals].trimmingWhitespace
             rest = rest[rest.index(after: equals)...]
             let value: Substring
             if rest.first == "\"" {

@@ -1,7 +1,7 @@
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
-import Foundation
+import FoundationEssentials
 
 /// Where audio is: a local file, a resource over HTTP(S), or an HLS presentation. The one
 /// decision the sources and the examples make about a location given as text.

@@ -2,7 +2,7 @@ import AudioFileStream
 import AudioPlayback
 import BufferQueue
 import Dispatch
-import Foundation
+import FoundationEssentials
 
 /// An MP3/AAC/PCM resource over HTTP(S) as a ``PacketSource``: bytes go through the same parser
 /// driver as a local file's, and the packets through the same ``PacketFeeder``, so a finite

@@ -1,5 +1,5 @@
 import BufferQueue
-import Foundation
+import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix

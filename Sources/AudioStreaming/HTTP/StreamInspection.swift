@@ -1,7 +1,7 @@
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
-import Foundation
+import FoundationEssentials
 
 /// What a URL holds, as far as playing it needs: what `aqinfo URL` prints.
 public struct StreamDescription: Sendable {
