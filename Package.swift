@@ -108,11 +108,11 @@ let package = Package(
             dependencies: ["BufferQueue", "COpus"],
             path: "Sources/OpusEncoder"
         ),
-        .systemLibrary(
+        // libavcodec's headers; the libraries are opened on first use (see include/CAVCodec.h).
+        .target(
             name: "CAVCodec",
             path: "Sources/CAVCodec",
-            pkgConfig: "libavcodec",
-            providers: [.apt(["libavcodec-dev"])]
+            linkerSettings: [.linkedLibrary("dl")]
         ),
         .target(
             name: "AVCodecAAC",

@@ -6,31 +6,38 @@ import CAVCodec
 /// not `FAADDecoder` plays and writes AAC without the GPL.
 public enum AVCodecAAC {
     /// Registers the decoder (ahead of libfaad2 when both are registered) and the encoder.
+    ///
+    /// libavcodec itself is opened when the first decoder or encoder is made (the module does not
+    /// link it), so registering costs nothing at start-up and a program that never meets AAC never
+    /// loads it.
     public static func register(decoders: AudioDecoderRegistry = .shared, encoders: AudioEncoderRegistry = .shared) {
-        silenceLogging()
         decoders.register(AVCodecAACDecoder.factory)
         encoders.register(AVCodecAACEncoder.factory)
     }
 
-    /// libavcodec prints to stderr by default (the encoder's statistics at its end); errors reach
-    /// the caller as ``AudioQueueError``s instead, so its log is turned off once.
-    static func silenceLogging() { _ = quiet }
-    private static let quiet: Void = av_log_set_level(AV_LOG_QUIET)
+    /// Opens libavcodec if it is not open yet (its log turned off: errors reach the caller as
+    /// ``AudioQueueError``s instead).
+    /// - Throws: ``AudioQueueError/Code/codecNotFound`` naming why it cannot be opened.
+    static func load() throws {
+        guard aq_libavcodec_load() != 0 else {
+            throw AudioQueueError(.codecNotFound, "libavcodec is not available: " + String(cString: aq_libavcodec_error()))
+        }
+    }
 
     /// Frees a codec context and the frame and packet used with it.
     static func free(_ context: UnsafeMutablePointer<AVCodecContext>, _ frame: UnsafeMutablePointer<AVFrame>, _ packet: UnsafeMutablePointer<AVPacket>) {
         var context: UnsafeMutablePointer<AVCodecContext>? = context
-        avcodec_free_context(&context)
+        aq_avcodec_free_context(&context)
         var frame: UnsafeMutablePointer<AVFrame>? = frame
-        av_frame_free(&frame)
+        aq_av_frame_free(&frame)
         var packet: UnsafeMutablePointer<AVPacket>? = packet
-        av_packet_free(&packet)
+        aq_av_packet_free(&packet)
     }
 
     /// libavcodec's message for an error code.
     static func message(_ code: Int32) -> String {
         var buffer = [CChar](repeating: 0, count: 128)
-        av_strerror(code, &buffer, buffer.count)
+        aq_av_strerror(code, &buffer, buffer.count)
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
@@ -92,14 +99,14 @@ public final class AVCodecAACDecoder: AudioDecoder {
         guard let cookie = magicCookie, cookie.count >= 2, cookie.count <= 64 else {
             throw AudioQueueError(.codecNotFound, "AAC needs its AudioSpecificConfig as the magic cookie (got \(magicCookie?.count ?? 0) bytes)")
         }
-        AVCodecAAC.silenceLogging()
-        guard let codec = avcodec_find_decoder(AV_CODEC_ID_AAC), let context = avcodec_alloc_context3(codec) else {
+        try AVCodecAAC.load()
+        guard let codec = aq_avcodec_find_decoder(AV_CODEC_ID_AAC), let context = aq_avcodec_alloc_context3(codec) else {
             throw AudioQueueError(.codecNotFound, "libavcodec has no AAC decoder")
         }
         let padding = Int(cavcodec_padding())
-        guard let extradata = av_mallocz(cookie.count + padding)?.assumingMemoryBound(to: UInt8.self) else {
+        guard let extradata = aq_av_mallocz(cookie.count + padding)?.assumingMemoryBound(to: UInt8.self) else {
             var doomed: UnsafeMutablePointer<AVCodecContext>? = context
-            avcodec_free_context(&doomed)
+            aq_avcodec_free_context(&doomed)
             throw AudioQueueError(.codecNotFound, "libavcodec could not allocate")
         }
         extradata.update(from: cookie, count: cookie.count)
@@ -108,10 +115,10 @@ public final class AVCodecAACDecoder: AudioDecoder {
         // The container's gapless numbers decide what is trimmed: libavcodec is not to drop the
         // first frame of a stream it takes for libfaac's.
         context.pointee.flags2 |= cavcodec_flag2_skip_manual()
-        let opened = avcodec_open2(context, codec, nil)
-        guard opened >= 0, let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
+        let opened = aq_avcodec_open2(context, codec, nil)
+        guard opened >= 0, let frame = aq_av_frame_alloc(), let packet = aq_av_packet_alloc() else {
             var doomed: UnsafeMutablePointer<AVCodecContext>? = context
-            avcodec_free_context(&doomed)
+            aq_avcodec_free_context(&doomed)
             throw AudioQueueError(.codecNotFound, "libavcodec rejected the AudioSpecificConfig \(cookie.map { String($0, radix: 16) }.joined(separator: " ")): \(AVCodecAAC.message(opened))")
         }
         self.context = context
@@ -146,14 +153,14 @@ public final class AVCodecAACDecoder: AudioDecoder {
         (buffer + bytes.count).update(repeating: 0, count: padding)
         packet.pointee.data = buffer
         packet.pointee.size = Int32(bytes.count)
-        let sent = avcodec_send_packet(context, packet)
+        let sent = aq_avcodec_send_packet(context, packet)
         guard sent >= 0 else {
             silence(frames, out, "libavcodec could not decode a \(bytes.count)-byte packet (\(AVCodecAAC.message(sent)))")
             return
         }
         var produced = false
         while true {
-            let received = avcodec_receive_frame(context, frame)
+            let received = aq_avcodec_receive_frame(context, frame)
             if received == cavcodec_error_again() || received == cavcodec_error_eof() { break }
             guard received >= 0 else {
                 silence(frames, out, "libavcodec could not decode a \(bytes.count)-byte packet (\(AVCodecAAC.message(received)))")
@@ -161,7 +168,7 @@ public final class AVCodecAACDecoder: AudioDecoder {
             }
             produced = true
             append(frame, into: out)
-            av_frame_unref(frame)
+            aq_av_frame_unref(frame)
         }
         if !produced { silence(frames, out, "libavcodec gave no samples for a \(bytes.count)-byte packet") }
     }
@@ -180,7 +187,7 @@ public final class AVCodecAACDecoder: AudioDecoder {
         if orderFor != channels {
             orderFor = channels
             var layout = frame.pointee.ch_layout
-            let labels = (0..<channels).map { AVCodecAAC.label(av_channel_layout_channel_from_index(&layout, UInt32($0))) }
+            let labels = (0..<channels).map { AVCodecAAC.label(aq_av_channel_layout_channel_from_index(&layout, UInt32($0))) }
             let wanted = AudioChannelLayout.default(channels: channels).channelLabels
             let sources = wanted.map { labels.firstIndex(of: $0) }
             let found = sources.compactMap { $0 }
@@ -212,7 +219,7 @@ public final class AVCodecAACDecoder: AudioDecoder {
 
     public func finish(into out: DecodedAudio) throws { reset() }
 
-    public func reset() { avcodec_flush_buffers(context) }
+    public func reset() { aq_avcodec_flush_buffers(context) }
 }
 
 /// An ``AudioEncoder`` for AAC-LC on libavcodec's native AAC encoder (ffmpeg's `-c:a aac`),
@@ -249,11 +256,11 @@ public final class AVCodecAACEncoder: AudioEncoder {
         guard (1...8).contains(channels), [8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000].contains(rate) else {
             throw AudioQueueError(.invalidPropertyValue, "AAC is encoded here for 1–8 channels at an AAC rate (8–96 kHz), not \(channels) channels at \(format.sampleRate) Hz")
         }
-        AVCodecAAC.silenceLogging()
+        try AVCodecAAC.load()
         let context = try Self.openContext(rate: rate, channels: channels, settings: settings)
-        guard let frame = av_frame_alloc(), let packet = av_packet_alloc() else {
+        guard let frame = aq_av_frame_alloc(), let packet = aq_av_packet_alloc() else {
             var doomed: UnsafeMutablePointer<AVCodecContext>? = context
-            avcodec_free_context(&doomed)
+            aq_avcodec_free_context(&doomed)
             throw AudioQueueError(.invalidPropertyValue, "libavcodec could not allocate a frame")
         }
         self.rate = rate
@@ -281,12 +288,12 @@ public final class AVCodecAACEncoder: AudioEncoder {
 
     /// A context configured and opened for the stream.
     private static func openContext(rate: Int, channels: Int, settings: AudioEncoderSettings) throws -> UnsafeMutablePointer<AVCodecContext> {
-        guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC), let context = avcodec_alloc_context3(codec) else {
+        guard let codec = aq_avcodec_find_encoder(AV_CODEC_ID_AAC), let context = aq_avcodec_alloc_context3(codec) else {
             throw AudioQueueError(.codecNotFound, "libavcodec has no AAC encoder")
         }
         context.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
         context.pointee.sample_rate = Int32(rate)
-        av_channel_layout_default(&context.pointee.ch_layout, Int32(channels))
+        aq_av_channel_layout_default(&context.pointee.ch_layout, Int32(channels))
         if let quality = settings.quality {
             context.pointee.flags |= Int32(AV_CODEC_FLAG_QSCALE)
             context.pointee.global_quality = Int32(Double(FF_QP2LAMBDA) * (0.1 + 0.19 * Double(min(max(quality, 0), 10))))
@@ -294,10 +301,10 @@ public final class AVCodecAACEncoder: AudioEncoder {
             context.pointee.bit_rate = Int64(settings.bitRate ?? min(64000 * channels, 320_000))
         }
         context.pointee.flags |= cavcodec_flag_global_header()
-        let opened = avcodec_open2(context, codec, nil)
+        let opened = aq_avcodec_open2(context, codec, nil)
         guard opened >= 0 else {
             var doomed: UnsafeMutablePointer<AVCodecContext>? = context
-            avcodec_free_context(&doomed)
+            aq_avcodec_free_context(&doomed)
             throw AudioQueueError(.invalidPropertyValue, "libavcodec's AAC encoder refused \(channels) channels at \(rate) Hz: \(AVCodecAAC.message(opened))")
         }
         return context
@@ -311,12 +318,12 @@ public final class AVCodecAACEncoder: AudioEncoder {
     /// (libavcodec's encoder takes nothing after its end).
     public func finish(into output: EncodedPackets) throws {
         if let rest = blocks.takeRest(padded: false) { try send(rest, into: output) }
-        let sent = avcodec_send_frame(context, nil)
+        let sent = aq_avcodec_send_frame(context, nil)
         guard sent >= 0 || sent == cavcodec_error_eof() else { throw AudioQueueError(.decoderError, "libavcodec's AAC encoder: \(AVCodecAAC.message(sent))") }
         try receive(into: output)
         let fresh = try Self.openContext(rate: rate, channels: channels, settings: settings)
         var ended: UnsafeMutablePointer<AVCodecContext>? = context
-        avcodec_free_context(&ended)
+        aq_avcodec_free_context(&ended)
         context = fresh
     }
 
@@ -327,8 +334,8 @@ public final class AVCodecAACEncoder: AudioEncoder {
         frame.pointee.nb_samples = Int32(count)
         frame.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
         frame.pointee.sample_rate = context.pointee.sample_rate
-        av_channel_layout_copy(&frame.pointee.ch_layout, &context.pointee.ch_layout)
-        let allocated = av_frame_get_buffer(frame, 0)
+        aq_av_channel_layout_copy(&frame.pointee.ch_layout, &context.pointee.ch_layout)
+        let allocated = aq_av_frame_get_buffer(frame, 0)
         guard allocated >= 0, let planes = frame.pointee.extended_data else {
             throw AudioQueueError(.decoderError, "libavcodec could not allocate a frame: \(AVCodecAAC.message(allocated))")
         }
@@ -338,21 +345,21 @@ public final class AVCodecAACEncoder: AudioEncoder {
             let samples = UnsafeMutableRawPointer(plane).assumingMemoryBound(to: Float.self)
             for index in 0..<count { samples[index] = interleaved[index * channels + channel] }
         }
-        let sent = avcodec_send_frame(context, frame)
-        av_frame_unref(frame)
+        let sent = aq_avcodec_send_frame(context, frame)
+        aq_av_frame_unref(frame)
         guard sent >= 0 else { throw AudioQueueError(.decoderError, "libavcodec's AAC encoder: \(AVCodecAAC.message(sent))") }
         try receive(into: output)
     }
 
     private func receive(into output: EncodedPackets) throws {
         while true {
-            let received = avcodec_receive_packet(context, packet)
+            let received = aq_avcodec_receive_packet(context, packet)
             if received == cavcodec_error_again() || received == cavcodec_error_eof() { return }
             guard received >= 0 else { throw AudioQueueError(.decoderError, "libavcodec's AAC encoder: \(AVCodecAAC.message(received))") }
             if let data = packet.pointee.data {
                 output.append(UnsafeRawBufferPointer(start: data, count: Int(packet.pointee.size)), frames: frameSize)
             }
-            av_packet_unref(packet)
+            aq_av_packet_unref(packet)
         }
     }
 }
