@@ -49,6 +49,9 @@ struct AQPlay: ParsableCommand {
     var cache: String?
     @Option(help: "The cache's size cap in megabytes (least recently used resources are evicted).")
     var cacheSize: Int64 = 1024
+    @Flag(help: "Say how the sink's render thread is scheduled (real-time where the system allows it).")
+    var verbose = false
+
     @OptionGroup var timePitchOptions: TimePitchOptions
 
     func validate() throws {
@@ -89,13 +92,20 @@ struct AQPlay: ParsableCommand {
         }
         let usePulse = choice == .pulse, useALSA = choice == .alsa, unpaced = fast
         let writer = Recorder(path: record)
+        // The sinks made, for --verbose.
+        let sinks = Lock<[any AudioSink]>([])
         let makeSink: @Sendable () -> any AudioSink = {
+            let sink: any AudioSink
             if usePulse {
                 // A file player needs no 50 ms latency; 200 ms means fewer wake-ups.
-                return PulseAudioSink(configuration: .init(device: device, targetLatency: .milliseconds(200), applicationName: "aqplay", streamName: "aqplay"))
+                sink = PulseAudioSink(configuration: .init(device: device, targetLatency: .milliseconds(200), applicationName: "aqplay", streamName: "aqplay"))
+            } else if useALSA {
+                sink = ALSASink(configuration: .init(device: device ?? "default", targetLatency: .milliseconds(200)))
+            } else {
+                sink = NullSink(pacing: unpaced ? .unpaced : .realTime)
             }
-            if useALSA { return ALSASink(configuration: .init(device: device ?? "default", targetLatency: .milliseconds(200))) }
-            return NullSink(pacing: unpaced ? .unpaced : .realTime)
+            sinks.withLock { $0.append(sink) }
+            return sink
         }
         var recording: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
         if record != nil { recording = { samples, format in writer.write(samples, format) } }
@@ -169,6 +179,10 @@ struct AQPlay: ParsableCommand {
             throw ExitCode(1)
         }
         if let number = interrupted.signal { throw ExitCode(128 + number) }
+        if verbose {
+            let scheduling = sinks.withLock { $0.compactMap(\.renderThreadScheduling) }
+            print("The sink's render thread: \(scheduling.first.map(String.init(describing:)) ?? "the null sink's timer (no thread of its own)")")
+        }
         print("Played \(frames) frames through the \(usePulse ? "PulseAudio" : useALSA ? "ALSA" : unpaced ? "unpaced null" : "null") sink in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
     }
 }

@@ -163,11 +163,18 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
         _ = withUnsafeBytes(of: &one) { Glibc.write(wakeFD, $0.baseAddress, 8) }
     }
 
+    /// What the device thread got when it started.
+    private let scheduling = Lock<RenderThreadScheduling?>(nil)
+    public var renderThreadScheduling: RenderThreadScheduling? { scheduling.withLock { $0 } }
+
     private func deviceLoop() {
         guard let pcm, let source else {
             control.withLock { $0.threadExited() }
             return
         }
+        // The device thread renders: it asks for real-time scheduling (and keeps what it gets).
+        let got = RealtimeScheduling.requestForCurrentThread()
+        scheduling.withLock { $0 = got }
         let channels = format.channelsPerFrame
         var pending = 0
         var offset = 0

@@ -214,7 +214,9 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
             }, me)
             pa_stream_set_write_callback(made, { _, bytes, userdata in
                 guard let userdata else { return }
-                Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue().write(bytes)
+                let sink = Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue()
+                sink.requestRealtimeOnce()
+                sink.write(bytes)
             }, me)
             var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: latencyBytes(configuration.targetLatency, format: format), prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
             // A device named by the caller is not swapped for another when it goes away: the stream
@@ -238,6 +240,19 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
 
     /// Set once the stream is ready; a failure after that (the device removed) is reported.
     private var streamReady = false
+
+    /// What the main-loop thread (which renders in the write callback) got when it first rendered.
+    private let scheduling = Lock<RenderThreadScheduling?>(nil)
+
+    /// The first write callback asks real-time scheduling for libpulse's main-loop thread, the
+    /// thread that renders (as PulseAudio's own clients ask for theirs); later ones do nothing.
+    fileprivate func requestRealtimeOnce() {
+        guard scheduling.withLockIfAvailable({ $0 == nil }) == true else { return }
+        let got = RealtimeScheduling.requestForCurrentThread()
+        scheduling.withLock { $0 = got }
+    }
+
+    public var renderThreadScheduling: RenderThreadScheduling? { scheduling.withLock { $0 } }
 
     /// The stream's state changed (main loop's thread, lock held).
     private func streamStateChanged(_ changed: OpaquePointer?) {

@@ -56,6 +56,10 @@ import TestSupport
         let played = signal(frames: 100_000)
         let negotiated = try await play(played, sink: sink)
         #expect(negotiated?.sampleFormat == .float32)
+        // The device thread asked for SCHED_FIFO, and got it where the system allows it.
+        let permitted = RealtimeScheduling.isPermitted
+        #expect(sink.renderThreadScheduling.map { $0 == .realtime(priority: RealtimeScheduling.priority) } == permitted,
+                "\(String(describing: sink.renderThreadScheduling)), real-time permitted: \(permitted)")
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
         let written: [Float] = data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
         // What was played, first and whole; after it only the silence that pads the last periods.

@@ -100,6 +100,29 @@ struct PulseAudioSinkTests {
         #expect(difference(played, expected) == nil)
     }
 
+    /// The thread that renders (libpulse's main loop) asks for SCHED_FIFO: it gets it where the
+    /// system allows a thread of this process real-time scheduling, and plays normally otherwise.
+    @Test func theRenderThreadIsRealTimeWhereAllowed() async throws {
+        let server = try await PrivateServer.start()
+        let sink = PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(20), applicationName: "BufferQueueTests"))
+        #expect(sink.renderThreadScheduling == nil, "nothing rendered yet")
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 131_072))
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, signal(frames: 4410)))
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        queue.dispose(immediately: true)
+        let got = try #require(sink.renderThreadScheduling)
+        if RealtimeScheduling.isPermitted {
+            #expect(got == .realtime(priority: RealtimeScheduling.priority))
+        } else {
+            guard case .normal = got else { Issue.record("real-time scheduling is not permitted here, yet the sink says \(got)"); return }
+        }
+        await server.kill()
+    }
+
     @Test func playlistAndLoopsArriveWithoutGapOrOverlap() async throws {
         let first = signal(frames: 7000), second = signal(frames: 5000, phase: 9999)
         var expected: [Float] = []

@@ -39,6 +39,11 @@ public protocol AudioSink: AnyObject, Sendable {
     /// Frames accepted but not yet heard: the output latency right now.
     var latencyFrames: Int { get }
 
+    /// How the thread that pulls frames is scheduled, once it has pulled (nil before, or for a
+    /// sink without a thread of its own). Sinks ask for real-time scheduling where the system
+    /// allows it (``RenderThreadScheduling``).
+    var renderThreadScheduling: RenderThreadScheduling? { get }
+
     /// A hint that the source has new frames. Sinks that pull only when data is there (an unpaced
     /// ``NullSink``) use it; clocked sinks ignore it.
     func sourceHasData()
@@ -56,6 +61,7 @@ extension AudioSink {
     }
     public func sourceHasData() {}
     public var reportsPlaybackStart: Bool { false }
+    public var renderThreadScheduling: RenderThreadScheduling? { nil }
 }
 
 /// What a sink pulls frames from. It wraps the queue's render stage.
