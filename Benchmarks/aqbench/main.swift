@@ -519,7 +519,9 @@ func transformBenchmarks() throws -> [String] {
 
 /// A private PulseAudio server for the measurements (a null sink), killed at the end.
 func withPrivateServer<T>(_ body: (String) throws -> T) throws -> T {
-    let runtime = NSTemporaryDirectory() + "aqbench-pulse-\(getpid())"
+    // A directory of its own for each server: a socket left by the last one would be taken for
+    // this one's before it listens.
+    let runtime = NSTemporaryDirectory() + "aqbench-pulse-\(getpid())-\(UUID().uuidString.prefix(8))"
     try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     let daemon = Process()
     daemon.executableURL = URL(fileURLWithPath: "/usr/bin/pulseaudio")
@@ -533,8 +535,99 @@ func withPrivateServer<T>(_ body: (String) throws -> T) throws -> T {
         if let pid = (try? String(contentsOfFile: runtime + "/pulse/pid", encoding: .utf8)).flatMap({ Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) {
             kill(pid, SIGKILL)
         }
+        try? FileManager.default.removeItem(atPath: runtime)
     }
     return try body("unix:" + runtime + "/pulse/native")
+}
+
+// MARK: playback under full CPU load: gaps heard, against mpg123 and paplay
+
+/// Plays `seconds` of a continuous two-tone signal through a private PulseAudio server at a 20 ms
+/// target latency while a busy loop per core (bounded by `timeout`) keeps every core at work, and
+/// counts the gaps in the server's monitor (runs of 16 or more silent frames between the first and
+/// the last sound): each underrun is heard as one. `aqplay --latency 20`, `mpg123 -o pulse` and
+/// `paplay --latency-msec=20` play the same tone (the MP3 for the first two, its WAV decode for
+/// paplay); `PULSE_LATENCY_MSEC=20` asks mpg123 for the same latency.
+func loadBenchmarks(seconds: Int) throws -> [String] {
+    let tools = ["/usr/bin/pulseaudio", "/usr/bin/parec", "/usr/bin/paplay", "/usr/bin/mpg123", "/usr/bin/timeout", "/usr/bin/ffmpeg"]
+    guard tools.allSatisfy({ FileManager.default.isExecutableFile(atPath: $0) }) else { return ["load: pulseaudio-utils, mpg123 or ffmpeg missing (make deps)"] }
+    let aqplay = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqplay").path
+    guard FileManager.default.isExecutableFile(atPath: aqplay) else { return ["load: \(aqplay) not built (make bench builds it)"] }
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let mp3 = folder + "/load-tone-\(seconds).mp3", wav = folder + "/load-tone-\(seconds).wav"
+    if !FileManager.default.fileExists(atPath: mp3) {
+        try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
+                                        "aevalsrc=0.3*sin(2*PI*440*t)+0.05|0.3*sin(2*PI*660*t)+0.05:s=44100:d=\(seconds)", "-c:a", "libmp3lame", "-q:a", "2", mp3])
+        try runTool("/usr/bin/ffmpeg", ["-nostdin", "-v", "error", "-y", "-i", mp3, "-c:a", "pcm_s16le", wav])
+    }
+    let cores = max(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 1)
+    let players: [(String, String, [String], [String: String])] = [
+        ("aqplay --latency 20", aqplay, ["--sink", "pulse", "--latency", "20", mp3], [:]),
+        ("the same, AQ_REALTIME=0", aqplay, ["--sink", "pulse", "--latency", "20", mp3], ["AQ_REALTIME": "0"]),
+        ("mpg123 -o pulse", "/usr/bin/mpg123", ["-q", "-o", "pulse", mp3], ["PULSE_LATENCY_MSEC": "20"]),
+        ("paplay --latency-msec=20", "/usr/bin/paplay", ["--latency-msec=20", wav], [:]),
+    ]
+    var lines = ["playback of a \(seconds) s tone at a 20 ms target latency through a private PulseAudio server, \(cores) busy loops keeping every core at work: gaps heard in the monitor (16+ silent frames inside the sound)"]
+    for (name, path, arguments, extra) in players {
+        let result = try withPrivateServer { server -> (gaps: Int, sound: Double) in
+            let environment = ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"].merging(extra) { $1 }
+            let capture = folder + "/load-capture.raw"
+            _ = FileManager.default.createFile(atPath: capture, contents: nil)
+            let recorder = Process()
+            recorder.executableURL = URL(fileURLWithPath: "/usr/bin/parec")
+            recorder.arguments = ["-d", "out.monitor", "--format=float32le", "--rate=44100", "--channels=2", "--raw", "--latency-msec=20"]
+            recorder.environment = environment
+            recorder.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: capture))
+            try recorder.run()
+            let hogs = (0..<cores).map { _ -> Process in
+                let hog = Process()
+                hog.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+                hog.arguments = [String(seconds + 30), "/bin/sh", "-c", "while :; do :; done"]
+                return hog
+            }
+            for hog in hogs { try hog.run() }
+            defer {
+                for hog in hogs where hog.isRunning { hog.terminate() }
+                if recorder.isRunning { kill(recorder.processIdentifier, SIGKILL) }
+            }
+            let player = Process()
+            player.executableURL = URL(fileURLWithPath: path)
+            player.arguments = arguments
+            player.environment = environment
+            player.standardOutput = FileHandle.nullDevice
+            player.standardError = FileHandle.nullDevice
+            let exited = DispatchSemaphore(value: 0)
+            player.terminationHandler = { _ in exited.signal() }
+            try player.run()
+            exited.wait()
+            for hog in hogs where hog.isRunning { hog.terminate() }
+            // The monitor runs about the server's latency behind: give it half a second to catch up.
+            _ = exited.wait(timeout: .now() + .milliseconds(500))
+            kill(recorder.processIdentifier, SIGKILL)
+            let data = (try? Data(contentsOf: URL(fileURLWithPath: capture))) ?? Data()
+            let samples: [Float] = data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+            return countGaps(samples)
+        }
+        lines.append(String(format: "  %-26@ %4d gaps over %.1f s of sound", name as NSString, result.gaps, result.sound))
+    }
+    return lines
+}
+
+/// Runs of 16 or more silent stereo frames between the first and the last sound, and the seconds
+/// of sound between them.
+func countGaps(_ samples: [Float]) -> (gaps: Int, sound: Double) {
+    let frames = samples.count / 2
+    func silent(_ frame: Int) -> Bool { samples[2 * frame] == 0 && samples[2 * frame + 1] == 0 }
+    guard let first = (0..<frames).first(where: { !silent($0) }), let last = (0..<frames).last(where: { !silent($0) }) else { return (0, 0) }
+    var gaps = 0, run = 0
+    for frame in first...last {
+        if silent(frame) { run += 1 } else {
+            if run >= 16 { gaps += 1 }
+            run = 0
+        }
+    }
+    return (gaps, Double(last - first + 1) / 44100)
 }
 
 func median(_ values: [Double]) -> Double {
@@ -634,7 +727,7 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
-/// `aqbench [codecs] [apple] [toolbox] [transform] [timepitch] [commands] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
+/// `aqbench [load [SECONDS]] [codecs] [apple] [toolbox] [transform] [timepitch] [commands] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
 /// figures always print; `longrun` runs only when named).
 let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
@@ -896,6 +989,12 @@ func longRun(hours: Double, format: String) throws -> [String] {
     ]
 }
 
+if sections.contains("load") {
+    print("")
+    let index = CommandLine.arguments.firstIndex(of: "load") ?? 0
+    let seconds = CommandLine.arguments.dropFirst(index + 1).first.flatMap { Int($0) } ?? 60
+    for line in try loadBenchmarks(seconds: seconds) { print(line) }
+}
 if sections.contains("longrun") {
     let hours = CommandLine.arguments.compactMap { Double($0) }.first ?? 24
     let format = CommandLine.arguments.contains("m4a") ? "m4a" : "mp3"

@@ -39,6 +39,8 @@ struct AQPlay: ParsableCommand {
     var loops: Int = 1
     @Option(help: "Volume, 0...1.")
     var volume: Float = 1
+    @Option(help: "The sink's target latency in milliseconds (PulseAudio, ALSA): lower reacts sooner, wakes more often.")
+    var latency: Int = 200
     @Option(help: "Start this many seconds into the first file (frame-exact).")
     var seek: Double = 0
     @Option(help: "Write exactly the frames handed to the sink to this float32 WAV file.")
@@ -58,6 +60,7 @@ struct AQPlay: ParsableCommand {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
         guard (0...1).contains(volume) else { throw ValidationError("--volume must be in 0...1") }
         guard seek >= 0 else { throw ValidationError("--seek must not be negative") }
+        guard (5...2000).contains(latency) else { throw ValidationError("--latency must be in 5...2000 ms") }
         guard cacheSize > 0 else { throw ValidationError("--cache-size must be positive") }
     }
 
@@ -92,15 +95,16 @@ struct AQPlay: ParsableCommand {
         }
         let usePulse = choice == .pulse, useALSA = choice == .alsa, unpaced = fast
         let writer = Recorder(path: record)
+        let latency = Duration.milliseconds(self.latency)
         // The sinks made, for --verbose.
         let sinks = Lock<[any AudioSink]>([])
         let makeSink: @Sendable () -> any AudioSink = {
             let sink: any AudioSink
             if usePulse {
-                // A file player needs no 50 ms latency; 200 ms means fewer wake-ups.
-                sink = PulseAudioSink(configuration: .init(device: device, targetLatency: .milliseconds(200), applicationName: "aqplay", streamName: "aqplay"))
+                // A file player needs no 50 ms latency; 200 ms (the default) means fewer wake-ups.
+                sink = PulseAudioSink(configuration: .init(device: device, targetLatency: latency, applicationName: "aqplay", streamName: "aqplay"))
             } else if useALSA {
-                sink = ALSASink(configuration: .init(device: device ?? "default", targetLatency: .milliseconds(200)))
+                sink = ALSASink(configuration: .init(device: device ?? "default", targetLatency: latency))
             } else {
                 sink = NullSink(pacing: unpaced ? .unpaced : .realTime)
             }
