@@ -266,6 +266,13 @@ let package = Package(
             dependencies: ["BufferQueue"],
             path: "Examples/quickstart"
         ),
+        // The smallest program of the library (BufferQueue, a parser, one codec, the null sink), for
+        // the start-up and memory figures.
+        .executableTarget(
+            name: "aqlean",
+            dependencies: ["BufferQueue", "AudioFileStream", "MPG123Decoder"],
+            path: "Benchmarks/aqlean"
+        ),
         .executableTarget(
             name: "aqbench",
             dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder", "PulseAudioSink", "TestSupport"],
