@@ -147,7 +147,7 @@ public func AudioFileCreateWithURL(_ inFileRef: CFURL, _ inFileType: AudioFileTy
     fileStatus("AudioFileCreateWithURL") {
         Setup.once()
         let path = try filePath(inFileRef)
-        guard let type = AudioFileType(typeID: inFileType), AudioFileWriter.writableTypes.contains(type) else {
+        guard let type = AudioFileType(typeID: inFileType), type.isWritable else {
             throw StatusError(kAudioFileUnsupportedFileTypeError,
                               "\(fourCharacterCode(Int32(bitPattern: inFileType))) files are not written (CAF, WAVE, AIFF, AIFC, M4A and FLAC are)")
         }

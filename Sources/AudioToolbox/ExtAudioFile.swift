@@ -225,7 +225,7 @@ public func ExtAudioFileCreateWithURL(_ inURL: CFURL, _ inFileType: AudioFileTyp
     extStatus("ExtAudioFileCreateWithURL") {
         Setup.once()
         let path = try filePath(inURL)
-        guard let type = AudioFileType(typeID: inFileType), AudioFileWriter.writableTypes.contains(type) else {
+        guard let type = AudioFileType(typeID: inFileType), type.isWritable else {
             throw StatusError(kAudioFileUnsupportedFileTypeError, "\(fourCharacterCode(Int32(bitPattern: inFileType))) files are not written")
         }
         if FileManager.default.fileExists(atPath: path), AudioFileFlags(rawValue: inFlags).contains(.eraseFile) == false {

@@ -1,7 +1,6 @@
 internal import BufferQueue
 import Dispatch
 import Foundation
-import Synchronization
 
 /// A pointer of the caller's, handed back unchanged.
 struct UserData: @unchecked Sendable {
@@ -82,7 +81,8 @@ final class QueueObject: @unchecked Sendable {
     nonisolated(unsafe) private(set) var queue: Queue!
     let place: CallbackPlace
     let format: AudioStreamBasicDescription
-    let state = Mutex(State())
+    /// The library's pthread lock (which ThreadSanitizer sees), as the library's own queues use.
+    let state = Lock(State())
 
     init(place: CallbackPlace, format: AudioStreamBasicDescription) {
         self.place = place

@@ -243,11 +243,13 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
 
     /// What the main-loop thread (which renders in the write callback) got when it first rendered.
     private let scheduling = Lock<RenderThreadScheduling?>(nil)
+    /// Whether the request was made: an atomic, so later write callbacks pass by without a lock.
+    private let askedForRealtime = Atomic<Bool>(false)
 
     /// The first write callback asks real-time scheduling for libpulse's main-loop thread, the
     /// thread that renders (as PulseAudio's own clients ask for theirs); later ones do nothing.
     fileprivate func requestRealtimeOnce() {
-        guard scheduling.withLockIfAvailable({ $0 == nil }) == true else { return }
+        guard !askedForRealtime.load(ordering: .relaxed), !askedForRealtime.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let got = RealtimeScheduling.requestForCurrentThread()
         scheduling.withLock { $0 = got }
     }

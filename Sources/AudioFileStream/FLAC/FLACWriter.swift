@@ -22,14 +22,14 @@ package final class FLACWriter: ContainerWriter {
     private var samples: Int64 = 0
     private var bytes: Int64 = 0
 
-    package init(output: AudioFileOutput, stream: ContainerStream, expectedFrames: Int64?) throws {
+    package init(output: AudioFileOutput, stream: ContainerStream) throws {
         guard stream.format.formatID == .flac, let cookie = stream.magicCookie, let info = FLACStreamInfo(magicCookie: cookie) else {
             throw AudioFileWriterError(.unsupportedFormat, path: output.path, "a FLAC file holds FLAC (with its STREAMINFO), not \(stream.format.formatID)")
         }
         self.output = output
         self.stream = stream
         let rate = max(stream.format.sampleRate, 1)
-        let expected = expectedFrames ?? Int64(rate * 3600)
+        let expected = stream.expectedFrames ?? Int64(rate * 3600)
         seekPoints = Int(min(max(Double(expected) / (rate * 10), 1), 1000))
         var header = ByteWriter()
         header.tag("fLaC")

@@ -71,7 +71,7 @@ public enum AudioSniffer {
         case "aac", "adts": return .audio(.adts)
         case "m4a", "mp4", "m4b", "3gp", "3g2": return .audio(.mp4)
         case "caf": return .audio(.caf)
-        case "wav": return .audio(.wave)
+        case "wav", "wave": return .audio(.wave)
         case "aif", "aiff": return .audio(.aiff)
         case "aifc": return .audio(.aifc)
         case "amr", "awb": return .audio(.amr)

@@ -62,3 +62,29 @@ extension AudioChannelLayout {
     /// Whether every channel has a speaker (a layout worth writing down).
     var isLabelled: Bool { !channelLabels.contains(.unknown) && !channelLabels.isEmpty }
 }
+
+extension AudioFileType {
+    /// The containers this module writes (``makeContainerWriter(_:output:stream:)``).
+    public static let writable: [AudioFileType] = [.caf, .wave, .aiff, .aifc, .flac, .ogg, .mp4]
+
+    /// Whether this module writes the container.
+    public var isWritable: Bool { Self.writable.contains(self) }
+}
+
+/// The writer of `type`'s container, its header laid down in `output`: one place that knows which
+/// writer writes which container (a recording's MP4 is fragmented; Ogg carries Opus).
+/// - Throws: ``AudioFileWriterError`` when the container does not hold the stream's format, or is
+///   not one this module writes.
+package func makeContainerWriter(_ type: AudioFileType, output: AudioFileOutput, stream: ContainerStream) throws -> any ContainerWriter {
+    switch type {
+    case .caf: return try CAFWriter(output: output, stream: stream)
+    case .wave: return try RIFFWriter(output: output, stream: stream, kind: .wav)
+    case .aiff: return try RIFFWriter(output: output, stream: stream, kind: .aiff)
+    case .aifc: return try RIFFWriter(output: output, stream: stream, kind: .aifc)
+    case .ogg: return try OggOpusWriter(output: output, stream: stream)
+    case .mp4: return try MP4Writer(output: output, stream: stream, fragmented: stream.recording)
+    case .flac: return try FLACWriter(output: output, stream: stream)
+    case .mp3, .adts, .amr, .mpegTransportStream:
+        throw AudioFileWriterError(.unsupportedFormat, path: output.path, "\(type.displayName) files are not written")
+    }
+}

@@ -46,24 +46,12 @@ public final class AudioFileWriter {
     private var sinceCheckpoint: Int64 = 0
     private var closed = false
 
-    /// The file type a path's extension names: `.caf`, `.wav`, `.aif`/`.aiff`, `.aifc`; nil for others.
+    /// The container a path's extension names, when it is one this writer writes (the sniffer's
+    /// reading of extensions: `.caf`, `.wav`, `.aif`/`.aiff`, `.aifc`, `.flac`, `.opus`/`.ogg`/`.oga`,
+    /// `.m4a`/`.mp4`/`.m4b`); nil for others.
     public static func fileType(forPath path: String) -> AudioFileType? {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        guard let dot = name.lastIndex(of: ".") else { return nil }
-        switch name[name.index(after: dot)...].lowercased() {
-        case "caf": return .caf
-        case "wav", "wave": return .wave
-        case "aif", "aiff": return .aiff
-        case "aifc": return .aifc
-        case "flac": return .flac
-        case "opus", "ogg", "oga": return .ogg
-        case "m4a", "mp4", "m4b": return .mp4
-        default: return nil
-        }
+        AudioFileType(pathExtension: AudioSniffer.pathExtension(of: path)).flatMap { $0.isWritable ? $0 : nil }
     }
-
-    /// The file types this writer writes.
-    public static let writableTypes: [AudioFileType] = [.caf, .wave, .aiff, .aifc, .flac, .ogg, .mp4]
 
     /// - Parameters:
     ///   - path: the file to create (an existing one is replaced).
@@ -88,7 +76,7 @@ public final class AudioFileWriter {
         guard let type = fileType ?? Self.fileType(forPath: path) else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "the file type is not given and the extension names none this writer writes (.caf, .wav, .aif, .aiff, .aifc, .flac, .opus, .m4a)")
         }
-        guard Self.writableTypes.contains(type) else {
+        guard type.isWritable else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "\(type.displayName) files are not written")
         }
         var containerLayout: AudioChannelLayout?
@@ -103,7 +91,7 @@ public final class AudioFileWriter {
         let stream = ContainerStream(format: converter.outputFormat, magicCookie: converter.magicCookie, channelLayout: converter.channelLayout,
                                      primingFrames: converter.primingFrames, maximumPacketSize: converter.maximumPacketSize, recording: recording,
                                      expectedFrames: expected)
-        (output, container) = try Self.open(path: path, type: type, stream: stream, expectedFrames: expected)
+        (output, container) = try Self.open(path: path, type: type, stream: stream)
         self.path = path
         self.fileType = type
         self.clientFormat = clientFormat
@@ -132,12 +120,12 @@ public final class AudioFileWriter {
         guard let type = fileType ?? Self.fileType(forPath: path) else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "the file type is not given and the extension names none this writer writes (.caf, .wav, .aif, .aiff, .aifc, .flac, .opus, .m4a)")
         }
-        guard Self.writableTypes.contains(type) else {
+        guard type.isWritable else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "\(type.displayName) files are not written")
         }
         let stream = ContainerStream(format: format, magicCookie: magicCookie, channelLayout: channelLayout, primingFrames: primingFrames,
                                      maximumPacketSize: maximumPacketSize, recording: recording, expectedFrames: expectedFrames)
-        (output, container) = try Self.open(path: path, type: type, stream: stream, expectedFrames: expectedFrames)
+        (output, container) = try Self.open(path: path, type: type, stream: stream)
         converter = nil
         self.path = path
         self.fileType = type
@@ -149,19 +137,10 @@ public final class AudioFileWriter {
         checkpointFrames = Int64(max(format.sampleRate, 1))
     }
 
-    private static func open(path: String, type: AudioFileType, stream: ContainerStream,
-                             expectedFrames: Int64?) throws -> (AudioFileOutput, any ContainerWriter) {
+    private static func open(path: String, type: AudioFileType, stream: ContainerStream) throws -> (AudioFileOutput, any ContainerWriter) {
         let output = try AudioFileOutput(path: path)
         do {
-            switch type {
-            case .caf: return (output, try CAFWriter(output: output, stream: stream))
-            case .wave: return (output, try RIFFWriter(output: output, stream: stream, kind: .wav))
-            case .aiff: return (output, try RIFFWriter(output: output, stream: stream, kind: .aiff))
-            case .ogg: return (output, try OggOpusWriter(output: output, stream: stream))
-            case .mp4: return (output, try MP4Writer(output: output, stream: stream, fragmented: stream.recording))
-            case .flac: return (output, try FLACWriter(output: output, stream: stream, expectedFrames: expectedFrames))
-            default: return (output, try RIFFWriter(output: output, stream: stream, kind: .aifc))
-            }
+            return (output, try makeContainerWriter(type, output: output, stream: stream))
         } catch {
             try? output.close()
             throw error
