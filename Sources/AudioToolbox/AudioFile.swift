@@ -6,17 +6,18 @@ import Foundation
 // AudioFile (AudioFile.h), reading: over AudioFileStream's `AudioFile`, an index of where every
 // packet lies.
 
-/// What an `AudioFileID` points to: a file being read, or one being written.
+/// What an `AudioFileID` points to: a file being read, or one being written (its calls one at a
+/// time: a recorder writes from its input callback's thread and sets properties from another).
 final class FileObject: @unchecked Sendable {
     let reader: AudioFile?
-    let writer: FileWriting?
+    let writer: Lock<FileWriting>?
 
     init(reader: AudioFile) {
         self.reader = reader
         writer = nil
     }
 
-    init(writer: FileWriting) {
+    init(writer: Lock<FileWriting>) {
         reader = nil
         self.writer = writer
     }
@@ -105,7 +106,7 @@ public func AudioFileOpenURL(_ inFileRef: CFURL, _ inPermissions: AudioFilePermi
 public func AudioFileClose(_ inAudioFile: AudioFileID) -> OSStatus {
     let object = FileObject.from(inAudioFile)
     let status = fileStatus("AudioFileClose") {
-        try object.writer?.close()
+        try object.writer?.withLock { try $0.close() }
     }
     Retained.release(FileObject.self, inAudioFile)
     return status
@@ -117,7 +118,7 @@ extension FileObject {
         return reader
     }
 
-    func writerOrThrow() throws -> FileWriting {
+    func writerOrThrow() throws -> Lock<FileWriting> {
         guard let writer else { throw StatusError(kAudioFilePermissionsError, "the file was opened for reading") }
         return writer
     }

@@ -53,7 +53,7 @@ extension FileObject {
             }
             return input.loadUnaligned(as: T.self)
         }
-        if let writer { return try writer.propertyValue(id) }
+        if let writer { return try writer.withLock { try $0.propertyValue(id) } }
         let file = try readerOrThrow()
         let decoded = file.formatList.first ?? file.dataFormat
         let scale = Int64(file.indexFrameScale)
@@ -160,6 +160,6 @@ public func AudioFileSetProperty(_ inAudioFile: AudioFileID, _ inPropertyID: Aud
         guard let writer = object.writer else {
             throw StatusError(kAudioFileUnsupportedPropertyError, "the file was opened for reading: its properties cannot change")
         }
-        try writer.setProperty(inPropertyID, UnsafeRawBufferPointer(start: inPropertyData, count: Int(inDataSize)))
+        try writer.withLock { try $0.setProperty(inPropertyID, UnsafeRawBufferPointer(start: inPropertyData, count: Int(inDataSize))) }
     }
 }

@@ -155,7 +155,7 @@ public func AudioFileCreateWithURL(_ inFileRef: CFURL, _ inFileType: AudioFileTy
             throw StatusError(kAudioFilePermissionsError, "\(path) exists; pass kAudioFileFlags_EraseFile to replace it")
         }
         let writing = try FileWriting(path: path, type: type, typeID: inFileType, format: inFormat.pointee.library)
-        outAudioFile.pointee = Retained.hand(FileObject(writer: writing))
+        outAudioFile.pointee = Retained.hand(FileObject(writer: Lock(writing)))
     }
 }
 
@@ -167,25 +167,26 @@ public func AudioFileWritePackets(_ inAudioFile: AudioFileID, _ inUseCache: Bool
                                   _ ioNumPackets: UnsafeMutablePointer<UInt32>, _ inBuffer: UnsafeRawPointer) -> OSStatus {
     let object = FileObject.from(inAudioFile)
     return fileStatus("AudioFileWritePackets") {
-        let writing = try object.writerOrThrow()
-        guard inStartingPacket == writing.packets else {
-            throw StatusError(kAudioFileInvalidPacketOffsetError,
-                              "packets are appended: the next is packet \(writing.packets), not \(inStartingPacket)")
-        }
-        let count = Int(ioNumPackets.pointee)
-        var descriptions: [AudioPacketDescription] = []
-        if let inPacketDescriptions, count > 0 {
-            descriptions = UnsafeBufferPointer(start: inPacketDescriptions, count: count).map(\.library)
-        } else if writing.format.bytesPerPacket > 0 {
-            guard Int(inNumBytes) >= count * writing.format.bytesPerPacket else {
+        try object.writerOrThrow().withLock { writing in
+            guard inStartingPacket == writing.packets else {
                 throw StatusError(kAudioFileInvalidPacketOffsetError,
-                                  "\(count) packets of \(writing.format.bytesPerPacket) bytes do not fit in \(inNumBytes) bytes")
+                                  "packets are appended: the next is packet \(writing.packets), not \(inStartingPacket)")
             }
-        } else {
-            throw StatusError(kAudioFileInvalidPacketOffsetError, "packets of varying size need their descriptions")
+            let count = Int(ioNumPackets.pointee)
+            var descriptions: [AudioPacketDescription] = []
+            if let inPacketDescriptions, count > 0 {
+                descriptions = UnsafeBufferPointer(start: inPacketDescriptions, count: count).map(\.library)
+            } else if writing.format.bytesPerPacket > 0 {
+                guard Int(inNumBytes) >= count * writing.format.bytesPerPacket else {
+                    throw StatusError(kAudioFileInvalidPacketOffsetError,
+                                      "\(count) packets of \(writing.format.bytesPerPacket) bytes do not fit in \(inNumBytes) bytes")
+                }
+            } else {
+                throw StatusError(kAudioFileInvalidPacketOffsetError, "packets of varying size need their descriptions")
+            }
+            let length = descriptions.isEmpty ? count * writing.format.bytesPerPacket : Int(inNumBytes)
+            try writing.write(UnsafeRawBufferPointer(start: inBuffer, count: length), descriptions: descriptions, packetCount: count)
         }
-        let length = descriptions.isEmpty ? count * writing.format.bytesPerPacket : Int(inNumBytes)
-        try writing.write(UnsafeRawBufferPointer(start: inBuffer, count: length), descriptions: descriptions, packetCount: count)
     }
 }
 
@@ -196,14 +197,15 @@ public func AudioFileWriteBytes(_ inAudioFile: AudioFileID, _ inUseCache: Bool, 
                                 _ ioNumBytes: UnsafeMutablePointer<UInt32>, _ inBuffer: UnsafeRawPointer) -> OSStatus {
     let object = FileObject.from(inAudioFile)
     return fileStatus("AudioFileWriteBytes") {
-        let writing = try object.writerOrThrow()
-        let size = writing.format.bytesPerPacket
-        guard size > 0 else { throw StatusError(kAudioFileOperationNotSupportedError, "bytes are written only for constant-size packets") }
-        guard inStartingByte == writing.bytes else {
-            throw StatusError(kAudioFilePositionError, "bytes are appended: the next is byte \(writing.bytes), not \(inStartingByte)")
+        try object.writerOrThrow().withLock { writing in
+            let size = writing.format.bytesPerPacket
+            guard size > 0 else { throw StatusError(kAudioFileOperationNotSupportedError, "bytes are written only for constant-size packets") }
+            guard inStartingByte == writing.bytes else {
+                throw StatusError(kAudioFilePositionError, "bytes are appended: the next is byte \(writing.bytes), not \(inStartingByte)")
+            }
+            let count = Int(ioNumBytes.pointee) / size
+            try writing.write(UnsafeRawBufferPointer(start: inBuffer, count: count * size), descriptions: [], packetCount: count)
+            ioNumBytes.pointee = UInt32(count * size)
         }
-        let count = Int(ioNumBytes.pointee) / size
-        try writing.write(UnsafeRawBufferPointer(start: inBuffer, count: count * size), descriptions: [], packetCount: count)
-        ioNumBytes.pointee = UInt32(count * size)
     }
 }

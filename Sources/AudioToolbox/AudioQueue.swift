@@ -110,7 +110,11 @@ private func makeInputQueue(_ format: AudioStreamBasicDescription, place: Callba
     let object = QueueObject(place: place, format: format)
     let weak = WeakObject(object)
     let status = queueStatus("AudioQueueNewInput") {
-        let configuration = AudioInputQueue.Configuration(source: Device.input.makeSource(), callbackQueue: callbackQueue)
+        // The library's callbacks run on a queue marked as this layer's, so that a synchronous stop
+        // knows whether it is called from inside one (where it must not wait for them).
+        let callbacks = DispatchQueue(label: "AudioToolbox.input.callbacks", target: callbackQueue)
+        callbacks.setSpecific(key: insideInputCallback, value: true)
+        let configuration = AudioInputQueue.Configuration(source: Device.input.makeSource(), callbackQueue: callbacks)
         let queue = try AudioInputQueue(format: format.library, configuration: configuration) { queue, buffer, frames in
             guard let object = weak.object, let record = object.record(forLibraryBuffer: buffer) else { return }
             let running = queue.isRunning
@@ -126,6 +130,9 @@ private func makeInputQueue(_ format: AudioStreamBasicDescription, place: Callba
     outAQ.pointee = Retained.hand(object)
     return noErr
 }
+
+/// Marks the queues input callbacks run on.
+private let insideInputCallback = DispatchSpecificKey<Bool>()
 
 /// Fills the buffer's C fields from a capture and calls the input callback.
 private func deliverCapture(_ object: QueueObject, _ record: BufferRecord, _ frames: AudioCapturedFrames,
@@ -348,6 +355,9 @@ public func AudioQueueStop(_ inAQ: AudioQueueRef, _ inImmediate: Bool) -> OSStat
         case .output(let queue): try queue.stop(immediately: inImmediate)
         case .input(let queue):
             try queue.stop(immediately: inImmediate)
+            // Synchronous, as Apple's: no input callback runs after this returns (unless called
+            // from one, where waiting would wait for itself).
+            if inImmediate, DispatchQueue.getSpecific(key: insideInputCallback) == nil { queue.waitForCallbacks() }
             object.handle(.runningChanged(false))
         case nil: break
         }
