@@ -149,12 +149,20 @@ public final class DecodedAudio {
         let kept = sampleCount - offset
         if kept > 0 { storage.update(from: storage + offset, count: kept) }
         sampleCount = max(kept, 0)
-        formatChanges = formatChanges.map { (max($0.sampleOffset - offset, 0), $0.format) }
+        for index in formatChanges.indices { formatChanges[index].sampleOffset = max(formatChanges[index].sampleOffset - offset, 0) }
     }
 
-    func removeFormatChange() { if !formatChanges.isEmpty { formatChanges.removeFirst() } }
+    /// The next format change, read by index: `first` on this array is generic code that
+    /// allocates in unoptimized builds, and the producer asks on every step.
+    var firstFormatChange: (sampleOffset: Int, format: AudioStreamDescription)? {
+        formatChanges.isEmpty ? nil : formatChanges[0]
+    }
+
+    func removeFormatChange() { if !formatChanges.isEmpty { formatChanges.remove(at: 0) } }
 
     func takeErrors() -> [AudioQueueError] {
+        // Empty: nothing to hand over (emptying an array another reference shares would allocate).
+        if errors.isEmpty { return [] }
         defer { errors.removeAll(keepingCapacity: true) }
         return errors
     }

@@ -109,7 +109,10 @@ public final class IMAADPCMDecoder: AudioDecoder {
             }
             var state = State(predictor: predictors[channel], index: stepIndices[channel])
             var out = channel
-            for byte in block[(base + 2)..<(base + 34)] {
+            // Indices, not a slice's iterator: unoptimized builds iterate a slice through generic
+            // code that allocates, and this runs on the rendering thread of an offline render.
+            for at in (base + 2)..<(base + 34) {
+                let byte = block[at]
                 space[out] = Float(Self.expandBitwise(Int32(byte & 0x0F), &state)) / 32768
                 out += channels
                 space[out] = Float(Self.expandBitwise(Int32(byte >> 4), &state)) / 32768
@@ -143,7 +146,8 @@ public final class IMAADPCMDecoder: AudioDecoder {
             var frame = 1
             for group in 0..<groups {
                 let start = headerBytes + (group * channels + channel) * 4
-                for byte in block[start..<(start + 4)] {
+                for at in start..<(start + 4) {
+                    let byte = block[at]
                     let low = Self.expandMultiply(Int32(byte & 0x0F), &state)
                     if frame < frames { space[frame * channels + channel] = Float(low) / 32768 }
                     let high = Self.expandMultiply(Int32(byte >> 4), &state)

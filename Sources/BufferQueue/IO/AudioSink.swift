@@ -84,7 +84,12 @@ public final class AudioRenderSource: @unchecked Sendable {
     ///   count as an underrun if the queue was playing; a clocked sink passes true. An unpaced sink
     ///   passes false and only takes what exists.
     public func render(into buffer: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
-        stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
+        guard let observer = RenderThreadObserver.current else {
+            return stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
+        }
+        observer(1)
+        defer { observer(0) }
+        return stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
     }
 
     /// Tells the queue that playback really began after the last ``AudioSink/start()`` (the

@@ -13,8 +13,12 @@ final class EventDelivery: Sendable {
     private let streams = EventStreams<AudioQueueEvent>()
     private let outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?
     private let eventHandler: (@Sendable (AudioQueueEvent) -> Void)?
-    /// Items waiting for delivery, in order.
-    private let line = Lock<[Outgoing]>([])
+    /// Items waiting for delivery, in order, and the emptied array of the last delivery (its
+    /// storage is used again, so that putting items in line does not allocate in steady state).
+    private let line = Lock<(items: [Outgoing], spare: [Outgoing])>(([], []))
+    /// Wakes the delivery queue without allocating: a user-data-add source (an offline render
+    /// hands buffers back from its rendering thread).
+    private let wake: WakeSignal
 
     init(label: String, target: DispatchQueue?, outputCallback: (@Sendable (AudioQueueBuffer) -> Void)?,
          eventHandler: (@Sendable (AudioQueueEvent) -> Void)? = nil) {
@@ -25,7 +29,15 @@ final class EventDelivery: Sendable {
         // with the deliveries too: waiting for them from there would wait for itself.
         target?.setSpecific(key: key, value: 1)
         self.outputCallback = outputCallback
+        line.withLock { line in
+            line.items.reserveCapacity(64)
+            line.spare.reserveCapacity(64)
+        }
+        wake = WakeSignal(queue: queue)
+        wake.setHandler { [weak self] in self?.drain() }
     }
+
+    deinit { wake.cancel() }
 
     /// Whether the current code runs on the delivery queue (inside a callback) or on the
     /// callback queue it targets.
@@ -35,7 +47,7 @@ final class EventDelivery: Sendable {
     /// even when delivery has shut down; only the callback and the event are skipped then.
     func deliver(_ items: [Outgoing]) {
         guard post(items) else { return }
-        queue.async { [self] in drain() }
+        wake.signal()
     }
 
     /// Puts items in line for delivery without running them: the order among deliveries is
@@ -49,7 +61,10 @@ final class EventDelivery: Sendable {
             Self.releaseBuffers(in: items)
             return false
         }
-        line.withLock { $0 += items }
+        line.withLock { line in
+            // By index: appending another array is generic code that allocates in unoptimized builds.
+            for index in 0..<items.count { line.items.append(items[index]) }
+        }
         return true
     }
 
@@ -68,17 +83,19 @@ final class EventDelivery: Sendable {
     /// Runs everything in line, in order (on the delivery queue).
     private func drain() {
         while true {
-            let items = line.withLock { line in
-                defer { line.removeAll() }
-                return line
+            var items = line.withLock { line -> [Outgoing] in
+                let items = line.items
+                line.items = line.spare
+                line.spare = []
+                return items
             }
             if items.isEmpty { return }
-            for (index, item) in items.enumerated() {
+            for index in items.indices {
                 guard !closed.load(ordering: .acquiring) else {
                     Self.releaseBuffers(in: items[index...])
                     break
                 }
-                switch item {
+                switch items[index] {
                 case .buffer(let buffer):
                     buffer.release()
                     outputCallback?(buffer)
@@ -87,6 +104,10 @@ final class EventDelivery: Sendable {
                     eventHandler?(event)
                     yield(event)
                 }
+            }
+            items.removeAll(keepingCapacity: true)
+            line.withLock { line in
+                if line.spare.capacity < items.capacity { swap(&line.spare, &items) }
             }
         }
     }

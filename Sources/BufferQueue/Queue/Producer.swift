@@ -81,7 +81,63 @@ final class Producer {
         var producedDuringDecode = 0
         var excessReported = false
     }
-    @exclusivity(unchecked) private var accounts: [Account] = []
+    /// The open accounts, oldest first: a ring over memory of its own.
+    ///
+    /// An account opens and closes on the rendering thread of an offline render, and an array of
+    /// this struct would allocate there in unoptimized builds (`first`, `removeFirst`, and the
+    /// element accessors are generic calls whose frames are heap-allocated) and, once emptied, on
+    /// regrowth in any build. The ring grows only past the most accounts ever open at once.
+    private final class AccountLine {
+        private var storage: UnsafeMutablePointer<Account>
+        private var capacity: Int
+        private var head = 0
+        private(set) var count = 0
+
+        init(capacity: Int = 64) {
+            self.capacity = capacity
+            storage = .allocate(capacity: capacity)
+        }
+
+        deinit {
+            removeAll()
+            storage.deallocate()
+        }
+
+        var isEmpty: Bool { count == 0 }
+        var first: Account? { count > 0 ? storage[head] : nil }
+        var last: Account? { count > 0 ? storage[(head + count - 1) % capacity] : nil }
+
+        /// The account `index` places after the oldest.
+        func at(_ index: Int) -> UnsafeMutablePointer<Account> { storage + (head + index) % capacity }
+
+        func append(_ account: Account) {
+            if count == capacity { grow() }
+            (storage + (head + count) % capacity).initialize(to: account)
+            count += 1
+        }
+
+        func removeFirst() {
+            guard count > 0 else { return }
+            (storage + head).deinitialize(count: 1)
+            head = (head + 1) % capacity
+            count -= 1
+        }
+
+        func removeAll() {
+            while count > 0 { removeFirst() }
+            head = 0
+        }
+
+        private func grow() {
+            let larger = UnsafeMutablePointer<Account>.allocate(capacity: capacity * 2)
+            for index in 0..<count { (larger + index).moveInitialize(from: at(index), count: 1) }
+            storage.deallocate()
+            storage = larger
+            capacity *= 2
+            head = 0
+        }
+    }
+    private let accounts = AccountLine()
     /// Start-trim frames that exceeded a buffer (compressed formats): dropped from the next ones.
     @exclusivity(unchecked) private var carriedTrim = 0
 
@@ -125,6 +181,9 @@ final class Producer {
         self.stage = stage
         ringFormat = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
         staging = DecodedAudio(format: ringFormat)
+        // Room for the buffers and events of many steps, so that the outbox does not grow while
+        // an offline render steps on its rendering thread.
+        outbox.reserveCapacity(64)
     }
 
     /// The decoded format as far as known.
@@ -246,7 +305,9 @@ final class Producer {
             return pending.byteSize / format.bytesPerPacket * format.framesPerPacket
         }
         var total = 0
-        for packet in pending.packets {
+        // By index: an array's iterator is generic code that allocates in unoptimized builds.
+        for index in 0..<pending.packets.count {
+            let packet = pending.packets[index]
             let frames = packet.variableFramesInPacket > 0 ? packet.variableFramesInPacket : format.framesPerPacket
             if frames == 0 { return nil }
             total += frames
@@ -260,7 +321,7 @@ final class Producer {
     /// when the staged path must take them. (It reads `current` in place: no copy of the entry.)
     private func directFrames() -> Int? {
         guard let byteSize = current?.byteSize, current?.packets.isEmpty == true, directDecoder != nil,
-              stagingRead >= staging.sampleCount, staging.formatChanges.isEmpty, accounts.count == 1,
+              stagingRead >= staging.sampleCount, (staging.firstFormatChange == nil), accounts.count == 1,
               let account = accounts.first, let total = total(account), scale == 1, staging.format == ringFormat else { return nil }
         let keepEnd = total - account.trimEnd
         guard account.consumed >= account.trimStart, account.consumed < keepEnd else { return nil }
@@ -268,7 +329,7 @@ final class Producer {
             // The staged path writes a schedule gap or a parameter marker before the first frame.
             if let start = account.startTime, start > writeTimeline { return nil }
             guard account.volume == nil, account.pan == nil, account.playRate == nil, account.pitch == nil else { return nil }
-            accounts[0].started = true
+            accounts.at(0).pointee.started = true
         }
         let packetsLeft = byteSize / max(format.bytesPerPacket, 1) - nextPacket
         return min(packetsLeft * max(format.framesPerPacket, 1), keepEnd - account.consumed)
@@ -286,8 +347,8 @@ final class Producer {
         let slice = UnsafeRawBufferPointer(start: base + nextPacket * packetBytes, count: packets * packetBytes)
         let written = direct.decode(packets: slice, into: destination, gains: gains)
         nextPacket += packets
-        accounts[0].consumed += written
-        accounts[0].producedDuringDecode += written
+        accounts.at(0).pointee.consumed += written
+        accounts.at(0).pointee.producedDuringDecode += written
         writeTimeline += written
         if nextPacket >= byteSize / packetBytes, let buffer = current?.buffer {
             current = nil
@@ -384,12 +445,12 @@ final class Producer {
             finished = true
         }
         for error in staging.takeErrors() { report(error) }
-        if !accounts.isEmpty { accounts[accounts.count - 1].producedDuringDecode += staging.frameCount - before }
+        if !accounts.isEmpty { accounts.at(accounts.count - 1).pointee.producedDuringDecode += staging.frameCount - before }
         if finished {
             // A buffer whose packets did not declare their frames ends with what its decoding produced.
             if accounts.last?.declared == nil, !accounts.isEmpty {
-                let produced = accounts[accounts.count - 1].producedDuringDecode
-                accounts[accounts.count - 1].declared = max(produced / scale, 0)
+                let produced = accounts.at(accounts.count - 1).pointee.producedDuringDecode
+                accounts.at(accounts.count - 1).pointee.declared = max(produced / scale, 0)
             }
             current = nil
             outbox.append(.buffer(pending.buffer))
@@ -403,7 +464,7 @@ final class Producer {
     private func emitStaged() -> (Bool, Bool) {
         var wrote = false
         while true {
-            if let change = staging.formatChanges.first, change.sampleOffset <= stagingRead {
+            if let change = staging.firstFormatChange, change.sampleOffset <= stagingRead {
                 if stage.markers.isFull { return (wrote, true) }
                 if change.format != ringFormat {
                     ringFormat = change.format
@@ -419,7 +480,7 @@ final class Producer {
             }
             let channels = max(ringFormat.channelsPerFrame, 1)
             var end = staging.sampleCount
-            if let change = staging.formatChanges.first { end = min(end, change.sampleOffset) }
+            if let change = staging.firstFormatChange { end = min(end, change.sampleOffset) }
             let unread = max(end - stagingRead, 0) / channels
             // An account whose frames are all seen is done. One that kept none still holds its
             // place on the timeline: the silence up to its start time was scheduled, and plays.
@@ -446,12 +507,12 @@ final class Producer {
                 // A start trim longer than the buffer (priming spanning several one-packet
                 // buffers): the buffer is dropped whole and the rest is trimmed from the next.
                 carry(account.trimStart - total)
-                accounts[0].trimStart = total
+                accounts.at(0).pointee.trimStart = total
                 continue
             }
             let keepStart = account.trimStart, keepEnd = total - account.trimEnd
             if keepStart > keepEnd && !account.excessReported {
-                accounts[0].excessReported = true
+                accounts.at(0).pointee.excessReported = true
                 report(AudioQueueError(.invalidTrim,
                     "buffer \(account.bufferID) decoded to \(total) frames but asked to trim \(account.trimStart) at the start and \(account.trimEnd) at the end; its audio was removed"))
             }
@@ -461,7 +522,7 @@ final class Producer {
                 let limit = account.consumed < keepStart ? min(keepStart, total) : total
                 let drop = min(available, limit - account.consumed)
                 stagingRead += drop * channels
-                accounts[0].consumed += drop
+                accounts.at(0).pointee.consumed += drop
                 wrote = true
                 continue
             }
@@ -477,11 +538,11 @@ final class Producer {
                                             rate: account.playRate ?? .nan, pitch: account.pitch ?? .nan))
                 }
                 account.started = true
-                accounts[0].started = true
+                accounts.at(0).pointee.started = true
             }
             let written = write(frames: min(available, keepEnd - account.consumed), channels: channels)
             if written == 0 { return (wrote, true) }
-            accounts[0].consumed += written
+            accounts.at(0).pointee.consumed += written
             wrote = true
         }
         if stagingRead >= staging.sampleCount {
@@ -515,7 +576,7 @@ final class Producer {
 
     /// Moves start-trim frames on to the next buffer: one already begun, or the next to begin.
     private func carry(_ frames: Int) {
-        if accounts.count > 1 { accounts[1].trimStart += frames } else { carriedTrim += frames }
+        if accounts.count > 1 { accounts.at(1).pointee.trimStart += frames } else { carriedTrim += frames }
     }
 
     /// Writes the silence of a scheduled gap up to timeline frame `start`, as much as the ring

@@ -38,6 +38,15 @@ final class ConversionNode {
     private let mixed: UnsafeMutablePointer<Float>
     private var pendingOffset = 0
     private var pendingFrames = 0
+    /// What the resampler gave and the output has not taken yet (output channels).
+    ///
+    /// The resampler is always asked for a block, from a block of input pulled at a time, and
+    /// what a render does not take waits here: libsoxr then sees the same calls whatever sizes a
+    /// sink asks for, so its FIFOs reach their high-water mark in the first blocks and never grow
+    /// (realloc) on the render thread after.
+    private let produced: UnsafeMutablePointer<Float>
+    private var producedOffset = 0
+    private var producedFrames = 0
     private var totalIn = 0
     private var totalOut = 0
     private var leadingLeft: Int
@@ -65,11 +74,13 @@ final class ConversionNode {
         leadingLeft = resampler?.leadingFrames ?? 0
         pulled = .allocate(capacity: Self.blockFrames * input.channels)
         mixed = .allocate(capacity: Self.blockFrames * output.channels)
+        produced = .allocate(capacity: Self.blockFrames * output.channels)
     }
 
     deinit {
         pulled.deallocate()
         mixed.deallocate()
+        produced.deallocate()
     }
 
     /// Output frames `frames` input frames make: `round(frames × out / in)`.
@@ -84,30 +95,37 @@ final class ConversionNode {
         guard let resampler else { return mixOnly(into: out, frames: frames, from: source) }
         var done = 0
         while done < frames {
+            if producedFrames > 0 {
+                let n = min(producedFrames, frames - done)
+                (out + done * outputChannels).update(from: produced + producedOffset * outputChannels, count: n * outputChannels)
+                producedOffset += n
+                producedFrames -= n
+                done += n
+                continue
+            }
             if draining {
-                let target = outputFrames(forInputFrames: totalIn)
-                let room = min(frames - done, target - totalOut)
+                let room = min(Self.blockFrames, outputFrames(forInputFrames: totalIn) - totalOut)
                 if room <= 0 {
                     discardRest(resampler)
                     return (done, .boundary)
                 }
                 var made = 0
                 if failure == nil {
-                    do { made = try resampler.drain(into: out + done * outputChannels, capacity: room) } catch { fail(error) }
+                    do { made = try resampler.drain(into: produced, capacity: room) } catch { fail(error) }
                 }
                 if made == 0 {
                     // Too little came out: silence stands in, and the length stays exact.
-                    (out + done * outputChannels).update(repeating: 0, count: room * outputChannels)
+                    produced.update(repeating: 0, count: room * outputChannels)
                     shortfall += room
                     made = room
                 }
-                done += made
+                producedOffset = 0
+                producedFrames = made
                 totalOut += made
                 continue
             }
             if pendingFrames == 0 {
-                let want = min(Self.blockFrames, max(Int((Double(frames - done) * inputRate / outputRate).rounded(.up)), 1))
-                let (got, end) = pullMixed(want, from: source)
+                let (got, end) = pullMixed(Self.blockFrames, from: source)
                 if got == 0 {
                     if end == .boundary { draining = true; continue }
                     return (done, .starved)
@@ -116,26 +134,26 @@ final class ConversionNode {
                 pendingFrames = got
                 totalIn += got
             }
-            var consumed = 0, produced = 0
+            var consumed = 0, made = 0
             if failure == nil {
                 do {
-                    (consumed, produced) = try resampler.process(mixed + pendingOffset * outputChannels, frames: pendingFrames,
-                                                                 into: out + done * outputChannels, capacity: frames - done)
+                    (consumed, made) = try resampler.process(mixed + pendingOffset * outputChannels, frames: pendingFrames,
+                                                             into: produced, capacity: Self.blockFrames)
                 } catch { fail(error) }
             }
-            if failure != nil { consumed = pendingFrames; produced = 0 }
+            if failure != nil { consumed = pendingFrames; made = 0 }
             pendingOffset += consumed
             pendingFrames -= consumed
-            if leadingLeft > 0 && produced > 0 {
-                let drop = min(leadingLeft, produced)
-                leadingLeft -= drop
-                let start = out + done * outputChannels
-                start.update(from: start + drop * outputChannels, count: (produced - drop) * outputChannels)
-                produced -= drop
+            var first = 0
+            if leadingLeft > 0 && made > 0 {
+                first = min(leadingLeft, made)
+                leadingLeft -= first
+                made -= first
             }
-            done += produced
-            totalOut += produced
-            if consumed == 0 && produced == 0 && pendingFrames > 0 { break }   // a resampler that takes nothing
+            producedOffset = first
+            producedFrames = made
+            totalOut += made
+            if consumed == 0 && made == 0 && pendingFrames > 0 { break }   // a resampler that takes nothing
         }
         return (done, .filled)
     }
@@ -146,6 +164,8 @@ final class ConversionNode {
         draining = false
         pendingFrames = 0
         pendingOffset = 0
+        producedFrames = 0
+        producedOffset = 0
         resampler?.reset()
         leadingLeft = resampler?.leadingFrames ?? 0
     }

@@ -88,14 +88,14 @@ public final class AudioQueueProcessingTap: @unchecked Sendable {
     }
 
     /// Runs the callback for up to `frames` frames with `source` behind it.
-    func render(into out: UnsafeMutablePointer<Float>, frames: Int, from source: PullSource) -> (Int, PullEnd) {
+    /// `source` is kept while the callback runs: a closure made once (a closure made for the call
+    /// and kept would be allocated on every render).
+    func render(into out: UnsafeMutablePointer<Float>, frames: Int, from source: @escaping PullSource) -> (Int, PullEnd) {
         let flags: AudioQueueProcessingTapFlags = startPending ? .startOfStream : []
         startPending = false
-        let produced = withoutActuallyEscaping(source) { escapable -> Int in
-            self.source = escapable
-            defer { self.source = nil }
-            return max(min(callback(self, min(frames, maximumFrames), out, flags), frames), 0)
-        }
+        self.source = source
+        let produced = max(min(callback(self, min(frames, maximumFrames), out, flags), frames), 0)
+        self.source = nil
         // After the end, the callback may still give a tail; once it gives nothing, the segment is over.
         if produced > 0 { return (produced, produced == frames || sourceEnded ? .filled : .starved) }
         return (0, sourceEnded ? .boundary : .starved)

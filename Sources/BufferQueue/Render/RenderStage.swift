@@ -152,6 +152,13 @@ final class RenderStage: @unchecked Sendable {
     /// Set when a format change swapped in prepared nodes during this render.
     private var nodesChanged = false
     private let meterScratch: UnsafeMutablePointer<Float>
+    /// The render chain's running totals while a render is under way (see ``renderChain(into:frames:consumed:signal:)``).
+    private var chainConsumed = 0
+    private var chainSignal = false
+    /// What a pre-effects tap pulls (the ring) and what a post-effects tap pulls (everything
+    /// before it): made once, at init.
+    private var preTapSource: PullSource = { _, _ in (0, .starved) }
+    private var postTapSource: PullSource = { _, _ in (0, .starved) }
 
     init(capacityFrames: Int, channels: Int, sampleRate: Double, resamplers: AudioResamplerRegistry = .shared,
          converterQuality: AudioConverterQuality = .veryHigh, timePitchEngines: TimePitchEngineRegistry = .shared) {
@@ -167,6 +174,8 @@ final class RenderStage: @unchecked Sendable {
         publishedChannels = Atomic(channels)
         meterScratch = .allocate(capacity: 2 * RenderStage.maxChannels)
         meterScratch.initialize(repeating: 0, count: 2 * RenderStage.maxChannels)
+        preTapSource = { [unowned self] destination, wanted in self.chainSource(destination, wanted) }
+        postTapSource = { [unowned self] destination, wanted in self.chainWithGain(destination, wanted) }
     }
 
     deinit { meterScratch.deallocate() }
@@ -568,34 +577,50 @@ final class RenderStage: @unchecked Sendable {
 
     /// Pulls through the pre-effects tap, the time stretch, the converter, volume/pan and the
     /// post-effects tap (whichever are present).
+    ///
+    /// The steps are methods over ``chainConsumed`` and ``chainSignal`` rather than local
+    /// functions, so that a tap's source can be a closure made once (``preTapSource``,
+    /// ``postTapSource``): a tap keeps its source while the caller's callback runs, and turning a
+    /// local function into a closure that may be kept allocates on every render.
     private func renderChain(into out: UnsafeMutablePointer<Float>, frames: Int, consumed: inout Int,
                              signal: inout Bool) -> (Int, PullEnd) {
-        func source(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
-            stretchPullBase = timeStretch?.pullPosition ?? 0
-            let pulled = pullSource(into: destination, frames: wanted, stopAtBoundaries: true, gain: false, signal: &signal)
-            consumed += pulled.0
-            return pulled
+        chainConsumed = consumed
+        chainSignal = signal
+        defer {
+            consumed = chainConsumed
+            signal = chainSignal
         }
-        func tapped(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
-            guard let tap, tap.position == .preEffects else { return source(destination, wanted) }
-            return tap.render(into: destination, frames: wanted, from: source)
-        }
-        func stretched(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
-            guard let timeStretch else { return tapped(destination, wanted) }
-            timeStretch.bypassed = timePitchBypass.load(ordering: .relaxed)
-            return timeStretch.render(into: destination, frames: wanted, from: tapped)
-        }
-        func converted(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
-            guard let converter else { return stretched(destination, wanted) }
-            return converter.render(into: destination, frames: wanted, from: stretched)
-        }
-        func withGain(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
-            let (n, end) = converted(destination, wanted)
-            if n > 0 { applyGain(destination, frames: n, channels: outputChannels) }
-            return (n, end)
-        }
-        if let tap, tap.position == .postEffects { return tap.render(into: out, frames: frames, from: withGain) }
-        return withGain(out, frames)
+        if let tap, tap.position == .postEffects { return tap.render(into: out, frames: frames, from: postTapSource) }
+        return chainWithGain(out, frames)
+    }
+
+    private func chainSource(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+        stretchPullBase = timeStretch?.pullPosition ?? 0
+        let pulled = pullSource(into: destination, frames: wanted, stopAtBoundaries: true, gain: false, signal: &chainSignal)
+        chainConsumed += pulled.0
+        return pulled
+    }
+
+    private func chainTapped(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+        guard let tap, tap.position == .preEffects else { return chainSource(destination, wanted) }
+        return tap.render(into: destination, frames: wanted, from: preTapSource)
+    }
+
+    private func chainStretched(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+        guard let timeStretch else { return chainTapped(destination, wanted) }
+        timeStretch.bypassed = timePitchBypass.load(ordering: .relaxed)
+        return timeStretch.render(into: destination, frames: wanted) { self.chainTapped($0, $1) }
+    }
+
+    private func chainConverted(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+        guard let converter else { return chainStretched(destination, wanted) }
+        return converter.render(into: destination, frames: wanted) { self.chainStretched($0, $1) }
+    }
+
+    private func chainWithGain(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
+        let (n, end) = chainConverted(destination, wanted)
+        if n > 0 { applyGain(destination, frames: n, channels: outputChannels) }
+        return (n, end)
     }
 
     /// Copies up to `frames` decoded frames from the ring, acting on the markers on the way.
