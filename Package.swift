@@ -323,6 +323,18 @@ let package = Package(
                            "SoxrConverter", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "FLACDecoder", "OpusDecoder", "CodecTestSupport", "TestSupport"],
             path: "Tests/AudioPlaybackTests"
         ),
+        // Counts allocations, system calls and waits on the render thread (interposes malloc in
+        // the test executable; counts nothing under a sanitizer).
+        .target(
+            name: "CRenderThreadCounter",
+            path: "Tests/CRenderThreadCounter"
+        ),
+        .testTarget(
+            name: "RealtimeTests",
+            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "PulseAudioSink", "SoxrConverter", "RubberBandTimePitch", "CRenderThreadCounter",
+                           "CodecTestSupport", "TestSupport"],
+            path: "Tests/RealtimeTests"
+        ),
         .testTarget(
             name: "AudioToolboxTests",
             dependencies: ["AudioToolbox", "AudioPlayback", "AudioFileStream", "BufferQueue", "AVCodecAAC", "CodecTestSupport", "TestSupport"],

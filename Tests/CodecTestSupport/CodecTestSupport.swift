@@ -152,3 +152,45 @@ public func snr(_ signal: ArraySlice<Float>, _ reference: ArraySlice<Float>) -> 
     return e == 0 ? .infinity : 10 * log10(s / e)
 }
 
+/// Files the Xiph tests make: sources of odd lengths (a prime number of frames, a multiple of no
+/// block or frame size) made by sox, encoded by the reference encoders.
+public enum XiphFiles {
+    public static let directory: URL = {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("xiph-tests-\(getpid())")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }()
+
+    public static let frames = 30_011
+
+    /// A source WAV: one tone per channel (none at full scale, so no encoder clips), without
+    /// dither, so that tests making it at once make the same file.
+    public static func source(channels: Int, rate: Int, bits: Int = 16, frames: Int = frames) async throws -> String {
+        let path = directory.appendingPathComponent("src-\(channels)ch-\(rate)-\(bits)-\(frames).wav").path
+        if FileManager.default.fileExists(atPath: path) { return path }
+        let tones = (0..<channels).flatMap { ["sine", "\(220 + 170 * $0)"] }
+        // Made under another name and renamed (atomically): a test running alongside never reads half a file.
+        let partial = directory.appendingPathComponent("partial-\(UUID()).wav").path
+        _ = try await run(try #require(Where.tool("sox")),
+                          ["-D", "-r", "\(rate)", "-n", "-r", "\(rate)", "-c", "\(channels)", "-b", "\(bits)", partial, "synth", "\(frames)s"] + tones + ["vol", "0.4"])
+        guard rename(partial, path) == 0 else { throw CocoaError(.fileWriteUnknown) }
+        return path
+    }
+
+    /// Encodes `source` with a tool whose last arguments are the input and output.
+    public static func encode(_ source: String, _ tool: String, _ arguments: [String], ext: String, tag: String = "") async throws -> String {
+        let name = URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent
+        let path = directory.appendingPathComponent("\(name)-\(tool)\(tag).\(ext)").path
+        if FileManager.default.fileExists(atPath: path) { return path }
+        let exe = try #require(Where.tool(tool), "\(tool) is missing (make deps installs it)")
+        let partial = directory.appendingPathComponent("partial-\(UUID()).\(ext)").path
+        switch tool {
+        case "opusenc": _ = try await run(exe, ["--quiet"] + arguments + [source, partial])
+        case "oggenc": _ = try await run(exe, ["-Q"] + arguments + [source, "-o", partial])
+        case "flac": _ = try await run(exe, ["-s", "-f"] + arguments + [source, "-o", partial])
+        default: _ = try await run(exe, ["-v", "error", "-y", "-i", source] + arguments + [partial])
+        }
+        guard rename(partial, path) == 0 else { throw CocoaError(.fileWriteUnknown) }
+        return path
+    }
+}

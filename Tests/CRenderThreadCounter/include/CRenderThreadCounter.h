@@ -1,0 +1,53 @@
+// The instrument of the render path's real-time tests (RealtimeTests). It counts what a thread does
+// while it is inside a render: heap allocations and frees (it interposes malloc, calloc, realloc,
+// free and the aligned allocators in the test executable and forwards each to glibc's own,
+// __libc_malloc …), system calls made through syscall(2), wakes of other threads (sem_post, as
+// libdispatch wakes its workers), read- and
+// write-like system calls (the thread's syscr/syscw in /proc/thread-self/io) and voluntary context
+// switches (the thread blocked: a wait, a contended lock, blocking I/O).
+//
+// A render is bracketed by aq_render_observed(1) and aq_render_observed(0): the library calls it
+// on the sink's thread when the hook is installed (RenderThreadObserver), and a test calls it
+// around an offline render. Only renders that begin while the counter is armed count. Under
+// ThreadSanitizer or AddressSanitizer, which interpose the allocator themselves, it counts nothing
+// and aq_counting_available returns 0.
+#ifndef AQ_RENDER_THREAD_COUNTER_H
+#define AQ_RENDER_THREAD_COUNTER_H
+
+#include <stdint.h>
+
+typedef struct aq_counts {
+    uint64_t renders;
+    uint64_t allocations;
+    uint64_t frees;
+    /// syscall(2) calls (futex).
+    uint64_t syscalls;
+    /// Read- and write-like system calls (read, write, pread, eventfd writes …).
+    uint64_t readWrites;
+    /// Voluntary context switches.
+    uint64_t waits;
+    /// Allocations and frees made directly by the exempt library (aq_counting_exempt), apart.
+    uint64_t exempt;
+    /// sem_post calls: wakes of another thread (libdispatch's, when a render signals the worker).
+    uint64_t wakes;
+} aq_counts;
+
+/// 1 when the allocator is interposed (not under a sanitizer).
+int aq_counting_available(void);
+/// Counts the allocations and frees that code of the library whose file name contains `library`
+/// makes itself apart from the others (a documented exception); NULL or "" for none.
+void aq_counting_exempt(const char *library);
+/// Starts counting renders that begin from now on, from zero.
+void aq_counting_arm(void);
+/// Stops counting and returns the totals since aq_counting_arm.
+aq_counts aq_counting_disarm(void);
+/// The hook: 1 as a render begins on the calling thread, 0 as it ends.
+void aq_render_observed(int32_t entering);
+/// Makes one syscall(2) call (getpid): for the instrument's own test.
+long aq_counting_probe_syscall(void);
+/// Posts a semaphore once: for the instrument's own test.
+void aq_counting_probe_wake(void);
+/// Writes the call stacks of the counted allocations (up to 12 distinct ones) to standard error.
+void aq_counting_print_sites(void);
+
+#endif

@@ -1,0 +1,312 @@
+import Foundation
+import Testing
+import AudioFileStream
+import BufferQueue
+import PulseAudioSink
+import CRenderThreadCounter
+import CodecTestSupport
+import RubberBandTimePitch
+import SoxrConverter
+import TestSupport
+
+/// What the instrument counted over a stretch of renders.
+struct RenderCounts: CustomStringConvertible {
+    var renders: UInt64 = 0, allocations: UInt64 = 0, frees: UInt64 = 0, syscalls: UInt64 = 0, readWrites: UInt64 = 0, waits: UInt64 = 0
+    /// Allocations and frees of the exempt library (a documented exception), counted apart.
+    var exempt: UInt64 = 0
+    /// Wakes of another thread (the render signalling the queue's worker): allowed, at most one a render.
+    var wakes: UInt64 = 0
+    var frames = 0
+
+    init() {}
+    init(_ counts: aq_counts) {
+        renders = counts.renders
+        allocations = counts.allocations
+        frees = counts.frees
+        syscalls = counts.syscalls
+        readWrites = counts.readWrites
+        waits = counts.waits
+        exempt = counts.exempt
+        wakes = counts.wakes
+    }
+
+    var description: String {
+        "\(renders) renders\(frames > 0 ? " (\(frames) frames)" : ""): \(allocations) allocations, \(frees) frees, \(syscalls) syscall(2) calls, "
+            + "\(readWrites) reads/writes, \(waits) waits, \(wakes) wakes; \(exempt) exempt allocations and frees"
+    }
+
+    /// `AQ_RT_VERBOSE=1` prints every count (what the closing figures of a change quote).
+    func report(_ what: String) {
+        if ProcessInfo.processInfo.environment["AQ_RT_VERBOSE"] != nil { print("render thread, \(what): \(self)") }
+    }
+
+    /// Nothing the contract forbids: no allocation, free, futex call, read or write, or wait, and
+    /// no more than one wake of the worker a render.
+    var isClean: Bool { allocations == 0 && frees == 0 && syscalls == 0 && readWrites == 0 && waits == 0 && wakes <= renders }
+}
+
+/// The render path's real-time contract (Docs/Playback.md, "The render thread"): once a stream is
+/// under way (its first blocks rendered, no format change ahead) the thread that renders makes no
+/// heap allocation or free, makes no system call and never waits.
+///
+/// - Offline, the rendering thread also decodes: every decoder is checked there.
+/// - Through a sink, the sink's thread runs the render stage only (decoding is the worker's): the
+///   converter, the three time-pitch algorithms, the taps, volume ramps and metering are checked
+///   on it, through the library's hook (`RenderThreadObserver`), which brackets each render so the
+///   sink's own work is not counted.
+///
+/// The instrument (`CRenderThreadCounter`) interposes the allocator in the test executable; under
+/// a sanitizer, which interposes it itself, the suite does not run.
+@Suite(.serialized, .enabled(if: aq_counting_available() != 0, "the render-thread counter does not work under a sanitizer"))
+struct RenderThreadContractTests {}
+
+extension RenderThreadContractTests {
+    /// The instrument sees each thing the contract forbids, inside a bracketed render and not
+    /// outside it (a counter that cannot see would make every other test here pass).
+    @Suite struct InstrumentTests {
+        @Test func theCounterSeesWhatTheContractForbids() throws {
+            let devNull = open("/dev/null", O_WRONLY)
+            try #require(devNull >= 0)
+            defer { close(devNull) }
+            func forbidden() {
+                let memory = malloc(64)
+                free(memory)
+                var byte: UInt8 = 0
+                _ = write(devNull, &byte, 1)
+                _ = aq_counting_probe_syscall()
+                aq_counting_probe_wake()
+                usleep(1000)   // blocks: a voluntary context switch, what a wait on a lock is
+            }
+            aq_counting_arm()
+            forbidden()   // outside a render: not counted
+            aq_render_observed(1)
+            forbidden()
+            aq_render_observed(0)
+            let counts = RenderCounts(aq_counting_disarm())
+            #expect(counts.renders == 1)
+            #expect(counts.allocations >= 1 && counts.frees >= 1, "\(counts)")
+            #expect(counts.readWrites == 1, "\(counts)")
+            #expect(counts.syscalls == 1, "\(counts)")
+            #expect(counts.wakes == 1, "\(counts)")
+            #expect(counts.waits >= 1, "\(counts)")
+            #expect(counts.allocations < 10, "the instrument counted more than the probe made: \(counts)")
+        }
+    }
+
+    @Suite struct OfflineRenderThreadTests {
+        /// Renders `path` offline in blocks of `block` frames and counts what the renders between the
+        /// first `warmUp` blocks and the approach of the end do on this thread. The warm-up covers what
+        /// happens once: the first buffers going back (the runtime instantiates the conformances that
+        /// path uses), libsoxr's FIFO growing to its high-water mark. The file's packets are
+        /// enqueued as often as it takes to make 120 000 frames, all before the render starts (so
+        /// the counted thread does only the render path's work), and the end of the stream (the
+        /// decoder's drain and reset, which may allocate) is left out: the queue decodes up to
+        /// `decodeBufferFrames` ahead, so counting stops that far and two blocks before the end.
+        func offlineSteadyState(_ path: String, aac: AACDecoderChoice = .faad, block: Int = 1024, warmUp: Int = 32,
+                                format: AudioStreamDescription? = nil, configure: (AudioQueue) throws -> Void = { _ in }) throws -> RenderCounts {
+            SoxrConverter.register()
+            let file = try AudioFile(path: path)
+            let queue = try AudioQueue(format: file.dataFormat, configuration: .init(decoderRegistry: aac.registry))
+            defer { queue.dispose(immediately: true) }
+            if let cookie = file.magicCookie { try queue.setMagicCookie(cookie) }
+            try configure(queue)
+            var chunks: [AudioFilePackets] = []
+            var next: Int64 = 0
+            while next < file.packetCount {
+                // Buffers of about 8192 frames, as a player's are (16 packets where packets vary).
+                let framesPerPacket = file.dataFormat.framesPerPacket
+                let packets = try file.readPackets(from: next, count: framesPerPacket > 0 ? max(8192 / framesPerPacket, 1) : 16)
+                chunks.append(packets)
+                next += Int64(packets.packetCount)
+            }
+            let loops = max(1, Int((120_000 / Double(max(file.totalFrames, 1))).rounded(.up)))
+            // The buffers stay this caller's, as a player's do: the last reference to a buffer is not
+            // dropped on the rendering thread.
+            var buffers: [AudioQueueBuffer] = []
+            defer { withExtendedLifetime(buffers) {} }
+            for _ in 0..<loops {
+                for packets in chunks {
+                    let buffer = try queue.allocateBuffer(capacity: max(packets.data.count, 1), packetDescriptionCapacity: packets.descriptions.count)
+                    try buffer.setData(packets.data)
+                    try queue.enqueue(buffer, packetDescriptions: packets.descriptions)
+                    buffers.append(buffer)
+                }
+            }
+            try queue.flush()
+            _ = try queue.prime()
+            let decoded = queue.outputFormat
+            let output = format ?? .float32(sampleRate: decoded.sampleRate, channels: decoded.channelsPerFrame)
+            try queue.setOfflineRenderFormat(output)
+            let ratio = output.sampleRate / decoded.sampleRate
+            let expected = Double(file.totalFrames) * Double(loops) * ratio
+            let stopAt = Int64(expected - Double(queue.decodeBufferFrames + 8192) * ratio) - Int64(2 * block)
+            let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: block * output.channelsPerFrame * 8, alignment: 16)
+            defer { bytes.deallocate() }
+            var position: Int64 = 0
+            var counted = 0
+            var rendered = 0
+            while true {
+                let counting = rendered >= warmUp && position < stopAt
+                if rendered == warmUp { aq_counting_arm() }
+                if counting { aq_render_observed(1) }
+                let frames = try queue.offlineRender(at: position, into: bytes, frames: block)
+                if counting {
+                    aq_render_observed(0)
+                    counted += frames
+                }
+                if frames == 0 { break }
+                position += Int64(frames)
+                rendered += 1
+            }
+            var counts = RenderCounts(aq_counting_disarm())
+            counts.frames = counted
+            let converted = format.map { " to \(Int($0.sampleRate)) Hz, \($0.channelsPerFrame) ch" } ?? ""
+            counts.report("offline, \(URL(fileURLWithPath: path).lastPathComponent)\(converted) (AAC: \(aac.rawValue))")
+            if !counts.isClean { aq_counting_print_sites() }
+            return counts
+        }
+
+        @Test(arguments: ["lame-vbr-v2-44k-stereo.mp3", "alac-44k-stereo.m4a", "pcm-s16-22k-mono.wav", "pcm-s24-8k-mono-extensible.wav",
+                          "ima4-22k-mono.caf", "ima-adpcm-48k-stereo-ffmpeg.wav", "ulaw-8k-mono.caf", "alaw-8k-mono.wav",
+                          "amr-nb-8k-mono.amr", "amr-wb-16k-mono.awb"])
+        func offlineDecodingAndRenderingIsRealtimeSafe(_ name: String) throws {
+            let counts = try offlineSteadyState(Where.fixture(name))
+            #expect(counts.frames >= 50_000 && counts.renders > 0, "\(counts)")
+            #expect(counts.isClean, "\(name): \(counts)")
+        }
+
+        /// AAC through libfaad2: clean. Through libavcodec: libavcodec allocates and frees inside each
+        /// `avcodec_send_packet` and `avcodec_receive_frame` (reference-counted packets and frames,
+        /// a frame's side data), through libavutil's `av_malloc` and `av_free`: the documented exception,
+        /// counted apart. In playback that decoding runs on the queue's worker, never on the sink's thread.
+        @Test(arguments: AACDecoderChoice.allCases)
+        func offlineAACIsRealtimeSafe(_ aac: AACDecoderChoice) throws {
+            if aac == .avcodec { aq_counting_exempt("/libav") }   // libavutil and libavcodec (av_free tail-calls free)
+            defer { aq_counting_exempt(nil) }
+            let counts = try offlineSteadyState(Where.fixture("ffmpeg-aac-44k-moov-last.m4a"), aac: aac)
+            #expect(counts.frames >= 50_000 && counts.renders > 0, "\(counts)")
+            #expect(counts.isClean, "\(aac): \(counts)")
+            if aac == .avcodec { #expect(counts.exempt > 0, "libavcodec's allocations were not seen: is the exemption still needed? \(counts)") }
+        }
+
+        @Test(.enabled(if: ["sox", "flac", "opusenc", "oggenc"].allSatisfy { Where.tool($0) != nil }, "sox, flac, opus-tools or vorbis-tools is missing"),
+              arguments: [("flac", "flac"), ("opusenc", "opus"), ("oggenc", "ogg")])
+        func offlineXiphDecodingIsRealtimeSafe(_ tool: String, _ ext: String) async throws {
+            let source = try await XiphFiles.source(channels: 2, rate: 48_000, frames: 60_011)
+            let file = try await XiphFiles.encode(source, tool, [], ext: ext)
+            let counts = try offlineSteadyState(file)
+            #expect(counts.frames >= 50_000 && counts.renders > 0, "\(counts)")
+            #expect(counts.isClean, "\(ext): \(counts)")
+        }
+
+        /// The converter offline: rate (libsoxr) and channel conversion to the render format.
+        @Test func offlineConversionIsRealtimeSafe() throws {
+            let counts = try offlineSteadyState(Where.fixture("lame-vbr-v2-44k-stereo.mp3"), format: .float32(sampleRate: 48_000, channels: 1))
+            #expect(counts.frames >= 50_000, "\(counts)")
+            #expect(counts.isClean, "\(counts)")
+        }
+    }
+
+    /// The render path on a sink's own thread: what the thread does inside each
+    /// `AudioRenderSource.render` (bracketed by the library's hook), in steady-state playback of a
+    /// 44.1 kHz stereo tone, for each stage the render path can run.
+    @Suite struct SinkRenderThreadTests {
+        static let rate = 44_100
+        static let frames = 3 * rate
+
+        /// A stage of the render path to run.
+        enum Stage: String, CaseIterable, CustomTestStringConvertible {
+            case plain, conversion, varispeed, timeDomain, spectral, preEffectsTap, postEffectsTap, siphonTap, rampPanMetering
+            var testDescription: String { rawValue }
+        }
+
+        /// Plays the tone through `sink` with `stage` set up and counts the renders between 0.3 s and
+        /// 1 s of playback (heard frames, as `waitForWarmUp` and `waitForEnd` tell).
+        static func steadyState(_ stage: Stage, sink: any AudioSink, convertingTo target: (rate: Double, channels: Int) = (48_000, 1),
+                                waitFor: (Int) async -> Bool) async throws -> RenderCounts {
+            SoxrConverter.register()
+            RubberBandTimePitch.register()
+            let format = AudioStreamDescription.float32(sampleRate: Double(rate), channels: 2)
+            let sinkFormat: AudioQueue.SinkFormat = stage == .conversion ? .fixed(sampleRate: target.rate, channels: target.channels) : .followDecoded
+            let queue = try AudioQueue(format: format, configuration: .init(sink: sink, sinkFormat: sinkFormat))
+            defer { queue.dispose(immediately: true) }
+            switch stage {
+            case .plain, .conversion: break
+            case .varispeed, .timeDomain, .spectral:
+                try queue.setTimePitch(stage == .varispeed ? .varispeed : stage == .timeDomain ? .timeDomain : .spectral)
+                try queue.setParameters(.init(playRate: 1.5, pitch: stage == .spectral ? 200 : nil))
+            case .preEffectsTap, .postEffectsTap:
+                // A tap that pulls its source and halves it: nothing here allocates.
+                try queue.installProcessingTap(stage == .preEffectsTap ? .preEffects : .postEffects) { tap, frames, output, _ in
+                    let got = tap.getSourceAudio(frames: frames, into: output)
+                    let samples = got.frames * tap.processingFormat.channelsPerFrame
+                    for index in 0..<samples { output[index] *= 0.5 }
+                    return got.frames
+                }
+            case .siphonTap:
+                try queue.installProcessingTap(.siphon) { _, _, _, _ in 0 }
+            case .rampPanMetering:
+                try queue.setVolumeRampTime(0.05)
+                try queue.setParameters(.init(volume: 0.5, pan: -0.3))
+                queue.isLevelMeteringEnabled = true
+            }
+            let tone = (0..<frames).flatMap { frame -> [Float] in
+                let value = Float(0.3 * sin(2 * Double.pi * 440 * Double(frame) / Double(rate)))
+                return [value, -value]
+            }
+            var buffers: [AudioQueueBuffer] = []
+            defer { withExtendedLifetime(buffers) {} }
+            let chunk = 8192 * 2
+            for start in stride(from: 0, to: tone.count, by: chunk) {
+                let part = tone[start..<min(start + chunk, tone.count)]
+                let buffer = try queue.allocateBuffer(capacity: part.count * 4)
+                try part.withUnsafeBytes { try buffer.setData($0) }
+                try queue.enqueue(buffer)
+                buffers.append(buffer)
+            }
+            _ = try queue.prime()
+            RenderThreadObserver.install(aq_render_observed)
+            defer { RenderThreadObserver.install(nil) }
+            try queue.start()
+            #expect(await waitFor(rate * 3 / 10), "playback did not reach 0.3 s")
+            aq_counting_arm()
+            let reached = await waitFor(rate)
+            let counts = RenderCounts(aq_counting_disarm())
+            #expect(reached, "playback did not reach 1 s")
+            try queue.stop(immediately: true)
+            if !counts.isClean { aq_counting_print_sites() }
+            return counts
+        }
+
+        @Test(arguments: Stage.allCases)
+        func theSinkThreadRendersWithoutAllocatingOrWaiting(_ stage: Stage) async throws {
+            let sink = NullSink(pacing: .realTime)
+            let counts = try await Self.steadyState(stage, sink: sink) { frames in
+                await sink.waitForFrames(frames * (stage == .conversion ? 48_000 : Self.rate) / Self.rate, timeout: .seconds(10))
+            }
+            counts.report("null sink, \(stage)")
+            #expect(counts.renders >= 30, "\(stage): \(counts)")
+            #expect(counts.isClean, "\(stage): \(counts)")
+        }
+
+        /// The same on PulseAudio's own thread, through a private server, at a 20 ms target latency:
+        /// the sink's write callback renders, and its own work (`pa_stream_begin_write`,
+        /// `pa_stream_write`) is outside the bracket.
+        @Test(.enabled(if: !PrivateServer.missing, "pulseaudio or parec is missing (make deps installs them)"),
+              arguments: [Stage.plain, .conversion, .timeDomain])
+        func pulseAudiosThreadRendersWithoutAllocatingOrWaiting(_ stage: Stage) async throws {
+            // The server plays what the sink plays (48 kHz when the queue converts to it).
+            let server = try await PrivateServer.start(rate: stage == .conversion ? 48_000 : Self.rate, channels: 2)
+            try await server.startRecording()
+            let sink = PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(20),
+                                                           applicationName: "RealtimeTests"))
+            let counts = try await Self.steadyState(stage, sink: sink, convertingTo: (48_000, 2)) { frames in
+                await server.waitForSound(frames: frames * server.rate / Self.rate, timeout: .seconds(10))
+            }
+            _ = await server.stopRecording()
+            counts.report("PulseAudio, \(stage)")
+            #expect(counts.renders >= 20, "\(stage): \(counts)")
+            #expect(counts.isClean, "\(stage): \(counts)")
+        }
+    }
+}
