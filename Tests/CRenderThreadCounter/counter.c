@@ -2,6 +2,7 @@
 #include "CRenderThreadCounter.h"
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <semaphore.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -142,7 +143,6 @@ long syscall(long number, ...) {
     return real(number, a, b, c, d, e, f);
 }
 
-#include <semaphore.h>
 typedef int (*SemPostFunction)(sem_t *);
 static _Atomic(SemPostFunction) realSemPost;
 
