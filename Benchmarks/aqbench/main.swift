@@ -517,8 +517,9 @@ func transformBenchmarks() throws -> [String] {
 
 // MARK: 4. playback through PulseAudio
 
-/// A private PulseAudio server for the measurements (a null sink), killed at the end.
-func withPrivateServer<T>(_ body: (String) throws -> T) throws -> T {
+/// A private PulseAudio server for the measurements (a null sink), killed at the end. Its log is
+/// at ``privateServerLog(_:)``; `debugLog` makes it log at debug level (the underruns it sees).
+func withPrivateServer<T>(debugLog: Bool = false, _ body: (String) throws -> T) throws -> T {
     // A directory of its own for each server: a socket left by the last one would be taken for
     // this one's before it listens.
     let runtime = NSTemporaryDirectory() + "aqbench-pulse-\(getpid())-\(UUID().uuidString.prefix(8))"
@@ -527,6 +528,7 @@ func withPrivateServer<T>(_ body: (String) throws -> T) throws -> T {
     daemon.executableURL = URL(fileURLWithPath: "/usr/bin/pulseaudio")
     daemon.arguments = ["-D", "-n", "--exit-idle-time=-1", "--disallow-exit", "--load=module-native-protocol-unix",
                         "--load=module-null-sink sink_name=out format=float32le rate=44100 channels=2 norewinds=1", "--log-target=file:\(runtime)/pa.log"]
+        + (debugLog ? ["--log-level=debug"] : [])
     daemon.environment = ["XDG_RUNTIME_DIR": runtime, "HOME": runtime, "PATH": "/usr/bin:/bin"]
     try daemon.run()
     daemon.waitUntilExit()
@@ -538,6 +540,20 @@ func withPrivateServer<T>(_ body: (String) throws -> T) throws -> T {
         try? FileManager.default.removeItem(atPath: runtime)
     }
     return try body("unix:" + runtime + "/pulse/native")
+}
+
+/// The log file of the private server at `server` (an address ``withPrivateServer(debugLog:_:)`` gave).
+func privateServerLog(_ server: String) -> String {
+    String(server.dropFirst("unix:".count).dropLast("/pulse/native".count)) + "/pa.log"
+}
+
+/// Underruns of playback streams a private server logged at debug level: protocol-native's
+/// "Actual underrun of '…'" and "Implicit underrun of '…'" (a stream's end is logged as a drain,
+/// not an underrun). The server rate-limits these lines, so a count above ten in five seconds is a
+/// lower bound.
+func serverUnderruns(_ server: String) -> Int {
+    let log = (try? String(contentsOfFile: privateServerLog(server), encoding: .utf8)) ?? ""
+    return log.split(separator: "\n").filter { $0.contains(" underrun of '") }.count
 }
 
 // MARK: playback under full CPU load: gaps heard, against mpg123 and paplay
@@ -568,9 +584,9 @@ func loadBenchmarks(seconds: Int) throws -> [String] {
         ("mpg123 -o pulse", "/usr/bin/mpg123", ["-q", "-o", "pulse", mp3], ["PULSE_LATENCY_MSEC": "20"]),
         ("paplay --latency-msec=20", "/usr/bin/paplay", ["--latency-msec=20", wav], [:]),
     ]
-    var lines = ["playback of a \(seconds) s tone at a 20 ms target latency through a private PulseAudio server, \(cores) busy loops keeping every core at work: gaps heard in the monitor (16+ silent frames inside the sound)"]
+    var lines = ["playback of a \(seconds) s tone at a 20 ms target latency through a private PulseAudio server, \(cores) busy loops keeping every core at work: gaps heard in the monitor (16+ silent frames inside the sound) and underruns the server logged"]
     for (name, path, arguments, extra) in players {
-        let result = try withPrivateServer { server -> (gaps: Int, sound: Double) in
+        let result = try withPrivateServer(debugLog: true) { server -> (gaps: Int, sound: Double, underruns: Int) in
             let environment = ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"].merging(extra) { $1 }
             let capture = folder + "/load-capture.raw"
             _ = FileManager.default.createFile(atPath: capture, contents: nil)
@@ -607,9 +623,11 @@ func loadBenchmarks(seconds: Int) throws -> [String] {
             kill(recorder.processIdentifier, SIGKILL)
             let data = (try? Data(contentsOf: URL(fileURLWithPath: capture))) ?? Data()
             let samples: [Float] = data.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
-            return countGaps(samples)
+            let (gaps, sound) = countGaps(samples)
+            return (gaps, sound, serverUnderruns(server))
         }
-        lines.append(String(format: "  %-26@ %4d gaps over %.1f s of sound", name as NSString, result.gaps, result.sound))
+        lines.append(String(format: "  %-26@ %4d gaps over %.1f s of sound, %3d underruns logged by the server", name as NSString,
+                            result.gaps, result.sound, result.underruns))
     }
     return lines
 }
