@@ -331,7 +331,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RealtimeTests",
-            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "PulseAudioSink", "SoxrConverter", "RubberBandTimePitch", "CRenderThreadCounter",
+            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "PulseAudioSink", "ALSASink", "SoxrConverter", "RubberBandTimePitch", "CRenderThreadCounter",
                            "CodecTestSupport", "TestSupport"],
             path: "Tests/RealtimeTests"
         ),

@@ -20,6 +20,8 @@
 #endif
 
 static atomic_int armed;
+// Only renders of this source count (NULL: any).
+static _Atomic(const void *) armedFor;
 static _Atomic uint64_t totalRenders, totalAllocations, totalFrees, totalSyscalls, totalReadWrites, totalWaits, totalExempt, totalWakes;
 // Allocations made directly by a library whose file name contains this text count apart (the documented exceptions).
 static char exemptLibrary[64];
@@ -166,7 +168,8 @@ void aq_counting_exempt(const char *library) {
     snprintf(exemptLibrary, sizeof exemptLibrary, "%s", library ? library : "");
 }
 
-void aq_counting_arm(void) {
+void aq_counting_arm(const void *source) {
+    atomic_store(&armedFor, source);
 #ifndef AQ_NO_INTERPOSE
     // What the counted path may call first loads lazily, and loading allocates: do it now.
     if (!atomic_load(&realSyscall)) atomic_store(&realSyscall, (SyscallFunction)dlsym(RTLD_NEXT, "syscall"));
@@ -198,9 +201,11 @@ aq_counts aq_counting_disarm(void) {
     return counts;
 }
 
-void aq_render_observed(int32_t entering) {
+void aq_render_observed(const void *source, int32_t entering) {
     if (entering) {
         if (!atomic_load_explicit(&armed, memory_order_acquire) || counting) return;
+        const void *wanted = atomic_load_explicit(&armedFor, memory_order_acquire);
+        if (wanted && wanted != source) return;
         allocations = 0;
         frees = 0;
         syscalls = 0;

@@ -4,13 +4,6 @@ import TestSupport
 import ALSASink
 import BufferQueue
 
-/// Where ALSA's `pulse` PCM plugin is, if installed.
-enum ALSAPulsePlugin {
-    static let path = ["/usr/lib/x86_64-linux-gnu/alsa-lib", "/usr/lib/aarch64-linux-gnu/alsa-lib", "/usr/lib/alsa-lib"]
-        .map { $0 + "/libasound_module_pcm_pulse.so" }
-        .first { FileManager.default.fileExists(atPath: $0) }
-}
-
 /// ALSA underrun recovery against a device with a clock. ALSA's `null` PCM takes frames as fast
 /// as they come and never runs dry, so this test plays through ALSA's `pulse` plugin (Debian's
 /// `libasound2-plugins`) to the private PulseAudio server, with `handle_underrun` on so that a

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ALSASink
 import AudioFileStream
 import BufferQueue
 import PulseAudioSink
@@ -45,7 +46,7 @@ struct RenderCounts: CustomStringConvertible {
     var isClean: Bool { allocations == 0 && frees == 0 && syscalls == 0 && readWrites == 0 && waits == 0 && wakes <= renders }
 }
 
-/// The render path's real-time contract (Docs/Playback.md, "The render thread"): once a stream is
+/// The render path's real-time contract (Docs/Playback.md, "The render thread's contract"): once a stream is
 /// under way (its first blocks rendered, no format change ahead) the thread that renders makes no
 /// heap allocation or free, makes no system call and never waits.
 ///
@@ -56,14 +57,16 @@ struct RenderCounts: CustomStringConvertible {
 ///   sink's own work is not counted.
 ///
 /// The instrument (`CRenderThreadCounter`) interposes the allocator in the test executable; under
-/// a sanitizer, which interposes it itself, the suite does not run.
+/// a sanitizer, which interposes it itself, the suite does not run. Each nested suite is
+/// `.serialized` as well: the counter is one per process, and the trait does not reach suites
+/// declared in an extension.
 @Suite(.serialized, .enabled(if: aq_counting_available() != 0, "the render-thread counter does not work under a sanitizer"))
 struct RenderThreadContractTests {}
 
 extension RenderThreadContractTests {
     /// The instrument sees each thing the contract forbids, inside a bracketed render and not
     /// outside it (a counter that cannot see would make every other test here pass).
-    @Suite struct InstrumentTests {
+    @Suite(.serialized) struct InstrumentTests {
         @Test func theCounterSeesWhatTheContractForbids() throws {
             let devNull = open("/dev/null", O_WRONLY)
             try #require(devNull >= 0)
@@ -77,11 +80,18 @@ extension RenderThreadContractTests {
                 aq_counting_probe_wake()
                 usleep(1000)   // blocks: a voluntary context switch, what a wait on a lock is
             }
-            aq_counting_arm()
+            // Two made-up render sources: the counted one and another.
+            let sources = UnsafeMutableRawPointer.allocate(byteCount: 2, alignment: 1)
+            defer { sources.deallocate() }
+            let identity = UnsafeRawPointer(sources)
+            aq_counting_arm(identity)
             forbidden()   // outside a render: not counted
-            aq_render_observed(1)
+            aq_render_observed(identity + 1, 1)   // another source's render: not counted
             forbidden()
-            aq_render_observed(0)
+            aq_render_observed(identity + 1, 0)
+            aq_render_observed(identity, 1)
+            forbidden()
+            aq_render_observed(identity, 0)
             let counts = RenderCounts(aq_counting_disarm())
             #expect(counts.renders == 1)
             #expect(counts.allocations >= 1 && counts.frees >= 1, "\(counts)")
@@ -93,7 +103,7 @@ extension RenderThreadContractTests {
         }
     }
 
-    @Suite struct OfflineRenderThreadTests {
+    @Suite(.serialized) struct OfflineRenderThreadTests {
         /// Renders `path` offline in blocks of `block` frames and counts what the renders between the
         /// first `warmUp` blocks and the approach of the end do on this thread. The warm-up covers what
         /// happens once: the first buffers going back (the runtime instantiates the conformances that
@@ -147,11 +157,11 @@ extension RenderThreadContractTests {
             var rendered = 0
             while true {
                 let counting = rendered >= warmUp && position < stopAt
-                if rendered == warmUp { aq_counting_arm() }
-                if counting { aq_render_observed(1) }
+                if rendered == warmUp { aq_counting_arm(queue.renderSourceIdentity) }
+                if counting { aq_render_observed(queue.renderSourceIdentity, 1) }
                 let frames = try queue.offlineRender(at: position, into: bytes, frames: block)
                 if counting {
-                    aq_render_observed(0)
+                    aq_render_observed(queue.renderSourceIdentity, 0)
                     counted += frames
                 }
                 if frames == 0 { break }
@@ -210,7 +220,7 @@ extension RenderThreadContractTests {
     /// The render path on a sink's own thread: what the thread does inside each
     /// `AudioRenderSource.render` (bracketed by the library's hook), in steady-state playback of a
     /// 44.1 kHz stereo tone, for each stage the render path can run.
-    @Suite struct SinkRenderThreadTests {
+    @Suite(.serialized) struct SinkRenderThreadTests {
         static let rate = 44_100
         static let frames = 3 * rate
 
@@ -269,7 +279,7 @@ extension RenderThreadContractTests {
             defer { RenderThreadObserver.install(nil) }
             try queue.start()
             #expect(await waitFor(rate * 3 / 10), "playback did not reach 0.3 s")
-            aq_counting_arm()
+            aq_counting_arm(queue.renderSourceIdentity)
             let reached = await waitFor(rate)
             let counts = RenderCounts(aq_counting_disarm())
             #expect(reached, "playback did not reach 1 s")
@@ -287,6 +297,24 @@ extension RenderThreadContractTests {
             counts.report("null sink, \(stage)")
             #expect(counts.renders >= 30, "\(stage): \(counts)")
             #expect(counts.isClean, "\(stage): \(counts)")
+        }
+
+        /// The same on ALSA's device thread (ALSASink's own), through ALSA's `pulse` plugin to a
+        /// private server: the device has a clock. `snd_pcm_writei` is outside the bracket.
+        @Test(.enabled(if: !PrivateServer.missing && ALSAPulsePlugin.path != nil,
+                       "pulseaudio or ALSA's pulse plugin is missing (make deps installs pulseaudio and libasound2-plugins)"))
+        func alsasDeviceThreadRendersWithoutAllocatingOrWaiting() async throws {
+            let server = try await PrivateServer.start()
+            try await server.startRecording()
+            let sink = ALSASink(configuration: .init(device: "aqrealtime", targetLatency: .milliseconds(40),
+                                                     extraConfiguration: ALSAPulsePlugin.configuration(name: "aqrealtime", server: server)))
+            let counts = try await Self.steadyState(.plain, sink: sink) { frames in
+                await server.waitForSound(frames: frames, timeout: .seconds(10))
+            }
+            _ = await server.stopRecording()
+            counts.report("ALSA, plain")
+            #expect(counts.renders >= 20, "\(counts)")
+            #expect(counts.isClean, "\(counts)")
         }
 
         /// The same on PulseAudio's own thread, through a private server, at a 20 ms target latency:

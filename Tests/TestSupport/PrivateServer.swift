@@ -189,3 +189,15 @@ public func signal(frames: Int, channels: Int = 2, phase: Int = 0) -> [Float] {
     return out
 }
 
+/// Where ALSA's `pulse` PCM plugin (Debian's `libasound2-plugins`) is, if installed: an ALSA
+/// device with a clock, on a private server.
+public enum ALSAPulsePlugin {
+    public static let path = ["/usr/lib/x86_64-linux-gnu/alsa-lib", "/usr/lib/aarch64-linux-gnu/alsa-lib", "/usr/lib/alsa-lib"]
+        .map { $0 + "/libasound_module_pcm_pulse.so" }
+        .first { FileManager.default.fileExists(atPath: $0) }
+
+    /// ALSA configuration text for a PCM named `name` that plays on `server`'s sink `out`.
+    public static func configuration(name: String, server: PrivateServer) -> String {
+        "pcm.\(name) { type pulse; server \"\(server.address)\"; device \"out\"; handle_underrun true }"
+    }
+}

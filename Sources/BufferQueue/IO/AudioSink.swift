@@ -87,8 +87,9 @@ public final class AudioRenderSource: @unchecked Sendable {
         guard let observer = RenderThreadObserver.current else {
             return stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
         }
-        observer(1)
-        defer { observer(0) }
+        let identity = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+        observer(identity, 1)
+        defer { observer(identity, 0) }
         return stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
     }
 

@@ -1,12 +1,12 @@
 import Synchronization
 
 /// A test hook on the real-time render path: a C function called on the sink's render thread as
-/// each ``AudioRenderSource/render(into:frames:fillSilence:)`` begins (`1`) and ends (`0`), so an
-/// instrument can count what that thread does inside the render and nothing else (the sink's own
-/// work, a server write or a device call, is outside it). Nil in normal use: one relaxed atomic
-/// load per render.
+/// each ``AudioRenderSource/render(into:frames:fillSilence:)`` begins (`1`) and ends (`0`), with
+/// the render source's identity (``AudioQueue/renderSourceIdentity``), so an instrument can count
+/// what that thread does inside one queue's renders and nothing else (the sink's own work, a
+/// server write or a device call, is outside them). Nil in normal use: one atomic load per render.
 package enum RenderThreadObserver {
-    package typealias Hook = @convention(c) (Int32) -> Void
+    package typealias Hook = @convention(c) (UnsafeRawPointer?, Int32) -> Void
 
     private static let installed = Atomic<UInt>(0)
 

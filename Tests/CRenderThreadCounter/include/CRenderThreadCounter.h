@@ -6,9 +6,9 @@
 // write-like system calls (the thread's syscr/syscw in /proc/thread-self/io) and voluntary context
 // switches (the thread blocked: a wait, a contended lock, blocking I/O).
 //
-// A render is bracketed by aq_render_observed(1) and aq_render_observed(0): the library calls it
-// on the sink's thread when the hook is installed (RenderThreadObserver), and a test calls it
-// around an offline render. Only renders that begin while the counter is armed count. Under
+// A render is bracketed by aq_render_observed(source, 1) and aq_render_observed(source, 0): the
+// library calls it on the sink's thread when the hook is installed (RenderThreadObserver), and a
+// test calls it around an offline render. Only renders that begin while the counter is armed count. Under
 // ThreadSanitizer or AddressSanitizer, which interpose the allocator themselves, it counts nothing
 // and aq_counting_available returns 0.
 #ifndef AQ_RENDER_THREAD_COUNTER_H
@@ -37,12 +37,12 @@ int aq_counting_available(void);
 /// Counts the allocations and frees that code of the library whose file name contains `library`
 /// makes itself apart from the others (a documented exception); NULL or "" for none.
 void aq_counting_exempt(const char *library);
-/// Starts counting renders that begin from now on, from zero.
-void aq_counting_arm(void);
+/// Starts counting, from zero, the renders of `source` (NULL: of any source) that begin from now on.
+void aq_counting_arm(const void *source);
 /// Stops counting and returns the totals since aq_counting_arm.
 aq_counts aq_counting_disarm(void);
-/// The hook: 1 as a render begins on the calling thread, 0 as it ends.
-void aq_render_observed(int32_t entering);
+/// The hook: 1 as a render of `source` begins on the calling thread, 0 as it ends.
+void aq_render_observed(const void *source, int32_t entering);
 /// Makes one syscall(2) call (getpid): for the instrument's own test.
 long aq_counting_probe_syscall(void);
 /// Posts a semaphore once: for the instrument's own test.
