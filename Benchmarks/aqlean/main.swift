@@ -43,6 +43,25 @@ do {
     stopped.wait()
     print("played \(queue.currentTime().sampleTime) frames")
     queue.dispose(immediately: true)
+    // AQLEAN_SMAPS=1: where the resident memory is, by mapping (what the memory figures need).
+    if getenv("AQLEAN_SMAPS") != nil, let smaps = fopen("/proc/self/smaps", "r") {
+        var line = [CChar](repeating: 0, count: 512)
+        var name = ""
+        var totals: [String: Int] = [:]
+        while fgets(&line, Int32(line.count), smaps) != nil {
+            let text = String(cString: line)
+            let fields = text.split(separator: " ", omittingEmptySubsequences: true)
+            if let first = fields.first, first.contains("-"), first.first?.isHexDigit == true {
+                name = fields.count >= 6 ? String(fields[5...].joined(separator: " ").dropLast()) : "[anonymous]"
+            } else if fields.first == "Rss:", fields.count >= 2, let kilobytes = Int(fields[1]) {
+                totals[name, default: 0] += kilobytes
+            }
+        }
+        fclose(smaps)
+        for (mapping, kilobytes) in totals.sorted(by: { $0.value > $1.value }) where kilobytes > 0 {
+            print("\(kilobytes) kB  \(mapping)")
+        }
+    }
 } catch {
     print("aqlean: \(error)")
     exit(1)
