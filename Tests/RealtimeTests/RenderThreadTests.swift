@@ -12,24 +12,24 @@ import TestSupport
 
 /// What the instrument counted over a stretch of renders.
 struct RenderCounts: CustomStringConvertible {
-    var renders: UInt64 = 0, allocations: UInt64 = 0, frees: UInt64 = 0, syscalls: UInt64 = 0, readWrites: UInt64 = 0, waits: UInt64 = 0
-    /// Allocations and frees of the exempt library (a documented exception), counted apart.
-    var exempt: UInt64 = 0
-    /// Wakes of another thread (the render signalling the queue's worker): allowed, at most one a render.
-    var wakes: UInt64 = 0
+    /// The counter's totals: renders, allocations, frees, `syscall(2)` calls, reads and writes,
+    /// waits, the exempt library's allocations and frees (a documented exception, counted apart)
+    /// and wakes of another thread (the render signalling the queue's worker: allowed, at most one
+    /// a render).
+    var counts: aq_counts
+    /// Frames the counted renders gave (offline).
     var frames = 0
 
-    init() {}
-    init(_ counts: aq_counts) {
-        renders = counts.renders
-        allocations = counts.allocations
-        frees = counts.frees
-        syscalls = counts.syscalls
-        readWrites = counts.readWrites
-        waits = counts.waits
-        exempt = counts.exempt
-        wakes = counts.wakes
-    }
+    init(_ counts: aq_counts) { self.counts = counts }
+
+    var renders: UInt64 { counts.renders }
+    var allocations: UInt64 { counts.allocations }
+    var frees: UInt64 { counts.frees }
+    var syscalls: UInt64 { counts.syscalls }
+    var readWrites: UInt64 { counts.readWrites }
+    var waits: UInt64 { counts.waits }
+    var exempt: UInt64 { counts.exempt }
+    var wakes: UInt64 { counts.wakes }
 
     var description: String {
         "\(renders) renders\(frames > 0 ? " (\(frames) frames)" : ""): \(allocations) allocations, \(frees) frees, \(syscalls) syscall(2) calls, "
