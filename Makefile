@@ -33,7 +33,8 @@ test: deps
 	SWIFT=$(SWIFT) Scripts/test.sh --no-parallel
 
 test-tsan: deps
-	SWIFT=$(SWIFT) Scripts/test.sh --no-parallel --sanitize=thread --scratch-path .build-tsan
+	SWIFT=$(SWIFT) TSAN_OPTIONS="suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt $(TSAN_OPTIONS)" \
+		Scripts/test.sh --no-parallel --sanitize=thread --scratch-path .build-tsan
 
 bench:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(BENCH_PACKAGES)"
