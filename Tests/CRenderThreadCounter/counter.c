@@ -48,9 +48,8 @@ static long voluntarySwitches(void) {
 /// syscr + syscw of the calling thread, or -1.
 static long readWriteCalls(void) {
     if (ioFile < 0) {
-        char path[64];
-        snprintf(path, sizeof path, "/proc/thread-self/io");
-        ioFile = open(path, O_RDONLY | O_CLOEXEC);
+        // Opened once per thread that renders while armed (a handful in a test run) and kept.
+        ioFile = open("/proc/thread-self/io", O_RDONLY | O_CLOEXEC);
         if (ioFile < 0) return -1;
     }
     char text[512];

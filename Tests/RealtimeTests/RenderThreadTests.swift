@@ -130,6 +130,8 @@ extension RenderThreadContractTests {
                 next += Int64(packets.packetCount)
             }
             let loops = max(1, Int((120_000 / Double(max(file.totalFrames, 1))).rounded(.up)))
+            // Nothing is trimmed: every loop renders the frames its packets declare.
+            let framesPerLoop = (0..<file.packetCount).reduce(0) { $0 + file.frames(ofPacket: $1) }
             // The buffers stay this caller's, as a player's do: the last reference to a buffer is not
             // dropped on the rendering thread.
             var buffers: [AudioQueueBuffer] = []
@@ -148,13 +150,14 @@ extension RenderThreadContractTests {
             let output = format ?? .float32(sampleRate: decoded.sampleRate, channels: decoded.channelsPerFrame)
             try queue.setOfflineRenderFormat(output)
             let ratio = output.sampleRate / decoded.sampleRate
-            let expected = Double(file.totalFrames) * Double(loops) * ratio
-            let stopAt = Int64(expected - Double(queue.decodeBufferFrames + 8192) * ratio) - Int64(2 * block)
+            let expected = Int((Double(framesPerLoop * loops) * ratio).rounded())
+            let stopAt = Int64(Double(expected) - Double(queue.decodeBufferFrames + 8192) * ratio) - Int64(2 * block)
             let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: block * output.channelsPerFrame * 8, alignment: 16)
             defer { bytes.deallocate() }
             var position: Int64 = 0
             var counted = 0
             var rendered = 0
+            var countedPeak: Float = 0
             while true {
                 let counting = rendered >= warmUp && position < stopAt
                 if rendered == warmUp { aq_counting_arm(queue.renderSourceIdentity) }
@@ -163,6 +166,8 @@ extension RenderThreadContractTests {
                 if counting {
                     aq_render_observed(queue.renderSourceIdentity, 0)
                     counted += frames
+                    let samples = bytes.bindMemory(to: Float.self).prefix(frames * output.channelsPerFrame)
+                    countedPeak = samples.reduce(countedPeak) { max($0, abs($1)) }
                 }
                 if frames == 0 { break }
                 position += Int64(frames)
@@ -170,6 +175,9 @@ extension RenderThreadContractTests {
             }
             var counts = RenderCounts(aq_counting_disarm())
             counts.frames = counted
+            // The renders counted were the stream's: all of it came out, and they carried sound.
+            #expect(position == Int64(expected), "\(position) frames rendered, \(expected) enqueued")
+            #expect(countedPeak > 0.01, "the counted renders were silent (peak \(countedPeak))")
             let converted = format.map { " to \(Int($0.sampleRate)) Hz, \($0.channelsPerFrame) ch" } ?? ""
             counts.report("offline, \(URL(fileURLWithPath: path).lastPathComponent)\(converted) (AAC: \(aac.rawValue))")
             if !counts.isClean { aq_counting_print_sites() }
@@ -202,7 +210,8 @@ extension RenderThreadContractTests {
         @Test(.enabled(if: ["sox", "flac", "opusenc", "oggenc"].allSatisfy { Where.tool($0) != nil }, "sox, flac, opus-tools or vorbis-tools is missing"),
               arguments: [("flac", "flac"), ("opusenc", "opus"), ("oggenc", "ogg")])
         func offlineXiphDecodingIsRealtimeSafe(_ tool: String, _ ext: String) async throws {
-            let source = try await XiphFiles.source(channels: 2, rate: 48_000, frames: 60_011)
+            // Long enough to play once: a Vorbis stream looped into itself decodes a different length at the join.
+            let source = try await XiphFiles.source(channels: 2, rate: 48_000, frames: 120_011)
             let file = try await XiphFiles.encode(source, tool, [], ext: ext)
             let counts = try offlineSteadyState(file)
             #expect(counts.frames >= 50_000 && counts.renders > 0, "\(counts)")
@@ -232,13 +241,24 @@ extension RenderThreadContractTests {
 
         /// Plays the tone through `sink` with `stage` set up and counts the renders between 0.3 s and
         /// 1 s of playback (heard frames, as `waitForWarmUp` and `waitForEnd` tell).
+        /// The 3 s stereo tone every stage plays (the right channel at half the left's level, so
+        /// that a mix to mono is not silence).
+        static let tone = (0..<frames).flatMap { frame -> [Float] in
+            let value = Float(0.3 * sin(2 * Double.pi * 440 * Double(frame) / Double(rate)))
+            return [value, 0.5 * value]
+        }
+
         static func steadyState(_ stage: Stage, sink: any AudioSink, convertingTo target: (rate: Double, channels: Int) = (48_000, 1),
                                 waitFor: (Int) async -> Bool) async throws -> RenderCounts {
             SoxrConverter.register()
             RubberBandTimePitch.register()
             let format = AudioStreamDescription.float32(sampleRate: Double(rate), channels: 2)
             let sinkFormat: AudioQueue.SinkFormat = stage == .conversion ? .fixed(sampleRate: target.rate, channels: target.channels) : .followDecoded
-            let queue = try AudioQueue(format: format, configuration: .init(sink: sink, sinkFormat: sinkFormat))
+            // An underrun would mean the counted renders gave silence, which costs nothing.
+            let underruns = Lock(0)
+            let queue = try AudioQueue(format: format, configuration: .init(sink: sink, sinkFormat: sinkFormat, eventHandler: { event in
+                if case .underrun = event { underruns.withLock { $0 += 1 } }
+            }))
             defer { queue.dispose(immediately: true) }
             switch stage {
             case .plain, .conversion: break
@@ -260,10 +280,6 @@ extension RenderThreadContractTests {
                 try queue.setParameters(.init(volume: 0.5, pan: -0.3))
                 queue.isLevelMeteringEnabled = true
             }
-            let tone = (0..<frames).flatMap { frame -> [Float] in
-                let value = Float(0.3 * sin(2 * Double.pi * 440 * Double(frame) / Double(rate)))
-                return [value, -value]
-            }
             var buffers: [AudioQueueBuffer] = []
             defer { withExtendedLifetime(buffers) {} }
             let chunk = 8192 * 2
@@ -284,17 +300,27 @@ extension RenderThreadContractTests {
             let counts = RenderCounts(aq_counting_disarm())
             #expect(reached, "playback did not reach 1 s")
             try queue.stop(immediately: true)
+            queue.dispose(immediately: true)   // every event posted so far is handled when it returns
+            #expect(underruns.withLock { $0 } == 0, "\(stage): the queue ran dry while it was counted")
             if !counts.isClean { aq_counting_print_sites() }
             return counts
         }
 
         @Test(arguments: Stage.allCases)
         func theSinkThreadRendersWithoutAllocatingOrWaiting(_ stage: Stage) async throws {
-            let sink = NullSink(pacing: .realTime)
+            let sink = NullSink(pacing: .realTime, capturing: true)
             let counts = try await Self.steadyState(stage, sink: sink) { frames in
                 await sink.waitForFrames(frames * (stage == .conversion ? 48_000 : Self.rate) / Self.rate, timeout: .seconds(10))
             }
             counts.report("null sink, \(stage)")
+            // What the sink was given: the tone itself, bit for bit, where nothing transforms it;
+            // at least a second of sound through every stage.
+            let heard = trimSilence(sink.capturedSamples(), channels: stage == .conversion ? 1 : 2)
+            #expect(heard.count >= (stage == .conversion ? 48_000 : 2 * Self.rate), "\(stage): \(heard.count) samples of sound")
+            if stage == .plain || stage == .siphonTap {
+                // The tone's first frame is silent, and trimmed with the sink's leading silence.
+                #expect(difference(heard, Array(Self.tone.dropFirst(2).prefix(heard.count))) == nil, "\(stage)")
+            }
             #expect(counts.renders >= 30, "\(stage): \(counts)")
             #expect(counts.isClean, "\(stage): \(counts)")
         }

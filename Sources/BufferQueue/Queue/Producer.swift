@@ -104,8 +104,8 @@ final class Producer {
         }
 
         var isEmpty: Bool { count == 0 }
-        var first: Account? { count > 0 ? storage[head] : nil }
-        var last: Account? { count > 0 ? storage[(head + count - 1) % capacity] : nil }
+        var first: Account? { count > 0 ? at(0).pointee : nil }
+        var last: Account? { count > 0 ? at(count - 1).pointee : nil }
 
         /// The account `index` places after the oldest.
         func at(_ index: Int) -> UnsafeMutablePointer<Account> { storage + (head + index) % capacity }
@@ -321,7 +321,7 @@ final class Producer {
     /// when the staged path must take them. (It reads `current` in place: no copy of the entry.)
     private func directFrames() -> Int? {
         guard let byteSize = current?.byteSize, current?.packets.isEmpty == true, directDecoder != nil,
-              stagingRead >= staging.sampleCount, (staging.firstFormatChange == nil), accounts.count == 1,
+              stagingRead >= staging.sampleCount, staging.firstFormatChange == nil, accounts.count == 1,
               let account = accounts.first, let total = total(account), scale == 1, staging.format == ringFormat else { return nil }
         let keepEnd = total - account.trimEnd
         guard account.consumed >= account.trimStart, account.consumed < keepEnd else { return nil }
