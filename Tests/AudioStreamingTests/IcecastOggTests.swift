@@ -98,8 +98,7 @@ struct IcecastOggTests {
         // drawn at random may be taken).
         var started: (IcecastServer, OggSourceClient)?
         for _ in 0..<3 where started == nil {
-            let server = try IcecastServer()
-            try await server.waitUntilUp()
+            let server = try await IcecastServer.started()
             if let client = try? await onOwnThread({ try OggSourceClient(port: server.port, mount: "/live.ogg") }) {
                 started = (server, client)
             } else {
@@ -115,7 +114,8 @@ struct IcecastOggTests {
         let headerBytes = pages.prefix { !Self.isAudioPage(first, $0) }.last.map { $0.upperBound } ?? 0
         try source.send(Array(chain[..<headerBytes]))
         let mounted = await icecast.log.wait(timeout: .seconds(15)) { $0.contains { $0.contains("listener count on /live.ogg") } }
-        try #require(mounted, "the mount never appeared: \(icecast.log.current.suffix(5).joined(separator: " | "))")
+        let ended = mounted ? "" : await icecast.exits()
+        try #require(mounted, "the mount never appeared (\(ended)): \(icecast.log.current.suffix(5).joined(separator: " | "))")
         let events = EventBox()
         let reader = StreamReader(url: "http://127.0.0.1:\(icecast.port)/live.ogg",
                                   configuration: HTTPStreamConfiguration(stallTimeout: .seconds(10), maximumReconnects: 0), events: events)
