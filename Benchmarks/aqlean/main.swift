@@ -49,7 +49,7 @@ do {
         var name = ""
         var totals: [String: Int] = [:]
         while fgets(&line, Int32(line.count), smaps) != nil {
-            let text = String(cString: line)
+            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             let fields = text.split(separator: " ", omittingEmptySubsequences: true)
             if let first = fields.first, first.contains("-"), first.first?.isHexDigit == true {
                 name = fields.count >= 6 ? String(fields[5...].joined(separator: " ").dropLast()) : "[anonymous]"
