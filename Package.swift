@@ -72,31 +72,34 @@ let package = Package(
             dependencies: ["BufferQueue", "AudioFileStream"],
             path: "Sources/AudioPlayback"
         ),
-        .systemLibrary(
+        // The library's headers; it is opened on first use (see include/CMPG123.h).
+        .target(
             name: "CMPG123",
-            path: "Sources/CMPG123",
-            pkgConfig: "libmpg123",
-            providers: [.apt(["libmpg123-dev"])]
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/CMPG123"
         ),
-        .systemLibrary(
+        // The library's headers; it is opened on first use (see include/CFAAD2.h).
+        .target(
             name: "CFAAD2",
-            path: "Sources/CFAAD2",
-            providers: [.apt(["libfaad-dev"])]
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/CFAAD2"
         ),
-        .systemLibrary(
+        // The library's headers; it is opened on first use (see include/COpenCoreAMR.h).
+        .target(
             name: "COpenCoreAMR",
-            path: "Sources/COpenCoreAMR",
-            providers: [.apt(["libopencore-amrnb-dev", "libopencore-amrwb-dev"])]
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/COpenCoreAMR"
         ),
         .target(
             name: "OpenCoreAMRDecoder",
             dependencies: ["BufferQueue", "COpenCoreAMR"],
             path: "Sources/OpenCoreAMRDecoder"
         ),
-        .systemLibrary(
+        // The library's headers; it is opened on first use (see include/COpus.h).
+        .target(
             name: "COpus",
-            path: "Sources/COpus",
-            providers: [.apt(["libopus-dev"])]
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/COpus"
         ),
         .target(
             name: "OpusDecoder",
@@ -108,31 +111,39 @@ let package = Package(
             dependencies: ["BufferQueue", "COpus"],
             path: "Sources/OpusEncoder"
         ),
+        // Opening a C library on first use instead of linking it (the codec libraries).
+        .target(
+            name: "CDynamicLibrary",
+            path: "Sources/CDynamicLibrary",
+            linkerSettings: [.linkedLibrary("dl")]
+        ),
         // libavcodec's headers; the libraries are opened on first use (see include/CAVCodec.h).
         .target(
             name: "CAVCodec",
-            path: "Sources/CAVCodec",
-            linkerSettings: [.linkedLibrary("dl")]
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/CAVCodec"
         ),
         .target(
             name: "AVCodecAAC",
             dependencies: ["BufferQueue", "CAVCodec"],
             path: "Sources/AVCodecAAC"
         ),
-        .systemLibrary(
+        // The library's headers; it is opened on first use (see include/CVorbis.h).
+        .target(
             name: "CVorbis",
-            path: "Sources/CVorbis",
-            providers: [.apt(["libvorbis-dev"])]
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/CVorbis"
         ),
         .target(
             name: "VorbisDecoder",
             dependencies: ["BufferQueue", "CVorbis"],
             path: "Sources/VorbisDecoder"
         ),
-        .systemLibrary(
+        // libFLAC's headers; the library is opened on first use (see include/CFLAC.h).
+        .target(
             name: "CFLAC",
-            path: "Sources/CFLAC",
-            providers: [.apt(["libflac-dev"])]
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/CFLAC"
         ),
         .target(
             name: "FLACDecoder",
@@ -149,21 +160,22 @@ let package = Package(
             path: "Sources/CPulseAudio",
             providers: [.apt(["libpulse-dev"])]
         ),
-        .systemLibrary(
+        // The library's headers; it is opened on first use (see include/CSoxr.h).
+        .target(
             name: "CSoxr",
-            path: "Sources/CSoxr",
-            providers: [.apt(["libsoxr-dev"])]
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/CSoxr"
         ),
         .target(
             name: "SoxrConverter",
             dependencies: ["BufferQueue", "CSoxr"],
             path: "Sources/SoxrConverter"
         ),
-        .systemLibrary(
+        // The library's headers; it is opened on first use (see include/CRubberBand.h).
+        .target(
             name: "CRubberBand",
-            path: "Sources/CRubberBand",
-            pkgConfig: "rubberband",
-            providers: [.apt(["librubberband-dev"])]
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/CRubberBand"
         ),
         // GPL-2.0-or-later: links the Rubber Band Library.
         .target(
@@ -362,7 +374,7 @@ let package = Package(
         .testTarget(
             name: "BufferQueueTests",
             dependencies: [
-                "BufferQueue", "RubberBandTimePitch", "TestSupport",
+                "BufferQueue", "RubberBandTimePitch", "TestSupport", "CDynamicLibrary",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             path: "Tests/BufferQueueTests"

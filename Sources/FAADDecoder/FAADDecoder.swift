@@ -14,8 +14,9 @@ import CFAAD2
 /// checked before libfaad2 sees them (libfaad2 2.10 has known CVEs): an empty or oversized packet,
 /// or one it cannot decode, becomes silence of the packet's length and a converter error.
 ///
-/// Licence: libfaad2 is GPL-2.0-or-later. A program that links this module (and so libfaad2) is
-/// bound by the GPL; the other modules of this package are MIT and do not link it.
+/// Licence: libfaad2 is GPL-2.0-or-later. A program that links this module is bound by the GPL:
+/// the module opens libfaad2 (`dlopen`) when its first decoder is made, which for the GPL is the
+/// same as linking it. The other modules of this package are MIT and never load it.
 public final class FAADDecoder: AudioDecoder {
     public private(set) var outputFormat: AudioStreamDescription
     private var handle: NeAACDecHandle?
@@ -70,28 +71,29 @@ public final class FAADDecoder: AudioDecoder {
         try open()
     }
 
-    deinit { if let handle { NeAACDecClose(handle) } }
+    deinit { if let handle { aq_NeAACDecClose(handle) } }
 
     private func open() throws {
-        if let handle { NeAACDecClose(handle) }
-        guard let made = NeAACDecOpen() else { throw AudioQueueError(.codecNotFound, "libfaad2 could not make a decoder") }
+        if let handle { aq_NeAACDecClose(handle) }
+        try AudioQueueError.requireLibrary(aq_faad_load(), reason: aq_faad_error)
+        guard let made = aq_NeAACDecOpen() else { throw AudioQueueError(.codecNotFound, "libfaad2 could not make a decoder") }
         handle = made
-        if let configuration = NeAACDecGetCurrentConfiguration(made) {
+        if let configuration = aq_NeAACDecGetCurrentConfiguration(made) {
             configuration.pointee.outputFormat = UInt8(FAAD_FMT_FLOAT)
             configuration.pointee.defObjectType = UInt8(LC)
             configuration.pointee.dontUpSampleImplicitSBR = noUpsampling ? 1 : 0
-            NeAACDecSetConfiguration(made, configuration)
+            aq_NeAACDecSetConfiguration(made, configuration)
         }
         var rate: UInt = 0
         var channels: UInt8 = 0
         let result = config.withUnsafeBufferPointer { cookie in
-            NeAACDecInit2(made, UnsafeMutablePointer(mutating: cookie.baseAddress), UInt(cookie.count), &rate, &channels)
+            aq_NeAACDecInit2(made, UnsafeMutablePointer(mutating: cookie.baseAddress), UInt(cookie.count), &rate, &channels)
         }
         guard result == 0 else {
             throw AudioQueueError(.codecNotFound, "libfaad2 rejected the AudioSpecificConfig \(config.map { String($0, radix: 16) }.joined(separator: " "))")
         }
         // libfaad2 drops the first decoded frame unless told it follows a seek.
-        NeAACDecPostSeekReset(made, 1)
+        aq_NeAACDecPostSeekReset(made, 1)
         firstFrame = true
     }
 
@@ -101,17 +103,17 @@ public final class FAADDecoder: AudioDecoder {
             return
         }
         var info = NeAACDecFrameInfo()
-        var samples = NeAACDecDecode(handle, &info, UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), UInt(packet.count))
+        var samples = aq_NeAACDecDecode(handle, &info, UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), UInt(packet.count))
         if firstFrame && info.error == 0 && info.sbr == UInt8(NO_SBR_UPSAMPLED) && !noUpsampling {
             // Plain AAC-LC that libfaad2 doubled on the guess of implicit SBR: decode at the real rate.
             noUpsampling = true
             try open()
             guard let reopened = self.handle else { return }
             info = NeAACDecFrameInfo()
-            samples = NeAACDecDecode(reopened, &info, UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), UInt(packet.count))
+            samples = aq_NeAACDecDecode(reopened, &info, UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), UInt(packet.count))
         }
         guard info.error == 0, let samples, info.channels > 0, info.samples > 0 else {
-            let reason = info.error != 0 ? String(cString: NeAACDecGetErrorMessage(info.error)) : "no samples"
+            let reason = info.error != 0 ? String(cString: aq_NeAACDecGetErrorMessage(info.error)) : "no samples"
             silence(frames, out, "libfaad2 could not decode a \(packet.count)-byte packet (\(reason))")
             return
         }
@@ -147,7 +149,7 @@ public final class FAADDecoder: AudioDecoder {
     }
 
     public func reset() {
-        if let handle { NeAACDecPostSeekReset(handle, 1) }
+        if let handle { aq_NeAACDecPostSeekReset(handle, 1) }
         // A new run starts clean: reopen so no state carries over.
         try? open()
     }

@@ -59,7 +59,8 @@ public final class FLACDecoder: AudioDecoder {
             hasMD5 = false
             outputFormat = .float32(sampleRate: format.sampleRate, channels: max(format.channelsPerFrame, 1))
         }
-        guard let made = FLAC__stream_decoder_new() else {
+        try AudioQueueError.requireLibrary(aq_flac_load(), reason: aq_flac_error)
+        guard let made = aq_FLAC__stream_decoder_new() else {
             throw AudioQueueError(.codecNotFound, "libFLAC could not make a decoder")
         }
         decoder = made
@@ -67,15 +68,15 @@ public final class FLACDecoder: AudioDecoder {
     }
 
     deinit {
-        FLAC__stream_decoder_finish(decoder)
-        FLAC__stream_decoder_delete(decoder)
+        aq_FLAC__stream_decoder_finish(decoder)
+        aq_FLAC__stream_decoder_delete(decoder)
     }
 
     /// Initialises libFLAC and has it read the stream header.
     private func start() throws {
-        FLAC__stream_decoder_set_md5_checking(decoder, 1)
+        aq_FLAC__stream_decoder_set_md5_checking(decoder, 1)
         let client = Unmanaged.passUnretained(self).toOpaque()
-        let status = FLAC__stream_decoder_init_stream(decoder, { _, buffer, bytes, client in
+        let status = aq_FLAC__stream_decoder_init_stream(decoder, { _, buffer, bytes, client in
             guard let client, let buffer, let bytes else { return FLAC__STREAM_DECODER_READ_STATUS_ABORT }
             return Unmanaged<FLACDecoder>.fromOpaque(client).takeUnretainedValue().read(into: buffer, count: bytes)
         }, nil, nil, nil, nil, { _, frame, buffer, client in
@@ -89,7 +90,7 @@ public final class FLACDecoder: AudioDecoder {
             throw AudioQueueError(.codecNotFound, "libFLAC could not start a decoder (init status \(status.rawValue))")
         }
         let ok = streamHeader.isEmpty ? 1 : streamHeader.withUnsafeBytes { header in
-            feeding(header) { FLAC__stream_decoder_process_until_end_of_metadata(decoder) }
+            feeding(header) { aq_FLAC__stream_decoder_process_until_end_of_metadata(decoder) }
         }
         guard ok != 0 else {
             throw AudioQueueError(.codecNotFound, "libFLAC refused the STREAMINFO of the magic cookie")
@@ -145,12 +146,12 @@ public final class FLACDecoder: AudioDecoder {
         written = 0
         lastError = nil
         defer { self.output = nil }
-        let ok = feeding(packet) { FLAC__stream_decoder_process_single(decoder) }
+        let ok = feeding(packet) { aq_FLAC__stream_decoder_process_single(decoder) }
         if ok == 0 || written == 0 || lastError != nil {
-            let state = FLAC__stream_decoder_get_state(decoder)
+            let state = aq_FLAC__stream_decoder_get_state(decoder)
             let why = lastError.map(Self.describe) ?? "decoder state \(state.rawValue)"
             // Start the next frame clean.
-            FLAC__stream_decoder_flush(decoder)
+            aq_FLAC__stream_decoder_flush(decoder)
             decodedFromStart = nil
             if written == 0 {
                 output.appendSilence(frames: frames)
@@ -177,7 +178,7 @@ public final class FLACDecoder: AudioDecoder {
     /// the samples with STREAMINFO's and a mismatch is reported.
     public func finish(into output: DecodedAudio) throws {
         let complete = hasMD5 && totalSamples > 0 && decodedFromStart == totalSamples
-        let matches = FLAC__stream_decoder_finish(decoder) != 0
+        let matches = aq_FLAC__stream_decoder_finish(decoder) != 0
         if complete && !matches {
             output.reportError(AudioQueueError(.decoderError,
                 "the decoded samples do not match the MD5 signature in STREAMINFO: the FLAC stream is damaged"))
@@ -188,7 +189,7 @@ public final class FLACDecoder: AudioDecoder {
     /// Starts libFLAC afresh: a decode from the first frame after this is checked against the MD5
     /// again (one from elsewhere never reaches STREAMINFO's count from its start, so is not).
     public func reset() {
-        FLAC__stream_decoder_finish(decoder)
+        aq_FLAC__stream_decoder_finish(decoder)
         do { try start() } catch { decodedFromStart = nil }
     }
 }

@@ -71,7 +71,7 @@ public final class FLACEncoder: AudioEncoder {
         info = initial
     }
 
-    deinit { if let encoder { FLAC__stream_encoder_delete(encoder) } }
+    deinit { if let encoder { aq_FLAC__stream_encoder_delete(encoder) } }
 
     /// Frames are coded on their own, but libFLAC numbers them and sums the stream's MD5 from its
     /// first frame: pieces encoded apart would not join into one stream's bytes.
@@ -87,18 +87,19 @@ public final class FLACEncoder: AudioEncoder {
 
     private func start() throws {
         if encoder == nil {
-            guard let made = FLAC__stream_encoder_new() else { throw AudioQueueError(.codecNotFound, "libFLAC could not make an encoder") }
+            try AudioQueueError.requireLibrary(aq_flac_load(), reason: aq_flac_error)
+            guard let made = aq_FLAC__stream_encoder_new() else { throw AudioQueueError(.codecNotFound, "libFLAC could not make an encoder") }
             encoder = made
         }
         guard let encoder else { return }
-        FLAC__stream_encoder_set_channels(encoder, UInt32(channels))
-        FLAC__stream_encoder_set_bits_per_sample(encoder, UInt32(bits))
-        FLAC__stream_encoder_set_sample_rate(encoder, UInt32(outputFormat.sampleRate))
-        FLAC__stream_encoder_set_compression_level(encoder, UInt32(level))
-        if let blockSize { FLAC__stream_encoder_set_blocksize(encoder, UInt32(blockSize)) }
+        aq_FLAC__stream_encoder_set_channels(encoder, UInt32(channels))
+        aq_FLAC__stream_encoder_set_bits_per_sample(encoder, UInt32(bits))
+        aq_FLAC__stream_encoder_set_sample_rate(encoder, UInt32(outputFormat.sampleRate))
+        aq_FLAC__stream_encoder_set_compression_level(encoder, UInt32(level))
+        if let blockSize { aq_FLAC__stream_encoder_set_blocksize(encoder, UInt32(blockSize)) }
         // Rates and depths outside the streamable subset are still FLAC.
-        FLAC__stream_encoder_set_streamable_subset(encoder, 0)
-        let status = FLAC__stream_encoder_init_stream(encoder, { _, buffer, bytes, samples, frame, client in
+        aq_FLAC__stream_encoder_set_streamable_subset(encoder, 0)
+        let status = aq_FLAC__stream_encoder_init_stream(encoder, { _, buffer, bytes, samples, frame, client in
             guard let client, let buffer else { return FLAC__STREAM_ENCODER_WRITE_STATUS_FATAL_ERROR }
             Unmanaged<FLACEncoder>.fromOpaque(client).takeUnretainedValue().written(buffer, bytes, samples: Int(samples), frame: frame)
             return FLAC__STREAM_ENCODER_WRITE_STATUS_OK
@@ -168,9 +169,9 @@ public final class FLACEncoder: AudioEncoder {
         }
         self.output = output
         defer { commitFrame(); self.output = nil }
-        let ok = samples.withUnsafeBufferPointer { FLAC__stream_encoder_process_interleaved(encoder, $0.baseAddress, UInt32(count)) }
+        let ok = samples.withUnsafeBufferPointer { aq_FLAC__stream_encoder_process_interleaved(encoder, $0.baseAddress, UInt32(count)) }
         guard ok != 0 else {
-            throw AudioQueueError(.decoderError, "libFLAC failed to encode (state \(FLAC__stream_encoder_get_state(encoder).rawValue))")
+            throw AudioQueueError(.decoderError, "libFLAC failed to encode (state \(aq_FLAC__stream_encoder_get_state(encoder).rawValue))")
         }
     }
 
@@ -178,7 +179,7 @@ public final class FLACEncoder: AudioEncoder {
         guard started, let encoder else { return }
         self.output = output
         defer { commitFrame(); self.output = nil; frameNumber = nil; started = false }
-        guard FLAC__stream_encoder_finish(encoder) != 0 else {
+        guard aq_FLAC__stream_encoder_finish(encoder) != 0 else {
             throw AudioQueueError(.decoderError, "libFLAC failed to finish the stream")
         }
     }

@@ -49,30 +49,31 @@ public final class MPG123Decoder: AudioDecoder {
             throw AudioQueueError(.codecNotFound, "libmpg123 decodes MPEG audio, not \(format.formatID)")
         }
         var error: Int32 = 0
-        guard let handle = mpg123_new(nil, &error) else {
+        try AudioQueueError.requireLibrary(aq_mpg123_load(), reason: aq_mpg123_error)
+        guard let handle = aq_mpg123_new(nil, &error) else {
             throw AudioQueueError(.codecNotFound, "libmpg123 could not make a decoder (error \(error))")
         }
         self.handle = handle
         outputFormat = .float32(sampleRate: format.sampleRate, channels: max(format.channelsPerFrame, 1))
         output = [UInt8](repeating: 0, count: 1152 * 2 * 4 * 2)
         // mpg123_param is a macro for mpg123_param2 (plain ints), which is what Swift sees.
-        mpg123_param2(handle, Int32(MPG123_REMOVE_FLAGS.rawValue), Int(MPG123_GAPLESS.rawValue | MPG123_AUTO_RESAMPLE.rawValue), 0)
+        aq_mpg123_param2(handle, Int32(MPG123_REMOVE_FLAGS.rawValue), Int(MPG123_GAPLESS.rawValue | MPG123_AUTO_RESAMPLE.rawValue), 0)
         // Whole frames are fed, so mpg123 need not read ahead to the next header before decoding
         // the first (without this, a one-frame stream decodes to nothing).
-        mpg123_param2(handle, Int32(MPG123_ADD_FLAGS.rawValue), Int(MPG123_QUIET.rawValue | MPG123_NO_READAHEAD.rawValue), 0)
-        mpg123_format_none(handle)
+        aq_mpg123_param2(handle, Int32(MPG123_ADD_FLAGS.rawValue), Int(MPG123_QUIET.rawValue | MPG123_NO_READAHEAD.rawValue), 0)
+        aq_mpg123_format_none(handle)
         // Rate 0: every native rate, float output, mono or stereo as coded.
-        mpg123_format2(handle, 0, Int32(MPG123_MONO.rawValue | MPG123_STEREO.rawValue), Int32(MPG123_ENC_FLOAT_32.rawValue))
-        guard mpg123_open_feed(handle) == MPG123_OK.rawValue else {
-            let message = String(cString: mpg123_strerror(handle))
-            mpg123_delete(handle)
+        aq_mpg123_format2(handle, 0, Int32(MPG123_MONO.rawValue | MPG123_STEREO.rawValue), Int32(MPG123_ENC_FLOAT_32.rawValue))
+        guard aq_mpg123_open_feed(handle) == MPG123_OK.rawValue else {
+            let message = String(cString: aq_mpg123_strerror(handle))
+            aq_mpg123_delete(handle)
             throw AudioQueueError(.codecNotFound, "libmpg123 could not open a feed: \(message)")
         }
     }
 
     deinit {
-        mpg123_close(handle)
-        mpg123_delete(handle)
+        aq_mpg123_close(handle)
+        aq_mpg123_delete(handle)
     }
 
     public func decode(packet: UnsafeRawBufferPointer, frames: Int, into out: DecodedAudio) throws {
@@ -88,7 +89,7 @@ public final class MPG123Decoder: AudioDecoder {
             // Without read-ahead, mpg123 must be told a free-format stream's frame size (header
             // and padding slot excluded) before the feed opens.
             if packet.count > 4, packet[0] == 0xFF, packet[1] & 0xE0 == 0xE0, packet[2] >> 4 == 0 {
-                mpg123_param2(handle, Int32(MPG123_FREEFORMAT_SIZE.rawValue), packet.count - 4 - Int(packet[2] >> 1 & 1), 0)
+                aq_mpg123_param2(handle, Int32(MPG123_FREEFORMAT_SIZE.rawValue), packet.count - 4 - Int(packet[2] >> 1 & 1), 0)
                 reset()
                 firstPacket = false
             }
@@ -100,7 +101,7 @@ public final class MPG123Decoder: AudioDecoder {
         while true {
             var done = 0
             let result = output.withUnsafeMutableBytes { buffer in
-                mpg123_decode(handle, input, inputSize, buffer.baseAddress?.assumingMemoryBound(to: UInt8.self), buffer.count, &done)
+                aq_mpg123_decode(handle, input, inputSize, buffer.baseAddress?.assumingMemoryBound(to: UInt8.self), buffer.count, &done)
             }
             input = nil
             inputSize = 0
@@ -108,7 +109,7 @@ public final class MPG123Decoder: AudioDecoder {
             if done > 0 { append(bytes: done, to: out) }
             if result == MPG123_NEW_FORMAT.rawValue {
                 var rate = 0, channels: Int32 = 0, encoding: Int32 = 0
-                mpg123_getformat(handle, &rate, &channels, &encoding)
+                aq_mpg123_getformat(handle, &rate, &channels, &encoding)
                 let format = AudioStreamDescription.float32(sampleRate: Double(rate), channels: Int(channels))
                 if format != outputFormat {
                     outputFormat = format
@@ -118,7 +119,7 @@ public final class MPG123Decoder: AudioDecoder {
             }
             if result == MPG123_NEED_MORE.rawValue { break }
             if result == MPG123_OK.rawValue { continue }
-            failed = String(cString: mpg123_strerror(handle))
+            failed = String(cString: aq_mpg123_strerror(handle))
             break
         }
         let produced = out.frameCount - before
@@ -139,8 +140,8 @@ public final class MPG123Decoder: AudioDecoder {
     }
 
     public func reset() {
-        mpg123_close(handle)
-        mpg123_open_feed(handle)
+        aq_mpg123_close(handle)
+        aq_mpg123_open_feed(handle)
         firstPacket = true
     }
 }

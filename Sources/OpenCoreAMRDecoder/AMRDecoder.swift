@@ -47,7 +47,12 @@ public final class AMRDecoder: AudioDecoder {
                 "AMR-\(wideband ? "WB" : "NB") is mono at \(Int(rate)) Hz; the stream says \(format.channelsPerFrame) channels at \(format.sampleRate) Hz")
         }
         outputFormat = .float32(sampleRate: rate, channels: 1)
-        state = wideband ? D_IF_init() : Decoder_Interface_init()
+        if wideband {
+            try AudioQueueError.requireLibrary(aq_amrwb_load(), reason: aq_amrwb_error)
+        } else {
+            try AudioQueueError.requireLibrary(aq_amrnb_load(), reason: aq_amrnb_error)
+        }
+        state = wideband ? aq_D_IF_init() : aq_Decoder_Interface_init()
         guard state != nil else { throw AudioQueueError(.decoderError, "opencore-amr could not make a decoder") }
     }
 
@@ -55,7 +60,7 @@ public final class AMRDecoder: AudioDecoder {
 
     private func close() {
         guard let state else { return }
-        if wideband { D_IF_exit(state) } else { Decoder_Interface_exit(state) }
+        if wideband { aq_D_IF_exit(state) } else { aq_Decoder_Interface_exit(state) }
         self.state = nil
     }
 
@@ -93,9 +98,9 @@ public final class AMRDecoder: AudioDecoder {
         frame.withUnsafeBufferPointer { input in
             pcm.withUnsafeMutableBufferPointer { samples in
                 if wideband {
-                    D_IF_decode(state, input.baseAddress, samples.baseAddress, 0)
+                    aq_D_IF_decode(state, input.baseAddress, samples.baseAddress, 0)
                 } else {
-                    Decoder_Interface_Decode(state, input.baseAddress, samples.baseAddress, 0)
+                    aq_Decoder_Interface_Decode(state, input.baseAddress, samples.baseAddress, 0)
                 }
             }
         }
@@ -108,6 +113,6 @@ public final class AMRDecoder: AudioDecoder {
 
     public func reset() {
         close()
-        state = wideband ? D_IF_init() : Decoder_Interface_init()
+        state = wideband ? aq_D_IF_init() : aq_Decoder_Interface_init()
     }
 }

@@ -50,7 +50,8 @@ public final class OpusDecoder: AudioDecoder {
         self.header = header
         var error: Int32 = 0
         var mapping = header.mapping
-        let made = opus_multistream_decoder_create(Int32(OpusHeader.decodingRate), Int32(header.channels), Int32(header.streamCount),
+        try AudioQueueError.requireLibrary(aq_opus_load(), reason: aq_opus_error)
+        let made = aq_opus_multistream_decoder_create(Int32(OpusHeader.decodingRate), Int32(header.channels), Int32(header.streamCount),
                                                    Int32(header.coupledCount), &mapping, &error)
         guard let made, error == OPUS_OK else {
             throw AudioQueueError(.codecNotFound, "libopus could not make a decoder for \(header.channels) channels: \(Self.describe(error))")
@@ -59,7 +60,7 @@ public final class OpusDecoder: AudioDecoder {
         if header.outputGain != 0 {
             let status = copus_set_gain(made, Int32(header.outputGain))
             guard status == OPUS_OK else {
-                opus_multistream_decoder_destroy(made)
+                aq_opus_multistream_decoder_destroy(made)
                 throw AudioQueueError(.codecNotFound, "libopus refused the output gain \(header.outputGain)/256 dB: \(Self.describe(status))")
             }
         }
@@ -67,7 +68,7 @@ public final class OpusDecoder: AudioDecoder {
         samples = [Float](repeating: 0, count: 5_760 * header.channels)
     }
 
-    deinit { opus_multistream_decoder_destroy(decoder) }
+    deinit { aq_opus_multistream_decoder_destroy(decoder) }
 
     public func decode(packet: UnsafeRawBufferPointer, frames: Int, into output: DecodedAudio) throws {
         let channels = header.channels
@@ -75,7 +76,7 @@ public final class OpusDecoder: AudioDecoder {
             conceal(frames: frames, into: output, why: "an empty packet")
             return
         }
-        let decoded = opus_multistream_decode_float(decoder, base, Int32(packet.count), &samples, 5_760, 0)
+        let decoded = aq_opus_multistream_decode_float(decoder, base, Int32(packet.count), &samples, 5_760, 0)
         guard decoded >= 0 else {
             conceal(frames: frames, into: output, why: Self.describe(decoded))
             return
@@ -94,7 +95,7 @@ public final class OpusDecoder: AudioDecoder {
     public func reset() { _ = copus_reset(decoder) }
 
     static func describe(_ code: Int32) -> String {
-        guard let text = opus_strerror(code) else { return "error \(code)" }
+        guard let text = aq_opus_strerror(code) else { return "error \(code)" }
         return "\(String(cString: text)) (\(code))"
     }
 }

@@ -51,19 +51,20 @@ public final class OpusEncoder: AudioEncoder {
         // libopus's stream layout for the family, then a plain multistream encoder on it: the
         // surround encoder's masking analysis starves the surround and LFE channels of what a
         // plain encode keeps (ffmpeg's libopus wrapper makes the same choice).
-        guard let surround = opus_multistream_surround_encoder_create(48000, Int32(channels), family, &streams, &coupled, &mapping,
+        try AudioQueueError.requireLibrary(aq_opus_load(), reason: aq_opus_error)
+        guard let surround = aq_opus_multistream_surround_encoder_create(48000, Int32(channels), family, &streams, &coupled, &mapping,
                                                                       OPUS_APPLICATION_AUDIO, &error), error == OPUS_OK else {
             throw AudioQueueError(.invalidPropertyValue, "libopus cannot encode \(channels) channels (error \(error))")
         }
-        opus_multistream_encoder_destroy(surround)
-        guard let made = opus_multistream_encoder_create(48000, Int32(channels), streams, coupled, mapping, OPUS_APPLICATION_AUDIO, &error),
+        aq_opus_multistream_encoder_destroy(surround)
+        guard let made = aq_opus_multistream_encoder_create(48000, Int32(channels), streams, coupled, mapping, OPUS_APPLICATION_AUDIO, &error),
               error == OPUS_OK else {
             throw AudioQueueError(.invalidPropertyValue, "libopus cannot encode \(channels) channels in \(streams) streams (error \(error))")
         }
         encoder = made
         let bitRate = settings.bitRate ?? (64000 * Int(streams) + 32000 * Int(coupled))
         guard (500...512_000 * channels).contains(bitRate), copus_encoder_set_bitrate(made, Int32(bitRate)) == OPUS_OK else {
-            opus_multistream_encoder_destroy(made)
+            aq_opus_multistream_encoder_destroy(made)
             throw AudioQueueError(.invalidPropertyValue, "libopus refuses a bit rate of \(bitRate) bits per second")
         }
         _ = copus_encoder_set_complexity(made, Int32(min(max(settings.quality ?? 10, 0), 10)))
@@ -71,7 +72,7 @@ public final class OpusEncoder: AudioEncoder {
         _ = copus_encoder_set_vbr_constraint(made, 0)
         let lookahead = copus_encoder_lookahead(made)
         guard lookahead >= 0 else {
-            opus_multistream_encoder_destroy(made)
+            aq_opus_multistream_encoder_destroy(made)
             throw AudioQueueError(.invalidPropertyValue, "libopus does not give its lookahead")
         }
         self.channels = channels
@@ -88,7 +89,7 @@ public final class OpusEncoder: AudioEncoder {
         packet = [UInt8](repeating: 0, count: maximumPacketSize)
     }
 
-    deinit { opus_multistream_encoder_destroy(encoder) }
+    deinit { aq_opus_multistream_encoder_destroy(encoder) }
 
     /// Packets overlap (an MDCT and a lookahead): pieces encoded apart do not join.
     public static let factory = AudioEncoderFactory(name: "libopus", formats: [.opus], priority: 10, traits: .dependent) { format, settings in
@@ -127,7 +128,7 @@ public final class OpusEncoder: AudioEncoder {
         let samples = block.bindMemory(to: Float.self)
         let size = packet.withUnsafeMutableBufferPointer { out -> Int32 in
             guard let input = samples.baseAddress, let bytes = out.baseAddress else { return -1 }
-            return opus_multistream_encode_float(encoder, input, Int32(frameSize), bytes, Int32(out.count))
+            return aq_opus_multistream_encode_float(encoder, input, Int32(frameSize), bytes, Int32(out.count))
         }
         guard size > 0 else { throw AudioQueueError(.decoderError, "libopus failed to encode a packet (error \(size))") }
         packet.withUnsafeBytes { output.append(UnsafeRawBufferPointer(rebasing: $0[0..<Int(size)]), frames: frameSize) }

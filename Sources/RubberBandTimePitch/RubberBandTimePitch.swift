@@ -5,8 +5,9 @@ import CRubberBand
 /// Library (Debian `librubberband-dev` 3.x, its R3 "finer" engine in real-time mode).
 ///
 /// **Licence: the Rubber Band Library is GPL-2.0-or-later** (or commercially licensed by its
-/// authors). A program that links this module is bound by the GPL; the rest of the package is
-/// not (it never links it unless you add this product).
+/// authors). A program that links this module is bound by the GPL: the module opens the library
+/// (`dlopen`) when its first engine is made, which for the GPL is the same as linking it. The rest
+/// of the package is not (it never loads it unless you add this product).
 ///
 /// ```swift
 /// RubberBandTimePitch.register()
@@ -45,12 +46,13 @@ public final class RubberBandEngine: TimePitchEngine {
             // Pitch changes glide (crossing 1 too). It costs about 15 % more CPU than the default
             // method; switching to it when a pitch is first set was measured to click.
             | RubberBandOptionPitchHighConsistency.rawValue)
-        guard let made = rubberband_new(UInt32(sampleRate), UInt32(channels), options, 1, 1) else {
+        try AudioQueueError.requireLibrary(aq_rubberband_load(), reason: aq_rubberband_error)
+        guard let made = aq_rubberband_new(UInt32(sampleRate), UInt32(channels), options, 1, 1) else {
             throw AudioQueueError(.invalidPropertyValue, "Rubber Band could not be set up for \(channels) channels at \(sampleRate) Hz")
         }
         state = made
         self.channels = channels
-        rubberband_set_max_process_size(state, UInt32(maximumProcessFrames))
+        aq_rubberband_set_max_process_size(state, UInt32(maximumProcessFrames))
         planar = .allocate(capacity: maximumProcessFrames * channels)
         planar.initialize(repeating: 0, count: maximumProcessFrames * channels)
         pointers = .allocate(capacity: channels)
@@ -64,8 +66,8 @@ public final class RubberBandEngine: TimePitchEngine {
     /// (at rate and pitch 1: resetting at another pitch left a step at the next start). Another
     /// project measured the lazy allocation in Rubber Band 3.3; it was not measured here.
     private func warmUp() {
-        rubberband_set_time_ratio(state, 0.8)
-        rubberband_set_pitch_scale(state, 1.1)
+        aq_rubberband_set_time_ratio(state, 0.8)
+        aq_rubberband_set_pitch_scale(state, 1.1)
         let frames = 4 * maximumProcessFrames
         let silence = UnsafeMutablePointer<Float>.allocate(capacity: frames * channels)
         defer { silence.deallocate() }
@@ -76,24 +78,24 @@ public final class RubberBandEngine: TimePitchEngine {
             fed += frames
             while availableFrames > 0 { _ = retrieve(into: silence, frames: min(availableFrames, frames)) }
         }
-        rubberband_set_time_ratio(state, 1)
-        rubberband_set_pitch_scale(state, 1)
-        rubberband_reset(state)
+        aq_rubberband_set_time_ratio(state, 1)
+        aq_rubberband_set_pitch_scale(state, 1)
+        aq_rubberband_reset(state)
     }
 
     deinit {
-        rubberband_delete(state)
+        aq_rubberband_delete(state)
         planar.deallocate()
         pointers.deallocate()
     }
 
-    public func setTimeRatio(_ ratio: Double) { rubberband_set_time_ratio(state, ratio) }
+    public func setTimeRatio(_ ratio: Double) { aq_rubberband_set_time_ratio(state, ratio) }
 
-    public func setPitchScale(_ scale: Double) { rubberband_set_pitch_scale(state, scale) }
+    public func setPitchScale(_ scale: Double) { aq_rubberband_set_pitch_scale(state, scale) }
 
-    public var startPad: Int { Int(rubberband_get_preferred_start_pad(state)) }
+    public var startPad: Int { Int(aq_rubberband_get_preferred_start_pad(state)) }
 
-    public var startDelay: Int { Int(rubberband_get_start_delay(state)) }
+    public var startDelay: Int { Int(aq_rubberband_get_start_delay(state)) }
 
     public func process(_ input: UnsafePointer<Float>, frames: Int) {
         var offset = 0
@@ -104,19 +106,19 @@ public final class RubberBandEngine: TimePitchEngine {
                 for i in 0..<n { lane[i] = input[(offset + i) * channels + c] }
             }
             pointers.withMemoryRebound(to: UnsafePointer<Float>?.self, capacity: channels) { lanes in
-                rubberband_process(state, lanes, UInt32(n), 0)
+                aq_rubberband_process(state, lanes, UInt32(n), 0)
             }
             offset += n
         }
     }
 
-    public var availableFrames: Int { max(Int(rubberband_available(state)), 0) }
+    public var availableFrames: Int { max(Int(aq_rubberband_available(state)), 0) }
 
     public func retrieve(into output: UnsafeMutablePointer<Float>, frames: Int) -> Int {
         var done = 0
         while done < frames {
             let n = min(frames - done, maximumProcessFrames)
-            let got = Int(rubberband_retrieve(state, pointers, UInt32(n)))
+            let got = Int(aq_rubberband_retrieve(state, pointers, UInt32(n)))
             for c in 0..<channels {
                 let lane = planar + c * maximumProcessFrames
                 for i in 0..<got { output[(done + i) * channels + c] = lane[i] }
@@ -127,5 +129,5 @@ public final class RubberBandEngine: TimePitchEngine {
         return done
     }
 
-    public func reset() { rubberband_reset(state) }
+    public func reset() { aq_rubberband_reset(state) }
 }

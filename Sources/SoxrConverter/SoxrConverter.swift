@@ -37,10 +37,11 @@ public final class SoxrResampler: AudioResampler {
         case .high: recipe = UInt(SOXR_20_BITQ)
         case .veryHigh: recipe = UInt(SOXR_28_BITQ)
         }
-        var qualitySpec = soxr_quality_spec(recipe, 0)
-        var ioSpec = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I)
+        try AudioQueueError.requireLibrary(aq_soxr_load(), reason: aq_soxr_error)
+        var qualitySpec = aq_soxr_quality_spec(recipe, 0)
+        var ioSpec = aq_soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I)
         var error: soxr_error_t?
-        guard let made = soxr_create(inputRate, outputRate, UInt32(channels), &error, &ioSpec, &qualitySpec, nil), error == nil else {
+        guard let made = aq_soxr_create(inputRate, outputRate, UInt32(channels), &error, &ioSpec, &qualitySpec, nil), error == nil else {
             let reason = error.map { String(cString: $0) } ?? "unknown error"
             throw AudioQueueError(.invalidPropertyValue, "libsoxr cannot convert \(inputRate) Hz to \(outputRate) Hz for \(channels) channels: \(reason)")
         }
@@ -48,14 +49,14 @@ public final class SoxrResampler: AudioResampler {
         self.channels = channels
     }
 
-    deinit { soxr_delete(handle) }
+    deinit { aq_soxr_delete(handle) }
 
     public var leadingFrames: Int { 0 }
 
     public func process(_ input: UnsafePointer<Float>, frames: Int, into output: UnsafeMutablePointer<Float>,
                         capacity: Int) throws -> (consumed: Int, produced: Int) {
         var used = 0, made = 0
-        if let error = soxr_process(handle, input, frames, &used, output, capacity, &made) {
+        if let error = aq_soxr_process(handle, input, frames, &used, output, capacity, &made) {
             throw AudioQueueError(.decoderError, "libsoxr failed: \(String(cString: error))")
         }
         return (used, made)
@@ -63,11 +64,11 @@ public final class SoxrResampler: AudioResampler {
 
     public func drain(into output: UnsafeMutablePointer<Float>, capacity: Int) throws -> Int {
         var made = 0
-        if let error = soxr_process(handle, nil, 0, nil, output, capacity, &made) {
+        if let error = aq_soxr_process(handle, nil, 0, nil, output, capacity, &made) {
             throw AudioQueueError(.decoderError, "libsoxr failed while draining: \(String(cString: error))")
         }
         return made
     }
 
-    public func reset() { _ = soxr_clear(handle) }
+    public func reset() { _ = aq_soxr_clear(handle) }
 }

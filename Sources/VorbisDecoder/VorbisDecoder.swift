@@ -36,6 +36,7 @@ public final class VorbisDecoder: AudioDecoder {
 
     /// - Throws: ``AudioQueueError/Code/codecNotFound`` without three valid header packets.
     public init(format: AudioStreamDescription, magicCookie: [UInt8]?) throws {
+        try AudioQueueError.requireLibrary(aq_vorbis_load(), reason: aq_vorbis_error)
         var why = ""
         guard let cookie = magicCookie, let headers = VorbisHeaders(magicCookie: cookie, why: &why) else {
             throw AudioQueueError(.codecNotFound, "Vorbis needs its three header packets as the magic cookie: \(magicCookie == nil ? "none was given" : why)")
@@ -46,37 +47,37 @@ public final class VorbisDecoder: AudioDecoder {
         dsp = .allocate(capacity: 1)
         block = .allocate(capacity: 1)
         let (info, comment, dsp, block) = (info, comment, dsp, block)
-        vorbis_info_init(info)
-        vorbis_comment_init(comment)
+        aq_vorbis_info_init(info)
+        aq_vorbis_comment_init(comment)
         for (number, packet) in headers.packets.enumerated() {
             var bytes = packet
             let status = bytes.withUnsafeMutableBufferPointer { buffer in
                 var op = ogg_packet(packet: buffer.baseAddress, bytes: buffer.count, b_o_s: number == 0 ? 1 : 0, e_o_s: 0,
                                     granulepos: number == 2 ? 0 : -1, packetno: Int64(number))
-                return vorbis_synthesis_headerin(info, comment, &op)
+                return aq_vorbis_synthesis_headerin(info, comment, &op)
             }
             guard status == 0 else {
-                vorbis_comment_clear(comment)
-                vorbis_info_clear(info)
+                aq_vorbis_comment_clear(comment)
+                aq_vorbis_info_clear(info)
                 Self.free(info, comment, dsp, block)
                 throw AudioQueueError(.codecNotFound, "libvorbis refused Vorbis header packet \(number + 1) (error \(status))")
             }
         }
-        guard vorbis_synthesis_init(dsp, info) == 0 else {
-            vorbis_comment_clear(comment)
-            vorbis_info_clear(info)
+        guard aq_vorbis_synthesis_init(dsp, info) == 0 else {
+            aq_vorbis_comment_clear(comment)
+            aq_vorbis_info_clear(info)
             Self.free(info, comment, dsp, block)
             throw AudioQueueError(.codecNotFound, "libvorbis could not start a decoder for \(headers.channels) channels at \(headers.sampleRate) Hz")
         }
-        vorbis_block_init(dsp, block)
+        aq_vorbis_block_init(dsp, block)
         outputFormat = .float32(sampleRate: Double(headers.sampleRate), channels: headers.channels)
     }
 
     deinit {
-        vorbis_block_clear(block)
-        vorbis_dsp_clear(dsp)
-        vorbis_comment_clear(comment)
-        vorbis_info_clear(info)
+        aq_vorbis_block_clear(block)
+        aq_vorbis_dsp_clear(dsp)
+        aq_vorbis_comment_clear(comment)
+        aq_vorbis_info_clear(info)
         Self.free(info, comment, dsp, block)
     }
 
@@ -98,8 +99,8 @@ public final class VorbisDecoder: AudioDecoder {
         var op = ogg_packet(packet: UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self)), bytes: packet.count,
                             b_o_s: 0, e_o_s: 0, granulepos: -1, packetno: packetNumber)
         packetNumber += 1
-        let status = vorbis_synthesis(block, &op)
-        guard status == 0, vorbis_synthesis_blockin(dsp, block) == 0 else {
+        let status = aq_vorbis_synthesis(block, &op)
+        guard status == 0, aq_vorbis_synthesis_blockin(dsp, block) == 0 else {
             conceal(frames: frames, into: output, why: status == OV_ENOTAUDIO ? "not an audio packet" : "error \(status)")
             return
         }
@@ -107,7 +108,7 @@ public final class VorbisDecoder: AudioDecoder {
         var produced = 0
         var pcm: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>?
         while true {
-            let available = Int(vorbis_synthesis_pcmout(dsp, &pcm))
+            let available = Int(aq_vorbis_synthesis_pcmout(dsp, &pcm))
             guard available > 0, let pcm else { break }
             let space = output.reserve(frames: available)
             for channel in 0..<channels {
@@ -120,7 +121,7 @@ public final class VorbisDecoder: AudioDecoder {
             }
             output.commit(frames: available)
             produced += available
-            vorbis_synthesis_read(dsp, Int32(available))
+            aq_vorbis_synthesis_read(dsp, Int32(available))
         }
         // The first packet after a reset only fills the overlap; the container counted its frames.
         if first, produced == 0, frames > 0 { output.appendSilence(frames: frames) }
@@ -134,7 +135,7 @@ public final class VorbisDecoder: AudioDecoder {
     public func finish(into output: DecodedAudio) throws { reset() }
 
     public func reset() {
-        vorbis_synthesis_restart(dsp)
+        aq_vorbis_synthesis_restart(dsp)
         firstSinceReset = true
     }
 }

@@ -56,3 +56,15 @@ public struct AudioQueueError: Error, Hashable, Sendable, CustomStringConvertibl
 
     public var description: String { "\(code): \(message)" }
 }
+
+extension AudioQueueError {
+    /// For the codec modules whose C library is opened on first use (CDynamicLibrary): throws
+    /// ``Code/codecNotFound`` with the loader's reason when `loaded` is 0.
+    /// - Parameters:
+    ///   - loaded: what the library's `aq_…_load()` returned.
+    ///   - reason: its `aq_…_error()`, read only on failure.
+    package static func requireLibrary(_ loaded: Int32, reason: () -> UnsafePointer<CChar>?) throws {
+        guard loaded == 0 else { return }
+        throw AudioQueueError(.codecNotFound, reason().map { String(cString: $0) } ?? "a codec library could not be opened")
+    }
+}

@@ -1,2 +1,0 @@
-// libfaad2 (Debian: libfaad-dev).
-#include <neaacdec.h>

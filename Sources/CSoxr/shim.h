@@ -1,2 +1,0 @@
-// libsoxr (Debian: libsoxr-dev; LGPL-2.1+).
-#include <soxr.h>

@@ -1,2 +1,0 @@
-// libvorbis (Debian: libvorbis-dev, which brings libogg-dev). BSD-3-Clause.
-#include <vorbis/codec.h>
