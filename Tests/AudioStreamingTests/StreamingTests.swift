@@ -216,9 +216,17 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         defer { server.shutdown() }
         let (capture, _) = try await playStream([.url(server.url(name), configuration: quick)])
         #expect(difference(capture.samples, try localRender(TestPaths.fixture(name))) == nil)
-        // The resume asks from the real end and is told 416 (asked again if that answer was lost).
+        // Each resume asks from where the bytes stopped, and the last asks from the real end and
+        // is told 416 (asked again if that answer was lost). A resume may come before the end:
+        // when the connection ends short of its length, the body parts that reach the reader can
+        // stop before the last byte the server wrote (seen once in about ten runs: "bytes=8192-",
+        // answered 206, then "bytes=18807-").
         #expect(server.ranges.first == "" && server.ranges.count >= 2)
-        #expect(server.ranges.dropFirst().allSatisfy { $0 == "bytes=\(server.body.count)-" }, "\(server.ranges)")
+        let resumes = server.ranges.dropFirst().compactMap { range in
+            range.hasPrefix("bytes=") && range.hasSuffix("-") ? Int(range.dropFirst(6).dropLast()) : nil
+        }
+        #expect(resumes.count == server.ranges.count - 1 && resumes == resumes.sorted(), "\(server.ranges)")
+        #expect(resumes.last == server.body.count, "\(server.ranges)")
     }
 
     @Test func aFirstRequestWithoutAnswerIsRetriedFromTheStart() async throws {
