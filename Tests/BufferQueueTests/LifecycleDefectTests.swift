@@ -49,7 +49,12 @@ import Testing
         let queue = try AudioQueue(format: format, configuration: .init(sink: NullSink(pacing: .unpaced), decodeBufferFrames: 1024))
         try queue.setOfflineRenderFormat(format)
         let resetsDone = Atomic<Bool>(false)
+        // The resets begin once a render has been made, so that the two threads overlap: a
+        // resetter that finished before the renderer's thread ran left nothing rendered (seen
+        // once in a full run).
+        let rendering = DispatchSemaphore(value: 0)
         async let resetter = onOwnThread { () -> Int in
+            guard rendering.wait(timeout: .now() + 30) == .success else { return -1 }
             for resets in 0..<300 {
                 let part = ramp(frames: 700, channels: 2, offset: resets)
                 if let buffer = try? queue.makeBuffer(part) { _ = try? queue.enqueue(buffer) }
@@ -59,13 +64,14 @@ import Testing
             return 300
         }
         let (renderedTotal, positionOK) = await onOwnThread { () -> (Int, Bool) in
-            var total = 0, ok = true
+            var total = 0, ok = true, signalled = false
             var out = [Float](repeating: 0, count: 512 * 2)
             // Render for as long as the resets go on (bounded, so a stuck resetter cannot hang it).
             for _ in 0..<2_000_000 where !resetsDone.load(ordering: .acquiring) {
                 let before = queue.offlineRenderPosition
                 let n = (try? out.withUnsafeMutableBytes { try queue.offlineRender(at: before, into: $0, frames: 512) }) ?? -1
                 if n < 0 { continue }  // the position moved between reading it and rendering: a reset ran
+                if !signalled { rendering.signal(); signalled = true }
                 total += n
                 if queue.offlineRenderPosition < before + Int64(n) { ok = false }
             }
