@@ -19,9 +19,7 @@ public enum AVCodecAAC {
     /// ``AudioQueueError``s instead).
     /// - Throws: ``AudioQueueError/Code/codecNotFound`` naming why it cannot be opened.
     static func load() throws {
-        guard aq_libavcodec_load() != 0 else {
-            throw AudioQueueError(.codecNotFound, "libavcodec is not available: " + String(cString: aq_libavcodec_error()))
-        }
+        try AudioQueueError.requireLibrary(aq_libavcodec_load(), reason: aq_libavcodec_error)
     }
 
     /// Frees a codec context and the frame and packet used with it.

@@ -95,7 +95,7 @@ final class IcecastServer: @unchecked Sendable {
 
     /// Returns once the server says it has started, its port answers and its statistics thread
     /// has put in its initial statistics (see ``started()``); throws otherwise.
-    func waitUntilUp() async throws {
+    private func waitUntilUp() async throws {
         let started = await log.wait(timeout: .seconds(15)) { $0.contains { $0.contains("server started") || $0 == "(log ended)" } }
         guard started, !log.current.contains("(log ended)") else {
             throw IcecastError("icecast2 did not start on port \(port): \(log.current.suffix(5).joined(separator: " | "))")

@@ -77,6 +77,9 @@ public final class AudioRenderSource: @unchecked Sendable {
         self.errorHandler = errorHandler
     }
 
+    /// What ``RenderThreadObserver`` is passed for this source's renders.
+    var identity: UnsafeRawPointer { UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) }
+
     /// Renders up to `frames` frames into `buffer` (interleaved, the channel count the sink was
     /// opened with) and returns how many frames of queue audio were written.
     ///
@@ -87,7 +90,6 @@ public final class AudioRenderSource: @unchecked Sendable {
         guard let observer = RenderThreadObserver.current else {
             return stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
         }
-        let identity = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
         observer(identity, 1)
         defer { observer(identity, 0) }
         return stage.render(into: buffer, frames: frames, fillSilence: fillSilence)

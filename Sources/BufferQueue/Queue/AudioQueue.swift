@@ -171,7 +171,7 @@ public final class AudioQueue: Sendable {
     let stage: RenderStage
     let renderSource: AudioRenderSource
     /// What ``RenderThreadObserver`` passes for this queue's renders (for a test's instrument).
-    package var renderSourceIdentity: UnsafeRawPointer { UnsafeRawPointer(Unmanaged.passUnretained(renderSource).toOpaque()) }
+    package var renderSourceIdentity: UnsafeRawPointer { renderSource.identity }
     /// Lock order: `serial` → `control` → `pipeline` → `input`. `serial` orders lifecycle calls
     /// and the actions they perform (it is never taken on a sink's or the render thread);
     /// `control` is held only to decide; `pipeline` is the producer and the render stage's
