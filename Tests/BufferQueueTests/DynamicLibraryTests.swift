@@ -1,5 +1,7 @@
 import CDynamicLibrary
+import Foundation
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,5 +64,20 @@ import Glibc
         let result = Self.load(sonames: ["libm.so.6"], names: ["cos", "aq_no_such_function"])
         #expect(result.loaded == 0)
         #expect(result.error == "libm.so.6 has no function aq_no_such_function (install the-package)")
+    }
+
+    /// The test executable links every codec module, and none of their libraries: each is opened
+    /// when first used (a `link` in a module map or a linker setting would add it here).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/readelf"), "readelf (binutils) is missing"))
+    func noCodecLibraryIsLinked() async throws {
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let result = try await runTool("/usr/bin/readelf", ["-d", executable])
+        try #require(result.status == 0, "\(String(decoding: result.errorOutput, as: UTF8.self))")
+        let needed = String(decoding: result.output, as: UTF8.self).split(separator: "\n").filter { $0.contains("(NEEDED)") }
+        #expect(needed.contains { $0.contains("libc.so") }, "readelf listed no NEEDED entries: \(needed)")
+        for library in ["libmpg123", "libfaad", "libopencore-amr", "libopus", "libvorbis", "libogg", "libFLAC", "libsoxr",
+                        "librubberband", "libavcodec", "libavutil"] {
+            #expect(!needed.contains { $0.contains("[\(library)") }, "\(library) is linked: \(needed)")
+        }
     }
 }
