@@ -221,6 +221,33 @@ import TestSupport
     }
 }
 
+/// A writer of packets closed with totals that claim more frames than its packets hold (an input
+/// queue whose last packets were dropped) writes what the packets hold: the padding goes first,
+/// then valid frames.
+@Suite struct PacketWriterTotalsTests {
+    @Test(arguments: [(AudioEncodingTotals(validFrames: 700, primingFrames: 0, remainderFrames: 12), 640, 0),
+                      (AudioEncodingTotals(validFrames: 600, primingFrames: 0, remainderFrames: 64), 600, 40),
+                      (AudioEncodingTotals(validFrames: 630, primingFrames: 0, remainderFrames: 10), 630, 10)])
+    func totalsAreCutToThePacketsWritten(_ given: AudioEncodingTotals, valid: Int64, remainder: Int) throws {
+        let directory = try FileWriterTests.makeDirectory("cut")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("ima.caf").path
+        let format = AudioStreamDescription(sampleRate: 22050, formatID: .appleIMA4, bytesPerPacket: 34, framesPerPacket: 64,
+                                            bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
+        let writer = try AudioFileWriter(path: path, packetFormat: format, magicCookie: nil)
+        // Ten packets (640 frames) of IMA4: any bytes are valid packets.
+        let packets = [UInt8](repeating: 0, count: 34 * 10)
+        try packets.withUnsafeBytes { try writer.writePackets($0, descriptions: []) }
+        try writer.close(totals: given, magicCookie: nil)
+        #expect(writer.validFrames == valid)
+        #expect(writer.remainderFrames == remainder)
+        let file = try AudioFile(path: path)
+        // A CAF without priming or padding has no packet table: its frames are the packets'.
+        #expect((file.packetTableInfo?.validFrames ?? file.totalFrames) == valid, "\(file.packetTableInfo.map { "\($0)" } ?? "no table")")
+        #expect((file.packetTableInfo?.remainderFrames ?? 0) == remainder)
+    }
+}
+
 /// Class 9b of issue 37: multichannel audio lands in the right speakers. A 5.1 source with a
 /// different tone in each channel, encoded by ffmpeg to ALAC and AAC: `aqrender` writes a WAV in
 /// WAVE's order (L R C LFE Ls Rs) with a channel mask, where the decoders give C L R Ls Rs LFE.

@@ -393,4 +393,46 @@ private extension Double {
         #expect(take.current.frames == 2 * limit)
         queue.dispose(immediately: true)
     }
+
+    /// An immediate stop with no buffer enqueued drops the packets the encoder still holds (an
+    /// overrun): the totals then describe the packets handed back, so a file closed with them
+    /// claims no frame it lacks (seen in CI: a SIGTERM'd FLAC recording said 34 338 frames and
+    /// held 32 768). IMA4's 64-frame packets leave packets waiting once the one buffer is full.
+    @Test func anImmediateStopWithoutABufferCountsOnlyThePacketsHandedBack() async throws {
+        struct Held: Sendable {
+            var frames = 0
+            var packets = 0
+            var lost = 0
+            var running: [Bool] = []
+        }
+        let signal = Self.gridSignal(frames: 30_000, channels: 1)
+        let format = AudioStreamDescription(sampleRate: 44100, formatID: .appleIMA4, bytesPerPacket: 0, framesPerPacket: 0,
+                                            bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
+        let source = NullSource(signal: .frames(signal), pacing: .unpaced, channels: 1)
+        let held = Watched(Held())
+        // The buffer is not enqueued again: after the first, the worker has none.
+        let queue = try AudioInputQueue(format: format, configuration: .init(source: source)) { _, _, frames in
+            held.update { $0.frames += frames.frameCount; $0.packets += frames.packetDescriptions.count }
+        }
+        let events = queue.events()
+        Task {
+            for await event in events {
+                switch event {
+                case .runningChanged(let running): held.update { $0.running.append(running) }
+                case .overrun(let lost, _): held.update { $0.lost += lost }
+                default: break
+                }
+            }
+        }
+        try queue.enqueue(queue.allocateBuffer(capacity: queue.maximumPacketSize * 2))
+        try queue.start()
+        #expect(await held.wait(timeout: .seconds(20)) { $0.frames > 0 })
+        try queue.stop(immediately: true)
+        #expect(await held.wait(timeout: .seconds(20)) { $0.running == [true, false] && $0.lost > 0 })
+        let totals = try #require(queue.encodingTotals)
+        let state = held.current
+        #expect(state.packets == 2)
+        #expect(totals == AudioEncodingTotals(validFrames: Int64(state.frames - totals.primingFrames), primingFrames: totals.primingFrames, remainderFrames: 0))
+        queue.dispose(immediately: true)
+    }
 }

@@ -38,6 +38,8 @@ public final class AudioFileWriter {
     private let converter: AudioEncodingConverter?
     /// A writer of packets: their frames so far, and the priming its caller declared.
     private var packetFrames: Int64 = 0
+    /// Whether every packet written said how many frames it holds.
+    private var packetFramesKnown = true
     private let declaredPriming: Int
     private let output: AudioFileOutput
     private let container: any ContainerWriter
@@ -202,6 +204,7 @@ public final class AudioFileWriter {
                         "a packet description (\(description.dataByteSize) bytes at \(description.startOffset)) runs past the \(bytes.count) bytes given")
                 }
                 let frames = description.variableFramesInPacket > 0 ? description.variableFramesInPacket : dataFormat.framesPerPacket
+                if frames <= 0 { packetFramesKnown = false }
                 packets.append(UnsafeRawBufferPointer(rebasing: bytes[description.startOffset..<(description.startOffset + description.dataByteSize)]),
                                frames: frames)
             }
@@ -251,7 +254,8 @@ public final class AudioFileWriter {
 
     /// Closes a writer of packets with the stream's gapless numbers (an input queue's
     /// ``AudioInputQueue/encodingTotals``) and its final cookie; without them the packets' frames,
-    /// less the priming, are taken as valid.
+    /// less the priming, are taken as valid. Totals that claim more frames than the packets
+    /// written hold are cut to them (padding first).
     public func close(totals: AudioEncodingTotals?, magicCookie: [UInt8]?) throws {
         guard !closed else { return }
         try finish(totals, magicCookie: magicCookie)
@@ -263,7 +267,14 @@ public final class AudioFileWriter {
             if let converter { try converter.finish(into: packets) }
             if !packets.isEmpty { try container.append(packets); packets.removeAll() }
             var final = totals
-            if let given {
+            if var given {
+                // The file never claims frames its packets do not hold: a cut end loses the
+                // padding first, then valid frames.
+                if converter == nil && packetFramesKnown {
+                    let held = max(packetFrames - Int64(given.primingFrames), 0)
+                    given.remainderFrames = Int(min(Int64(given.remainderFrames), max(held - given.validFrames, 0)))
+                    given.validFrames = min(given.validFrames, held)
+                }
                 final = ContainerTotals(validFrames: given.validFrames, primingFrames: given.primingFrames,
                                         remainderFrames: given.remainderFrames, magicCookie: magicCookie)
                 closedTotals = given

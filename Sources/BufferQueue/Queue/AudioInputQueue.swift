@@ -423,8 +423,9 @@ public final class AudioInputQueue: Sendable {
 
     /// A compressed recording's gapless numbers since the start: the frames captured (valid), the
     /// encoder's priming and the last packet's padding (final once the queue has stopped); nil for
-    /// linear PCM.
-    public var encodingTotals: AudioEncodingTotals? { workQueue.sync { worker.encoder?.totals } }
+    /// linear PCM. They describe the packets handed back: packets dropped (by an immediate stop
+    /// with no buffer enqueued to take them, or by ``reset()``) are not counted.
+    public var encodingTotals: AudioEncodingTotals? { workQueue.sync { worker.encodingTotals } }
 
     // MARK: events
 

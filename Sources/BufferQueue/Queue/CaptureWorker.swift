@@ -39,6 +39,10 @@ final class CaptureWorker: @unchecked Sendable {
     private var currentPacketFrames = 0
     /// Frames of packets handed back so far (the compressed timeline).
     private var packetTimeline = 0
+    /// Frames of encoded packets dropped (no buffer at a stop, or a reset): those after the last
+    /// packet handed back cut the stream's end; the others are holes inside it.
+    private var droppedAtEnd = 0
+    private var droppedInside = 0
     /// Frames after which capture ends as if the source had (nil: no limit).
     let frameLimit: Int?
     private var limitReached: Bool { frameLimit.map { timeline >= $0 } ?? false }
@@ -72,6 +76,8 @@ final class CaptureWorker: @unchecked Sendable {
         pendingGap = 0
         timeline = 0
         packetTimeline = 0
+        droppedAtEnd = 0
+        droppedInside = 0
         // A new recording: the encoder's counts start again (it was finished by the last stop).
         encoder?.reset()
         encoderFinished = false
@@ -90,6 +96,17 @@ final class CaptureWorker: @unchecked Sendable {
         pendingGap = 0
         defer { current = nil }
         return currentFill == 0 ? current : nil
+    }
+
+    /// A compressed recording's gapless numbers for the packets handed back: the encoder's, less
+    /// what was dropped. A cut end loses the last packet's padding first, then valid frames; a
+    /// hole inside loses valid frames.
+    var encodingTotals: AudioEncodingTotals? {
+        guard var totals = encoder?.totals else { return nil }
+        let padding = min(droppedAtEnd, totals.remainderFrames)
+        totals.remainderFrames -= padding
+        totals.validFrames = max(totals.validFrames - Int64(droppedAtEnd - padding + droppedInside), 0)
+        return totals
     }
 
     /// Queue frames the source has captured (or lost) since the start.
@@ -124,6 +141,7 @@ final class CaptureWorker: @unchecked Sendable {
                 guard ensureCurrent(takeBuffer) else {
                     if ending {
                         unplaced += packets.frameCount
+                        droppedAtEnd += packets.frameCount
                         packets.removeAll()
                         continue
                     }
@@ -241,6 +259,7 @@ final class CaptureWorker: @unchecked Sendable {
         stagingOffset = 0
         pendingGap = 0
         timeline = capturedOutputFrames
+        droppedAtEnd += packets.frameCount + currentPacketFrames
         packets.removeAll()
         currentDescriptions.removeAll()
         currentBytes = 0
@@ -355,6 +374,8 @@ final class CaptureWorker: @unchecked Sendable {
             out.append(.filled(current, AudioCapturedFrames(startSampleTime: Int64(currentStart), frameCount: currentPacketFrames,
                                                             packetDescriptions: currentDescriptions), levels()))
             packetTimeline += currentPacketFrames
+            droppedInside += droppedAtEnd
+            droppedAtEnd = 0
             currentDescriptions.removeAll(keepingCapacity: true)
             currentBytes = 0
             currentPacketFrames = 0
