@@ -16,6 +16,7 @@ import FLACEncoder
 import OpusEncoder
 import PulseAudioSink
 import SoxrConverter
+import Synchronization
 
 @main
 struct AQRecord: AsyncParsableCommand {
@@ -149,8 +150,12 @@ struct AQRecord: AsyncParsableCommand {
         signal(SIGINT, SIG_IGN)
         signal(SIGTERM, SIG_IGN)
         let interrupts = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
+        let interrupted = Interrupted()
         for interrupt in interrupts {
-            interrupt.setEventHandler { try? queue.stop(immediately: true) }
+            interrupt.setEventHandler {
+                interrupted.flag.withLock { $0 = true }
+                try? queue.stop(immediately: true)
+            }
             interrupt.resume()
         }
 
@@ -162,7 +167,12 @@ struct AQRecord: AsyncParsableCommand {
             switch event {
             case .runningChanged(false): break loop
             case .overrun(let lost, let at):
-                writeError("\naqrecord: \(lost) frames lost at frame \(at) (the disk or the machine was too slow)\n")
+                if interrupted.flag.withLock({ $0 }) {
+                    // Every buffer was still being written when the stop came.
+                    writeError("\naqrecord: the last \(lost) frames captured (from frame \(at)) had no free buffer when the recording stopped\n")
+                } else {
+                    writeError("\naqrecord: \(lost) frames lost at frame \(at) (the disk or the machine was too slow)\n")
+                }
             case .error(let error):
                 failure = error
             default: break
@@ -184,6 +194,11 @@ struct AQRecord: AsyncParsableCommand {
             throw ExitCode(1)
         }
     }
+}
+
+/// Set when Ctrl-C or SIGTERM stops the recording.
+final class Interrupted: Sendable {
+    let flag = Mutex(false)
 }
 
 /// Hands the input callback the recording state once the writer exists (the queue is made first:
