@@ -435,4 +435,41 @@ private extension Double {
         #expect(totals == AudioEncodingTotals(validFrames: Int64(state.frames - totals.primingFrames), primingFrames: totals.primingFrames, remainderFrames: 0))
         queue.dispose(immediately: true)
     }
+
+    /// A reset drops the packets waiting for a buffer, and the recording goes on after it: the
+    /// hole takes valid frames from the totals, which still add up to the packets handed back.
+    @Test func aResetsDroppedPacketsLeaveTheTotals() async throws {
+        struct Held: Sendable {
+            var frames = 0
+            var requeue = false
+            var running: [Bool] = []
+        }
+        let limit = 20_000
+        let signal = Self.gridSignal(frames: 30_000, channels: 1)
+        let format = AudioStreamDescription(sampleRate: 44100, formatID: .appleIMA4, bytesPerPacket: 0, framesPerPacket: 0,
+                                            bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
+        let source = NullSource(signal: .frames(signal), pacing: .unpaced, channels: 1)
+        let held = Watched(Held())
+        // A small capture ring: the reset discards what it holds and the timeline moves past it,
+        // so it must not hold the whole recording.
+        let queue = try AudioInputQueue(format: format, configuration: .init(source: source, captureBufferFrames: 4096, frameLimit: limit)) { queue, buffer, frames in
+            let requeue = held.update { $0.frames += frames.frameCount; return $0.requeue }
+            if requeue { try? queue.enqueue(buffer) }
+        }
+        let events = queue.events()
+        Task { for await event in events { if case .runningChanged(let running) = event { held.update { $0.running.append(running) } } } }
+        // One buffer of two packets: the rest of the first 4096 frames' packets wait for another.
+        try queue.enqueue(queue.allocateBuffer(capacity: queue.maximumPacketSize * 2))
+        try queue.start()
+        #expect(await held.wait(timeout: .seconds(20)) { $0.frames > 0 })
+        try queue.reset()
+        held.update { $0.requeue = true }
+        for _ in 0..<3 { try queue.enqueue(queue.allocateBuffer(capacity: queue.maximumPacketSize * 8)) }
+        #expect(await held.wait(timeout: .seconds(20)) { $0.running == [true, false] })
+        let totals = try #require(queue.encodingTotals)
+        let handedBack = held.current.frames
+        #expect(handedBack > 128, "the recording went on after the reset")
+        #expect(totals.primingFrames + Int(totals.validFrames) + totals.remainderFrames == handedBack, "\(totals)")
+        queue.dispose(immediately: true)
+    }
 }
