@@ -394,10 +394,20 @@ private extension Double {
         queue.dispose(immediately: true)
     }
 
+    /// Mono IMA4 at 44.1 kHz: 64-frame packets, so the packets of a 4096-frame chunk wait once a
+    /// small buffer is full.
+    static let monoIMA4 = AudioStreamDescription(sampleRate: 44100, formatID: .appleIMA4, bytesPerPacket: 0, framesPerPacket: 0,
+                                                 bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
+
+    /// An unpaced null source of `frames` mono frames on the 16-bit grid.
+    static func unpacedMono(frames: Int) -> NullSource {
+        NullSource(signal: .frames(gridSignal(frames: frames, channels: 1)), pacing: .unpaced, channels: 1)
+    }
+
     /// An immediate stop with no buffer enqueued drops the packets the encoder still holds (an
     /// overrun): the totals then describe the packets handed back, so a file closed with them
     /// claims no frame it lacks (seen in CI: a SIGTERM'd FLAC recording said 34 338 frames and
-    /// held 32 768). IMA4's 64-frame packets leave packets waiting once the one buffer is full.
+    /// held 32 768).
     @Test func anImmediateStopWithoutABufferCountsOnlyThePacketsHandedBack() async throws {
         struct Held: Sendable {
             var frames = 0
@@ -405,10 +415,8 @@ private extension Double {
             var lost = 0
             var running: [Bool] = []
         }
-        let signal = Self.gridSignal(frames: 30_000, channels: 1)
-        let format = AudioStreamDescription(sampleRate: 44100, formatID: .appleIMA4, bytesPerPacket: 0, framesPerPacket: 0,
-                                            bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
-        let source = NullSource(signal: .frames(signal), pacing: .unpaced, channels: 1)
+        let format = Self.monoIMA4
+        let source = Self.unpacedMono(frames: 30_000)
         let held = Watched(Held())
         // The buffer is not enqueued again: after the first, the worker has none.
         let queue = try AudioInputQueue(format: format, configuration: .init(source: source)) { _, _, frames in
@@ -445,10 +453,8 @@ private extension Double {
             var running: [Bool] = []
         }
         let limit = 20_000
-        let signal = Self.gridSignal(frames: 30_000, channels: 1)
-        let format = AudioStreamDescription(sampleRate: 44100, formatID: .appleIMA4, bytesPerPacket: 0, framesPerPacket: 0,
-                                            bytesPerFrame: 0, channelsPerFrame: 1, bitsPerChannel: 0)
-        let source = NullSource(signal: .frames(signal), pacing: .unpaced, channels: 1)
+        let format = Self.monoIMA4
+        let source = Self.unpacedMono(frames: 30_000)
         let held = Watched(Held())
         // A small capture ring: the reset discards what it holds and the timeline moves past it,
         // so it must not hold the whole recording.
