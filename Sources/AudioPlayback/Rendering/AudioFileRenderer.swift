@@ -208,3 +208,7 @@ final class ReturnedBuffers: @unchecked Sendable {
         return signal.wait(timeout: deadline) == .success
     }
 }
+
+/// A file renderer is a source of an offline ``BufferQueue/AudioGraph``: wrap it in an
+/// ``BufferQueue/AudioPullSourceNode`` and connect it to a mixer, which converts it to its format.
+extension AudioFileRenderer: AudioNodePullSource {}

@@ -190,3 +190,27 @@ final class AtomicFloats: @unchecked Sendable {
         set { storage[index].store(newValue.bitPattern, ordering: .relaxed) }
     }
 }
+
+/// A fixed number of 64-bit words, each atomic (relaxed; callers order them with fences, as a
+/// sequence lock does).
+final class AtomicWords: @unchecked Sendable {   // @unchecked: every access goes through an Atomic in the storage.
+    private let storage: UnsafeMutablePointer<Atomic<UInt64>>
+    let count: Int
+
+    init(count: Int) {
+        self.count = count
+        storage = .allocate(capacity: max(count, 1))
+        for i in 0..<count { (storage + i).initialize(to: Atomic<UInt64>(0)) }
+    }
+
+    deinit {
+        storage.deinitialize(count: count)
+        storage.deallocate()
+    }
+
+    @inline(__always)
+    subscript(index: Int) -> UInt64 {
+        get { storage[index].load(ordering: .relaxed) }
+        set { storage[index].store(newValue, ordering: .relaxed) }
+    }
+}
