@@ -66,6 +66,35 @@ import TestSupport
         #expect(try Self.renderAll(graph).isEmpty, "an ended mix stays ended")
     }
 
+    /// A pull source that gives `frames` frames of a ramp, then fails.
+    final class FailingSource: AudioNodePullSource {
+        let outputFormat = AudioStreamDescription.float32(sampleRate: 44_100, channels: 1)
+        let frames: Int
+        var given = 0
+        init(frames: Int) { self.frames = frames }
+        func render(into destination: UnsafeMutableBufferPointer<Float>, frames wanted: Int) throws -> Int {
+            guard given < frames else { throw AudioQueueError(.decoderError, "packet 12 is damaged") }
+            let n = min(wanted, frames - given, 100)
+            for i in 0..<n { destination[i] = Float(given + i) / 10_000 }
+            given += n
+            return n
+        }
+    }
+
+    /// An input that fails mid-mix ends there: the frames it gave stay, the others play on, and
+    /// the failure is an event naming it.
+    @Test func anInputThatFailsEndsAndTheOthersGoOn() throws {
+        let events = Lock<[String]>([])
+        let graph = try AudioGraph(sampleRate: 44_100, channels: 1, rampSeconds: 0) { event in events.withLock { $0.append("\(event)") } }
+        let other = Self.signal(frames: 6_000, channels: 1, seed: 4)
+        try graph.connect(try AudioPullSourceNode(name: "broken.mp3", source: FailingSource(frames: 2_345)), to: graph.mainMixer)
+        try graph.connect(try AudioBufferSourceNode(name: "fine.wav", samples: other, sampleRate: 44_100, channels: 1), to: graph.mainMixer)
+        let mixed = try Self.renderAll(graph, block: 1_000)
+        let broken = (0..<2_345).map { Float($0) / 10_000 }
+        #expect(difference(mixed, Self.expectedMix([(broken, [1], 0), (other, [1], 0)], channels: 1)) == nil)
+        #expect(events.withLock { $0 } == ["broken.mp3 failed: packet 12 is damaged"], "reported once")
+    }
+
     @Test func aMonoInputIsConvertedToTheMixersChannels() throws {
         let graph = try AudioGraph(sampleRate: 44_100, channels: 2, rampSeconds: 0)
         let mono = Self.signal(frames: 5_000, channels: 1, seed: 9)

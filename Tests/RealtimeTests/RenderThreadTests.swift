@@ -364,3 +364,58 @@ extension RenderThreadContractTests {
         }
     }
 }
+
+extension RenderThreadContractTests {
+    /// The graph's render side: eight sources (one mono, one at 48 kHz: both converted by the
+    /// mixer) → the main mixer → a four-band equaliser → the output, rendered as a sink's thread
+    /// would, through the graph's own bracket (`RenderThreadObserver` around each render). Over 200
+    /// renders after a warm-up of 100 and before the sources end, nothing is allocated, freed,
+    /// waited on or called into the kernel; a band changed while counting glides in without either.
+    @Suite(.serialized) struct GraphRenderThreadTests {
+        @Test func eightSourcesMixerAndEQRenderWithoutAllocatingOrWaiting() throws {
+            SoxrConverter.register()
+            let graph = try AudioGraph(sampleRate: 44_100, channels: 2)
+            let eq = try AudioEQNode(bands: [.init(.highPass, frequency: 40), .init(.lowShelf, frequency: 150, gain: 3),
+                                             .init(.parametric, frequency: 2_500, gain: -4, q: 2), .init(.highShelf, frequency: 8_000, gain: 2)],
+                                     sampleRate: 44_100, channels: 2)
+            try graph.connect(graph.mainMixer, to: eq)
+            let seconds = 4
+            for i in 0..<8 {
+                let rate = i == 7 ? 48_000 : 44_100, channels = i == 6 ? 1 : 2
+                let samples = (0..<(seconds * rate * channels)).map { index in
+                    Float(0.05 * sin(2 * Double.pi * Double(220 + 110 * i) * Double(index / channels) / Double(rate)))
+                }
+                let node = try AudioBufferSourceNode(name: "source \(i)", samples: samples, sampleRate: Double(rate), channels: channels)
+                try graph.connect(node, to: graph.mainMixer, volume: 0.5, pan: Float(i - 4) / 8, offsetFrames: 37 * i)
+            }
+            let block = 512
+            var buffer = [Float](repeating: 0, count: block * 2)
+            RenderThreadObserver.install(aq_render_observed)
+            defer { RenderThreadObserver.install(nil) }
+            var renders = 0, counted = 0
+            var peak: Float = 0
+            var taken: aq_counts?
+            try buffer.withUnsafeMutableBufferPointer { out in
+                while true {
+                    if renders == 100 { aq_counting_arm(graph.renderSourceIdentity) }
+                    // Counting ends well before the sources do (their ends drain libsoxr, which may allocate).
+                    if renders == 300 { taken = aq_counting_disarm() }
+                    if renders == 150 { try eq.setBand(2, to: .init(.parametric, frequency: 1_000, gain: 6, q: 1)) }
+                    let n = try graph.render(into: out.baseAddress!, frames: block)
+                    if renders >= 100 && renders < 300 {
+                        counted += n
+                        peak = out.prefix(n * 2).reduce(peak) { max($0, abs($1)) }
+                    }
+                    if n == 0 { break }
+                    renders += 1
+                }
+            }
+            let counts = RenderCounts(try #require(taken, "the sources ended before 300 renders"))
+            counts.report("graph: 8 sources, mixer, EQ")
+            if !counts.isClean { aq_counting_print_sites() }
+            #expect(renders > 300 && counts.renders == 200, "\(counts)")
+            #expect(counted == 200 * block && peak > 0.05, "the counted renders carried sound: \(counted) frames, peak \(peak)")
+            #expect(counts.isClean, "\(counts)")
+        }
+    }
+}

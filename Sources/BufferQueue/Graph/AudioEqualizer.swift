@@ -112,7 +112,7 @@ public final class AudioEqualizer: @unchecked Sendable {
 
     private static func store(_ band: AudioEQBand, sets: UInt64, into words: AtomicWords, at index: Int) {
         let base = index * Self.words
-        words[base] = UInt64(AudioEQFilterType.allCases.firstIndex(of: band.type) ?? 0)
+        words[base] = band.type.code
         words[base + 1] = band.frequency.bitPattern
         words[base + 2] = band.gain.bitPattern
         words[base + 3] = band.q.bitPattern
@@ -203,8 +203,7 @@ public final class AudioEqualizer: @unchecked Sendable {
             let base = band * Self.words
             let sets = Int(truncatingIfNeeded: published[base + 5])
             guard rateChanged || sets != setsApplied[band] else { pendingSets[band] = -1; continue }
-            let index = min(Int(truncatingIfNeeded: published[base]), AudioEQFilterType.allCases.count - 1)
-            let value = AudioEQBand(AudioEQFilterType.allCases[index],
+            let value = AudioEQBand(AudioEQFilterType(code: published[base]),
                                     frequency: Double(bitPattern: published[base + 1]),
                                     gain: Double(bitPattern: published[base + 2]),
                                     q: Double(bitPattern: published[base + 3]),

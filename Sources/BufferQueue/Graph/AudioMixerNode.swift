@@ -32,13 +32,13 @@ public final class AudioMixerNode: AudioNode, @unchecked Sendable {
     override var inputLimit: Int { .max }
 
     override func render(_ program: GraphProgram, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
-        let connections = program.inputs(of: self)
+        let inputs = program.inputs(of: self)
         let ch = channels
         out.update(repeating: 0, count: frames * ch)
         var reach = 0          // how far the inputs that ended here reached
         var active = false     // an input goes on past this render
-        for connection in connections {
-            guard let bus = connection.bus, !bus.ended else { continue }
+        for index in 0..<inputs.count {
+            guard let bus = inputs.connections[index].bus, !bus.ended else { continue }
             var position = 0
             if bus.offsetLeft > 0 {
                 position = min(bus.offsetLeft, frames)

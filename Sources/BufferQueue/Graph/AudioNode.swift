@@ -69,8 +69,9 @@ public class AudioEffectNode: AudioNode, @unchecked Sendable {
     }
 
     override func render(_ program: GraphProgram, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
-        guard let input = program.inputs(of: self).first else { return (0, .boundary) }
-        let (n, end) = program.pull(input.source, into: out, frames: frames)
+        let inputs = program.inputs(of: self)
+        guard inputs.count > 0 else { return (0, .boundary) }
+        let (n, end) = program.pull(inputs.connections[0].source, into: out, frames: frames)
         process(out, frames: n)
         return (n, end)
     }
@@ -90,23 +91,53 @@ final class GraphConnection: Sendable {
 }
 
 /// What the render side reads: per node slot, its inputs; and the node the output pulls. Immutable;
-/// a change of the graph publishes a new one.
-final class GraphProgram: Sendable {
-    let inputs: [[GraphConnection]]
+/// a change of the graph publishes a new one. The connections are laid out in memory of its own,
+/// read through pointers: the render side never iterates a Swift collection (unspecialised, as
+/// in debug builds, that allocates).
+// @unchecked: immutable after init; the memory it owns is only read.
+final class GraphProgram: @unchecked Sendable {
     let output: AudioNode?
     /// The nodes that can fail while rendering (their failures become events).
     let failing: [AudioPullSourceNode]
+    private let connections: UnsafeMutablePointer<GraphConnection>
+    private let connectionCount: Int
+    /// Per slot: where its connections start in ``connections``, and how many there are.
+    private let starts: UnsafeMutablePointer<Int>
+    private let counts: UnsafeMutablePointer<Int>
+    private let slots: Int
 
     init(inputs: [[GraphConnection]], output: AudioNode?, failing: [AudioPullSourceNode]) {
-        self.inputs = inputs
         self.output = output
         self.failing = failing
+        slots = inputs.count
+        connectionCount = inputs.reduce(0) { $0 + $1.count }
+        connections = .allocate(capacity: max(connectionCount, 1))
+        starts = .allocate(capacity: max(slots, 1))
+        counts = .allocate(capacity: max(slots, 1))
+        var next = 0
+        for (slot, list) in inputs.enumerated() {
+            starts[slot] = next
+            counts[slot] = list.count
+            for connection in list {
+                (connections + next).initialize(to: connection)
+                next += 1
+            }
+        }
     }
 
+    deinit {
+        connections.deinitialize(count: connectionCount)
+        connections.deallocate()
+        starts.deallocate()
+        counts.deallocate()
+    }
+
+    /// The connections into `node`, in the order made.
     @inline(__always)
-    func inputs(of node: AudioNode) -> [GraphConnection] {
+    func inputs(of node: AudioNode) -> (connections: UnsafePointer<GraphConnection>, count: Int) {
         let slot = node.slot
-        return slot >= 0 && slot < inputs.count ? inputs[slot] : []
+        guard slot >= 0 && slot < slots else { return (UnsafePointer(connections), 0) }
+        return (UnsafePointer(connections + starts[slot]), counts[slot])
     }
 
     /// Pulls `node` until `frames` frames are out or it is starved or ended.

@@ -24,6 +24,31 @@ public enum AudioEQFilterType: String, Sendable, Hashable, CaseIterable {
     /// Band-stop (notch); `gain` is not used.
     case notch
 
+    /// A number for the type (the render side reads bands as numbers; `allCases` would allocate).
+    var code: UInt64 {
+        switch self {
+        case .parametric: 0
+        case .lowShelf: 1
+        case .highShelf: 2
+        case .lowPass: 3
+        case .highPass: 4
+        case .bandPass: 5
+        case .notch: 6
+        }
+    }
+
+    init(code: UInt64) {
+        switch code {
+        case 1: self = .lowShelf
+        case 2: self = .highShelf
+        case 3: self = .lowPass
+        case 4: self = .highPass
+        case 5: self = .bandPass
+        case 6: self = .notch
+        default: self = .parametric
+        }
+    }
+
     /// Whether `gain` shapes the filter (the peak and the two shelves).
     public var usesGain: Bool { self == .parametric || self == .lowShelf || self == .highShelf }
 }
