@@ -33,6 +33,7 @@ let package = Package(
         .executable(name: "aqrender", targets: ["aqrender"]),
         .executable(name: "aqplay", targets: ["aqplay"]),
         .executable(name: "aqrecord", targets: ["aqrecord"]),
+        .executable(name: "aqmix", targets: ["aqmix"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -243,7 +244,7 @@ let package = Package(
         ),
         .target(
             name: "ExampleOptions",
-            dependencies: ["BufferQueue", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["BufferQueue", "AudioFileStream", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/ExampleOptions"
         ),
         .executableTarget(
@@ -254,6 +255,15 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
+        ),
+        .executableTarget(
+            name: "aqmix",
+            dependencies: [
+                "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "OpenCoreAMRDecoder", "SoxrConverter",
+                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "ExampleOptions",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/aqmix"
         ),
         .executableTarget(
             name: "aqplay",

@@ -55,6 +55,8 @@ struct AQPlay: ParsableCommand {
     var verbose = false
 
     @OptionGroup var timePitchOptions: TimePitchOptions
+    @Option(name: .customLong("eq"), help: ArgumentHelp(stringLiteral: EQOption.help + " Bands must be below 22050 Hz (checked at 44.1 kHz; output rates are at least that for music)."))
+    var eq: [EQOption] = []
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
@@ -62,6 +64,7 @@ struct AQPlay: ParsableCommand {
         guard seek >= 0 else { throw ValidationError("--seek must not be negative") }
         guard (5...2000).contains(latency) else { throw ValidationError("--latency must be in 5...2000 ms") }
         guard cacheSize > 0 else { throw ValidationError("--cache-size must be positive") }
+        do { try AudioEqualizer(bands: eq.map(\.band)).validate(sampleRate: 44_100) } catch { throw ValidationError("--eq: \(error)") }
     }
 
     func run() throws {
@@ -133,7 +136,8 @@ struct AQPlay: ParsableCommand {
             case .state(.reconnecting): FileHandle.standardError.write(Data("\naqplay: connection lost, reconnecting\n".utf8))
             default: break
             }
-        }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0))
+        }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0),
+           processingTap: eq.isEmpty ? nil : .init(position: .postEffects, callback: AudioEqualizer(bands: eq.map(\.band)).processingTapCallback))
 
         writer.takeChannelLayout { [weak player] in player?.channelLayout }
         // Ctrl-C or SIGTERM: stop at once, finish the --record file, exit 130 or 143.

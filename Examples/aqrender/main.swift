@@ -25,8 +25,6 @@ struct AQRender: ParsableCommand {
         commandName: "aqrender",
         abstract: "Render an audio file offline through the queue to a WAV file, with exact gapless trims.")
 
-    enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case f32, s16, s24 }
-
     @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711, PCM, FLAC, Opus or Vorbis in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS/FLAC/Ogg.")
     var input: String
     @Argument(help: "The file to write; its extension names the container: .wav, .caf, .aif/.aiff, .aifc, .flac, .opus/.ogg, .m4a.")
@@ -46,6 +44,8 @@ struct AQRender: ParsableCommand {
     @Option(help: "Render this many channels (mono ↔ stereo: see the Converting guide for the matrix).")
     var channels: Int?
     @OptionGroup var timePitchOptions: TimePitchOptions
+    @Option(name: .customLong("eq"), help: ArgumentHelp(stringLiteral: EQOption.help))
+    var eq: [EQOption] = []
     @Option(help: "Decode on this many threads (default: the number of cores) when the file allows it (MP3, AAC-LC, ALAC, G.711, FLAC, Vorbis, Opus; not a chain of Ogg links), the output can seek and no loop, rate, channel or play-rate change is asked for. The output is bit-identical to --jobs 1.")
     var jobs: Int = activeProcessorCount
     enum AACDecoder: String, ExpressibleByArgument, CaseIterable { case libavcodec, libfaad2 }
@@ -97,6 +97,7 @@ struct AQRender: ParsableCommand {
         let file: AudioFile
         do { file = try AudioFile(path: input) } catch { fail("\(input): \(error)") }
         let transforms = loops != 1 || sampleRate != nil || channels != nil || (timePitchOptions.rate ?? 1) != 1 || timePitchOptions.pitch != nil
+            || !eq.isEmpty
         if encodes {
             if verbose { note("decoding on one thread; encoding on \(jobs) where the format's packets encode on their own") }
             renderEncoding(file)
@@ -104,7 +105,7 @@ struct AQRender: ParsableCommand {
             renderConcurrently(file)
         } else {
             if verbose {
-                note(jobs == 1 ? "one thread: --jobs 1" : transforms ? "one thread: a loop, rate, channel or play-rate change joins chunks inexactly"
+                note(jobs == 1 ? "one thread: --jobs 1" : transforms ? "one thread: a loop, rate, channel, play-rate change or equaliser joins chunks inexactly"
                     : "one thread: \(output) is not a file that can seek")
             }
             renderSequentially(file)
@@ -144,18 +145,7 @@ struct AQRender: ParsableCommand {
 
     /// The file's data format for the output's container and the options.
     func dataFormat(rate: Double, channels: Int, sourceBits: Int?) -> AudioStreamDescription {
-        let type = outputType ?? .wave
-        let codec = self.codec ?? CodecChoice.usual(for: type.typeID, cafLossless: true)
-        let bits = format == .s24 ? 24 : format == .s16 ? 16 : 16
-        guard codec == .pcm else {
-            var lossless = format == .s24 ? 24 : format == .s16 ? 16 : sourceBits ?? 16
-            if codec == .alac && ![16, 20, 24, 32].contains(lossless) { lossless = lossless <= 16 ? 16 : 24 }
-            return AudioStreamDescription(sampleRate: rate, formatID: codec.formatID, bytesPerPacket: 0, framesPerPacket: 0,
-                                          bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: codec == .alac || codec == .flac ? lossless : 0)
-        }
-        let bigEndian = type == .aiff || type == .aifc
-        if (format ?? .f32) == .f32 && type != .aiff { return .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: 32, isFloat: true, isBigEndian: bigEndian) }
-        return .linearPCM(sampleRate: rate, channels: channels, bitsPerChannel: bits, isBigEndian: bigEndian)
+        writtenFormat(type: outputType ?? .wave, codec: codec, format: format, rate: rate, channels: channels, sourceBits: sourceBits)
     }
 
     /// Renders into a writer that encodes (CAF, AIFF, compressed WAV): the rendered frames are the file's valid frames.
@@ -205,10 +195,16 @@ struct AQRender: ParsableCommand {
     func pump(_ renderer: AudioFileRenderer, progress: Progress?, write: (UnsafeBufferPointer<Float>) throws -> Void) -> String? {
         let channels = renderer.outputFormat.channelsPerFrame
         var scratch = [Float](repeating: 0, count: 8192 * channels)
+        // The equaliser's bands at the rendered rate (a band at or above its Nyquist is refused here).
+        let equalizer = eq.isEmpty ? nil : AudioEqualizer(bands: eq.map(\.band))
+        do { try equalizer?.validate(sampleRate: renderer.outputFormat.sampleRate) } catch { fail("--eq: \(error)") }
         do {
             while true {
                 let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: 8192) }
                 if n == 0 { return nil }
+                if let equalizer {
+                    equalizer.process(&scratch, frames: n, channels: channels, sampleRate: renderer.outputFormat.sampleRate)
+                }
                 do {
                     try scratch.withUnsafeBufferPointer { try write(UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
                 } catch {
