@@ -56,7 +56,7 @@ import TestSupport
             let offset = 311 * i
             let node = try AudioBufferSourceNode(name: "input \(i)", samples: samples, sampleRate: 44_100, channels: 2)
             let bus = try graph.connect(node, to: graph.mainMixer, volume: volume, pan: pan, offsetFrames: offset)
-            #expect(bus.volume == volume && bus.pan == pan && bus.offsetFrames == offset)
+            #expect(bus.volume == volume && bus.pan == pan && bus.startFrame == Int64(offset))
             inputs.append((samples, [volume * RenderStage.panGain(pan, channel: 0), volume * RenderStage.panGain(pan, channel: 1)], offset))
         }
         let mixed = try Self.renderAll(graph)

@@ -130,4 +130,49 @@ struct GraphFileMixTests {
         let files = try await Self.files()
         try await check((0..<8).map { files[$0 % files.count] })
     }
+
+    /// A crossfade of D frames as the issue defines it: the outgoing file's frames up to its last
+    /// D, then D frames of the outgoing times the falling curve plus the incoming times the rising
+    /// one, then the rest of the incoming file — lenA + lenB − D frames. The incoming file is 48 kHz
+    /// AAC converted to the mixer's 44.1 kHz. D = 0 is the plain gapless join, bit for bit.
+    @Test(arguments: [(AudioFadeCurve.linear, 0.5), (.equalPower, 0.5), (.linear, 0), (.equalPower, 0.0173)])
+    func twoFilesCrossfadeAsDefined(_ curve: AudioFadeCurve, _ seconds: Double) async throws {
+        let a = Where.fixture("lame-vbr-v2-44k-stereo.mp3"), b = Where.fixture("ffmpeg-aac-48k.aac")
+        let ownA = try await rendered(a, sampleRate: 44_100, channels: 2).samples
+        let ownB = try await rendered(b, sampleRate: 44_100, channels: 2).samples
+        let lenA = ownA.count / 2, lenB = ownB.count / 2
+        let d = Int((seconds * 44_100).rounded())
+        let mixed: [Float] = try await withCheckedThrowingContinuation { continuation in
+            decodingWork.async {
+                continuation.resume(with: Result {
+                    let graph = try AudioGraph(sampleRate: 44_100, channels: 2, rampSeconds: 0)
+                    let registry = AACDecoderChoice.current.registry
+                    let first = try graph.connect(try AudioPullSourceNode(name: "A", source: AudioFileRenderer(file: AudioFile(path: a), registry: registry)),
+                                                  to: graph.mainMixer)
+                    first.fade(.out, curve: curve, at: Int64(lenA - d), frames: d)
+                    let second = try graph.connect(try AudioPullSourceNode(name: "B", source: AudioFileRenderer(file: AudioFile(path: b), registry: registry)),
+                                                   to: graph.mainMixer, startFrame: Int64(lenA - d))
+                    second.fade(.in, curve: curve, at: Int64(lenA - d), frames: d)
+                    var out: [Float] = []
+                    var block = [Float](repeating: 0, count: 1_000 * 2)
+                    while case let n = try block.withUnsafeMutableBufferPointer({ try graph.render(into: $0) }), n > 0 { out += block[0..<(n * 2)] }
+                    return out
+                })
+            }
+        }
+        var expected = Array(ownA[0..<((lenA - d) * 2)])
+        for i in 0..<d {
+            let gOut = curve.gain(.out, frame: i, of: d), gIn = curve.gain(.in, frame: i, of: d)
+            for c in 0..<2 {
+                var sample: Float = 0
+                sample += ownA[(lenA - d + i) * 2 + c] * gOut
+                sample += ownB[i * 2 + c] * gIn
+                expected.append(sample)
+            }
+        }
+        expected += ownB[(d * 2)...]
+        #expect(mixed.count == (lenA + lenB - d) * 2, "lenA + lenB − D = \(lenA) + \(lenB) − \(d)")
+        #expect(difference(mixed, expected) == nil)
+        if d == 0 { #expect(difference(mixed, ownA + ownB) == nil, "no crossfade is the gapless join") }
+    }
 }

@@ -110,13 +110,21 @@ public final class AudioGraph: Sendable {
     /// - Parameters:
     ///   - volume: linear gain, 0 or more.
     ///   - pan: -1 (left) ... 1 (right).
-    ///   - offsetFrames: mixer frames of silence before the input's first frame.
+    ///   - offsetFrames: mixer frames after its ``AudioMixerNode/sampleTime`` now at which the
+    ///     input's first frame plays (before the graph renders: its first frame of output).
+    ///   - startFrame: or the mixer sample time of the input's first frame, wherever the mixer is
+    ///     now (``AVAudioPlayerNode``'s `play(at:)`); a time already mixed starts it at once and
+    ///     ``AudioMixerInput/lateFrames`` says by how much.
     @discardableResult
     public func connect(_ source: AudioNode, to mixer: AudioMixerNode, volume: Float = 1, pan: Float = 0,
-                        offsetFrames: Int = 0) throws -> AudioMixerInput {
-        try topology.withLock { t in
+                        offsetFrames: Int = 0, startFrame: Int64? = nil) throws -> AudioMixerInput {
+        guard offsetFrames >= 0 else {
+            throw AudioQueueError(.invalidParameter, "\(source.name): a mixer input cannot start \(offsetFrames) frames before now")
+        }
+        return try topology.withLock { t in
             try checkEdge(from: source, to: mixer, t)
-            let bus = try AudioMixerInput(source: source, mixer: mixer, volume: volume, pan: pan, offsetFrames: offsetFrames,
+            let bus = try AudioMixerInput(source: source, mixer: mixer, volume: volume, pan: pan,
+                                          startFrame: startFrame ?? mixer.sampleTime + Int64(offsetFrames),
                                           resamplers: resamplers, quality: quality)
             try attach(source, &t)
             try attach(mixer, &t)

@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// Mixes any number of inputs into one format (AVAudioEngine's `AVAudioMixerNode`, miniaudio's
@@ -16,6 +23,12 @@ public final class AudioMixerNode: AudioNode, @unchecked Sendable {
     public let rampSeconds: Double
     let rampFrames: Int
     private let scratch: UnsafeMutablePointer<Float>
+    /// Frames mixed so far: the mixer's timeline, which input starts and fades are placed on.
+    private let time = Atomic<Int64>(0)
+
+    /// The mixer's sample time: frames it has mixed so far (read from any thread; the render side
+    /// advances it after each render).
+    public var sampleTime: Int64 { time.load(ordering: .acquiring) }
 
     /// - Parameters:
     ///   - rampSeconds: how long a volume or pan change glides (0: at once). Values set before an
@@ -37,17 +50,15 @@ public final class AudioMixerNode: AudioNode, @unchecked Sendable {
         out.update(repeating: 0, count: frames * ch)
         var reach = 0          // how far the inputs that ended here reached
         var active = false     // an input goes on past this render
+        let now = time.load(ordering: .relaxed)
+        defer { time.store(now + Int64(reach), ordering: .releasing) }
         for index in 0..<inputs.count {
             guard let bus = inputs.connections[index].bus, !bus.ended else { continue }
-            var position = 0
-            if bus.offsetLeft > 0 {
-                position = min(bus.offsetLeft, frames)
-                bus.offsetLeft -= position
-            }
+            var position = bus.framesBeforeStart(now: now, frames: frames)
             while position < frames {
                 let want = min(frames - position, Self.blockFrames)
                 let (n, end) = bus.pull(program, into: scratch, frames: want)
-                bus.accumulate(scratch, frames: n, into: out + position * ch, channels: ch)
+                bus.accumulate(scratch, frames: n, into: out + position * ch, channels: ch, at: now + Int64(position))
                 position += n
                 if end == .boundary {
                     bus.ended = true
@@ -57,25 +68,37 @@ public final class AudioMixerNode: AudioNode, @unchecked Sendable {
             }
             if bus.ended { reach = max(reach, position) } else { active = true }
         }
-        if active { return (frames, .filled) }
+        if active {
+            reach = frames
+            return (frames, .filled)
+        }
         return (reach, .boundary)
     }
 }
 
 /// One input of an ``AudioMixerNode``: its volume and pan (changed while playing, gliding over
-/// the mixer's ``AudioMixerNode/rampSeconds``) and its start offset.
+/// the mixer's ``AudioMixerNode/rampSeconds``), where on the mixer's timeline it starts, and a
+/// fade placed on that timeline (``fade(_:curve:at:frames:)``: what a crossfade is made of).
 // @unchecked: the render-side fields below are touched only under the graph's render claim; volume and pan are atomic.
 public final class AudioMixerInput: @unchecked Sendable {
     /// The node this bus pulls.
     public let source: AudioNode
-    /// Mixer frames of silence before the input's first frame.
-    public let offsetFrames: Int
+    /// The mixer sample time of the input's first frame (see ``AudioMixerNode/sampleTime``).
+    public let startFrame: Int64
     private let volumeBits: Atomic<UInt32>
     private let panBits: Atomic<UInt32>
+    /// The fade: a sequence lock over four words (start, length, curve, direction).
+    private let fadeSequence = Atomic<Int>(0)
+    private let fadeWords = AtomicWords(count: 4)
+    private let fadeLock = Lock(())
+    /// Frames the input started after its start frame (it was connected too late for it).
+    private let late = Atomic<Int64>(0)
 
     // MARK: render side
     var ended = false
-    var offsetLeft: Int
+    private var seen = false
+    private var fadeSeen = 0
+    private var envelope = Envelope()
     private let converter: ConversionNode?
     private let rampFrames: Int
     /// The program of the render under way (not retained: the graph keeps it alive while it renders).
@@ -89,7 +112,7 @@ public final class AudioMixerInput: @unchecked Sendable {
     private var rampLeft = 0
     private var volumeSeen: Float = 1, panSeen: Float = 0
 
-    init(source: AudioNode, mixer: AudioMixerNode, volume: Float, pan: Float, offsetFrames: Int,
+    init(source: AudioNode, mixer: AudioMixerNode, volume: Float, pan: Float, startFrame: Int64,
          resamplers: AudioResamplerRegistry, quality: AudioConverterQuality) throws {
         guard volume.isFinite, volume >= 0 else {
             throw AudioQueueError(.invalidParameter, "\(source.name): a mixer input's volume must be 0 or more; got \(volume)")
@@ -97,12 +120,11 @@ public final class AudioMixerInput: @unchecked Sendable {
         guard pan.isFinite, (-1...1).contains(pan) else {
             throw AudioQueueError(.invalidParameter, "\(source.name): a mixer input's pan must be -1...1; got \(pan)")
         }
-        guard offsetFrames >= 0 else {
-            throw AudioQueueError(.invalidParameter, "\(source.name): a mixer input cannot start at frame \(offsetFrames)")
+        guard startFrame >= 0 else {
+            throw AudioQueueError(.invalidParameter, "\(source.name): a mixer input cannot start at frame \(startFrame)")
         }
         self.source = source
-        self.offsetFrames = offsetFrames
-        offsetLeft = offsetFrames
+        self.startFrame = startFrame
         volumeBits = Atomic(volume.bitPattern)
         panBits = Atomic(pan.bitPattern)
         rampFrames = mixer.rampFrames
@@ -136,6 +158,60 @@ public final class AudioMixerInput: @unchecked Sendable {
         set { if newValue.isFinite { panBits.store(min(max(newValue, -1), 1).bitPattern, ordering: .relaxed) } }
     }
 
+    /// Frames the input started after its ``startFrame`` because it was connected after that time
+    /// had been mixed (0 when it started where asked).
+    public var lateFrames: Int64 { late.load(ordering: .relaxed) }
+
+    /// Places a fade on the mixer's timeline: for the i-th of the `frames` frames from mixer
+    /// frame `startFrame`, the input is multiplied by the curve's value at i / `frames` — rising
+    /// for ``AudioFadeDirection/in`` (0 before it, 1 after), falling for ``AudioFadeDirection/out``
+    /// (1 before, 0 after). A crossfade is one input fading out and another fading in over the
+    /// same frames. A new fade replaces the last; ``clearFade()`` removes it.
+    public func fade(_ direction: AudioFadeDirection, curve: AudioFadeCurve, at startFrame: Int64, frames: Int) {
+        fadeLock.withLock { _ in
+            fadeSequence.add(1, ordering: .relaxed)
+            atomicMemoryFence(ordering: .releasing)
+            fadeWords[0] = UInt64(bitPattern: startFrame)
+            fadeWords[1] = UInt64(max(frames, 0))
+            fadeWords[2] = curve == .linear ? 0 : 1
+            fadeWords[3] = direction == .in ? 1 : 2
+            fadeSequence.add(1, ordering: .releasing)
+        }
+    }
+
+    /// Removes the fade: the input plays at its volume.
+    public func clearFade() {
+        fadeLock.withLock { _ in
+            fadeSequence.add(1, ordering: .relaxed)
+            atomicMemoryFence(ordering: .releasing)
+            fadeWords[3] = 0
+            fadeSequence.add(1, ordering: .releasing)
+        }
+    }
+
+    /// Render side: on the input's first render, how many of this render's frames come before
+    /// its start (all of them while its start is later than this render).
+    func framesBeforeStart(now: Int64, frames: Int) -> Int {
+        if seen { return 0 }
+        if startFrame >= now + Int64(frames) { return frames }
+        seen = true
+        if startFrame < now { late.store(now - startFrame, ordering: .relaxed) }
+        return Int(max(startFrame - now, 0))
+    }
+
+    /// Render side: picks up a fade published since the last render.
+    private func readFade() {
+        let generation = fadeSequence.load(ordering: .acquiring)
+        guard generation != fadeSeen, generation & 1 == 0 else { return }
+        var next = Envelope(start: Int64(bitPattern: fadeWords[0]), length: Int(truncatingIfNeeded: fadeWords[1]),
+                            equalPower: fadeWords[2] == 1, direction: Int(truncatingIfNeeded: fadeWords[3]))
+        atomicMemoryFence(ordering: .acquiring)
+        guard fadeSequence.load(ordering: .relaxed) == generation else { return }
+        if next.length < 0 { next.length = 0 }
+        envelope = next
+        fadeSeen = generation
+    }
+
     /// Render side: pulls the source (through the converter when formats differ).
     func pull(_ program: GraphProgram, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
         guard let converter else { return program.pull(source, into: out, frames: frames) }
@@ -144,9 +220,20 @@ public final class AudioMixerInput: @unchecked Sendable {
         return converter.render(into: out, frames: frames, from: pullThrough)
     }
 
-    /// Render side: adds `frames` frames times the gains into `out`.
-    func accumulate(_ input: UnsafePointer<Float>, frames: Int, into out: UnsafeMutablePointer<Float>, channels: Int) {
+    /// Render side: adds `frames` frames times the gains into `out`; the first is mixer frame `time`.
+    func accumulate(_ input: UnsafePointer<Float>, frames: Int, into out: UnsafeMutablePointer<Float>, channels: Int, at time: Int64) {
         updateGains(channels: channels)
+        readFade()
+        if envelope.direction != 0 && envelope.touches(time, frames: frames) {
+            accumulateFading(input, frames: frames, into: out, channels: channels, at: time)
+            return
+        }
+        if envelope.direction != 0 && envelope.value(at: time) == 0 {
+            // Faded out (or not yet in): silent, but the volume ramp moves on.
+            rampLeft = max(rampLeft - frames, 0)
+            if rampLeft == 0 { gainLeft = goalLeft; gainRight = goalRight; gainOther = goalOther }
+            return
+        }
         var f = 0
         while rampLeft > 0 && f < frames {
             rampLeft -= 1
@@ -168,6 +255,23 @@ public final class AudioMixerInput: @unchecked Sendable {
             } else {
                 for i in f..<frames { add(input + i * channels, into: out + i * channels, channels: channels) }
             }
+        }
+    }
+
+    /// Frame by frame under a fade: each frame's gains times the envelope there.
+    private func accumulateFading(_ input: UnsafePointer<Float>, frames: Int, into out: UnsafeMutablePointer<Float>, channels: Int, at time: Int64) {
+        for f in 0..<frames {
+            if rampLeft > 0 {
+                rampLeft -= 1
+                gainLeft = rampLeft == 0 ? goalLeft : gainLeft + stepLeft
+                gainRight = rampLeft == 0 ? goalRight : gainRight + stepRight
+                gainOther = rampLeft == 0 ? goalOther : gainOther + stepOther
+            }
+            let e = envelope.value(at: time + Int64(f))
+            let frame = input + f * channels, o = out + f * channels
+            o[0] += frame[0] * (gainLeft * e)
+            if channels > 1 { o[1] += frame[1] * (gainRight * e) }
+            if channels > 2 { for c in 2..<channels { o[c] += frame[c] * (gainOther * e) } }
         }
     }
 
@@ -201,5 +305,57 @@ public final class AudioMixerInput: @unchecked Sendable {
             stepOther = (volume - gainOther) / Float(rampFrames)
             rampLeft = rampFrames
         }
+    }
+}
+
+/// Which way a fade goes.
+public enum AudioFadeDirection: Sendable, Hashable {
+    /// From silence to full: 0 before the fade, the curve rising over it, 1 after.
+    case `in`
+    /// From full to silence: 1 before, the curve falling over it, 0 after.
+    case out
+}
+
+/// The shape of a fade over D frames, at the i-th frame (0 ≤ i < D).
+public enum AudioFadeCurve: String, Sendable, Hashable, CaseIterable {
+    /// In: i / D; out: 1 − i / D. The two sum to 1.
+    case linear
+    /// In: sin(π/2 · i / D); out: cos(π/2 · i / D). Their squares sum to 1 (constant power for
+    /// uncorrelated material).
+    case equalPower = "equal-power"
+
+    /// The gain at the i-th of `length` frames, computed in double precision.
+    public func gain(_ direction: AudioFadeDirection, frame i: Int, of length: Int) -> Float {
+        // Before the fade, where it was; from its end on, where it goes (a fade of 0 frames is a step).
+        if i < 0 { return direction == .in ? 0 : 1 }
+        if i >= length { return direction == .in ? 1 : 0 }
+        let x = Double(i) / Double(length)
+        switch (self, direction) {
+        case (.linear, .in): return Float(x)
+        case (.linear, .out): return Float(1 - x)
+        case (.equalPower, .in): return Float(sin(Double.pi / 2 * x))
+        case (.equalPower, .out): return Float(cos(Double.pi / 2 * x))
+        }
+    }
+}
+
+/// A fade as the render side holds it (direction 0: none, 1: in, 2: out).
+struct Envelope {
+    var start: Int64 = 0
+    var length = 0
+    var equalPower = false
+    var direction = 0
+
+    /// Whether frames `time ..< time + frames` meet the fade itself.
+    @inline(__always)
+    func touches(_ time: Int64, frames: Int) -> Bool {
+        time < start + Int64(length) && time + Int64(frames) > start
+    }
+
+    @inline(__always)
+    func value(at time: Int64) -> Float {
+        guard direction != 0 else { return 1 }
+        let curve: AudioFadeCurve = equalPower ? .equalPower : .linear
+        return curve.gain(direction == 1 ? .in : .out, frame: Int(clamping: time - start), of: length)
     }
 }
