@@ -250,3 +250,63 @@ import TestSupport
         #expect(graph.inputs(of: graph.mainMixer).map(\.source.name) == ["keep"])
     }
 }
+
+/// A graph playing live through a sink, its sources queues: what the sink is given is the mix,
+/// frame for frame.
+@Suite struct GraphLiveTests {
+    /// A queue of float32 frames into `node`, everything enqueued and primed.
+    static func queue(playing samples: [Float], into node: AudioQueueSourceNode) throws -> (AudioQueue, [AudioQueueBuffer]) {
+        let queue = try AudioQueue(format: .float32(sampleRate: 44_100, channels: 2),
+                                   configuration: .init(sink: node, sinkFormat: node.sinkFormat))
+        var buffers: [AudioQueueBuffer] = []
+        for start in stride(from: 0, to: samples.count, by: 8_192) {
+            let part = samples[start..<min(start + 8_192, samples.count)]
+            let buffer = try queue.allocateBuffer(capacity: part.count * 4)
+            try part.withUnsafeBytes { try buffer.setData($0) }
+            try queue.enqueue(buffer)
+            buffers.append(buffer)
+        }
+        _ = try queue.prime()
+        return (queue, buffers)
+    }
+
+    @Test func twoQueuesMixIntoTheSinkFrameForFrame() async throws {
+        let a = GraphTests.signal(frames: 44_100, channels: 2, seed: 11), b = GraphTests.signal(frames: 22_050, channels: 2, seed: 12)
+        let nodeA = try AudioQueueSourceNode(name: "A", sampleRate: 44_100, channels: 2)
+        let nodeB = try AudioQueueSourceNode(name: "B", sampleRate: 44_100, channels: 2)
+        let (queueA, buffersA) = try Self.queue(playing: a, into: nodeA)
+        let (queueB, buffersB) = try Self.queue(playing: b, into: nodeB)
+        defer {
+            queueA.dispose(immediately: true)
+            queueB.dispose(immediately: true)
+            withExtendedLifetime((buffersA, buffersB)) {}
+        }
+        let graph = try AudioGraph(sampleRate: 44_100, channels: 2)
+        try graph.connect(nodeA, to: graph.mainMixer)
+        try graph.connect(nodeB, to: graph.mainMixer)
+        try queueA.start()
+        try queueB.start()
+        let sink = NullSink(pacing: .realTime, capturing: true)
+        try graph.start(sink: sink)
+        #expect(graph.isRunning)
+        #expect { _ = try graph.render(into: UnsafeMutablePointer<Float>.allocate(capacity: 2), frames: 1) } throws: {
+            "\($0)".contains("plays through a sink")
+        }
+        #expect(await sink.waitForFrames(44_100 + 4_410, timeout: .seconds(20)), "the sink pulled 1.1 s")
+        graph.stop()
+        #expect(!graph.isRunning)
+        let heard = sink.capturedSamples()
+        let expected = a.indices.map { $0 < b.count ? a[$0] + b[$0] : a[$0] }
+        #expect(heard.count >= expected.count)
+        #expect(difference(Array(heard.prefix(expected.count)), expected) == nil)
+        #expect(heard.dropFirst(expected.count).allSatisfy { $0 == 0 }, "after the queues, silence")
+    }
+
+    @Test func aQueueOpeningTheNodeInAnotherFormatIsRefused() throws {
+        let node = try AudioQueueSourceNode(name: "strict", sampleRate: 48_000, channels: 2)
+        let source = AudioRenderSource(graph: try AudioGraph(sampleRate: 44_100, channels: 2)) { _ in }
+        #expect { try node.open(format: .float32(sampleRate: 44_100, channels: 2), source: source) } throws: {
+            "\($0)".contains("strict takes 2 ch at 48000.0 Hz") && "\($0)".contains("sinkFormat")
+        }
+    }
+}

@@ -28,6 +28,8 @@ static char exemptLibrary[64];
 
 // The calling thread's state while it is inside a counted render.
 static __thread int counting;
+/* The render being counted: a render of another source nested in it (a queue inside a graph) ends nothing. */
+static __thread const void *countingSource;
 static __thread uint64_t allocations, frees, syscalls, exempt, wakes;
 static __thread long waitsAtStart;
 static __thread long readWritesAtStart;
@@ -214,8 +216,9 @@ void aq_render_observed(const void *source, int32_t entering) {
         readWritesAtStart = readWriteCalls();
         waitsAtStart = voluntarySwitches();
         counting = 1;
+        countingSource = source;
     } else {
-        if (!counting) return;
+        if (!counting || source != countingSource) return;
         counting = 0;
         long waits = voluntarySwitches() - waitsAtStart;
         long readWrites = readWriteCalls();

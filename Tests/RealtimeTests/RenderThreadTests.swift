@@ -417,5 +417,66 @@ extension RenderThreadContractTests {
             #expect(counted == 200 * block && peak > 0.05, "the counted renders carried sound: \(counted) frames, peak \(peak)")
             #expect(counts.isClean, "\(counts)")
         }
-    }
+    
+        /// Live: four queues (one at 48 kHz mono, converted by its queue) as source nodes → the
+        /// main mixer → the equaliser → the null sink's real-time thread. Between 0.3 s and 1 s
+        /// of playback the sink's thread, inside the graph's renders (the queues' renders nested
+        /// in them), allocates, frees, waits on and calls into the kernel for nothing but the
+        /// allowed wake of each queue's worker.
+        @Test func aLiveGraphOfQueuesRendersWithoutAllocatingOrWaiting() async throws {
+            SoxrConverter.register()
+            let graph = try AudioGraph(sampleRate: 44_100, channels: 2)
+            let eq = try AudioEQNode(bands: [.init(.lowShelf, frequency: 150, gain: 3), .init(.parametric, frequency: 2_500, gain: -4, q: 2)],
+                                     sampleRate: 44_100, channels: 2)
+            try graph.connect(graph.mainMixer, to: eq)
+            var queues: [AudioQueue] = []
+            var buffers: [AudioQueueBuffer] = []
+            let underruns = Lock(0)
+            defer {
+                for queue in queues { queue.dispose(immediately: true) }
+                withExtendedLifetime(buffers) {}
+            }
+            for i in 0..<4 {
+                let rate = i == 3 ? 48_000 : 44_100, channels = i == 3 ? 1 : 2
+                let node = try AudioQueueSourceNode(name: "queue \(i)", sampleRate: 44_100, channels: 2)
+                let queue = try AudioQueue(format: .float32(sampleRate: Double(rate), channels: channels),
+                                           configuration: .init(sink: node, sinkFormat: node.sinkFormat, eventHandler: { event in
+                    if case .underrun = event { underruns.withLock { $0 += 1 } }
+                }))
+                queues.append(queue)
+                let samples = (0..<(3 * rate * channels)).map { index in
+                    Float(0.1 * sin(2 * Double.pi * Double(330 + 110 * i) * Double(index / channels) / Double(rate)))
+                }
+                for start in stride(from: 0, to: samples.count, by: 16_384) {
+                    let part = samples[start..<min(start + 16_384, samples.count)]
+                    let buffer = try queue.allocateBuffer(capacity: part.count * 4)
+                    try part.withUnsafeBytes { try buffer.setData($0) }
+                    try queue.enqueue(buffer)
+                    buffers.append(buffer)
+                }
+                _ = try queue.prime()
+                try graph.connect(node, to: graph.mainMixer, volume: 0.5)
+                try queue.start()
+            }
+            let sink = NullSink(pacing: .realTime, capturing: true)
+            RenderThreadObserver.install(aq_render_observed)
+            defer { RenderThreadObserver.install(nil) }
+            try graph.start(sink: sink)
+            #expect(await sink.waitForFrames(44_100 * 3 / 10, timeout: .seconds(10)), "playback did not reach 0.3 s")
+            aq_counting_arm(graph.renderSourceIdentity)
+            let reached = await sink.waitForFrames(44_100, timeout: .seconds(10))
+            let counts = RenderCounts(aq_counting_disarm())
+            graph.stop()
+            #expect(reached, "playback did not reach 1 s")
+            counts.report("live graph: 4 queues, mixer, EQ, null sink")
+            if !counts.isClean { aq_counting_print_sites() }
+            #expect(underruns.withLock { $0 } == 0, "a queue ran dry while it was counted")
+            let heard = sink.capturedSamples()
+            #expect(heard.count >= 44_100 * 2 && heard[(22_050 * 2)...].prefix(44_100).contains { abs($0) > 0.05 }, "the graph gave sound")
+            #expect(counts.renders >= 30, "\(counts)")
+            // Each queue's render may wake its own worker once (to decode ahead): four a graph render.
+            #expect(counts.allocations == 0 && counts.frees == 0 && counts.syscalls == 0 && counts.readWrites == 0 && counts.waits == 0
+                        && counts.wakes <= 4 * counts.renders, "\(counts)")
+        }
+}
 }

@@ -5,10 +5,14 @@ public enum AudioGraphEvent: Sendable, CustomStringConvertible {
     /// A source failed while rendering: it ended there, what it gave before stays in the mix, and
     /// the other inputs go on.
     case sourceFailed(name: String, error: AudioQueueError)
+    /// The output's sink failed (server gone, device lost); the graph stopped pulling. Delivered
+    /// on the thread the sink reported it from.
+    case outputFailed(AudioQueueError)
 
     public var description: String {
         switch self {
         case let .sourceFailed(name, error): return "\(name) failed: \(error.message)"
+        case let .outputFailed(error): return "the output failed: \(error.message)"
         }
     }
 }
@@ -54,6 +58,9 @@ public final class AudioGraph: Sendable {
     private let rendering = Atomic<Bool>(false)
     /// Renders finished: a program retired when `n` were done is free once more are.
     private let rendersDone = Atomic<Int>(0)
+    /// The sink the output plays through, while started; calls on it are serialised here.
+    private let output = Lock<(sink: (any AudioSink)?, running: Bool)>((nil, false))
+    private let underruns = Atomic<Int>(0)
 
     private struct Topology {
         var nodes: [ObjectIdentifier: AudioNode] = [:]
@@ -90,7 +97,7 @@ public final class AudioGraph: Sendable {
     }
 
     deinit {
-        // No render can be under way: it would hold a reference.
+        // No render can be under way: it would hold a reference (a sink holds one while open).
         topology.withLock { $0.retired.removeAll() }
     }
 
@@ -270,6 +277,72 @@ public final class AudioGraph: Sendable {
         }
     }
 
+    // MARK: playing through a sink
+
+    /// Plays the output through `sink`: opens it with ``outputFormat`` and starts it pulling on
+    /// its own thread (a real-time one, for the device sinks). Sources that are live queues
+    /// (``AudioQueueSourceNode``) play from here on; offline sources must not be connected to a
+    /// graph that plays live (they decode on the sink's thread). While it plays,
+    /// ``render(into:frames:)`` is refused.
+    /// - Throws: what the sink's `open` or `start` threw; ``AudioQueueError/Code/invalidRunState``
+    ///   when a sink is already playing the graph.
+    public func start(sink: any AudioSink) throws {
+        try output.withLock { state in
+            guard state.sink == nil else { throw AudioQueueError(.invalidRunState, "the graph already plays through a sink; stop it first") }
+            let handler = eventHandler
+            let source = AudioRenderSource(graph: self) { error in handler?(.outputFailed(error)) }
+            try sink.open(format: outputFormat, source: source)
+            do { try sink.start() } catch {
+                sink.close()
+                throw error
+            }
+            state = (sink, true)
+        }
+    }
+
+    /// Stops pulling (the sink keeps what it holds); ``resume()`` goes on.
+    public func pause() {
+        output.withLock { state in
+            guard let sink = state.sink, state.running else { return }
+            sink.pause()
+            state.running = false
+        }
+    }
+
+    /// Starts pulling again after ``pause()``.
+    public func resume() throws {
+        try output.withLock { state in
+            guard let sink = state.sink, !state.running else { return }
+            try sink.start()
+            state.running = true
+        }
+    }
+
+    /// Stops and closes the sink; the graph can render offline again, or start on another sink.
+    public func stop() {
+        output.withLock { state in
+            state.sink?.close()
+            state = (nil, false)
+        }
+    }
+
+    /// Whether a sink is pulling the graph now.
+    public var isRunning: Bool { output.withLock { $0.running } }
+
+    /// Times the output's device ran dry although the sink kept feeding it (see
+    /// ``AudioRenderSource/reportDeviceUnderrun()``).
+    public var deviceUnderruns: Int { underruns.load(ordering: .relaxed) }
+
+    func countDeviceUnderrun() { underruns.add(1, ordering: .relaxed) }
+
+    /// A sink's pull: the graph's output, silence after it where asked (and when another
+    /// render holds the graph). Real-time safe.
+    func renderForSink(into buffer: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
+        let n = renderObserved(into: buffer, frames: frames) ?? 0
+        if fillSilence && n < frames { (buffer + n * outputFormat.channelsPerFrame).update(repeating: 0, count: (frames - n) * outputFormat.channelsPerFrame) }
+        return n
+    }
+
     // MARK: rendering
 
     /// Renders up to `frames` frames of the output into `buffer` (interleaved, ``outputFormat``):
@@ -277,9 +350,13 @@ public final class AudioGraph: Sendable {
     /// the output's node ended (0 once it has), or where a live source ran dry.
     ///
     /// Events (a source that failed) are delivered to the event handler on this thread before it returns.
-    /// - Throws: ``AudioQueueError/Code/invalidRunState`` when another render is under way.
+    /// - Throws: ``AudioQueueError/Code/invalidRunState`` when another render is under way, or a
+    ///   sink plays the graph (``start(sink:)``).
     public func render(into buffer: UnsafeMutablePointer<Float>, frames: Int) throws -> Int {
         guard frames > 0 else { return 0 }
+        if output.withLock({ $0.sink != nil }) {
+            throw AudioQueueError(.invalidRunState, "the graph plays through a sink; stop it before rendering it yourself")
+        }
         guard let rendered = renderObserved(into: buffer, frames: frames) else {
             throw AudioQueueError(.invalidRunState, "the graph is being rendered by another thread")
         }

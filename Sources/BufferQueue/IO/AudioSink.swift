@@ -64,52 +64,79 @@ extension AudioSink {
     public var renderThreadScheduling: RenderThreadScheduling? { nil }
 }
 
-/// What a sink pulls frames from. It wraps the queue's render stage.
+/// What a sink pulls frames from: a queue's render stage, or a render graph's output
+/// (``AudioGraph/start(sink:)``).
 ///
 /// ``render(into:frames:fillSilence:)`` is safe to call from a real-time thread: it allocates nothing,
 /// takes no lock and makes no blocking call.
-public final class AudioRenderSource: @unchecked Sendable {
-    let stage: RenderStage
+public final class AudioRenderSource: @unchecked Sendable {   // @unchecked: immutable; what it wraps is Sendable by its own design.
+    enum Backing {
+        case stage(RenderStage)
+        case graph(AudioGraph)
+    }
+    let backing: Backing
     private let errorHandler: @Sendable (AudioQueueError) -> Void
 
     init(stage: RenderStage, errorHandler: @escaping @Sendable (AudioQueueError) -> Void) {
-        self.stage = stage
+        backing = .stage(stage)
         self.errorHandler = errorHandler
     }
 
-    /// What ``RenderThreadObserver`` is passed for this source's renders.
-    var identity: UnsafeRawPointer { UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) }
+    init(graph: AudioGraph, errorHandler: @escaping @Sendable (AudioQueueError) -> Void) {
+        backing = .graph(graph)
+        self.errorHandler = errorHandler
+    }
+
+    /// What ``RenderThreadObserver`` is passed for this source's renders (a graph's own identity
+    /// for a graph: its renders are bracketed by the graph).
+    var identity: UnsafeRawPointer {
+        switch backing {
+        case .stage: return UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+        case .graph(let graph): return graph.renderSourceIdentity
+        }
+    }
 
     /// Renders up to `frames` frames into `buffer` (interleaved, the channel count the sink was
-    /// opened with) and returns how many frames of queue audio were written.
+    /// opened with) and returns how many frames of audio were written.
     ///
     /// - Parameter fillSilence: when true the frames after the returned count are set to zero and
     ///   count as an underrun if the queue was playing; a clocked sink passes true. An unpaced sink
     ///   passes false and only takes what exists.
     public func render(into buffer: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
-        guard let observer = RenderThreadObserver.current else {
+        switch backing {
+        case .stage(let stage):
+            guard let observer = RenderThreadObserver.current else {
+                return stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
+            }
+            observer(identity, 1)
+            defer { observer(identity, 0) }
             return stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
+        case .graph(let graph):
+            return graph.renderForSink(into: buffer, frames: frames, fillSilence: fillSilence)
         }
-        observer(identity, 1)
-        defer { observer(identity, 0) }
-        return stage.render(into: buffer, frames: frames, fillSilence: fillSilence)
     }
 
     /// Tells the queue that playback really began after the last ``AudioSink/start()`` (the
     /// device or server started reading). Not for the real-time thread.
     public func reportPlaybackStarted() {
+        guard case .stage(let stage) = backing else { return }
         stage.heardGeneration.store(stage.startGeneration.load(ordering: .acquiring), ordering: .releasing)
         stage.notify()
     }
 
     /// Tells the queue the device ran dry although the sink kept feeding it (an ALSA xrun the sink
     /// recovered from): the queue reports an ``AudioQueueEvent/underrun`` and marks its timeline
-    /// discontinuous. Safe from any thread (a push to the render-event ring, an atomic addition
-    /// and a wake-up; none blocks).
+    /// discontinuous (a graph counts it in ``AudioGraph/deviceUnderruns``). Safe from any thread
+    /// (a push to the render-event ring, an atomic addition and a wake-up; none blocks).
     public func reportDeviceUnderrun() {
-        stage.events.push(.underrun)
-        stage.discontinuities.add(1, ordering: .releasing)
-        stage.notify()
+        switch backing {
+        case .stage(let stage):
+            stage.events.push(.underrun)
+            stage.discontinuities.add(1, ordering: .releasing)
+            stage.notify()
+        case .graph(let graph):
+            graph.countDeviceUnderrun()
+        }
     }
 
     /// Tells the queue the sink failed (server gone, device lost). Not for the real-time thread;
