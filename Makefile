@@ -41,6 +41,7 @@ bench:
 	$(SWIFT) build -c release --product aqrender
 	$(SWIFT) build -c release --product aqplay
 	$(SWIFT) build -c release --product aqrecord
+	$(SWIFT) build -c release --product aqmix
 	$(SWIFT) build -c release --product atoffline
 	$(SWIFT) run -c release aqbench
 

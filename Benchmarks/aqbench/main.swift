@@ -515,6 +515,42 @@ func transformBenchmarks() throws -> [String] {
     return lines
 }
 
+// MARK: 3c. mixing: aqmix against sox -m, whole commands on one core
+
+func mixBenchmarks() throws -> [String] {
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let aqmix = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqmix").path
+    guard FileManager.default.isExecutableFile(atPath: aqmix) else { return ["mix: \(aqmix) not built (make bench builds it)"] }
+    let output = folder + "/mix-out.wav"
+    defer { try? FileManager.default.removeItem(atPath: output) }
+    func oneCore(_ path: String, _ arguments: [String]) throws -> Double {
+        seconds(try bestOf(3) { try runTool("/usr/bin/taskset", ["-c", "0", path] + arguments) })
+    }
+    var lines: [String] = []
+    var perSecond: [Int: Double] = [:]
+    for minutes in [1, 4] {
+        // Eight inputs (copies of one synthesized file: the cost does not depend on the content).
+        let source = try makeFile("\(minutes)-minutes.wav", seconds: 60 * minutes, in: folder)
+        let inputs = try (0..<8).map { index -> String in
+            let path = folder + "/mix-\(minutes)-\(index).wav"
+            if !FileManager.default.fileExists(atPath: path) { try FileManager.default.copyItem(atPath: source, toPath: path) }
+            return path
+        }
+        let ours = try oneCore(aqmix, [output] + inputs)
+        // sox -m scales each input by 1/8 unless told: -v 1 before each, as aqmix mixes at unity gain.
+        let sox = try oneCore("/usr/bin/sox", ["-m"] + inputs.flatMap { ["-v", "1", $0] } + ["-e", "floating-point", "-b", "32", output])
+        perSecond[minutes] = ours / Double(60 * minutes)
+        lines.append("8 \(minutes)-minute WAVs (16-bit stereo 44.1 kHz) mixed, whole commands on one core, writing float WAV")
+        lines.append(String(format: "  aqmix OUT IN×8                         : %7.0f ms", ours * 1000))
+        lines.append(String(format: "  sox -m -v 1 IN ×8 OUT                  : %7.0f ms  ratio aqmix / sox %5.2f", sox * 1000, ours / sox))
+    }
+    if let short = perSecond[1], let long = perSecond[4] {
+        lines.append(String(format: "  aqmix cost per audio second, 4-minute / 1-minute inputs: %.2f (1.00 = linear)", long / short))
+    }
+    return lines
+}
+
 // MARK: 4. playback through PulseAudio
 
 /// A private PulseAudio server for the measurements (a null sink), killed at the end. Its log is
@@ -755,7 +791,7 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
-/// `aqbench [load [SECONDS]] [codecs] [apple] [toolbox] [transform] [timepitch] [commands] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
+/// `aqbench [load [SECONDS]] [codecs] [apple] [toolbox] [transform] [mix] [timepitch] [commands] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
 /// figures always print; `longrun` runs only when named).
 let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
@@ -774,7 +810,7 @@ print("output callback round trips (enqueue -> decode -> unpaced null sink -> ca
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
 // The sections run when no section is named, in this order.
 let namedSections: [(name: String, run: () throws -> [String])] = [
-    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("encode", encodeBenchmarks), ("toolbox", toolboxBenchmarks), ("transform", transformBenchmarks),
+    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("encode", encodeBenchmarks), ("toolbox", toolboxBenchmarks), ("transform", transformBenchmarks), ("mix", mixBenchmarks),
     ("timepitch", timePitchBenchmarks), ("playback", playbackBenchmarks), ("commands", commandBenchmarks),
     ("recording", recordingBenchmarks),
 ]

@@ -59,6 +59,10 @@ import Testing
         "Recording.md": (["BufferQueue"], """
             let format = AudioStreamDescription.linearPCM(sampleRate: 48000, channels: 2, bitsPerChannel: 16)
             """),
+        "Mixing.md": (["BufferQueue"], """
+            func write(_ samples: ArraySlice<Float>) {}
+            let (lengthA, lengthB) = (48_510, 44_100)
+            """),
         "FileStreams.md": (["BufferQueue"], """
             let chunks: [[UInt8]] = []
             func enqueue(_ data: [UInt8], _ descriptions: [AudioPacketDescription]) {}
