@@ -127,6 +127,7 @@ struct AQPlay: ParsableCommand {
             throw ValidationError("\(error)")
         }
         let algorithm = timePitchOptions.requested
+        let names = paths
         let player = AudioPlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,
                                      onEvent: { event in
             // Stream events on their own line (the status line is redrawn after them).
@@ -134,6 +135,10 @@ struct AQPlay: ParsableCommand {
             case .streamTitle(let title, _): FileHandle.standardError.write(Data("\naqplay: now playing: \(title)\n".utf8))
             case .property(let name, let value, _): FileHandle.standardError.write(Data("aqplay: \(name): \(value)\n".utf8))
             case .state(.reconnecting): FileHandle.standardError.write(Data("\naqplay: connection lost, reconnecting\n".utf8))
+            case .itemWarning(let index, _, let text):
+                FileHandle.standardError.write(Data("\naqplay: \(names.indices.contains(index) ? names[index] : "item \(index + 1)"): warning: \(text)\n".utf8))
+            case .itemState(_, _, .failed(let error)):
+                FileHandle.standardError.write(Data("\naqplay: \(error) — skipped\n".utf8))
             default: break
             }
         }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0),
@@ -192,6 +197,12 @@ struct AQPlay: ParsableCommand {
             print("The sink's render thread: \(scheduling.first.map(String.init(describing:)) ?? "the null sink's timer (no thread of its own)")")
         }
         print("Played \(frames) frames through the \(usePulse ? "PulseAudio" : useALSA ? "ALSA" : unpaced ? "unpaced null" : "null") sink in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
+        // As mpv does: an item that could not be played makes the exit status 2.
+        let skipped = player.itemStates.filter { if case .failed = $0 { return true } else { return false } }.count
+        if skipped > 0 {
+            FileHandle.standardError.write(Data("aqplay: \(skipped) of \(paths.count) item\(paths.count == 1 ? "" : "s") could not be played\n".utf8))
+            throw ExitCode(2)
+        }
     }
 }
 

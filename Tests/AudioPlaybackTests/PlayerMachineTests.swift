@@ -18,6 +18,21 @@ import BufferQueue
         return m
     }
 
+    /// A skipped item (`onItemFailure: .skip`) is failed, the player plays on, and the run ends
+    /// failed with it once everything has played: the item heard last is finished.
+    @Test func aSkippedItemFailsItselfAndTheRunAtTheEnd() {
+        var m = Self.running()
+        #expect(m.itemSkipped(Self.a, Self.boom) == [.publishItem(id: Self.a, .failed(Self.boom))])
+        #expect(m.phase == .running && m.failure == nil && m.outcomeFailure == Self.boom)
+        #expect(m.itemOpened(Self.b) == [.publishItem(id: Self.b, .loading)])
+        #expect(m.itemHeard(Self.b).contains(.publishItem(id: Self.b, .playing)))
+        #expect(m.inputFinished(hasQueue: true) == [.finishQueue])
+        #expect(m.allDecoded() == [.stopQueue])
+        let end = m.runningChanged(false, queueStopping: false)
+        #expect(end.contains(.publishItem(id: Self.b, .finished)) && end.contains(.publish(.failed(Self.boom))) && end.last == .complete, "\(end)")
+        #expect(m.itemStates[Self.a] == .failed(Self.boom), "a failed item stays failed")
+    }
+
     @Test func beginOpensTheFirstItemOnce() {
         var m = PlayerMachine(items: [Self.a])
         #expect(m.phase == .ready && m.state == .buffering && m.itemStates[Self.a] == .queued)

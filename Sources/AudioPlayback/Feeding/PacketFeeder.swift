@@ -53,9 +53,14 @@ public protocol PacketSource: AnyObject {
     /// read next begin with ``PacketRead/resume(atFrame:)`` before them. Returns false when the
     /// source seeks by packet (``seek(toPacket:)``), the default.
     func seek(toFrame frame: Int64, preRollPackets: Int) throws -> Bool
+    /// Problems met reading the item that did not stop it, in words (a cut last frame, a length
+    /// the container claims and the packets do not hold): the player reports each once, as
+    /// ``AudioPlayerEvent/itemWarning(index:id:_:)``. The default is none.
+    var warnings: [String] { get }
 }
 
 extension PacketSource {
+    public var warnings: [String] { [] }
     public func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? { nil }
     public var isSeekable: Bool { true }
     public var channelLayout: AudioChannelLayout? { nil }
@@ -314,6 +319,9 @@ public final class FilePacketSource: PacketSource {
     private var next: Int64 = 0
     /// A chain's link whose packets are being read (the first until a seek or the next link).
     private var announcedLink: Int? = 0
+
+    /// The file's warnings, and the damage that ended its index early (its packets before it play).
+    public var warnings: [String] { file.warnings.map { "\($0)" } + (file.damage.map { ["\($0)"] } ?? []) }
 
     public init(file: AudioFile) {
         self.file = file

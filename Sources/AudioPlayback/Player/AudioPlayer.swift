@@ -185,6 +185,8 @@ public final class AudioPlayer: @unchecked Sendable {
     ///   - pitch: the pitch shift in cents to start with (-2400...2400, spectral only).
     ///   - pan: the balance to start with (-1 left ... 1 right; no effect on mono).
     ///   - processingTap: the caller's processing tap on the player's queue (see ``ProcessingTap``).
+    ///   - onItemFailure: an item that cannot be opened or read is skipped (the default: the rest
+    ///     of the list plays, gaplessly) or ends playback.
     ///   - timePitchEngines: where the spectral algorithm finds its engine (register `RubberBandTimePitch`).
     public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
                 buffering: Buffering = Buffering(), outputFormat: OutputFormat = .firstItem,
@@ -192,11 +194,12 @@ public final class AudioPlayer: @unchecked Sendable {
                 record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil,
                 onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil,
                 timePitch: TimePitchAlgorithm? = nil, playRate: Float = 1, pitch: Float = 0,
-                pan: Float = 0, processingTap: ProcessingTap? = nil,
+                pan: Float = 0, processingTap: ProcessingTap? = nil, onItemFailure: AudioPlayerItemFailurePolicy = .skip,
                 decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
                 timePitchEngines: TimePitchEngineRegistry = .shared) {
         self.loops = max(loops, 1)
         self.processingTap = processingTap
+        self.onItemFailure = onItemFailure
         self.startSeconds = max(startSeconds, 0)
         self.buffering = buffering
         self.outputFormat = outputFormat
@@ -248,6 +251,8 @@ public final class AudioPlayer: @unchecked Sendable {
 
     /// The caller's processing tap, installed when playback begins.
     public let processingTap: ProcessingTap?
+    /// What happens when an item cannot be opened or read.
+    public let onItemFailure: AudioPlayerItemFailurePolicy
 
     /// A new stream of every event from now on, in order; any number of consumers may each have
     /// one. It finishes when playback ends (at once, when it has ended).
@@ -670,11 +675,31 @@ public final class AudioPlayer: @unchecked Sendable {
             needsNewStream = queue != nil
             shared.withLock { $0.feeding = nil }
             act { $0.itemOpened(item.id) }
+            for warning in source.warnings { emit(.itemWarning(index: itemIndex, id: item.id, warning)) }
         } catch {
             feedingID = item.id
-            fail(AudioPlayerError(.open, itemIndex: itemIndex, itemName: item.name, underlying: error), item: item.id)
+            let failure = AudioPlayerError(.open, itemIndex: itemIndex, itemName: item.name, underlying: error)
+            if skipFailedItem(failure) { return }
+            fail(failure, item: item.id)
         }
         pump()
+    }
+
+    /// With ``AudioPlayerItemFailurePolicy/skip``, reports the item being fed as failed and goes on
+    /// with the next one (true); false when the policy stops, or no item is being fed.
+    private func skipFailedItem(_ error: AudioPlayerError) -> Bool {
+        guard onItemFailure == .skip, let id = feedingID, shared.withLock({ $0.result == nil }) else { return false }
+        // Nothing of a failed item's source is read again: its enqueued frames play, the next item follows.
+        act { $0.itemSkipped(id, error) }
+        if advance() {
+            pump()
+        } else if queue == nil {
+            // Every item failed before any audio: that is no success.
+            fail(error, playOut: false)
+        } else {
+            finishInput()
+        }
+        return true
     }
 
     /// Moves to the next item (or the next loop); false at the end.
@@ -729,11 +754,10 @@ public final class AudioPlayer: @unchecked Sendable {
                     if !advance() { finishInput() }
                 }
             }
-        } catch let error as AudioPlayerError {
-            fail(error, item: feedingID)
-            return
         } catch {
-            fail(AudioPlayerError(.read, itemIndex: itemIndex, itemName: currentName, underlying: error), item: feedingID)
+            let failure = error as? AudioPlayerError ?? AudioPlayerError(.read, itemIndex: itemIndex, itemName: currentName, underlying: error)
+            if skipFailedItem(failure) { return }
+            fail(failure, item: feedingID)
             return
         }
         evaluateBuffer(waiting: false)
@@ -1070,7 +1094,7 @@ public final class AudioPlayer: @unchecked Sendable {
         let (waiters, subscribers, observers, result) = shared.withLock { s in
             guard s.result == nil else { return ([@Sendable (Result<Int64, any Error>) -> Void](), [AsyncStream<AudioPlayerEvent>.Continuation](),
                                                   [AsyncStream<Status>.Continuation](), Result<Int64, any Error>?.none) }
-            let result: Result<Int64, any Error> = s.machine.failure.map { .failure($0) } ?? .success(played)
+            let result: Result<Int64, any Error> = s.machine.outcomeFailure.map { .failure($0) } ?? .success(played)
             s.result = result
             defer {
                 s.waiters.removeAll()

@@ -15,6 +15,20 @@ public enum AudioPlayerEvent: Sendable {
     case streamTitle(String, index: Int)
     /// A stream property such as `icy-name` or `icy-genre`, for item `index`.
     case property(name: String, value: String, index: Int)
+    /// Item `index` has a problem that did not stop it — a cut or damaged end, a length its header
+    /// claims and its packets do not hold — reported once, when it is opened. What the item holds
+    /// before the damage plays.
+    case itemWarning(index: Int, id: AudioPlayerItem.ID, String)
+}
+
+/// What the player does when an item cannot be opened or read.
+public enum AudioPlayerItemFailurePolicy: Sendable, Equatable {
+    /// The item is reported (``AudioPlayerItemState/failed(_:)``) and the list plays on from the
+    /// next item, gaplessly; what was enqueued of the failed item plays. Once the list has played,
+    /// `play()` throws the first skipped item's error (audio that was asked for was not found).
+    case skip
+    /// Playback ends with the error once what was enqueued has played.
+    case stop
 }
 
 /// Where one item of the list is.

@@ -68,6 +68,11 @@ struct PlayerMachine: Equatable {
     private(set) var heard: AudioPlayerItem.ID?
     /// The first error that ended playback.
     private(set) var failure: AudioPlayerError?
+    /// The first item that failed and was skipped (``AudioPlayerItemFailurePolicy/skip``): the rest
+    /// played, and the run still ends failed with it — audio that was asked for was not found.
+    private(set) var skipped: AudioPlayerError?
+    /// What the run ends with: its failure, else the first skipped item's.
+    var outcomeFailure: AudioPlayerError? { failure ?? skipped }
     private(set) var itemStates: [AudioPlayerItem.ID: AudioPlayerItemState] = [:]
 
     init(items: [AudioPlayerItem.ID] = []) {
@@ -170,6 +175,13 @@ struct PlayerMachine: Equatable {
         return actions + failed(error, playOut: true)
     }
 
+    /// An item failed and the list plays on (``AudioPlayerItemFailurePolicy/skip``): the item is
+    /// failed, the player is not.
+    mutating func itemSkipped(_ id: AudioPlayerItem.ID, _ error: AudioPlayerError) -> [Action] {
+        if skipped == nil { skipped = error }
+        return setItem(id, .failed(error))
+    }
+
     /// Every item is fed.
     mutating func inputFinished(hasQueue: Bool) -> [Action] {
         guard phase == .running, !inputDone else { return [] }
@@ -261,7 +273,7 @@ struct PlayerMachine: Equatable {
         phase = .ended
         var actions: [Action] = []
         if let heard, itemStates[heard] == .playing, failure == nil { actions += setItem(heard, .finished) }
-        state = failure.map { .failed($0) } ?? .finished
+        state = outcomeFailure.map { .failed($0) } ?? .finished
         return actions + [.publish(state), .complete]
     }
 
