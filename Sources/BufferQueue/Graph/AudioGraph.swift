@@ -133,12 +133,7 @@ public final class AudioGraph: Sendable {
             let bus = try AudioMixerInput(source: source, mixer: mixer, volume: volume, pan: pan,
                                           startFrame: startFrame ?? mixer.sampleTime + Int64(offsetFrames),
                                           resamplers: resamplers, quality: quality)
-            try attach(source, &t)
-            try attach(mixer, &t)
-            t.inputs[mixer.slot].append(GraphConnection(source: source, bus: bus))
-            t.feeds[ObjectIdentifier(source)] = mixer
-            if t.output === source { t.output = mixer }
-            publish(&t)
+            try link(source, to: mixer, bus: bus, &t)
             return bus
         }
     }
@@ -150,14 +145,19 @@ public final class AudioGraph: Sendable {
         try topology.withLock { t in
             try checkEdge(from: source, to: destination, t)
             try destination.check(input: source)
-            try attach(source, &t)
-            try attach(destination, &t)
-            t.inputs[destination.slot].append(GraphConnection(source: source, bus: nil))
-            t.feeds[ObjectIdentifier(source)] = destination
-            // What fed the output now feeds the effect, which takes its place (an EQ after the main mixer).
-            if t.output === source { t.output = destination }
-            publish(&t)
+            try link(source, to: destination, bus: nil, &t)
         }
+    }
+
+    /// Adds the edge (both nodes attached) and publishes. What fed the output now feeds
+    /// `destination`, which takes its place there (an EQ after the main mixer).
+    private func link(_ source: AudioNode, to destination: AudioNode, bus: AudioMixerInput?, _ t: inout Topology) throws {
+        try attach(source, &t)
+        try attach(destination, &t)
+        t.inputs[destination.slot].append(GraphConnection(source: source, bus: bus))
+        t.feeds[ObjectIdentifier(source)] = destination
+        if t.output === source { t.output = destination }
+        publish(&t)
     }
 
     /// Makes `node` what the output pulls (the ``mainMixer`` until this is called); its format
