@@ -269,7 +269,7 @@ let package = Package(
             name: "aqplay",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
-                "OpusDecoder", "VorbisDecoder", "FLACDecoder",
+                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "AVCodecAAC",
                 "PulseAudioSink", "ALSASink", "SoxrConverter", "RubberBandTimePitch", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

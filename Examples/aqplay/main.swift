@@ -1,5 +1,6 @@
 // aqplay: plays files in order, gaplessly, through PulseAudio (or the null sink).
 import ArgumentParser
+import AVCodecAAC
 import AudioFileStream
 import AudioPlayback
 import AudioStreaming
@@ -70,6 +71,9 @@ struct AQPlay: ParsableCommand {
     func run() throws {
         MPG123Decoder.register()
         FAADDecoder.register()
+        // libavcodec's AAC decoder goes ahead of libfaad2's, as in aqrender: what aqrender writes is
+        // what aqplay plays, to the bit (the two decoders differ on noise substitution).
+        AVCodecAAC.register()
         AMRDecoder.register()
         OpusDecoder.register()
         VorbisDecoder.register()

@@ -86,3 +86,29 @@ struct EQExampleTests {
         #expect(refused.status != 0 && String(decoding: refused.errorOutput, as: UTF8.self).contains("below half the sample rate"))
     }
 }
+
+/// One AAC decoder everywhere: what `aqrender` writes of an M4A is what `aqplay` hands its sink,
+/// to the bit (libavcodec's decoder in both; libfaad2's differs where ffmpeg's encoder used noise
+/// substitution).
+@Suite struct OneAACDecoderTests {
+    static let directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    static let aqrender = directory.appendingPathComponent("aqrender").path
+    static let aqplay = directory.appendingPathComponent("aqplay").path
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: aqrender) && FileManager.default.isExecutableFile(atPath: aqplay),
+                   "aqrender or aqplay is not built beside the tests"))
+    func aqplayPlaysWhatAqrenderWrites() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("one-aac-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let m4a = Where.fixture("ffmpeg-aac-44k-moov-first.m4a")
+        let rendered = folder + "/rendered.wav", played = folder + "/played.wav"
+        let render = try await runTool(Self.aqrender, [m4a, rendered])
+        #expect(render.status == 0, "\(String(decoding: render.errorOutput, as: UTF8.self))")
+        let play = try await runTool(Self.aqplay, ["--sink", "null", "--fast", "--record", played, m4a])
+        #expect(play.status == 0, "\(String(decoding: play.errorOutput, as: UTF8.self))")
+        let a = floats(wav: try Data(contentsOf: URL(fileURLWithPath: rendered)))
+        let b = floats(wav: try Data(contentsOf: URL(fileURLWithPath: played)))
+        #expect(a.count > 0 && difference(b, a) == nil)
+    }
+}

@@ -234,7 +234,7 @@ import TestSupport
             firstRender.wait()
             defer { stop.store(true, ordering: .relaxed) }
             return Result {
-                for i in 0..<300 {
+                for i in 0..<120 {
                     let node = try AudioBufferSourceNode(name: "blip \(i)", samples: Self.signal(frames: 300, channels: 2, seed: UInt64(i)),
                                                          sampleRate: 44_100, channels: 2)
                     let bus = try graph.connect(node, to: graph.mainMixer, volume: 0.5)
