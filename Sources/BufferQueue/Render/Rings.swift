@@ -169,30 +169,22 @@ final class MarkerRing: @unchecked Sendable {
 }
 
 /// A fixed array of floats shared between the render path and readers, each element atomic.
-final class AtomicFloats: @unchecked Sendable {
-    private let storage: UnsafeMutablePointer<Atomic<UInt32>>
-    let count: Int
+final class AtomicFloats: Sendable {
+    /// The floats' bits, one word each.
+    private let words: AtomicWords
+    var count: Int { words.count }
 
-    init(count: Int) {
-        self.count = count
-        storage = .allocate(capacity: count)
-        for i in 0..<count { (storage + i).initialize(to: Atomic<UInt32>(0)) }
-    }
-
-    deinit {
-        storage.deinitialize(count: count)
-        storage.deallocate()
-    }
+    init(count: Int) { words = AtomicWords(count: count) }
 
     @inline(__always)
     subscript(index: Int) -> Float {
-        get { Float(bitPattern: storage[index].load(ordering: .relaxed)) }
-        set { storage[index].store(newValue.bitPattern, ordering: .relaxed) }
+        get { Float(bitPattern: UInt32(truncatingIfNeeded: words[index])) }
+        set { words[index] = UInt64(newValue.bitPattern) }
     }
 }
 
-/// A fixed number of 64-bit words, each atomic (relaxed; callers order them with fences, as a
-/// sequence lock does).
+/// A fixed number of 64-bit words, each atomic (relaxed; callers order them with fences, as a sequence
+/// lock does).
 final class AtomicWords: @unchecked Sendable {   // @unchecked: every access goes through an Atomic in the storage.
     private let storage: UnsafeMutablePointer<Atomic<UInt64>>
     let count: Int
