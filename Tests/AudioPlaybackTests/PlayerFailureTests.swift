@@ -99,4 +99,14 @@ import Synchronization
         #expect(warnings.contains { $0.0 == 1 && $0.1.contains("STREAMINFO says 189631 samples") }, "\(warnings.map(\.1))")
         #expect(warnings.allSatisfy { $0.0 == 1 })
     }
+
+    /// A WAV's length is exact (fixed-size packets, nothing to trim); so is a file with gapless numbers.
+    @Test func aWAVsDurationIsExact() throws {
+        for (name, frames) in [("tone-440hz-mono-s16.wav", Int64(44_100)), ("ulaw-8k-mono.wav", nil), ("lame-vbr-v2-44k-stereo.mp3", 48_510)] {
+            let source = FilePacketSource(file: try AudioFile(path: Where.fixture(name)))
+            let duration = try #require(source.duration)
+            #expect(!duration.isEstimated, "\(name)")
+            if let frames { #expect(duration.frames == frames, "\(name)") }
+        }
+    }
 }

@@ -344,8 +344,13 @@ public final class FilePacketSource: PacketSource {
     public var rollDistance: Int? { file.packetRollDistance }
     public var channelLayout: AudioChannelLayout? { file.channelLayout }
     public var maximumPacketSize: Int? { file.maximumPacketSize }
+    /// Exact with gapless numbers, and for packets of a fixed size and frame count with no priming
+    /// to trim (linear PCM, G.711, IMA ADPCM: a WAV's length is what plays); an estimate otherwise
+    /// (a codec's delay is in the frames counted).
     public var duration: (frames: Int64, isEstimated: Bool)? {
-        file.packetTableInfo.map { ($0.validFrames, false) } ?? (file.totalFrames * Int64(scale), true)
+        if let table = file.packetTableInfo { return (table.validFrames, false) }
+        let fixed = file.dataFormat.bytesPerPacket > 0 && file.dataFormat.framesPerPacket > 0
+        return (file.totalFrames * Int64(scale), !fixed)
     }
     public var title: String? { file.metadata.title }
 
