@@ -51,7 +51,6 @@ struct AQMix: ParsableCommand {
         if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
         if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
         _ = try values(gains, name: "--gains")
-        _ = try values(offsets, name: "--offsets")
         if let offsets = try values(offsets, name: "--offsets"), offsets.contains(where: { $0 < 0 }) {
             throw ValidationError("--offsets must be 0 or more")
         }

@@ -69,6 +69,7 @@ private func makeOutputQueue(_ format: AudioStreamBasicDescription, place: Callb
     return noErr
 }
 
+// @unchecked: the reference is set once at init and only read after; T (a queue object) is used on its own queue's threads.
 final class WeakObject<T: AnyObject>: @unchecked Sendable {
     weak var object: T?
     init(_ object: T) { self.object = object }

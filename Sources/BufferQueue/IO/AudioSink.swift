@@ -69,8 +69,8 @@ extension AudioSink {
 ///
 /// ``render(into:frames:fillSilence:)`` is safe to call from a real-time thread: it allocates nothing,
 /// takes no lock and makes no blocking call.
-public final class AudioRenderSource: @unchecked Sendable {   // @unchecked: immutable; what it wraps is Sendable by its own design.
-    enum Backing {
+public final class AudioRenderSource: Sendable {
+    enum Backing: Sendable {
         case stage(RenderStage)
         case graph(AudioGraph)
     }

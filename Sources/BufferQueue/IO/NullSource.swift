@@ -210,7 +210,7 @@ public final class NullSource: AudioSource, @unchecked Sendable {
     }
 }
 
-private final class WeakNullSource: @unchecked Sendable {
-    weak var source: NullSource?
+private final class WeakNullSource: Sendable {
+    weak let source: NullSource?
     init(_ source: NullSource) { self.source = source }
 }

@@ -568,6 +568,7 @@ public final class AudioInputQueue: Sendable {
     private func yield(_ event: AudioInputQueueEvent) { streams.yield(event) }
 }
 
+// @unchecked: `queue` is set once, right after the queue is made and before any callback can read it.
 final class WeakInputQueue: @unchecked Sendable {
     weak var queue: AudioInputQueue?
 }

@@ -185,7 +185,8 @@ final class AtomicFloats: Sendable {
 
 /// A fixed number of 64-bit words, each atomic (relaxed; callers order them with fences, as a sequence
 /// lock does).
-final class AtomicWords: @unchecked Sendable {   // @unchecked: every access goes through an Atomic in the storage.
+// @unchecked: every access goes through an Atomic in the storage.
+final class AtomicWords: @unchecked Sendable {
     private let storage: UnsafeMutablePointer<Atomic<UInt64>>
     let count: Int
 
