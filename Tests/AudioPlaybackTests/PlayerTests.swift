@@ -19,8 +19,8 @@ final class SinkCollector: @unchecked Sendable {
     private let lock = NSLock()
     private var sinks: [NullSink] = []
     private var recorded: [Float] = []
-    func make() -> any AudioSink {
-        let sink = NullSink(pacing: .unpaced, capturing: true)
+    func make(pacing: NullSink.Pacing = .unpaced) -> any AudioSink {
+        let sink = NullSink(pacing: pacing, capturing: true)
         lock.lock(); sinks.append(sink); lock.unlock()
         return sink
     }

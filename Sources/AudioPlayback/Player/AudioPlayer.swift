@@ -104,7 +104,9 @@ public final class AudioPlayer: @unchecked Sendable {
     private var queue: AudioQueue?
     private var free: [AudioQueueBuffer] = []
     private var bufferCount = 0
-    private var feeder: PacketFeeder?
+    private var feeder: (any ItemFeeding)?
+    /// The crossfading join (nil: the gapless player, items' packets straight into the queue).
+    private let join: CrossfadeJoin?
     /// The item being fed (index into the list) and its identity.
     private var itemIndex = 0
     private var feedingID: AudioPlayerItem.ID?
@@ -120,6 +122,8 @@ public final class AudioPlayer: @unchecked Sendable {
     private var soundRunning = false
     /// The check that the next item is heard, when one is scheduled.
     private var heardCheck: DispatchWorkItem?
+    /// Reports of the queue's stop still to come that a seek or skip made (not the end).
+    private var staleStops = 0
     /// Seeks waiting for the position they reach.
     private var pendingSeeks: [CheckedContinuation<Double, any Error>] = []
     /// The next report of each time observer (``positions(every:)``), scheduled while sound plays.
@@ -187,6 +191,9 @@ public final class AudioPlayer: @unchecked Sendable {
     ///   - processingTap: the caller's processing tap on the player's queue (see ``ProcessingTap``).
     ///   - onItemFailure: an item that cannot be opened or read is skipped (the default: the rest
     ///     of the list plays, gaplessly) or ends playback.
+    ///   - crossfade: items join with a crossfade (see ``AudioPlayerCrossfade``); nil or 0 seconds:
+    ///     gaplessly. Crossfading items are decoded and converted to the output format on the
+    ///     player's queue and enqueued as PCM; it needs one output format (not ``OutputFormat/itemFormat``).
     ///   - timePitchEngines: where the spectral algorithm finds its engine (register `RubberBandTimePitch`).
     public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
                 buffering: Buffering = Buffering(), outputFormat: OutputFormat = .firstItem,
@@ -195,11 +202,13 @@ public final class AudioPlayer: @unchecked Sendable {
                 onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil,
                 timePitch: TimePitchAlgorithm? = nil, playRate: Float = 1, pitch: Float = 0,
                 pan: Float = 0, processingTap: ProcessingTap? = nil, onItemFailure: AudioPlayerItemFailurePolicy = .skip,
-                decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
+                crossfade: AudioPlayerCrossfade? = nil, decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
                 timePitchEngines: TimePitchEngineRegistry = .shared) {
         self.loops = max(loops, 1)
         self.processingTap = processingTap
         self.onItemFailure = onItemFailure
+        self.crossfade = crossfade
+        join = crossfade.flatMap { $0.seconds > 0 ? CrossfadeJoin(crossfade: $0) : nil }
         self.startSeconds = max(startSeconds, 0)
         self.buffering = buffering
         self.outputFormat = outputFormat
@@ -253,6 +262,8 @@ public final class AudioPlayer: @unchecked Sendable {
     public let processingTap: ProcessingTap?
     /// What happens when an item cannot be opened or read.
     public let onItemFailure: AudioPlayerItemFailurePolicy
+    /// How items join (nil: gaplessly).
+    public let crossfade: AudioPlayerCrossfade?
 
     /// A new stream of every event from now on, in order; any number of consumers may each have
     /// one. It finishes when playback ends (at once, when it has ended).
@@ -432,10 +443,16 @@ public final class AudioPlayer: @unchecked Sendable {
     public func skip() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             work.async { [self] in
-                let heardIndex = status.fileIndex ?? itemIndex
+                let now = status
+                let heardIndex = now.fileIndex ?? itemIndex
                 let next = heardIndex + 1
                 if next < shared.withLock({ $0.items.count }) {
-                    _ = performJump(toItem: next, seconds: 0)
+                    if join != nil, now.fileIndex != nil {
+                        // The item heard fades out from where it is while the next one fades in.
+                        _ = performJump(toItem: heardIndex, seconds: now.position, fadingOut: true)
+                    } else {
+                        _ = performJump(toItem: next, seconds: 0)
+                    }
                 } else {
                     feeder = nil
                     act { $0.stop() }
@@ -657,20 +674,28 @@ public final class AudioPlayer: @unchecked Sendable {
                 return fail(AudioPlayerError(.request, underlying: AudioQueueError(.invalidParameter,
                     "record needs one output format: use .firstItem or .fixed, not .itemFormat")), playOut: false)
             }
+            if join != nil && outputFormat == .itemFormat {
+                return fail(AudioPlayerError(.request, underlying: AudioQueueError(.invalidParameter,
+                    "a crossfade mixes two items into one output format: use .firstItem or .fixed, not .itemFormat")), playOut: false)
+            }
             let (hasItems, stopped) = shared.withLock { (!$0.items.isEmpty, $0.stopped) }
             act { $0.begin(hasItems: hasItems, stopped: stopped) }
         }
     }
 
     /// Opens the item at `itemIndex`, `nextStart` seconds in; a failure to open ends the input there.
-    private func openItem() {
+    private func openItem(fadingOut: Bool = false) {
         let item = shared.withLock { s in s.items.indices.contains(itemIndex) ? s.items[itemIndex] : nil }
         guard let item else { return finishInput() }
         let seconds = nextStart
         nextStart = 0
         do {
             let source = try item.open(context(forItem: item.id))
-            feeder = PacketFeeder(source: source, startSeconds: seconds, registry: decoders)
+            if let join {
+                feeder = crossfadeFeeder(source, item: item, seconds: seconds, join: join, fadingOut: fadingOut)
+            } else {
+                feeder = PacketFeeder(source: source, startSeconds: seconds, registry: decoders)
+            }
             feedingID = item.id
             needsNewStream = queue != nil
             shared.withLock { $0.feeding = nil }
@@ -683,6 +708,36 @@ public final class AudioPlayer: @unchecked Sendable {
             fail(failure, item: item.id)
         }
         pump()
+    }
+
+    /// A crossfading item's feeder: decoded and converted to the output format (the first item's,
+    /// or the fixed one); `fadingOut`: only its next D frames (the item heard, on a skip).
+    private func crossfadeFeeder(_ source: any PacketSource, item: AudioPlayerItem, seconds: Double, join: CrossfadeJoin,
+                                 fadingOut: Bool) -> CrossfadeItemFeeder {
+        var target: (rate: Double, channels: Int)?
+        if let format = join.format {
+            target = (format.sampleRate, format.channelsPerFrame)
+        } else if case .fixed(let rate, let channels) = outputFormat {
+            target = (rate, channels)
+        }
+        let index = itemIndex, id = item.id
+        let (decoders, resamplers, engines) = (self.decoders, self.resamplers, timePitchEngines)
+        return CrossfadeItemFeeder(source: source, join: join, limit: fadingOut ? Int64(join.frames) : nil,
+                                   hasNext: { [unowned self] in itemIndex + 1 < shared.withLock { $0.items.count } || loop + 1 < loops },
+                                   shortened: { [unowned self] frames in
+                                       emit(.crossfadeShortened(index: index, id: id, frames: frames, requested: join.frames))
+                                   }) { source in
+            try PacketSourceRenderer(source: source, name: item.name, maximumPacketSize: source.maximumPacketSize,
+                                     start: .seconds(seconds), sampleRate: target?.rate, channels: target?.channels,
+                                     registry: decoders, resamplers: resamplers, timePitchEngines: engines)
+        }
+    }
+
+    /// After the last item of a crossfading player: what its join still holds is enqueued (true), if anything.
+    private func crossfadeTail(after previous: (any ItemFeeding)?) -> Bool {
+        guard let join, let previous, join.heldFrames > 0 else { return false }
+        feeder = CrossfadeItemFeeder(tailOf: previous.source, join: join)
+        return true
     }
 
     /// With ``AudioPlayerItemFailurePolicy/skip``, reports the item being fed as failed and goes on
@@ -704,6 +759,7 @@ public final class AudioPlayer: @unchecked Sendable {
 
     /// Moves to the next item (or the next loop); false at the end.
     private func advance() -> Bool {
+        let previous = feeder
         if let feeder { timelineBeforeItem += feeder.framesKept }
         feeder = nil
         feedingID = nil
@@ -711,7 +767,7 @@ public final class AudioPlayer: @unchecked Sendable {
         let count = shared.withLock { $0.items.count }
         if itemIndex >= count {
             loop += 1
-            guard loop < loops else { return false }
+            guard loop < loops else { return crossfadeTail(after: previous) }
             itemIndex = 0
         }
         openItem()
@@ -726,12 +782,12 @@ public final class AudioPlayer: @unchecked Sendable {
                 let source = feeder.source
                 if queue == nil {
                     guard source.isReady else { return }
-                    do { try makeQueue(for: source) } catch {
+                    do { try makeQueue(for: source, feeder: feeder) } catch {
                         throw AudioPlayerError(.decode, itemIndex: itemIndex, itemName: currentName, underlying: error)
                     }
                 }
                 guard let queue, let buffer = free.last else { break }
-                if needsNewStream {
+                if needsNewStream && join == nil {
                     guard source.isReady else { return }
                     try queue.beginStream(format: source.format, magicCookie: source.magicCookie)
                     needsNewStream = false
@@ -751,7 +807,7 @@ public final class AudioPlayer: @unchecked Sendable {
                     evaluateBuffer(waiting: true)
                     return
                 case .finished:
-                    if !advance() { finishInput() }
+                    if feeder.isTail || !advance() { finishInput() }
                 }
             }
         } catch {
@@ -766,7 +822,7 @@ public final class AudioPlayer: @unchecked Sendable {
     private var currentName: String? { shared.withLock { s in s.items.indices.contains(itemIndex) ? s.items[itemIndex].name : nil } }
 
     /// The item being fed: its duration and rate, once its source is ready.
-    private func noteSource(_ feeder: PacketFeeder) {
+    private func noteSource(_ feeder: any ItemFeeding) {
         guard let id = feedingID, feeder.source.isReady else { return }
         let source = feeder.source
         shared.withLock { s in
@@ -778,7 +834,7 @@ public final class AudioPlayer: @unchecked Sendable {
     }
 
     /// Records where the item's first kept frame plays, once known.
-    private func noteEnqueued(_ feeder: PacketFeeder, before: Int64) {
+    private func noteEnqueued(_ feeder: any ItemFeeding, before: Int64) {
         let source = feeder.source
         let end = timelineBeforeItem + feeder.framesKept
         let heard = queue?.currentTime().sampleTime ?? 0
@@ -788,8 +844,11 @@ public final class AudioPlayer: @unchecked Sendable {
             while s.marks.count > 1 && s.marks[1].start <= heard { s.marks.removeFirst() }
             guard before == 0 && feeder.framesKept > 0, let id = feedingID else { return false }
             let duration = source.duration
-            s.marks.append(Mark(start: timelineBeforeItem, index: itemIndex, id: id, offset: feeder.startFrame,
-                                rate: source.format.sampleRate, frames: duration?.frames ?? 0,
+            // On the timeline's frames (the output's when crossfading, each item's own otherwise).
+            let scale = feeder.timelineRate / source.format.sampleRate
+            func onTimeline(_ frames: Int64) -> Int64 { scale == 1 ? frames : Int64((Double(frames) * scale).rounded()) }
+            s.marks.append(Mark(start: timelineBeforeItem + feeder.leadFrames, index: itemIndex, id: id, offset: onTimeline(feeder.startFrame),
+                                rate: feeder.timelineRate, frames: onTimeline(duration?.frames ?? 0),
                                 estimated: duration?.isEstimated ?? false, title: source.title, seekable: source.isSeekable))
             return true
         }
@@ -805,14 +864,20 @@ public final class AudioPlayer: @unchecked Sendable {
         for continuation in waiting { continuation.resume(returning: position) }
     }
 
-    private func makeQueue(for source: any PacketSource) throws {
+    private func makeQueue(for source: any PacketSource, feeder: any ItemFeeding) throws {
         let sinkFormat: AudioQueue.SinkFormat
         switch outputFormat {
         case .firstItem: sinkFormat = .keepFirst
         case .fixed(let rate, let channels): sinkFormat = .fixed(sampleRate: rate, channels: channels)
         case .itemFormat: sinkFormat = .followDecoded
         }
-        let made = try AudioQueue(format: source.format,
+        // A crossfading player enqueues PCM of the output format, which its first item decided.
+        let crossfading = try (feeder as? CrossfadeItemFeeder).map { feeder in
+            try feeder.prepare()
+            guard let format = feeder.outputFormat else { throw AudioQueueError(.invalidRunState, "the first item decided no output format") }
+            return format
+        }
+        let made = try AudioQueue(format: crossfading ?? source.format,
                                   configuration: .init(sink: makeSink(), decodeBufferFrames: 65536, callbackQueue: work,
                                                        decoderRegistry: decoders, resamplerRegistry: resamplers,
                                                        timePitchRegistry: timePitchEngines, sinkFormat: sinkFormat)) { [weak self] _, buffer in
@@ -821,7 +886,7 @@ public final class AudioPlayer: @unchecked Sendable {
             self.free.append(buffer)
             self.pump()
         }
-        if let cookie = source.magicCookie { try made.setMagicCookie(cookie) }
+        if crossfading == nil, let cookie = source.magicCookie { try made.setMagicCookie(cookie) }
         // The sink (and a recording) learn which speaker each channel is for.
         if let layout = source.channelLayout, layout.channelCount == source.format.channelsPerFrame, (try? made.setChannelLayout(layout)) != nil {
             shared.withLock { $0.channelLayout = layout }
@@ -838,7 +903,9 @@ public final class AudioPlayer: @unchecked Sendable {
         // 32 KiB holds many packets of most formats; a format with larger packets (multichannel
         // ALAC) gets buffers that hold two of its largest, or four times a decoded packet's PCM.
         let largest = source.maximumPacketSize ?? source.format.framesPerPacket * source.format.channelsPerFrame * 4
-        let capacity = max(1 << 15, 2 * min(max(largest, 0), 1 << 22))
+        // PCM of a crossfade: half a second a buffer, as the compressed buffers hold about.
+        let capacity = crossfading.map { Int(($0.sampleRate / 2).rounded(.up)) * $0.channelsPerFrame * 4 }
+            ?? max(1 << 15, 2 * min(max(largest, 0), 1 << 22))
         for _ in 0..<bufferCount { free.append(try made.allocateBuffer(capacity: capacity, packetDescriptionCapacity: 128)) }
         queue = made
         shared.withLock { $0.queue = made }
@@ -908,6 +975,12 @@ public final class AudioPlayer: @unchecked Sendable {
             schedulePositionTicks()
             act { $0.underran() }
         case .runningChanged(let running):
+            if !running && staleStops > 0 {
+                // The pause or stop of a seek or skip: the queue goes on.
+                staleStops -= 1
+                soundRunning = false
+                return
+            }
             soundRunning = running
             if running { scheduleHeardCheck() }
             schedulePositionTicks()
@@ -999,6 +1072,7 @@ public final class AudioPlayer: @unchecked Sendable {
     /// Items came while the queue played out: a new run of the queue feeds them.
     private func restartRun() {
         timelineBeforeItem = 0
+        join?.reset()
         shared.withLock { s in
             s.marks.removeAll()
             s.enqueuedEnd = 0
@@ -1022,12 +1096,14 @@ public final class AudioPlayer: @unchecked Sendable {
 
     /// A seek in the item heard (`item` nil) or a jump to the start of another item. False when
     /// the player is not playing.
-    private func performJump(toItem target: Int?, seconds: Double) -> Bool {
+    private func performJump(toItem target: Int?, seconds: Double, fadingOut: Bool = false) -> Bool {
         guard let queue, shared.withLock({ $0.result == nil && $0.machine.phase == .running }) else { return false }
         let heardIndex = status.fileIndex ?? itemIndex
         let restarts = shared.withLock { $0.machine.stopIssued }
         act { $0.seekBegan() }
         heardCheck?.cancel()
+        // The queue's report that it stopped running is not the end of playback.
+        if queue.isRunning || queue.isStopping { staleStops += 1 }
         do {
             if restarts {
                 // The queue was told to stop after what it holds: stop it at once (its timeline restarts).
@@ -1052,7 +1128,8 @@ public final class AudioPlayer: @unchecked Sendable {
         itemIndex = index
         nextStart = seconds
         feeder = nil
-        openItem()
+        join?.reset()
+        openItem(fadingOut: fadingOut)
         needsNewStream = true
         pump()
         return true
@@ -1068,6 +1145,8 @@ public final class AudioPlayer: @unchecked Sendable {
         itemIndex = 0
         loop = 0
         needsNewStream = false
+        staleStops = 0
+        join?.reset()
         tapInstalled = false
         timelineBeforeItem = 0
         soundRunning = false

@@ -19,6 +19,10 @@ public enum AudioPlayerEvent: Sendable {
     /// claims and its packets do not hold — reported once, when it is opened. What the item holds
     /// before the damage plays.
     case itemWarning(index: Int, id: AudioPlayerItem.ID, String)
+    /// The crossfade into item `index` is `frames` frames long instead of the `requested` D: an
+    /// item (the outgoing one, what is left of it after its own crossfade in, or the incoming one)
+    /// is shorter than D. `frames` 0: the join is gapless.
+    case crossfadeShortened(index: Int, id: AudioPlayerItem.ID, frames: Int, requested: Int)
 }
 
 /// What the player does when an item cannot be opened or read.

@@ -1,0 +1,262 @@
+import AudioFileStream
+import BufferQueue
+
+/// How the player joins one item to the next: a crossfade of a duration and a curve.
+///
+/// For the i-th of D = round(seconds × output rate) frames, the outgoing item's frame is scaled
+/// by the curve's fade-out gain and the incoming one's by its fade-in gain
+/// (``BufferQueue/AudioFadeCurve/gain(_:frame:of:)``: linear 1 − i/D and i/D, equal-power
+/// cos(π/2 · i/D) and sin(π/2 · i/D)), and the two are summed. What plays is the outgoing item up
+/// to its last D frames, the D mixed frames, then the rest of the incoming item: lenA + lenB − D
+/// frames. It applies where an item ends and on ``AudioPlayer/skip()`` (the item heard fades out
+/// from where it is); items of other rates or channel counts are converted to the output format
+/// first. When an item is shorter than D (or, on the incoming side, than what is left of the
+/// outgoing one), the crossfade is shortened to it and
+/// ``AudioPlayerEvent/crossfadeShortened(index:id:frames:requested:)`` says so.
+public struct AudioPlayerCrossfade: Sendable, Equatable {
+    /// The duration in seconds (0: the gapless join, bit for bit).
+    public var seconds: Double
+    /// The gains' shape.
+    public var curve: AudioFadeCurve
+
+    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` for a negative or non-finite duration.
+    public init(seconds: Double, curve: AudioFadeCurve = .equalPower) throws {
+        guard seconds.isFinite, seconds >= 0 else {
+            throw AudioQueueError(.invalidParameter, "a crossfade lasts 0 seconds or more (got \(seconds))")
+        }
+        self.seconds = seconds
+        self.curve = curve
+    }
+
+    /// D: the crossfade's frames at `sampleRate`.
+    public func frames(at sampleRate: Double) -> Int { Int((seconds * sampleRate).rounded()) }
+}
+
+/// What the player needs of whatever feeds an item into its queue: the packet feeder (the gapless
+/// player), or a crossfading item feeder.
+protocol ItemFeeding: AnyObject {
+    var source: any PacketSource { get }
+    /// The start was planned (the source was ready): ``startFrame`` is final.
+    var started: Bool { get }
+    /// The first valid frame of the item played, in its source's frames.
+    var startFrame: Int64 { get }
+    /// Frames enqueued on the queue's timeline.
+    var framesKept: Int64 { get }
+    /// Frames enqueued before the item's own first frame (the end of the previous item).
+    var leadFrames: Int64 { get }
+    /// The rate of the queue's timeline for this item's frames.
+    var timelineRate: Double { get }
+    /// Only the previous item's held frames, after the last item: no item of its own.
+    var isTail: Bool { get }
+    func enqueueNext(_ buffer: AudioQueueBuffer, on queue: AudioQueue) throws -> PacketFeeder.Progress
+}
+
+extension PacketFeeder: ItemFeeding {
+    var leadFrames: Int64 { 0 }
+    /// The queue counts each stream's frames at its own rate.
+    var timelineRate: Double { source.format.sampleRate }
+    var isTail: Bool { false }
+}
+
+/// The crossfading player's join, owned by its work queue: the frames decoded and not yet
+/// enqueued, of which the last D are held back until the next item's first D are mixed into them
+/// (or it is known that none follows).
+final class CrossfadeJoin {
+    let crossfade: AudioPlayerCrossfade
+    /// The output format (interleaved float32), decided by the first item (or fixed).
+    private(set) var format: AudioStreamDescription?
+    /// D at the output rate.
+    private(set) var frames = 0
+    private var samples: [Float] = []
+    private var readIndex = 0
+    /// Frames at the end that are the current item's alone (not mixed with the previous one).
+    private(set) var pureFrames = 0
+
+    init(crossfade: AudioPlayerCrossfade) {
+        self.crossfade = crossfade
+    }
+
+    var channels: Int { format.map { Int($0.channelsPerFrame) } ?? 1 }
+    /// Frames decoded and not enqueued yet.
+    var heldFrames: Int { (samples.count - readIndex) / channels }
+
+    func adopt(_ format: AudioStreamDescription) {
+        guard self.format == nil else { return }
+        self.format = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
+        frames = crossfade.frames(at: format.sampleRate)
+    }
+
+    /// Drops everything held (a seek, a jump, a new run).
+    func reset() {
+        samples.removeAll(keepingCapacity: true)
+        readIndex = 0
+        pureFrames = 0
+    }
+
+    /// Appends the current item's frames.
+    func push(_ frames: UnsafeBufferPointer<Float>) {
+        samples.append(contentsOf: frames)
+        pureFrames += frames.count / channels
+    }
+
+    /// Mixes the incoming item's first frames into the last held ones: D' = min(D, pure held
+    /// frames, head frames) are mixed; the rest of the head follows. Returns D'.
+    func mix(head: [Float]) -> Int {
+        let channels = self.channels
+        let headFrames = head.count / channels
+        let mixed = min(frames, pureFrames, headFrames)
+        let first = samples.count - mixed * channels
+        for i in 0..<mixed {
+            let out = crossfade.curve.gain(.out, frame: i, of: mixed), gain = crossfade.curve.gain(.in, frame: i, of: mixed)
+            for c in 0..<channels {
+                let k = i * channels + c
+                samples[first + k] = samples[first + k] * out + head[k] * gain
+            }
+        }
+        samples.append(contentsOf: head[(mixed * channels)...])
+        pureFrames = headFrames - mixed
+        return mixed
+    }
+
+    /// Moves up to `maxFrames` of the frames before the last `keeping` into `destination`; returns how many.
+    func take(upTo maxFrames: Int, keeping: Int, into destination: UnsafeMutableRawBufferPointer) -> Int {
+        let channels = self.channels
+        let count = max(min(maxFrames, heldFrames - keeping, destination.count / (channels * 4)), 0)
+        guard count > 0 else { return 0 }
+        samples.withUnsafeBufferPointer { all in
+            destination.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: all[readIndex..<(readIndex + count * channels)])))
+        }
+        readIndex += count * channels
+        pureFrames = min(pureFrames, heldFrames)
+        if readIndex > 1 << 16, readIndex * 2 > samples.count {
+            samples.removeSubrange(0..<readIndex)
+            readIndex = 0
+        }
+        return count
+    }
+}
+
+/// Feeds one item of a crossfading player: renders it (decoded and converted to the output
+/// format, on the player's work queue) into the join, mixes its first frames into the previous
+/// item's held ones, and enqueues PCM of the output format.
+final class CrossfadeItemFeeder: ItemFeeding {
+    let source: any PacketSource
+    private let join: CrossfadeJoin
+    private let makeRenderer: ((any PacketSource) throws -> PacketSourceRenderer)?
+    private var renderer: PacketSourceRenderer?
+    /// Output frames to render at most (the outgoing side of a skip); nil: to the end.
+    private let limit: Int64?
+    /// Whether another item follows this one (asked when this one's frames are all rendered).
+    private let hasNext: () -> Bool
+    /// Called with D' when the mix into the previous item was shorter than D.
+    private let shortened: (Int) -> Void
+    private var mixPending: Bool
+    private var head: [Float] = []
+    private var renderDone: Bool
+    private var followed: Bool?
+    private var scratch: [Float] = []
+    private(set) var framesKept: Int64 = 0
+    private(set) var leadFrames: Int64 = 0
+    let isTail: Bool
+
+    init(source: any PacketSource, join: CrossfadeJoin, limit: Int64? = nil, hasNext: @escaping () -> Bool,
+         shortened: @escaping (Int) -> Void, makeRenderer: @escaping (any PacketSource) throws -> PacketSourceRenderer) {
+        self.source = source
+        self.join = join
+        self.limit = limit
+        self.hasNext = hasNext
+        self.shortened = shortened
+        self.makeRenderer = makeRenderer
+        // Anything held is the end of the item before: this one is mixed into it (over 0 frames
+        // when nothing of that item is left unmixed).
+        mixPending = join.heldFrames > 0
+        renderDone = false
+        isTail = false
+    }
+
+    /// What the join still holds after the last item: enqueued, nothing mixed into it.
+    init(tailOf source: any PacketSource, join: CrossfadeJoin) {
+        self.source = source
+        self.join = join
+        limit = nil
+        hasNext = { false }
+        shortened = { _ in }
+        makeRenderer = nil
+        mixPending = false
+        renderDone = true
+        isTail = true
+    }
+
+    var started: Bool { renderer?.started ?? isTail }
+    var startFrame: Int64 { renderer?.startFrame ?? 0 }
+    var timelineRate: Double { join.format?.sampleRate ?? source.format.sampleRate }
+    /// The output format, once the first item's renderer decided it.
+    var outputFormat: AudioStreamDescription? { join.format }
+
+    /// Makes the renderer once the source is ready (the first one decides the output format).
+    func prepare() throws {
+        guard renderer == nil, !isTail, let makeRenderer, source.isReady else { return }
+        let made = try makeRenderer(source)
+        join.adopt(made.outputFormat)
+        renderer = made
+    }
+
+    /// Renders up to `frames` frames into the scratch; 0 at the end or while waiting.
+    private func render(_ frames: Int) throws -> Int {
+        guard let renderer, !renderDone else { return 0 }
+        let channels = join.channels
+        var wanted = frames
+        if let limit { wanted = Int(min(Int64(wanted), max(limit - renderer.framesRendered, 0))) }
+        guard wanted > 0 else {
+            renderDone = true
+            return 0
+        }
+        if scratch.count < wanted * channels { scratch = [Float](repeating: 0, count: wanted * channels) }
+        let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: wanted) }
+        if n == 0 && !renderer.isWaiting { renderDone = true }
+        return n
+    }
+
+    func enqueueNext(_ buffer: AudioQueueBuffer, on queue: AudioQueue) throws -> PacketFeeder.Progress {
+        guard source.isReady else { return .waiting }
+        try prepare()
+        let channels = join.channels
+        if mixPending, renderer != nil {
+            let wanted = min(join.frames, join.pureFrames)
+            while head.count / channels < wanted {
+                let n = try render(wanted - head.count / channels)
+                if n == 0 {
+                    if renderDone { break }
+                    return .waiting
+                }
+                head += scratch[0..<(n * channels)]
+            }
+            let held = join.heldFrames
+            let mixed = join.mix(head: head)
+            leadFrames = Int64(held - mixed)
+            if mixed < join.frames { shortened(mixed) }
+            head = []
+            mixPending = false
+        }
+        let capacity = buffer.capacity / (channels * 4)
+        var waiting = false
+        while !renderDone && join.heldFrames - join.frames < capacity {
+            let n = try render(4096)
+            if n == 0 {
+                waiting = !renderDone
+                if waiting { break } else { continue }
+            }
+            scratch.withUnsafeBufferPointer { join.push(UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
+        }
+        if renderDone && followed == nil { followed = hasNext() }
+        let keep = renderDone && followed == false ? 0 : join.frames
+        let n = try buffer.withUnsafeMutableBytes { join.take(upTo: capacity, keeping: keep, into: $0) }
+        if n > 0 {
+            try buffer.setByteSize(n * channels * 4)
+            try queue.enqueue(buffer)
+            framesKept += Int64(n)
+            return .enqueued
+        }
+        return renderDone ? .finished : .waiting
+    }
+}

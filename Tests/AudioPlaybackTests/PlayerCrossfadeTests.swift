@@ -1,0 +1,164 @@
+import Foundation
+import Testing
+import AudioFileStream
+import AudioPlayback
+import BufferQueue
+import SoxrConverter
+import CodecTestSupport
+import TestSupport
+import Synchronization
+
+/// The crossfading player against the crossfade as its documentation defines it, computed here
+/// from each item's own render: the outgoing item up to its last D frames, D frames of
+/// `a · out(i) + b · in(i)`, then the rest of the incoming item.
+@Suite(.enabled(if: Where.tool("sox") != nil, "sox is missing"))
+struct PlayerCrossfadeTests {
+    final class Events: Sendable {
+        let list = Mutex<[AudioPlayerEvent]>([])
+        func add(_ event: AudioPlayerEvent) { list.withLock { $0.append(event) } }
+        var shortened: [(index: Int, frames: Int, requested: Int)] {
+            list.withLock { $0.compactMap { if case .crossfadeShortened(let index, _, let frames, let requested) = $0 { (index, frames, requested) } else { nil } } }
+        }
+        var started: [Int] { list.withLock { $0.compactMap { if case .itemStarted(let index) = $0 { index } else { nil } } } }
+    }
+
+    /// The test's own gains, in double precision, as the documentation states them.
+    static func gains(_ curve: AudioFadeCurve, _ i: Int, _ d: Int) -> (out: Float, in: Float) {
+        let x = Double(i) / Double(d)
+        switch curve {
+        case .linear: return (Float(1 - x), Float(x))
+        case .equalPower: return (Float(cos(Double.pi / 2 * x)), Float(sin(Double.pi / 2 * x)))
+        }
+    }
+
+    /// `a` then `b` crossfaded over min(d, frames of a, frames of b) frames.
+    static func crossfaded(_ a: [Float], _ b: [Float], channels: Int, frames d: Int, curve: AudioFadeCurve) -> [Float] {
+        let lenA = a.count / channels, lenB = b.count / channels, m = min(d, lenA, lenB)
+        var out = Array(a[0..<((lenA - m) * channels)])
+        for i in 0..<m {
+            let g = gains(curve, i, m)
+            for c in 0..<channels { out.append(a[(lenA - m + i) * channels + c] * g.out + b[i * channels + c] * g.in) }
+        }
+        return out + b[(m * channels)...]
+    }
+
+    /// A tone file made by sox: `seconds` long at `rate` with `channels`.
+    static func tone(_ folder: URL, _ name: String, rate: Int, channels: Int, seconds: Double, frequency: Int) async throws -> String {
+        let path = folder.appendingPathComponent(name).path
+        let made = try await runTool(try #require(Where.tool("sox")), ["-r", "\(rate)", "-n", "-r", "\(rate)", "-c", "\(channels)", "-b", "16", path,
+                                                                        "synth", "\(seconds)", "sine", "\(frequency)", "vol", "0.5"])
+        try #require(made.status == 0)
+        return path
+    }
+
+    static func folder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("crossfade-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    static func play(_ paths: [String], crossfade: AudioPlayerCrossfade?, outputFormat: AudioPlayer.OutputFormat = .firstItem)
+        async throws -> (heard: [Float], frames: Int64, events: Events) {
+        SoxrConverter.register()
+        let collector = SinkCollector(), events = Events()
+        let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) }, outputFormat: outputFormat, makeSink: { collector.make() },
+                                 onEvent: { events.add($0) }, crossfade: crossfade)
+        let frames = try await player.play()
+        #expect(collector.captured.count == 1)
+        return (collector.captured.first ?? [], frames, events)
+    }
+
+    @Test(arguments: AudioFadeCurve.allCases)
+    func itemsJoinWithTheDefinedCrossfadeAcrossARateChange(_ curve: AudioFadeCurve) async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await Self.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 1.0, frequency: 440)
+        let b = try await Self.tone(folder, "b.wav", rate: 44_100, channels: 2, seconds: 0.8, frequency: 660)
+        // Another rate and channel count: converted to the output format (the first item's) first.
+        let c = try await Self.tone(folder, "c.wav", rate: 48_000, channels: 1, seconds: 0.6, frequency: 550)
+        let d = Int((0.25 * 44_100).rounded())
+        SoxrConverter.register()
+        let (ra, rb) = (try await rendered(a).samples, try await rendered(b).samples)
+        let rc = try await rendered(c, sampleRate: 44_100, channels: 2).samples
+        let expected = Self.crossfaded(Self.crossfaded(ra, rb, channels: 2, frames: d, curve: curve), rc, channels: 2, frames: d, curve: curve)
+        #expect(expected.count / 2 == 44_100 + 35_280 + rc.count / 2 - 2 * d)
+        let (heard, frames, events) = try await Self.play([a, b, c], crossfade: try AudioPlayerCrossfade(seconds: 0.25, curve: curve))
+        #expect(frames == Int64(expected.count / 2))
+        #expect(difference(heard, expected) == nil)
+        #expect(events.shortened.isEmpty)
+    }
+
+    @Test func aCrossfadeLongerThanAnItemIsShortenedAndSaysSo() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await Self.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 1.0, frequency: 440)
+        let short = try await Self.tone(folder, "s.wav", rate: 44_100, channels: 2, seconds: 0.1, frequency: 880)
+        let b = try await Self.tone(folder, "b.wav", rate: 44_100, channels: 2, seconds: 0.5, frequency: 660)
+        let (ra, rs, rb) = (try await rendered(a).samples, try await rendered(short).samples, try await rendered(b).samples)
+        let d = Int((0.25 * 44_100).rounded())
+        // The short item fades in over its whole length; nothing of it is left to fade out: the next join is gapless.
+        let expected = Self.crossfaded(ra, rs, channels: 2, frames: d, curve: .linear) + rb
+        let (heard, frames, events) = try await Self.play([a, short, b], crossfade: try AudioPlayerCrossfade(seconds: 0.25, curve: .linear))
+        #expect(frames == Int64(expected.count / 2))
+        #expect(difference(heard, expected) == nil)
+        let shortened = events.shortened
+        #expect(shortened.map(\.index) == [1, 2])
+        #expect(shortened.map(\.frames) == [4_410, 0])
+        #expect(shortened.allSatisfy { $0.requested == d })
+    }
+
+    @Test func zeroSecondsIsTheGaplessJoinBitForBit() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await Self.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 0.5, frequency: 440)
+        let c = try await Self.tone(folder, "c.wav", rate: 48_000, channels: 1, seconds: 0.4, frequency: 550)
+        let gapless = try await Self.play([a, c], crossfade: nil)
+        let zero = try await Self.play([a, c], crossfade: try AudioPlayerCrossfade(seconds: 0))
+        #expect(zero.frames == gapless.frames)
+        #expect(difference(zero.heard, gapless.heard) == nil)
+        #expect(zero.events.shortened.isEmpty)
+    }
+
+    @Test func aCrossfadeNeedsOneOutputFormat() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await Self.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 0.2, frequency: 440)
+        await #expect(throws: AudioPlayerError.self) {
+            _ = try await Self.play([a, a], crossfade: try AudioPlayerCrossfade(seconds: 0.1), outputFormat: .itemFormat)
+        }
+        #expect(throws: AudioQueueError.self) { _ = try AudioPlayerCrossfade(seconds: -1) }
+    }
+
+    /// On a skip the item heard fades out from the frame reached while the next fades in: what
+    /// the sink got is the first item up to there, the defined mix, and the rest of the next item.
+    @Test func skipCrossfadesFromWhereTheItemIsHeard() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await Self.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 4, frequency: 440)
+        let b = try await Self.tone(folder, "b.wav", rate: 44_100, channels: 2, seconds: 0.6, frequency: 660)
+        let (ra, rb) = (try await rendered(a).samples, try await rendered(b).samples)
+        let collector = SinkCollector(), events = Events()
+        let player = AudioPlayer(items: [.file(a), .file(b)], makeSink: { collector.make(pacing: .realTime) },
+                                 onEvent: { events.add($0) }, crossfade: try AudioPlayerCrossfade(seconds: 0.2, curve: .equalPower))
+        let playing = Task { try await player.play() }
+        for await status in player.positions(every: .milliseconds(20)) where status.position >= 0.3 {
+            await player.skip()
+            break
+        }
+        let frames = try await playing.value
+        // A sink on a clock pulls silence once the queue has played out: the frames before it are the queue's.
+        let captured = try #require(collector.captured.first)
+        #expect(captured.count >= Int(frames) * 2)
+        let heard = Array(captured.prefix(Int(frames) * 2))
+        #expect(captured.dropFirst(Int(frames) * 2).allSatisfy { $0 == 0 })
+        let d = Int((0.2 * 44_100).rounded())
+        let lenB = rb.count / 2
+        // The frame reached: everything before the mix is the first item's.
+        let reached = Int(frames) - lenB
+        #expect(reached > 0 && reached < 3 * 44_100, "\(reached) frames before the mix; \(frames) heard; \(events.list.withLock { $0 })")
+        guard reached > 0, reached + d <= ra.count / 2 else { return }
+        let expected = Array(ra[0..<(reached * 2)]) + Self.crossfaded(Array(ra[(reached * 2)..<((reached + d) * 2)]), rb, channels: 2, frames: d, curve: .equalPower)
+        #expect(difference(heard, expected) == nil)
+        #expect(events.started == [0, 1])
+    }
+}
