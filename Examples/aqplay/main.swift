@@ -58,6 +58,10 @@ struct AQPlay: ParsableCommand {
     @OptionGroup var timePitchOptions: TimePitchOptions
     @Option(name: .customLong("eq"), help: ArgumentHelp(stringLiteral: EQOption.help + " Bands must be below 22050 Hz (checked at 44.1 kHz; output rates are at least that for music)."))
     var eq: [EQOption] = []
+    @Option(help: "Join items with a crossfade of this many seconds (at natural ends and on skip; 0: gapless, bit for bit).")
+    var crossfade: Double = 0
+    @Option(help: "The crossfade's curve: linear or equal-power.")
+    var crossfadeCurve: AudioFadeCurve = .equalPower
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
@@ -65,6 +69,7 @@ struct AQPlay: ParsableCommand {
         guard seek >= 0 else { throw ValidationError("--seek must not be negative") }
         guard (5...2000).contains(latency) else { throw ValidationError("--latency must be in 5...2000 ms") }
         guard cacheSize > 0 else { throw ValidationError("--cache-size must be positive") }
+        guard crossfade.isFinite, (0...60).contains(crossfade) else { throw ValidationError("--crossfade must be in 0...60 seconds") }
         do { try AudioEqualizer(bands: eq.map(\.band)).validate(sampleRate: 44_100) } catch { throw ValidationError("--eq: \(error)") }
     }
 
@@ -143,10 +148,14 @@ struct AQPlay: ParsableCommand {
                 FileHandle.standardError.write(Data("\naqplay: \(names.indices.contains(index) ? names[index] : "item \(index + 1)"): warning: \(text)\n".utf8))
             case .itemState(_, _, .failed(let error)):
                 FileHandle.standardError.write(Data("\naqplay: \(error) — skipped\n".utf8))
+            case .crossfadeShortened(let index, _, let frames, _):
+                let name = names.indices.contains(index) ? (names[index] as NSString).lastPathComponent : "item \(index + 1)"
+                FileHandle.standardError.write(Data("\naqplay: the crossfade into \(name) is \(frames) frames: an item is shorter than --crossfade\n".utf8))
             default: break
             }
         }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0),
-           processingTap: eq.isEmpty ? nil : .init(position: .postEffects, callback: AudioEqualizer(bands: eq.map(\.band)).processingTapCallback))
+           processingTap: eq.isEmpty ? nil : .init(position: .postEffects, callback: AudioEqualizer(bands: eq.map(\.band)).processingTapCallback),
+           crossfade: crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade, curve: crossfadeCurve) : nil)
 
         writer.takeChannelLayout { [weak player] in player?.channelLayout }
         // Ctrl-C or SIGTERM: stop at once, finish the --record file, exit 130 or 143.
@@ -257,3 +266,5 @@ final class Recorder: @unchecked Sendable {
         return error
     }
 }
+
+extension AudioFadeCurve: ExpressibleByArgument {}

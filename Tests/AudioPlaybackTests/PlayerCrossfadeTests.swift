@@ -161,4 +161,25 @@ struct PlayerCrossfadeTests {
         #expect(difference(heard, expected) == nil)
         #expect(events.started == [0, 1])
     }
+
+    static let aqplay = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent("aqplay").path
+
+    /// `aqplay --crossfade --crossfade-curve`: what it records is the defined mix, and a shortened
+    /// crossfade is said on standard error.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: aqplay), "aqplay is not built beside the tests"))
+    func aqplayCrossfades() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await Self.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 0.6, frequency: 440)
+        let b = try await Self.tone(folder, "b.wav", rate: 44_100, channels: 2, seconds: 0.1, frequency: 660)
+        let out = folder.appendingPathComponent("out.wav").path
+        let result = try await runTool(Self.aqplay, ["--fast", "--crossfade", "0.2", "--crossfade-curve", "linear", "--record", out, a, b])
+        let errors = String(decoding: result.errorOutput, as: UTF8.self)
+        #expect(result.status == 0, "\(errors)")
+        #expect(errors.contains("the crossfade into b.wav is 4410 frames"), "\(errors)")
+        let expected = Self.crossfaded(try await rendered(a).samples, try await rendered(b).samples, channels: 2, frames: 8_820, curve: .linear)
+        let recorded = try await rendered(out).samples
+        #expect(difference(recorded, expected) == nil)
+    }
 }
