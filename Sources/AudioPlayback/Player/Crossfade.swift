@@ -93,10 +93,18 @@ final class CrossfadeJoin {
         pureFrames = 0
     }
 
-    /// Appends the current item's frames.
-    func push(_ frames: UnsafeBufferPointer<Float>) {
-        samples.append(contentsOf: frames)
-        pureFrames += frames.count / channels
+    /// Appends up to `frames` of the current item's frames, written by `render` straight into the
+    /// held frames' storage (it returns how many it wrote).
+    func append(upTo frames: Int, _ render: (UnsafeMutableBufferPointer<Float>) throws -> Int) rethrows -> Int {
+        let channels = self.channels, end = samples.count
+        samples.append(contentsOf: repeatElement(0, count: frames * channels))
+        var written = 0
+        defer {
+            samples.removeLast((frames - written) * channels)
+            pureFrames += written
+        }
+        written = try samples.withUnsafeMutableBufferPointer { try render(UnsafeMutableBufferPointer(rebasing: $0[end...])) }
+        return written
     }
 
     /// Mixes the incoming item's first frames into the last held ones: D' = min(D, pure held
@@ -128,7 +136,9 @@ final class CrossfadeJoin {
         }
         readIndex += count * channels
         pureFrames = min(pureFrames, heldFrames)
-        if readIndex > 1 << 16, readIndex * 2 > samples.count {
+        // What is left moves to the front once at least four times as much was taken: the move
+        // costs at most a quarter of a copy of what passes through.
+        if readIndex > 1 << 16, readIndex > 4 * (samples.count - readIndex) {
             samples.removeSubrange(0..<readIndex)
             readIndex = 0
         }
@@ -154,7 +164,6 @@ final class CrossfadeItemFeeder: ItemFeeding {
     private var head: [Float] = []
     private var renderDone: Bool
     private var followed: Bool?
-    private var scratch: [Float] = []
     private(set) var framesKept: Int64 = 0
     private(set) var leadFrames: Int64 = 0
     let isTail: Bool
@@ -201,18 +210,16 @@ final class CrossfadeItemFeeder: ItemFeeding {
         renderer = made
     }
 
-    /// Renders up to `frames` frames into the scratch; 0 at the end or while waiting.
-    private func render(_ frames: Int) throws -> Int {
+    /// Renders up to `frames` frames into `destination`; 0 at the end or while waiting.
+    private func render(_ frames: Int, into destination: UnsafeMutableBufferPointer<Float>) throws -> Int {
         guard let renderer, !renderDone else { return 0 }
-        let channels = join.channels
         var wanted = frames
         if let limit { wanted = Int(min(Int64(wanted), max(limit - renderer.framesRendered, 0))) }
         guard wanted > 0 else {
             renderDone = true
             return 0
         }
-        if scratch.count < wanted * channels { scratch = [Float](repeating: 0, count: wanted * channels) }
-        let n = try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: wanted) }
+        let n = try renderer.render(into: destination, frames: wanted)
         if n == 0 && !renderer.isWaiting { renderDone = true }
         return n
     }
@@ -224,12 +231,14 @@ final class CrossfadeItemFeeder: ItemFeeding {
         if mixPending, renderer != nil {
             let wanted = min(join.frames, join.pureFrames)
             while head.count / channels < wanted {
-                let n = try render(wanted - head.count / channels)
+                let missing = wanted - head.count / channels, had = head.count
+                head.append(contentsOf: repeatElement(0, count: missing * channels))
+                let n = try head.withUnsafeMutableBufferPointer { try render(missing, into: UnsafeMutableBufferPointer(rebasing: $0[had...])) }
+                head.removeLast((missing - n) * channels)
                 if n == 0 {
                     if renderDone { break }
                     return .waiting
                 }
-                head += scratch[0..<(n * channels)]
             }
             let held = join.heldFrames
             let mixed = join.mix(head: head)
@@ -241,12 +250,12 @@ final class CrossfadeItemFeeder: ItemFeeding {
         let capacity = buffer.capacity / (channels * 4)
         var waiting = false
         while !renderDone && join.heldFrames - join.frames < capacity {
-            let n = try render(4096)
+            // Rendered straight into the held frames: no copy on the way.
+            let n = try join.append(upTo: 8192) { try render(8192, into: $0) }
             if n == 0 {
                 waiting = !renderDone
                 if waiting { break } else { continue }
             }
-            scratch.withUnsafeBufferPointer { join.push(UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }
         }
         if renderDone && followed == nil { followed = hasNext() }
         let keep = renderDone && followed == false ? 0 : join.frames
