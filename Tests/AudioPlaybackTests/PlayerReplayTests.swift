@@ -44,6 +44,9 @@ import TestSupport
         #expect(moving.count >= 3, "\(all.map(\.position))")
         #expect(moving == moving.sorted(), "\(moving)")
         #expect((moving.last ?? 0) <= 1.0 + 1e-9)
+        // No update repeats the one before it (the start, item changes and the end gave the same value twice).
+        let repeated = zip(all, all.dropFirst()).filter { $0 == $1 }
+        #expect(repeated.isEmpty, "\(repeated.map(\.0))")
         // Once ended, a new observer gets the status at once and ends.
         var late: [AudioPlayer.Status] = []
         for await status in player.positions(every: .milliseconds(10)) { late.append(status) }

@@ -30,7 +30,7 @@ import Synchronization
 /// blocking a thread.
 public final class AudioPlayer: @unchecked Sendable {
     /// What is playing now.
-    public struct Status: Sendable {
+    public struct Status: Sendable, Equatable {
         /// Index in the item list of the item heard; before its first frame is heard (at the
         /// start, after a seek) the item being fed; nil before any is opened.
         public var fileIndex: Int?
@@ -145,6 +145,13 @@ public final class AudioPlayer: @unchecked Sendable {
         var seekable: Bool
     }
 
+    /// A time observer: its period, its stream, and the last value it was given (never given twice).
+    private struct PositionObserver {
+        let period: Duration
+        let continuation: AsyncStream<Status>.Continuation
+        var last: Status?
+    }
+
     private struct Shared {
         var machine: PlayerMachine
         var items: [AudioPlayerItem]
@@ -167,7 +174,7 @@ public final class AudioPlayer: @unchecked Sendable {
         var subscribers: [Int: AsyncStream<AudioPlayerEvent>.Continuation] = [:]
         var nextSubscriber = 0
         /// The time observers: their period and stream.
-        var positionObservers: [Int: (period: Duration, continuation: AsyncStream<Status>.Continuation)] = [:]
+        var positionObservers: [Int: PositionObserver] = [:]
     }
     private let shared: Lock<Shared>
     /// Frames handed to the sink (counted by a siphon on the render path).
@@ -292,7 +299,7 @@ public final class AudioPlayer: @unchecked Sendable {
             guard s.result == nil else { return nil }
             let key = s.nextSubscriber
             s.nextSubscriber += 1
-            s.positionObservers[key] = (period, continuation)
+            s.positionObservers[key] = PositionObserver(period: period, continuation: continuation)
             return key
         }
         guard let key else {
@@ -305,7 +312,7 @@ public final class AudioPlayer: @unchecked Sendable {
             self.shared.withLock { _ = $0.positionObservers.removeValue(forKey: key) }
             self.work.async { self.positionTicks.removeValue(forKey: key)?.cancel() }
         }
-        continuation.yield(status)
+        report(status, to: key)
         work.async { [self] in schedulePositionTick(key) }
         return stream
     }
@@ -1016,10 +1023,19 @@ public final class AudioPlayer: @unchecked Sendable {
 
     /// Gives every time observer the status now.
     private func reportPositions() {
-        let observers = shared.withLock { $0.positionObservers.values.map(\.continuation) }
-        guard !observers.isEmpty else { return }
+        let keys = shared.withLock { Array($0.positionObservers.keys) }
+        guard !keys.isEmpty else { return }
         let now = status
-        for observer in observers { observer.yield(now) }
+        for key in keys { report(now, to: key) }
+    }
+
+    /// Gives observer `key` the status, unless it is the one it was given last.
+    private func report(_ status: Status, to key: Int) {
+        shared.withLock { s in
+            guard let observer = s.positionObservers[key], observer.last != status else { return }
+            s.positionObservers[key]?.last = status
+            observer.continuation.yield(status)
+        }
     }
 
     /// (Re)schedules every observer's next report: only while sound plays (the position moves).
@@ -1032,8 +1048,8 @@ public final class AudioPlayer: @unchecked Sendable {
         positionTicks.removeValue(forKey: key)?.cancel()
         guard soundRunning, let period = shared.withLock({ $0.positionObservers[key]?.period }) else { return }
         let tick = DispatchWorkItem { [weak self] in
-            guard let self, let observer = self.shared.withLock({ $0.positionObservers[key]?.continuation }) else { return }
-            observer.yield(self.status)
+            guard let self else { return }
+            self.report(self.status, to: key)
             self.schedulePositionTick(key)
         }
         positionTicks[key] = tick
