@@ -548,6 +548,16 @@ func mixBenchmarks() throws -> [String] {
     if let short = perSecond[1], let long = perSecond[4] {
         lines.append(String(format: "  aqmix cost per audio second, 4-minute / 1-minute inputs: %.2f (1.00 = linear)", long / short))
     }
+    // The crossfading player against the gapless one: the same list, the whole command.
+    let aqplay = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqplay").path
+    guard FileManager.default.isExecutableFile(atPath: aqplay) else { return lines + ["crossfade: \(aqplay) not built (make bench builds it)"] }
+    let mp3 = try makeFile("60s.mp3", seconds: 60, in: folder)
+    let list = Array(repeating: mp3, count: 4)
+    let gapless = try oneCore(aqplay, ["--fast"] + list)
+    let crossfading = try oneCore(aqplay, ["--fast", "--crossfade", "5"] + list)
+    lines.append("aqplay of 4 one-minute MP3s (stereo 44.1 kHz) through the unpaced null sink, whole commands on one core")
+    lines.append(String(format: "  aqplay --fast LIST                     : %7.0f ms", gapless * 1000))
+    lines.append(String(format: "  aqplay --fast --crossfade 5 LIST       : %7.0f ms  ratio crossfading / gapless %5.2f", crossfading * 1000, crossfading / gapless))
     return lines
 }
 

@@ -62,6 +62,7 @@ import Testing
         "Mixing.md": (["BufferQueue"], """
             func write(_ samples: ArraySlice<Float>) {}
             let (lengthA, lengthB) = (48_510, 44_100)
+            let paths = ["a.flac", "b.mp3"]
             """),
         "FileStreams.md": (["BufferQueue"], """
             let chunks: [[UInt8]] = []

@@ -2,13 +2,16 @@
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import PulseAudioSink
 
 // Compiled, never called.
 func docSnippets_Mixing() async throws {
     func write(_ samples: ArraySlice<Float>) {}
     let (lengthA, lengthB) = (48_510, 44_100)
+    let paths = ["a.flac", "b.mp3"]
     _ = lengthA
     _ = lengthB
+    _ = paths
     // Docs/Mixing.md, snippet 1
 
     let graph = try AudioGraph(sampleRate: 44_100, channels: 2)
@@ -53,4 +56,11 @@ func docSnippets_Mixing() async throws {
     _ = live
     _ = input
     _ = queue
+    // Docs/Mixing.md, snippet 5
+
+    let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) },
+                             makeSink: { PulseAudioSink() },
+                             crossfade: try AudioPlayerCrossfade(seconds: 4, curve: .equalPower))
+    try await player.play()
+    _ = player
 }
