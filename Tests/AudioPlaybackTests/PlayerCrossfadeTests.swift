@@ -107,6 +107,28 @@ struct PlayerCrossfadeTests {
         #expect(shortened.allSatisfy { $0.requested == d })
     }
 
+    /// Each item's gain scales its own frames, from its first frame: gaplessly (the queue's gain
+    /// per buffer) and before the mix of a crossfade.
+    @Test(arguments: [0.0, 0.1])
+    func eachItemsGainScalesItsOwnFrames(_ seconds: Double) async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await Self.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 0.5, frequency: 440)
+        let c = try await Self.tone(folder, "c.wav", rate: 48_000, channels: 1, seconds: 0.4, frequency: 550)
+        SoxrConverter.register()
+        let ra = try await rendered(a).samples.map { $0 * 0.5 }
+        let rc = try await rendered(c, sampleRate: 44_100, channels: 2).samples.map { $0 * 2 }
+        let expected = Self.crossfaded(ra, rc, channels: 2, frames: Int((seconds * 44_100).rounded()), curve: .equalPower)
+        let collector = SinkCollector()
+        var quiet = AudioPlayerItem.file(a)
+        quiet.gain = 0.5
+        let player = AudioPlayer(items: [quiet, AudioPlayerItem.file(c).withGain(decibels: 20 * log10(2))], makeSink: { collector.make() },
+                                 crossfade: try AudioPlayerCrossfade(seconds: seconds))
+        _ = try await player.play()
+        let heard = try #require(collector.captured.first)
+        #expect(difference(heard, expected) == nil)
+    }
+
     @Test func zeroSecondsIsTheGaplessJoinBitForBit() async throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -1,7 +1,10 @@
+import Foundation
 import Testing
 import AudioPlayback
 import BufferQueue
 import TestSupport
+import SoxrConverter
+import CodecTestSupport
 
 /// A player that ended plays its list again when asked, with every frame again.
 @Suite struct PlayerReplayTests {
@@ -51,5 +54,26 @@ import TestSupport
         var late: [AudioPlayer.Status] = []
         for await status in player.positions(every: .milliseconds(10)) { late.append(status) }
         #expect(late.count == 1)
+    }
+
+    /// `Status.outputFormat` is what the sink plays (44.1 kHz, the first item's), also while the
+    /// next item (48 kHz, converted) is decoded ahead; it said 48 kHz then.
+    @Test(.enabled(if: Where.tool("sox") != nil, "sox is missing"))
+    func theOutputFormatIsTheSinks() async throws {
+        let folder = try PlayerCrossfadeTests.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await PlayerCrossfadeTests.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 0.6, frequency: 440)
+        let b = try await PlayerCrossfadeTests.tone(folder, "b.wav", rate: 48_000, channels: 2, seconds: 0.3, frequency: 660)
+        SoxrConverter.register()
+        let player = AudioPlayer(items: [.file(a), .file(b)], makeSink: { NullSink(pacing: .realTime) })
+        let positions = player.positions(every: .milliseconds(20))
+        let collected = Task { () -> [AudioPlayer.Status] in
+            var all: [AudioPlayer.Status] = []
+            for await status in positions { all.append(status) }
+            return all
+        }
+        _ = try await player.play()
+        let rates = Set(await collected.value.compactMap { $0.outputFormat?.sampleRate })
+        #expect(rates == [44_100], "\(rates)")
     }
 }

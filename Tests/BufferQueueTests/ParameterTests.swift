@@ -44,6 +44,31 @@ import Testing
         #expect(output[240...].allSatisfy { $0 == 1 })
     }
 
+    /// A buffer's gain multiplies the volume from its first kept frame, at once (no ramp), and
+    /// leaves the volume parameter as it is.
+    @Test func aBuffersGainMultipliesTheVolumeFromItsFirstFrame() throws {
+        let format = AudioStreamDescription.float32(sampleRate: 1000, channels: 1)
+        let queue = try AudioQueue(format: format)
+        try queue.setVolumeRampTime(0.1)
+        try queue.setParameters(.init(volume: 0.8))
+        let ones = [Float](repeating: 1, count: 100)
+        try queue.enqueue(try queue.makeBuffer(ones))
+        // A wholly trimmed buffer's gain never applies; the next one's applies at its first kept frame.
+        try queue.enqueue(try queue.makeBuffer(ones), trimFramesAtStart: 30, parameters: .init(gain: 0.5))
+        try queue.enqueue(try queue.makeBuffer(ones), parameters: .init(gain: 2))
+        let output = try queue.renderAllOffline(chunk: 37)
+        #expect(output.count == 270)
+        #expect(output[0..<100].allSatisfy { $0 == Float(0.8) })
+        #expect(output[100..<170].allSatisfy { $0 == Float(0.8) * Float(0.5) }, "\(Array(output[100..<110]))")
+        #expect(output[170...].allSatisfy { $0 == Float(0.8) * Float(2) })
+        #expect(queue.volume == 0.8)
+        expectError(.invalidParameter) { try queue.setParameters(.init(gain: 17)) }
+        // Set now, it applies at once too.
+        try queue.setParameters(.init(gain: 0.25))
+        try queue.enqueue(try queue.makeBuffer(ones))
+        #expect(try queue.renderAllOffline().allSatisfy { $0 == Float(0.8) * Float(0.25) })
+    }
+
     @Test func volumeRampIsLinearOverTheRampTime() throws {
         let format = AudioStreamDescription.float32(sampleRate: 1000, channels: 1)
         let queue = try AudioQueue(format: format)

@@ -126,6 +126,9 @@ public final class PacketFeeder {
     public let registry: AudioDecoderRegistry
     /// All packets were read.
     public private(set) var isFinished = false
+    /// Parameters given with the first buffer that holds a frame to play (an item's gain), then
+    /// cleared.
+    public var firstFrameParameters: AudioQueueParameters?
 
     /// What ``enqueueNext(_:on:)`` did.
     public enum Progress: Equatable {
@@ -300,8 +303,12 @@ public final class PacketFeeder {
                 let trimEnd = max(Int(min(max(last - max(end, first + Int64(trimStart)), 0), Int64(frames - trimStart))),
                                   min(padding, frames - trimStart))
                 try buffer.setData(data)
-                try queue.enqueue(buffer, packetDescriptions: descriptions, trimFramesAtStart: trimStart, trimFramesAtEnd: trimEnd)
-                framesKept += Int64(frames - trimStart - trimEnd)
+                let kept = frames - trimStart - trimEnd
+                let parameters = kept > 0 ? firstFrameParameters : nil
+                try queue.enqueue(buffer, packetDescriptions: descriptions, trimFramesAtStart: trimStart, trimFramesAtEnd: trimEnd,
+                                  parameters: parameters ?? AudioQueueParameters())
+                if parameters != nil { firstFrameParameters = nil }
+                framesKept += Int64(kept)
                 return .enqueued
             }
         }

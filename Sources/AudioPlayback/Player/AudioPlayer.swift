@@ -584,7 +584,7 @@ public final class AudioPlayer: @unchecked Sendable {
             guard let queue = s.queue, !s.marks.isEmpty else {
                 let duration = s.feeding.map { Double($0.frames) / $0.rate } ?? 0
                 return Status(fileIndex: s.feeding?.index, itemID: s.feeding?.id, title: nil, position: s.feeding?.start ?? 0, duration: duration,
-                              durationIsEstimated: s.feeding?.estimated ?? false, buffered: 0, outputFormat: s.queue?.outputFormat)
+                              durationIsEstimated: s.feeding?.estimated ?? false, buffered: 0, outputFormat: s.queue?.sinkStreamFormat)
             }
             let heard = queue.currentTime().sampleTime
             let mark = s.marks.last { $0.start <= heard } ?? s.marks.first
@@ -594,7 +594,7 @@ public final class AudioPlayer: @unchecked Sendable {
             let duration = mark.map { Double($0.frames) / $0.rate } ?? s.feeding.map { Double($0.frames) / $0.rate } ?? 0
             return Status(fileIndex: mark?.index, itemID: mark?.id, title: title, position: max(position, 0),
                           duration: duration, durationIsEstimated: mark?.estimated ?? s.feeding?.estimated ?? false,
-                          buffered: max(Double(s.enqueuedEnd - heard) / rate, 0), outputFormat: queue.outputFormat)
+                          buffered: max(Double(s.enqueuedEnd - heard) / rate, 0), outputFormat: queue.sinkStreamFormat)
         }
     }
 
@@ -701,7 +701,10 @@ public final class AudioPlayer: @unchecked Sendable {
             if let join {
                 feeder = crossfadeFeeder(source, item: item, seconds: seconds, join: join, fadingOut: fadingOut)
             } else {
-                feeder = PacketFeeder(source: source, startSeconds: seconds, registry: decoders)
+                let packets = PacketFeeder(source: source, startSeconds: seconds, registry: decoders)
+                // Every item sets its gain (the one before it stays in force otherwise).
+                packets.firstFrameParameters = AudioQueueParameters(gain: item.gain)
+                feeder = packets
             }
             feedingID = item.id
             needsNewStream = queue != nil
@@ -729,7 +732,7 @@ public final class AudioPlayer: @unchecked Sendable {
         }
         let index = itemIndex, id = item.id
         let (decoders, resamplers, engines) = (self.decoders, self.resamplers, timePitchEngines)
-        return CrossfadeItemFeeder(source: source, join: join, limit: fadingOut ? Int64(join.frames) : nil,
+        return CrossfadeItemFeeder(source: source, join: join, gain: item.gain, limit: fadingOut ? Int64(join.frames) : nil,
                                    hasNext: { [unowned self] in itemIndex + 1 < shared.withLock { $0.items.count } || loop + 1 < loops },
                                    shortened: { [unowned self] frames in
                                        emit(.crossfadeShortened(index: index, id: id, frames: frames, requested: join.frames))

@@ -2,6 +2,11 @@ import AudioFileStream
 import BufferQueue
 import Dispatch
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// What the player reports as it goes. `index` is the item's place in the list when reported.
 public enum AudioPlayerEvent: Sendable {
@@ -152,6 +157,20 @@ public struct AudioPlayerItem: Sendable, Identifiable {
     public let name: String
     /// Opens the item's packets; `context` takes what the source has to tell.
     public let open: @Sendable (_ context: AudioSourceContext) throws -> any PacketSource
+    /// A linear gain on this item's frames, 0...16 (1: as it is): the hook for loudness
+    /// normalisation (ReplayGain, R128). It applies exactly from the item's first frame and
+    /// multiplies the player's volume (``AudioPlayer/setVolume(_:)``), which it leaves as it is;
+    /// in a crossfade it scales the item before the mix. Out of range values are clamped.
+    public var gain: Float = 1 {
+        didSet { gain = gain.isFinite ? min(max(gain, 0), 16) : 1 }
+    }
+
+    /// This item with a gain of `decibels` (see ``gain``).
+    public func withGain(decibels: Double) -> AudioPlayerItem {
+        var item = self
+        item.gain = Float(pow(10, decibels / 20))
+        return item
+    }
 
     public init(name: String, open: @escaping @Sendable (_ context: AudioSourceContext) throws -> any PacketSource) {
         id = ID(value: Self.nextID.withLock { $0 += 1; return $0 })

@@ -154,6 +154,8 @@ final class CrossfadeItemFeeder: ItemFeeding {
     private let join: CrossfadeJoin
     private let makeRenderer: ((any PacketSource) throws -> PacketSourceRenderer)?
     private var renderer: PacketSourceRenderer?
+    /// The item's gain (``AudioPlayerItem/gain``), applied to its frames before the mix.
+    private let gain: Float
     /// Output frames to render at most (the outgoing side of a skip); nil: to the end.
     private let limit: Int64?
     /// Whether another item follows this one (asked when this one's frames are all rendered).
@@ -168,10 +170,11 @@ final class CrossfadeItemFeeder: ItemFeeding {
     private(set) var leadFrames: Int64 = 0
     let isTail: Bool
 
-    init(source: any PacketSource, join: CrossfadeJoin, limit: Int64? = nil, hasNext: @escaping () -> Bool,
+    init(source: any PacketSource, join: CrossfadeJoin, gain: Float = 1, limit: Int64? = nil, hasNext: @escaping () -> Bool,
          shortened: @escaping (Int) -> Void, makeRenderer: @escaping (any PacketSource) throws -> PacketSourceRenderer) {
         self.source = source
         self.join = join
+        self.gain = gain
         self.limit = limit
         self.hasNext = hasNext
         self.shortened = shortened
@@ -187,6 +190,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
     init(tailOf source: any PacketSource, join: CrossfadeJoin) {
         self.source = source
         self.join = join
+        gain = 1
         limit = nil
         hasNext = { false }
         shortened = { _ in }
@@ -221,6 +225,9 @@ final class CrossfadeItemFeeder: ItemFeeding {
         }
         let n = try renderer.render(into: destination, frames: wanted)
         if n == 0 && !renderer.isWaiting { renderDone = true }
+        if gain != 1 {
+            for i in 0..<(n * join.channels) { destination[i] *= gain }
+        }
         return n
     }
 

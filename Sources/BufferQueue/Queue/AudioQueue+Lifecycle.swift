@@ -204,6 +204,7 @@ extension AudioQueue {
                     sink.flush()
                     sink.close()
                     handle.isOpen = false
+                    control.withLock { $0.sinkStreamFormat = nil }
                 }
             case .flushSink:
                 if handle.isOpen { sink.flush() }
@@ -262,6 +263,7 @@ extension AudioQueue {
                     throw AudioQueueError(.cannotStart, "the sink could not open \(format): \(error)")
                 }
                 handle.isOpen = true
+                control.withLock { $0.sinkStreamFormat = format }
             }
             stage.playing.store(true, ordering: .releasing)
             stage.startGeneration.add(1, ordering: .releasing)
@@ -293,9 +295,11 @@ extension AudioQueue {
         if let failure { delivery.deliver(.error(failure)) }
         sink.close()
         handle.isOpen = false
+        control.withLock { $0.sinkStreamFormat = nil }
         do {
             try sink.open(format: format, channelLayout: layout(for: format), source: renderSource)
             handle.isOpen = true
+            control.withLock { $0.sinkStreamFormat = format }
             stage.startGeneration.add(1, ordering: .releasing)
             try sink.start()
         } catch {

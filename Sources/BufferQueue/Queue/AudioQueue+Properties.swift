@@ -66,6 +66,7 @@ extension AudioQueue {
             if let pan = valid.pan { block.pan = pan; block.panSets += 1 }
             if let rate = valid.playRate { block.playRate = rate; block.playRateSets += 1 }
             if let pitch = valid.pitch { block.pitch = pitch; block.pitchSets += 1 }
+            if let gain = valid.gain { block.gain = gain; block.gainSets += 1 }
         }
     }
 
@@ -170,6 +171,11 @@ extension AudioQueue {
 
     /// The format of the decoded frames (interleaved float32 at the decoded rate), as far as known.
     public var outputFormat: AudioStreamDescription { pipeline.withLock { $0.outputFormat } }
+
+    /// The format the sink was opened with — what it plays, after any conversion — or nil while it
+    /// is closed (before the first start, after a stop). It differs from ``outputFormat`` (what is
+    /// being decoded ahead) while the sink keeps its format and another one is decoded.
+    public var sinkStreamFormat: AudioStreamDescription? { control.withLock { $0.sinkStreamFormat } }
 
     /// The last non-fatal decoding problem (Core Audio's `kAudioQueueProperty_ConverterError`).
     public var lastConverterError: AudioQueueError? { pipeline.withLock { $0.lastConverterError } }

@@ -112,6 +112,8 @@ public final class AudioQueue: Sendable {
         var offlineLayout: PCMSampleLayout?
         var channelLayout: AudioChannelLayout
         var timePitch: TimePitchAlgorithm?
+        /// The format the sink was opened with (nil while it is closed).
+        var sinkStreamFormat: AudioStreamDescription?
     }
 
     /// What the serial lock guards: the sink as it really is (only lifecycle actions touch it).
@@ -304,8 +306,8 @@ public final class AudioQueue: Sendable {
     ///     sizes (`bytesPerPacket == 0`), optional otherwise.
     ///   - trimFramesAtStart: decoded output frames of this buffer to drop at its start (priming).
     ///   - trimFramesAtEnd: decoded output frames of this buffer to drop at its end (remainder).
-    ///   - parameters: volume, pan and play rate that take effect when this buffer starts to play
-    ///     and stay (a play rate needs time-pitch on: ``setTimePitch(_:)``).
+    ///   - parameters: volume, pan, play rate and gain that take effect when this buffer starts to
+    ///     play and stay (a play rate needs time-pitch on: ``setTimePitch(_:)``).
     ///   - startTime: the timeline frame at which the first untrimmed frame plays; a gap before it
     ///     plays silence, also when the trims leave the buffer no frame (the timeline then reaches
     ///     `startTime` in silence). `nil`: right after the previous buffer.
@@ -355,7 +357,8 @@ public final class AudioQueue: Sendable {
             }
             input.entries.append(.buffer(PendingBuffer(
                 buffer: buffer, byteSize: byteSize, packets: packetDescriptions, trimStart: trimFramesAtStart, trimEnd: trimFramesAtEnd,
-                volume: params.volume, pan: params.pan, playRate: params.playRate, pitch: params.pitch, startTime: startTime == nil ? nil : start)))
+                volume: params.volume, pan: params.pan, playRate: params.playRate, pitch: params.pitch, gain: params.gain,
+                startTime: startTime == nil ? nil : start)))
             if let frames { input.scheduledEnd = start + max(frames - trimFramesAtStart - trimFramesAtEnd, 0) }
             return start
         } }

@@ -84,12 +84,18 @@ public struct AudioQueueParameters: Hashable, Sendable {
     /// Apple's, only the ``TimePitchAlgorithm/spectral`` algorithm applies it (from the next
     /// block of at most 1024 frames).
     public var pitch: Float?
+    /// A linear multiplier on the volume, 0...16 (+24 dB): a gain that belongs to what is played
+    /// (an item's loudness normalisation, ReplayGain) rather than to the listener's ``volume``,
+    /// which it leaves as it is. It applies at once, without the volume's ramp: given with a
+    /// buffer, exactly from its first frame.
+    public var gain: Float?
 
-    public init(volume: Float? = nil, pan: Float? = nil, playRate: Float? = nil, pitch: Float? = nil) {
+    public init(volume: Float? = nil, pan: Float? = nil, playRate: Float? = nil, pitch: Float? = nil, gain: Float? = nil) {
         self.volume = volume
         self.pan = pan
         self.playRate = playRate
         self.pitch = pitch
+        self.gain = gain
     }
 
     /// These parameters, or an ``AudioQueueError/Code/invalidParameter`` naming the one out of range.
@@ -105,6 +111,9 @@ public struct AudioQueueParameters: Hashable, Sendable {
         }
         if let pitch, !(-2400...2400).contains(pitch) {
             throw AudioQueueError(.invalidParameter, "pitch \(pitch) cents is outside -2400...2400")
+        }
+        if let gain, !(0...16).contains(gain) {
+            throw AudioQueueError(.invalidParameter, "gain \(gain) is outside 0...16 (+24 dB)")
         }
         return self
     }

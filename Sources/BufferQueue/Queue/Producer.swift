@@ -11,6 +11,7 @@ struct PendingBuffer {
     let pan: Float?
     let playRate: Float?
     let pitch: Float?
+    let gain: Float?
     /// Timeline frame of the first untrimmed frame; nil = right after the previous buffer.
     let startTime: Int?
 }
@@ -73,6 +74,7 @@ final class Producer {
         let pan: Float?
         let playRate: Float?
         let pitch: Float?
+        let gain: Float?
         /// Output frames of this account seen so far.
         var consumed = 0
         /// Its gap and parameters have been written.
@@ -295,7 +297,7 @@ final class Producer {
         carriedTrim = 0
         accounts.append(Account(bufferID: pending.buffer.id, declared: declaredFrames(pending), trimStart: trimStart,
                                 trimEnd: pending.trimEnd, startTime: pending.startTime, volume: pending.volume, pan: pending.pan,
-                                playRate: pending.playRate, pitch: pending.pitch))
+                                playRate: pending.playRate, pitch: pending.pitch, gain: pending.gain))
     }
 
     /// Frames a buffer declares in the stream's units, nil when a packet does not say.
@@ -328,7 +330,7 @@ final class Producer {
         if !account.started {
             // The staged path writes a schedule gap or a parameter marker before the first frame.
             if let start = account.startTime, start > writeTimeline { return nil }
-            guard account.volume == nil, account.pan == nil, account.playRate == nil, account.pitch == nil else { return nil }
+            guard account.volume == nil, account.pan == nil, account.playRate == nil, account.pitch == nil, account.gain == nil else { return nil }
             accounts.at(0).pointee.started = true
         }
         let packetsLeft = byteSize / max(format.bytesPerPacket, 1) - nextPacket
@@ -532,10 +534,10 @@ final class Producer {
                     wrote = true
                     continue
                 }
-                if account.volume != nil || account.pan != nil || account.playRate != nil || account.pitch != nil {
+                if account.volume != nil || account.pan != nil || account.playRate != nil || account.pitch != nil || account.gain != nil {
                     if stage.markers.isFull { return (wrote, true) }
                     pushMarker(RenderMarker(position: 0, epoch: epoch, kind: .bufferStart, volume: account.volume ?? .nan, pan: account.pan ?? .nan,
-                                            rate: account.playRate ?? .nan, pitch: account.pitch ?? .nan))
+                                            rate: account.playRate ?? .nan, pitch: account.pitch ?? .nan, gain: account.gain ?? .nan))
                 }
                 account.started = true
                 accounts.at(0).pointee.started = true

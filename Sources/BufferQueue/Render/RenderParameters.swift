@@ -14,6 +14,8 @@ final class RenderParameters: Sendable {
         var pan: Float = 0
         var playRate: Float = 1
         var pitch: Float = 0
+        /// The multiplier on the volume (``AudioQueueParameters/gain``).
+        var gain: Float = 1
         /// Seconds over which volume and pan changes glide.
         var rampSeconds: Float = 0
         /// How many times each was set (the render thread compares them with what it applied).
@@ -21,6 +23,7 @@ final class RenderParameters: Sendable {
         var panSets = 0
         var playRateSets = 0
         var pitchSets = 0
+        var gainSets = 0
     }
 
     /// Odd while a write is under way; each write adds 2.
@@ -29,6 +32,8 @@ final class RenderParameters: Sendable {
     private let pan = Atomic<UInt32>(Float(0).bitPattern)
     private let playRate = Atomic<UInt32>(Float(1).bitPattern)
     private let pitch = Atomic<UInt32>(Float(0).bitPattern)
+    private let gain = Atomic<UInt32>(Float(1).bitPattern)
+    private let gainSets = Atomic<Int>(0)
     private let rampSeconds = Atomic<UInt32>(Float(0).bitPattern)
     private let volumeSets = Atomic<Int>(0)
     private let panSets = Atomic<Int>(0)
@@ -53,6 +58,8 @@ final class RenderParameters: Sendable {
             pan.store(values.pan.bitPattern, ordering: .relaxed)
             playRate.store(values.playRate.bitPattern, ordering: .relaxed)
             pitch.store(values.pitch.bitPattern, ordering: .relaxed)
+            gain.store(values.gain.bitPattern, ordering: .relaxed)
+            gainSets.store(values.gainSets, ordering: .relaxed)
             rampSeconds.store(values.rampSeconds.bitPattern, ordering: .relaxed)
             volumeSets.store(values.volumeSets, ordering: .relaxed)
             panSets.store(values.panSets, ordering: .relaxed)
@@ -71,6 +78,8 @@ final class RenderParameters: Sendable {
         values.pan = Float(bitPattern: pan.load(ordering: .relaxed))
         values.playRate = Float(bitPattern: playRate.load(ordering: .relaxed))
         values.pitch = Float(bitPattern: pitch.load(ordering: .relaxed))
+        values.gain = Float(bitPattern: gain.load(ordering: .relaxed))
+        values.gainSets = gainSets.load(ordering: .relaxed)
         values.rampSeconds = Float(bitPattern: rampSeconds.load(ordering: .relaxed))
         values.volumeSets = volumeSets.load(ordering: .relaxed)
         values.panSets = panSets.load(ordering: .relaxed)

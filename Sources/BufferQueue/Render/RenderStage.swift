@@ -137,6 +137,8 @@ final class RenderStage: @unchecked Sendable {
     private var epochSeen = 0
     private var startSeen = 0
     private var volume: Float = 1
+    /// The multiplier on the volume (``AudioQueueParameters/gain``): applied at once, no ramp.
+    private var gainFactor: Float = 1
     private var volumeGoal: Float = 1
     private var volumeStep: Float = 0
     private var volumeRampLeft = 0
@@ -645,6 +647,7 @@ final class RenderStage: @unchecked Sendable {
                         return (done, .filled)
                     case .bufferStart:
                         if !marker.volume.isNaN { setVolumeGoal(marker.volume) }
+                        if !marker.gain.isNaN { gainFactor = marker.gain }
                         if !marker.pan.isNaN { setPanGoal(marker.pan) }
                         if !marker.pitch.isNaN {
                             pitch = Double(marker.pitch)
@@ -791,6 +794,7 @@ final class RenderStage: @unchecked Sendable {
         rampSeconds = block.rampSeconds
         if block.volumeSets != applied.volumeSets { setVolumeGoal(block.volume) }
         if block.panSets != applied.panSets { setPanGoal(block.pan) }
+        if block.gainSets != applied.gainSets { gainFactor = block.gain }
         if block.playRateSets != applied.playRateSets {
             playRate = Double(block.playRate)
             timeStretch?.setRate(playRate)
@@ -822,15 +826,17 @@ final class RenderStage: @unchecked Sendable {
     @inline(__always)
     private func steadyGains(channels ch: Int) -> (Float, Float)? {
         guard volumeRampLeft == 0 && panRampLeft == 0 else { return nil }
-        return (ch >= 2 ? volume * Self.panGain(pan, channel: 0) : volume, volume * Self.panGain(pan, channel: 1))
+        let level = volume * gainFactor
+        return (ch >= 2 ? level * Self.panGain(pan, channel: 0) : level, level * Self.panGain(pan, channel: 1))
     }
 
     /// Multiplies frames in place by volume and pan (balance on channels 0 and 1).
     private func applyGain(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels ch: Int) {
         if volumeRampLeft == 0 && panRampLeft == 0 {
-            let left = ch >= 2 ? volume * Self.panGain(pan, channel: 0) : volume
-            let right = volume * Self.panGain(pan, channel: 1)
-            if left == 1 && (ch == 1 || (right == 1 && volume == 1)) { return }
+            let level = volume * gainFactor
+            let left = ch >= 2 ? level * Self.panGain(pan, channel: 0) : level
+            let right = level * Self.panGain(pan, channel: 1)
+            if left == 1 && (ch == 1 || (right == 1 && level == 1)) { return }
             if ch == 1 {
                 for i in 0..<frames { samples[i] *= left }
             } else if ch == 2 {
@@ -839,7 +845,7 @@ final class RenderStage: @unchecked Sendable {
                 for i in 0..<frames {
                     let frame = samples + i * ch
                     frame[0] *= left; frame[1] *= right
-                    for c in 2..<ch { frame[c] *= volume }
+                    for c in 2..<ch { frame[c] *= level }
                 }
             }
             return
@@ -853,11 +859,11 @@ final class RenderStage: @unchecked Sendable {
                 panRampLeft -= 1
                 pan = panRampLeft == 0 ? panGoal : pan + panStep
             }
-            let frame = samples + i * ch
-            if ch == 1 { frame[0] *= volume; continue }
-            frame[0] *= volume * Self.panGain(pan, channel: 0)
-            frame[1] *= volume * Self.panGain(pan, channel: 1)
-            if ch > 2 { for c in 2..<ch { frame[c] *= volume } }
+            let frame = samples + i * ch, level = volume * gainFactor
+            if ch == 1 { frame[0] *= level; continue }
+            frame[0] *= level * Self.panGain(pan, channel: 0)
+            frame[1] *= level * Self.panGain(pan, channel: 1)
+            if ch > 2 { for c in 2..<ch { frame[c] *= level } }
         }
     }
 

@@ -113,6 +113,8 @@ struct RenderMarker {
     var rate: Float = .nan
     /// NaN when the buffer sets no pitch (cents).
     var pitch: Float = .nan
+    /// NaN when the buffer sets no gain.
+    var gain: Float = .nan
     var sampleRate: Double = 0
     var channels: Int = 0
 }
