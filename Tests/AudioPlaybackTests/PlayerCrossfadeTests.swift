@@ -205,3 +205,35 @@ struct PlayerCrossfadeTests {
         #expect(difference(recorded, expected) == nil)
     }
 }
+
+/// `itemStarted` marks the item's first frame at the sink, also when items are resampled to the output.
+@Suite(.enabled(if: Where.tool("sox") != nil, "sox is missing"))
+struct PlayerItemStartTests {
+    final class Seen: Sendable {
+        let frames = Mutex<[Int: Int]>([:])
+    }
+
+    /// Gapless and crossfading, and with a sink that holds 400 ms (the latency it reports is in
+    /// output frames; the queue's timeline counts source frames).
+    @Test(arguments: [(false, 0), (true, 0), (false, 400)])
+    func itemStartedLandsWithTheItemsFirstFrameAtTheSink(_ crossfading: Bool, _ latencyMilliseconds: Int) async throws {
+        let folder = try PlayerCrossfadeTests.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await PlayerCrossfadeTests.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 1.0, frequency: 440)
+        let b = try await PlayerCrossfadeTests.tone(folder, "b.wav", rate: 44_100, channels: 2, seconds: 0.6, frequency: 660)
+        SoxrConverter.register()
+        let sink = NullSink(pacing: .realTime, latency: .milliseconds(latencyMilliseconds), period: .milliseconds(10))
+        let held = latencyMilliseconds * 48
+        let seen = Seen()
+        let player = AudioPlayer(items: [.file(a), .file(b)], outputFormat: .fixed(sampleRate: 48_000, channels: 2), makeSink: { sink },
+                                 onEvent: { event in
+                                     if case .itemStarted(let index) = event { seen.frames.withLock { $0[index] = sink.framesReceived - held } }
+                                 }, crossfade: crossfading ? try AudioPlayerCrossfade(seconds: 0.1) : nil)
+        _ = try await player.play()
+        // Item 1's first frame at the sink: item 0's 48 000 frames (less the crossfade).
+        let first = 48_000 - (crossfading ? 4_800 : 0)
+        let at = try #require(seen.frames.withLock { $0[1] })
+        // Within one render quantum (10 ms: 480 frames), and a second for the event's way to the handler.
+        #expect(at >= first && at <= first + 480 * 2, "itemStarted(1) when the sink had played \(at) frames; the item's first frame is frame \(first)")
+    }
+}

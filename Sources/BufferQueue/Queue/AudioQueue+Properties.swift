@@ -49,7 +49,10 @@ extension AudioQueue {
         let rendered = stage.timelineFrames.load(ordering: .acquiring)
         let silence = stage.silenceFramesSinceAudio.load(ordering: .relaxed)
         let latency = audible ? sink.latencyFrames : 0
-        let heard = max(rendered - max(latency - silence, 0), 0)
+        // The sink counts output frames; the timeline counts source frames.
+        let scale = Double(bitPattern: stage.sourceFramesPerOutputFrame.load(ordering: .relaxed))
+        let behind = max(latency - silence, 0)
+        let heard = max(rendered - (scale == 1 ? behind : Int((Double(behind) * scale).rounded())), 0)
         return AudioQueueTime(sampleTime: Int64(heard), discontinuity: discontinuity)
     }
 

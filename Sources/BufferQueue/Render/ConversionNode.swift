@@ -83,6 +83,13 @@ final class ConversionNode {
         produced.deallocate()
     }
 
+    /// Input frames pulled whose output has not come out yet (the resampler's delay and what waits
+    /// in its blocks): what is heard is this far behind what was pulled, in input frames.
+    var lookahead: Double {
+        guard resampler != nil else { return 0 }
+        return max(Double(totalIn) - Double(totalOut - producedFrames) * inputRate / outputRate, 0)
+    }
+
     /// Output frames `frames` input frames make: `round(frames × out / in)`.
     func outputFrames(forInputFrames frames: Int) -> Int {
         resampler == nil ? frames : Int((Double(frames) * outputRate / inputRate).rounded())

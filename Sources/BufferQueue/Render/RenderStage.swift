@@ -92,6 +92,10 @@ final class RenderStage: @unchecked Sendable {
     /// Output frames rendered since the timeline began (``timelineFrames`` counts source frames;
     /// the two differ while a converter changes the rate).
     let outputFrames = Atomic<Int>(0)
+    /// Source frames one output frame plays now (rate conversion and play rate), as Double bits:
+    /// converts the sink's latency (output frames) to the timeline's frames.
+    let sourceFramesPerOutputFrame = Atomic<UInt64>(Double(1).bitPattern)
+    private var publishedScale: Double = 1
 
     // MARK: consumer-local
     /// The decoded format of the frames in the ring.
@@ -538,11 +542,18 @@ final class RenderStage: @unchecked Sendable {
                               blocked: Bool, signal: inout Bool) {
         let ch = outputChannels
         var consumed = consumed
-        if let timeStretch {
-            // The timeline follows what is heard: pulled input less the stretch's lookahead.
-            let lag = Int(timeStretch.lookahead.rounded())
+        if timeStretch != nil || converter != nil {
+            // The timeline follows what is heard: pulled input less what the stretch and the
+            // converter hold (the converter's in the stretch's output frames: times the play rate).
+            let lag = Int(((timeStretch?.lookahead ?? 0) + (converter?.lookahead ?? 0) * (timeStretch == nil ? 1 : playRate)).rounded())
             consumed -= lag - reportedLag
             reportedLag = lag
+        }
+        // Source frames per output frame, for the latency the sink reports in output frames.
+        let scale = (timeStretch == nil ? 1 : playRate) * sampleRate / outputRate
+        if scale != publishedScale {
+            publishedScale = scale
+            sourceFramesPerOutputFrame.store(scale.bitPattern, ordering: .relaxed)
         }
         if done > 0, let tap, tap.position == .siphon { tap.siphon(out, frames: done) }
         if done > 0, let outputObserver { outputObserver(UnsafePointer(out), done) }
