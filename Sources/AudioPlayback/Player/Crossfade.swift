@@ -67,81 +67,97 @@ final class CrossfadeJoin {
     private(set) var format: AudioStreamDescription?
     /// D at the output rate.
     private(set) var frames = 0
-    private var samples: [Float] = []
-    private var readIndex = 0
+    private(set) var channels = 1
+    /// The frames held: samples `[start, end)` of `storage` (interleaved), which grows only when
+    /// more must be held than ever before; what is left moves to the front when the end is reached.
+    private var storage: UnsafeMutablePointer<Float>
+    private var capacity: Int
+    private var start = 0
+    private var end = 0
     /// Frames at the end that are the current item's alone (not mixed with the previous one).
     private(set) var pureFrames = 0
 
     init(crossfade: AudioPlayerCrossfade) {
         self.crossfade = crossfade
+        capacity = 1 << 16
+        storage = .allocate(capacity: capacity)
     }
 
-    var channels: Int { format.map { Int($0.channelsPerFrame) } ?? 1 }
+    deinit { storage.deallocate() }
+
     /// Frames decoded and not enqueued yet.
-    var heldFrames: Int { (samples.count - readIndex) / channels }
+    var heldFrames: Int { (end - start) / channels }
 
     func adopt(_ format: AudioStreamDescription) {
         guard self.format == nil else { return }
         self.format = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
+        channels = max(format.channelsPerFrame, 1)
         frames = crossfade.frames(at: format.sampleRate)
     }
 
     /// Drops everything held (a seek, a jump, a new run).
     func reset() {
-        samples.removeAll(keepingCapacity: true)
-        readIndex = 0
+        start = 0
+        end = 0
         pureFrames = 0
+    }
+
+    /// Room for `samples` more at the end: what is held moves to the front, or into more memory.
+    private func makeRoom(_ samples: Int) {
+        guard end + samples > capacity else { return }
+        let held = end - start
+        if held + samples <= capacity / 4 {
+            // Moved once three quarters of the storage were passed through: at most a third of a
+            // copy of what passes (memmove: the two regions may overlap).
+            UnsafeMutableRawPointer(storage).copyMemory(from: storage + start, byteCount: held * 4)
+        } else {
+            capacity = 4 * (held + samples)
+            let larger = UnsafeMutablePointer<Float>.allocate(capacity: capacity)
+            larger.update(from: storage + start, count: held)
+            storage.deallocate()
+            storage = larger
+        }
+        start = 0
+        end = held
     }
 
     /// Appends up to `frames` of the current item's frames, written by `render` straight into the
     /// held frames' storage (it returns how many it wrote).
     func append(upTo frames: Int, _ render: (UnsafeMutableBufferPointer<Float>) throws -> Int) rethrows -> Int {
-        let channels = self.channels, end = samples.count
-        samples.append(contentsOf: repeatElement(0, count: frames * channels))
-        var written = 0
-        defer {
-            samples.removeLast((frames - written) * channels)
-            pureFrames += written
-        }
-        written = try samples.withUnsafeMutableBufferPointer { try render(UnsafeMutableBufferPointer(rebasing: $0[end...])) }
+        makeRoom(frames * channels)
+        let written = try render(UnsafeMutableBufferPointer(start: storage + end, count: frames * channels))
+        end += written * channels
+        pureFrames += written
         return written
     }
 
     /// Mixes the incoming item's first frames into the last held ones: D' = min(D, pure held
     /// frames, head frames) are mixed; the rest of the head follows. Returns D'.
-    func mix(head: [Float]) -> Int {
-        let channels = self.channels
+    func mix(head: UnsafeBufferPointer<Float>) -> Int {
+        let channels = self.channels, curve = crossfade.curve
         let headFrames = head.count / channels
         let mixed = min(frames, pureFrames, headFrames)
-        let first = samples.count - mixed * channels
+        let held = storage + end - mixed * channels
         for i in 0..<mixed {
-            let out = crossfade.curve.gain(.out, frame: i, of: mixed), gain = crossfade.curve.gain(.in, frame: i, of: mixed)
-            for c in 0..<channels {
-                let k = i * channels + c
-                samples[first + k] = samples[first + k] * out + head[k] * gain
-            }
+            let out = curve.gain(.out, frame: i, of: mixed), gain = curve.gain(.in, frame: i, of: mixed)
+            let frame = held + i * channels
+            for c in 0..<channels { frame[c] = frame[c] * out + head[i * channels + c] * gain }
         }
-        samples.append(contentsOf: head[(mixed * channels)...])
+        let rest = (headFrames - mixed) * channels
+        makeRoom(rest)
+        if let base = head.baseAddress { (storage + end).update(from: base + mixed * channels, count: rest) }
+        end += rest
         pureFrames = headFrames - mixed
         return mixed
     }
 
     /// Moves up to `maxFrames` of the frames before the last `keeping` into `destination`; returns how many.
     func take(upTo maxFrames: Int, keeping: Int, into destination: UnsafeMutableRawBufferPointer) -> Int {
-        let channels = self.channels
         let count = max(min(maxFrames, heldFrames - keeping, destination.count / (channels * 4)), 0)
-        guard count > 0 else { return 0 }
-        samples.withUnsafeBufferPointer { all in
-            destination.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: all[readIndex..<(readIndex + count * channels)])))
-        }
-        readIndex += count * channels
+        guard count > 0, let base = destination.baseAddress else { return 0 }
+        base.copyMemory(from: storage + start, byteCount: count * channels * 4)
+        start += count * channels
         pureFrames = min(pureFrames, heldFrames)
-        // What is left moves to the front once at least four times as much was taken: the move
-        // costs at most a quarter of a copy of what passes through.
-        if readIndex > 1 << 16, readIndex > 4 * (samples.count - readIndex) {
-            samples.removeSubrange(0..<readIndex)
-            readIndex = 0
-        }
         return count
     }
 }
@@ -163,7 +179,9 @@ final class CrossfadeItemFeeder: ItemFeeding {
     /// Called with D' when the mix into the previous item was shorter than D.
     private let shortened: (Int) -> Void
     private var mixPending: Bool
+    /// The incoming item's first frames, gathered before the mix.
     private var head: [Float] = []
+    private var headFrames = 0
     private var renderDone: Bool
     private var followed: Bool?
     private(set) var framesKept: Int64 = 0
@@ -237,21 +255,22 @@ final class CrossfadeItemFeeder: ItemFeeding {
         let channels = join.channels
         if mixPending, renderer != nil {
             let wanted = min(join.frames, join.pureFrames)
-            while head.count / channels < wanted {
-                let missing = wanted - head.count / channels, had = head.count
-                head.append(contentsOf: repeatElement(0, count: missing * channels))
-                let n = try head.withUnsafeMutableBufferPointer { try render(missing, into: UnsafeMutableBufferPointer(rebasing: $0[had...])) }
-                head.removeLast((missing - n) * channels)
+            if head.count != wanted * channels { head = [Float](repeating: 0, count: wanted * channels) }
+            while headFrames < wanted {
+                let had = headFrames
+                let n = try head.withUnsafeMutableBufferPointer { try render(wanted - had, into: UnsafeMutableBufferPointer(rebasing: $0[(had * channels)...])) }
+                headFrames += n
                 if n == 0 {
                     if renderDone { break }
                     return .waiting
                 }
             }
-            let held = join.heldFrames
-            let mixed = join.mix(head: head)
+            let held = join.heldFrames, count = headFrames * channels
+            let mixed = head.withUnsafeBufferPointer { join.mix(head: UnsafeBufferPointer(rebasing: $0[0..<count])) }
             leadFrames = Int64(held - mixed)
             if mixed < join.frames { shortened(mixed) }
             head = []
+            headFrames = 0
             mixPending = false
         }
         let capacity = buffer.capacity / (channels * 4)
