@@ -13,7 +13,7 @@ import BufferQueue
     /// Begun with two items, the first opened and fed.
     static func running() -> PlayerMachine {
         var m = PlayerMachine(items: [a, b])
-        #expect(m.begin(hasItems: true, stopped: false) == [.openItem])
+        #expect(m.begin(hasItems: true) == [.openItem])
         #expect(m.itemOpened(a) == [.publishItem(id: a, .loading)])
         return m
     }
@@ -36,16 +36,17 @@ import BufferQueue
     @Test func beginOpensTheFirstItemOnce() {
         var m = PlayerMachine(items: [Self.a])
         #expect(m.phase == .ready && m.state == .buffering && m.itemStates[Self.a] == .queued)
-        #expect(m.begin(hasItems: true, stopped: false) == [.openItem])
+        #expect(m.begin(hasItems: true) == [.openItem])
         #expect(m.phase == .running)
-        #expect(m.begin(hasItems: true, stopped: false) == [])
+        #expect(m.begin(hasItems: true) == [])
     }
 
     @Test func beginWithNothingToPlayEndsAtOnce() {
         var empty = PlayerMachine()
-        #expect(empty.begin(hasItems: false, stopped: false) == [.publish(.finished), .complete])
+        #expect(empty.begin(hasItems: false) == [.publish(.finished), .complete])
         var stopped = PlayerMachine(items: [Self.a])
-        #expect(stopped.begin(hasItems: true, stopped: true) == [.publish(.finished), .complete])
+        stopped.requestStop()
+        #expect(stopped.begin(hasItems: true) == [.publish(.finished), .complete])
         #expect(stopped.phase == .ended)
     }
 
@@ -193,6 +194,53 @@ import BufferQueue
         #expect(ended.seekBegan() == [])
     }
 
+    /// The input and the queue's run are one enum each: every transition moves them together.
+    @Test func theInputAndTheRunMoveAsEnums() {
+        var m = Self.running()
+        #expect(m.input == .feeding && m.run == .notStarted && !m.soundRunning)
+        #expect(m.buffered(enough: true, ahead: 3, waiting: false, buffering: Self.buffering) == [.startQueue(play: true)])
+        #expect(m.run == .started(underrun: false))
+        #expect(m.runningChanged(true, queueStopping: false) == [.publish(.playing)])
+        #expect(m.soundRunning)
+        #expect(m.underran() == [.pauseQueue, .publish(.buffering)])
+        #expect(m.run == .started(underrun: true) && !m.soundRunning)
+        #expect(m.buffered(enough: false, ahead: 2, waiting: false, buffering: Self.buffering) == [.resumeQueue, .publish(.playing)])
+        #expect(m.run == .started(underrun: false))
+        #expect(m.inputFinished(hasQueue: true) == [.finishQueue])
+        #expect(m.input == .done)
+        #expect(m.allDecoded() == [.stopQueue])
+        #expect(m.input == .stopIssued(restartAfterDrain: false))
+        #expect(m.moreInput() == [])
+        #expect(m.input == .stopIssued(restartAfterDrain: true))
+        #expect(m.runningChanged(false, queueStopping: false) == [.restartRun])
+        #expect(m.input == .feeding && m.run == .notStarted && !m.soundRunning)
+    }
+
+    /// The pause or stop a seek makes is reported by the queue later: that report is not the end,
+    /// even when the input was all fed again meanwhile; the next one is.
+    @Test func aSeeksStopReportIsNotTheEnd() {
+        var m = Self.running()
+        _ = m.buffered(enough: true, ahead: 3, waiting: false, buffering: Self.buffering)
+        _ = m.runningChanged(true, queueStopping: false)
+        #expect(m.seekBegan(queueWillReportStop: true) == [.publish(.seeking)])
+        #expect(m.staleStops == 1 && !m.soundRunning)
+        #expect(m.inputFinished(hasQueue: true) == [.finishQueue])
+        #expect(m.runningChanged(false, queueStopping: false) == [])
+        #expect(m.phase == .running && m.staleStops == 0)
+        _ = m.buffered(enough: true, ahead: 3, waiting: false, buffering: Self.buffering)
+        _ = m.runningChanged(true, queueStopping: false)
+        _ = m.allDecoded()
+        #expect(m.runningChanged(false, queueStopping: false) == [.publish(.finished), .complete])
+    }
+
+    /// `stop()` before `play()` began: the begin ends at once.
+    @Test func aStopRequestedBeforeTheBeginEndsIt() {
+        var m = PlayerMachine(items: [Self.a])
+        m.requestStop()
+        #expect(m.stopRequested)
+        #expect(m.begin(hasItems: true) == [.publish(.finished), .complete])
+    }
+
     @Test func itemsAddedAndRemoved() {
         var m = Self.running()
         let c = AudioPlayerItem(name: "c") { _ in throw AudioQueueError(.invalidParameter, "unused") }.id
@@ -210,6 +258,6 @@ import BufferQueue
         _ = m.stop()
         m.reset(items: [Self.a, Self.b])
         #expect(m == PlayerMachine(items: [Self.a, Self.b]))
-        #expect(m.begin(hasItems: true, stopped: false) == [.openItem])
+        #expect(m.begin(hasItems: true) == [.openItem])
     }
 }

@@ -119,11 +119,9 @@ public final class AudioPlayer: @unchecked Sendable {
     /// Frames kept of the items fed before the current one (the timeline where it starts).
     private var timelineBeforeItem: Int64 = 0
     /// The sink produces the queue's sound now (between `runningChanged(true)` and `(false)`).
-    private var soundRunning = false
+    private var soundRunning: Bool { shared.withLock { $0.machine.soundRunning } }
     /// The check that the next item is heard, when one is scheduled.
     private var heardCheck: DispatchWorkItem?
-    /// Reports of the queue's stop still to come that a seek or skip made (not the end).
-    private var staleStops = 0
     /// Seeks waiting for the position they reach.
     private var pendingSeeks: [CheckedContinuation<Double, any Error>] = []
     /// The next report of each time observer (``positions(every:)``), scheduled while sound plays.
@@ -170,7 +168,6 @@ public final class AudioPlayer: @unchecked Sendable {
         var metering = false
         var result: Result<Int64, any Error>?
         var waiters: [@Sendable (Result<Int64, any Error>) -> Void] = []
-        var stopped = false
         var subscribers: [Int: AsyncStream<AudioPlayerEvent>.Continuation] = [:]
         var nextSubscriber = 0
         /// The time observers: their period and stream.
@@ -392,7 +389,7 @@ public final class AudioPlayer: @unchecked Sendable {
 
     /// Stops now (from any thread); ``play()`` returns soon after.
     public func stop() {
-        shared.withLock { $0.stopped = true }
+        shared.withLock { $0.machine.requestStop() }
         work.async { [self] in
             feeder = nil
             act { $0.stop() }
@@ -685,8 +682,8 @@ public final class AudioPlayer: @unchecked Sendable {
                 return fail(AudioPlayerError(.request, underlying: AudioQueueError(.invalidParameter,
                     "a crossfade mixes two items into one output format: use .firstItem or .fixed, not .itemFormat")), playOut: false)
             }
-            let (hasItems, stopped) = shared.withLock { (!$0.items.isEmpty, $0.stopped) }
-            act { $0.begin(hasItems: hasItems, stopped: stopped) }
+            let hasItems = shared.withLock { !$0.items.isEmpty }
+            act { $0.begin(hasItems: hasItems) }
         }
     }
 
@@ -981,20 +978,12 @@ public final class AudioPlayer: @unchecked Sendable {
             fail(AudioPlayerError(.sink, underlying: error), playOut: false)
         case .underrun:
             // A stream that has not caught up: hold until enough is enqueued again.
-            soundRunning = false
-            schedulePositionTicks()
             act { $0.underran() }
-        case .runningChanged(let running):
-            if !running && staleStops > 0 {
-                // The pause or stop of a seek or skip: the queue goes on.
-                staleStops -= 1
-                soundRunning = false
-                return
-            }
-            soundRunning = running
-            if running { scheduleHeardCheck() }
             schedulePositionTicks()
+        case .runningChanged(let running):
             act { $0.runningChanged(running, queueStopping: source.isStopping) }
+            if soundRunning { scheduleHeardCheck() }
+            schedulePositionTicks()
         default:
             break
         }
@@ -1119,10 +1108,10 @@ public final class AudioPlayer: @unchecked Sendable {
         guard let queue, shared.withLock({ $0.result == nil && $0.machine.phase == .running }) else { return false }
         let heardIndex = status.fileIndex ?? itemIndex
         let restarts = shared.withLock { $0.machine.stopIssued }
-        act { $0.seekBegan() }
+        // The queue's report that it stopped running (for the pause or stop here) is not the end of playback.
+        let reportsStop = queue.isRunning || queue.isStopping
+        act { $0.seekBegan(queueWillReportStop: reportsStop) }
         heardCheck?.cancel()
-        // The queue's report that it stopped running is not the end of playback.
-        if queue.isRunning || queue.isStopping { staleStops += 1 }
         do {
             if restarts {
                 // The queue was told to stop after what it holds: stop it at once (its timeline restarts).
@@ -1135,7 +1124,6 @@ public final class AudioPlayer: @unchecked Sendable {
             fail(AudioPlayerError(.sink, underlying: error), playOut: false)
             return true
         }
-        soundRunning = false
         // A stopped queue's timeline starts again from 0; a reset one goes on from the frame reached.
         timelineBeforeItem = restarts ? 0 : queue.currentTime().sampleTime
         shared.withLock { s in
@@ -1164,11 +1152,9 @@ public final class AudioPlayer: @unchecked Sendable {
         itemIndex = 0
         loop = 0
         needsNewStream = false
-        staleStops = 0
         join?.reset()
         tapInstalled = false
         timelineBeforeItem = 0
-        soundRunning = false
         nextStart = startSeconds
         framesHanded.frames.store(0, ordering: .relaxed)
         recorderBox.clear()
@@ -1179,7 +1165,6 @@ public final class AudioPlayer: @unchecked Sendable {
             s.enqueuedEnd = 0
             s.feeding = nil
             s.result = nil
-            s.stopped = false
         }
     }
 

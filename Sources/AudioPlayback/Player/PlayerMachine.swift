@@ -52,18 +52,43 @@ struct PlayerMachine: Equatable {
         case complete
     }
 
+    /// Where the feeding is.
+    enum Input: Equatable {
+        /// Items are being fed.
+        case feeding
+        /// Every item is fed: the queue plays out what it has.
+        case done
+        /// Everything fed was decoded and the queue was told to stop after what it holds;
+        /// `restartAfterDrain`: items came since, and a new run feeds them once it has played out.
+        case stopIssued(restartAfterDrain: Bool)
+    }
+
+    /// Where the queue's run is.
+    enum Run: Equatable {
+        /// Not started: before the first start, after a seek or a restart.
+        case notStarted
+        /// Primed and started (or primed while paused); `underrun`: it ran dry and waits to be refilled.
+        case started(underrun: Bool)
+    }
+
     private(set) var phase = Phase.ready
     private(set) var state = AudioPlayerState.buffering
     private(set) var userPaused = false
-    private(set) var underrun = false
-    /// The queue was primed and started (or primed while paused).
-    private(set) var queueStarted = false
-    /// Every item is fed: the queue plays out what it has.
-    private(set) var inputDone = false
-    /// The queue was told to stop after what it holds.
-    private(set) var stopIssued = false
-    /// Items came after the stop was issued: a new run follows the drain.
-    private(set) var restartAfterDrain = false
+    private(set) var input = Input.feeding
+    private(set) var run = Run.notStarted
+    /// `stop()` was called (it may come before `play()` began).
+    private(set) var stopRequested = false
+    /// The sink produces the queue's sound now (between its reports that it runs and that it stopped).
+    private(set) var soundRunning = false
+    /// Reports that the queue stopped running still to come from the pause or stop of a seek
+    /// (they are not the end of playback).
+    private(set) var staleStops = 0
+
+    var inputDone: Bool { input != .feeding }
+    var stopIssued: Bool { if case .stopIssued = input { true } else { false } }
+    var restartAfterDrain: Bool { input == .stopIssued(restartAfterDrain: true) }
+    var queueStarted: Bool { run != .notStarted }
+    var underrun: Bool { run == .started(underrun: true) }
     /// The item heard now (nil before the first is heard).
     private(set) var heard: AudioPlayerItem.ID?
     /// The first error that ended playback.
@@ -82,17 +107,24 @@ struct PlayerMachine: Equatable {
     // MARK: the caller
 
     /// `play()`: begins once; with nothing to play (or stopped before) it ends at once.
-    mutating func begin(hasItems: Bool, stopped: Bool) -> [Action] {
+    mutating func begin(hasItems: Bool) -> [Action] {
         guard phase == .ready else { return [] }
         phase = .running
-        if stopped || !hasItems { return end() }
+        if stopRequested || !hasItems { return end() }
         return [.openItem]
+    }
+
+    /// `stop()` was called, from any thread: ``begin(hasItems:)`` ends at once after it. The stop
+    /// itself is ``stop()``, on the player's queue.
+    mutating func requestStop() {
+        stopRequested = true
     }
 
     /// `stop()`: ends now; what is enqueued is dropped.
     mutating func stop() -> [Action] {
         guard phase != .ended else { return [] }
-        inputDone = true
+        stopRequested = true
+        if input == .feeding { input = .done }
         return [.disposeQueue] + end()
     }
 
@@ -109,13 +141,14 @@ struct PlayerMachine: Equatable {
     }
 
     /// A seek (or a skip) restarts feeding: the queue was reset and must be primed again.
-    mutating func seekBegan() -> [Action] {
+    /// `queueWillReportStop`: the queue was running, so its pause or stop for the seek will be
+    /// reported; that report is not the end of playback.
+    mutating func seekBegan(queueWillReportStop: Bool = false) -> [Action] {
         guard phase == .running else { return [] }
-        queueStarted = false
-        inputDone = false
-        stopIssued = false
-        restartAfterDrain = false
-        underrun = false
+        run = .notStarted
+        input = .feeding
+        soundRunning = false
+        if queueWillReportStop { staleStops += 1 }
         return move(to: .seeking)
     }
 
@@ -184,15 +217,15 @@ struct PlayerMachine: Equatable {
 
     /// Every item is fed.
     mutating func inputFinished(hasQueue: Bool) -> [Action] {
-        guard phase == .running, !inputDone else { return [] }
-        inputDone = true
+        guard phase == .running, input == .feeding else { return [] }
+        input = .done
         return hasQueue ? [.finishQueue] : end()
     }
 
     /// After the input finished, everything enqueued was decoded: the queue may stop after it.
     mutating func allDecoded() -> [Action] {
-        guard phase == .running, inputDone, !stopIssued else { return [] }
-        stopIssued = true
+        guard phase == .running, input == .done else { return [] }
+        input = .stopIssued(restartAfterDrain: false)
         return [.stopQueue]
     }
 
@@ -201,10 +234,10 @@ struct PlayerMachine: Equatable {
     mutating func moreInput() -> [Action] {
         guard phase == .running, inputDone, failure == nil else { return [] }
         if stopIssued {
-            restartAfterDrain = true
+            input = .stopIssued(restartAfterDrain: true)
             return []
         }
-        inputDone = false
+        input = .feeding
         return [.openItem]
     }
 
@@ -216,11 +249,11 @@ struct PlayerMachine: Equatable {
         guard phase == .running else { return [] }
         if !queueStarted {
             guard enough || (waiting && ahead >= buffering.startSeconds) else { return [] }
-            queueStarted = true
+            run = .started(underrun: false)
             return [.startQueue(play: !userPaused)]
         }
         if underrun && !userPaused && (enough || ahead >= buffering.restartSeconds) {
-            underrun = false
+            run = .started(underrun: false)
             return [.resumeQueue] + move(to: .playing)
         }
         return []
@@ -228,8 +261,9 @@ struct PlayerMachine: Equatable {
 
     /// The sink ran dry: unless the input is done or the caller paused, hold until refilled.
     mutating func underran() -> [Action] {
-        guard phase == .running, !inputDone, !userPaused else { return [] }
-        underrun = true
+        soundRunning = false
+        guard phase == .running, !inputDone, !userPaused, queueStarted else { return [] }
+        run = .started(underrun: true)
         return [.pauseQueue] + move(to: .buffering)
     }
 
@@ -237,13 +271,18 @@ struct PlayerMachine: Equatable {
     /// by a stop in progress): everything was heard.
     mutating func runningChanged(_ running: Bool, queueStopping: Bool) -> [Action] {
         guard phase == .running else { return [] }
+        if !running && staleStops > 0 {
+            // The pause or stop of a seek: the queue goes on.
+            staleStops -= 1
+            soundRunning = false
+            return []
+        }
+        soundRunning = running
         if running { return userPaused || underrun ? [] : move(to: .playing) }
         guard inputDone && !queueStopping else { return [] }
         if restartAfterDrain {
-            restartAfterDrain = false
-            inputDone = false
-            stopIssued = false
-            queueStarted = false
+            input = .feeding
+            run = .notStarted
             return [.restartRun]
         }
         return end()
@@ -255,9 +294,9 @@ struct PlayerMachine: Equatable {
         guard phase != .ended else { return [] }
         if failure == nil { failure = error }
         if phase == .ready { phase = .running }
-        restartAfterDrain = false
-        if playOut && !inputDone {
-            inputDone = true
+        if stopIssued { input = .stopIssued(restartAfterDrain: false) }
+        if playOut && input == .feeding {
+            input = .done
             return [.finishQueue]
         }
         return [.disposeQueue] + end()
