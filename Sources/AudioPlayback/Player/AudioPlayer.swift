@@ -128,21 +128,6 @@ public final class AudioPlayer: @unchecked Sendable {
     private var positionTicks: [Int: DispatchWorkItem] = [:]
 
     // MARK: shared
-    private struct Mark {
-        /// Timeline frame where this item's first kept frame plays.
-        var start: Int64
-        var index: Int
-        var id: AudioPlayerItem.ID
-        /// Position in the item of that frame (nonzero after a seek).
-        var offset: Int64
-        var rate: Double
-        var frames: Int64
-        var estimated: Bool
-        var title: String?
-        /// Its source can seek (not a live stream).
-        var seekable: Bool
-    }
-
     /// A time observer: its period, its stream, and the last value it was given (never given twice).
     private struct PositionObserver {
         let period: Duration
@@ -154,10 +139,7 @@ public final class AudioPlayer: @unchecked Sendable {
         var machine: PlayerMachine
         var items: [AudioPlayerItem]
         var queue: AudioQueue?
-        var marks: [Mark] = []
-        var enqueuedEnd: Int64 = 0
-        /// The item being fed: its duration and rate once its source is ready (before it is heard).
-        var feeding: (index: Int, id: AudioPlayerItem.ID, rate: Double, frames: Int64, estimated: Bool, start: Double)?
+        var timeline = PlayerTimeline()
         var streamTitles: [AudioPlayerItem.ID: String] = [:]
         /// The speakers of the sink's channels (the first item's, as its container says).
         var channelLayout: AudioChannelLayout?
@@ -425,7 +407,7 @@ public final class AudioPlayer: @unchecked Sendable {
                 let now = status
                 let fedSeekable = feeder?.source.isSeekable ?? true
                 let live = shared.withLock { s -> Bool in
-                    let seekable = s.marks.last { $0.index == now.fileIndex }?.seekable ?? fedSeekable
+                    let seekable = s.timeline.seekable(index: now.fileIndex) ?? fedSeekable
                     return s.machine.phase == .running && !seekable
                 }
                 if let index = now.fileIndex, live {
@@ -498,7 +480,7 @@ public final class AudioPlayer: @unchecked Sendable {
             }
             let removed = shared.withLock { s -> [PlayerMachine.Action] in
                 s.items.removeAll { $0.id == id }
-                for i in s.marks.indices where s.marks[i].index > index { s.marks[i].index -= 1 }
+                s.timeline.itemRemoved(at: index)
                 return s.machine.itemRemoved(id)
             }
             if itemIndex > index { itemIndex -= 1 }
@@ -512,9 +494,8 @@ public final class AudioPlayer: @unchecked Sendable {
         let actions = shared.withLock { s -> [PlayerMachine.Action] in
             let index = min(max(requested, 0), s.items.count)
             s.items.insert(item, at: index)
-            for i in s.marks.indices where s.marks[i].index >= index { s.marks[i].index += 1 }
+            s.timeline.itemInserted(at: index)
             if index <= itemIndex && (feedingID != nil || s.machine.inputDone) && index < s.items.count - 1 { itemIndex += 1 }
-            if let feeding = s.feeding, feeding.index >= index { s.feeding?.index = feeding.index + 1 }
             return s.machine.itemAdded(item.id)
         }
         perform(actions)
@@ -578,20 +559,8 @@ public final class AudioPlayer: @unchecked Sendable {
     /// container told it).
     public var status: Status {
         shared.withLock { s in
-            guard let queue = s.queue, !s.marks.isEmpty else {
-                let duration = s.feeding.map { Double($0.frames) / $0.rate } ?? 0
-                return Status(fileIndex: s.feeding?.index, itemID: s.feeding?.id, title: nil, position: s.feeding?.start ?? 0, duration: duration,
-                              durationIsEstimated: s.feeding?.estimated ?? false, buffered: 0, outputFormat: s.queue?.sinkStreamFormat)
-            }
-            let heard = queue.currentTime().sampleTime
-            let mark = s.marks.last { $0.start <= heard } ?? s.marks.first
-            let position = mark.map { Double(heard - $0.start + $0.offset) / $0.rate } ?? 0
-            let title = mark.flatMap { s.streamTitles[$0.id] ?? $0.title }
-            let rate = mark?.rate ?? s.feeding?.rate ?? 44100
-            let duration = mark.map { Double($0.frames) / $0.rate } ?? s.feeding.map { Double($0.frames) / $0.rate } ?? 0
-            return Status(fileIndex: mark?.index, itemID: mark?.id, title: title, position: max(position, 0),
-                          duration: duration, durationIsEstimated: mark?.estimated ?? s.feeding?.estimated ?? false,
-                          buffered: max(Double(s.enqueuedEnd - heard) / rate, 0), outputFormat: queue.sinkStreamFormat)
+            s.timeline.status(heard: s.timeline.marks.isEmpty ? nil : s.queue?.currentTime().sampleTime, titles: s.streamTitles,
+                              outputFormat: s.queue?.sinkStreamFormat)
         }
     }
 
@@ -705,7 +674,7 @@ public final class AudioPlayer: @unchecked Sendable {
             }
             feedingID = item.id
             needsNewStream = queue != nil
-            shared.withLock { $0.feeding = nil }
+            shared.withLock { $0.timeline.feeding = nil }
             act { $0.itemOpened(item.id) }
             for warning in source.warnings { emit(.itemWarning(index: itemIndex, id: item.id, warning)) }
         } catch {
@@ -833,10 +802,11 @@ public final class AudioPlayer: @unchecked Sendable {
         guard let id = feedingID, feeder.source.isReady else { return }
         let source = feeder.source
         shared.withLock { s in
-            guard s.feeding?.id != id || (feeder.started && s.feeding?.start == 0 && feeder.startFrame > 0) else { return }
+            let feeding = s.timeline.feeding
+            guard feeding?.id != id || (feeder.started && feeding?.start == 0 && feeder.startFrame > 0) else { return }
             let duration = source.duration
-            s.feeding = (itemIndex, id, source.format.sampleRate, duration?.frames ?? 0, duration?.isEstimated ?? false,
-                         Double(feeder.startFrame) / source.format.sampleRate)
+            s.timeline.feeding = .init(index: itemIndex, id: id, rate: source.format.sampleRate, frames: duration?.frames ?? 0,
+                                       estimated: duration?.isEstimated ?? false, start: Double(feeder.startFrame) / source.format.sampleRate)
         }
     }
 
@@ -846,15 +816,13 @@ public final class AudioPlayer: @unchecked Sendable {
         let end = timelineBeforeItem + feeder.framesKept
         let heard = queue?.currentTime().sampleTime ?? 0
         let added = shared.withLock { s -> Bool in
-            s.enqueuedEnd = end
-            // Items heard to the end no longer need their mark: the list stays a few long.
-            while s.marks.count > 1 && s.marks[1].start <= heard { s.marks.removeFirst() }
+            s.timeline.enqueued(upTo: end, heard: heard)
             guard before == 0 && feeder.framesKept > 0, let id = feedingID else { return false }
             let duration = source.duration
             // On the timeline's frames (the output's when crossfading, each item's own otherwise).
             let scale = feeder.timelineRate / source.format.sampleRate
             func onTimeline(_ frames: Int64) -> Int64 { scale == 1 ? frames : Int64((Double(frames) * scale).rounded()) }
-            s.marks.append(Mark(start: timelineBeforeItem + feeder.leadFrames, index: itemIndex, id: id, offset: onTimeline(feeder.startFrame),
+            s.timeline.add(.init(start: timelineBeforeItem + feeder.leadFrames, index: itemIndex, id: id, offset: onTimeline(feeder.startFrame),
                                 rate: feeder.timelineRate, frames: onTimeline(duration?.frames ?? 0),
                                 estimated: duration?.isEstimated ?? false, title: source.title, seekable: source.isSeekable))
             return true
@@ -930,8 +898,7 @@ public final class AudioPlayer: @unchecked Sendable {
         guard let queue else { return }
         let ahead = shared.withLock { s -> Double in
             let heard = queue.currentTime().sampleTime
-            let rate = s.marks.last?.rate ?? queue.streamDescription.sampleRate
-            return Double(s.enqueuedEnd - heard) / rate
+            return s.timeline.secondsAhead(of: heard, rate: queue.streamDescription.sampleRate)
         }
         // Every buffer in the queue (not merely none returned yet, as right after a seek), or
         // nothing more to come.
@@ -999,9 +966,7 @@ public final class AudioPlayer: @unchecked Sendable {
         heardCheck = nil
         guard soundRunning, let queue else { return }
         let now = queue.currentTime().sampleTime
-        let (reached, next) = shared.withLock { s -> ([AudioPlayerItem.ID], Mark?) in
-            (s.marks.filter { $0.start <= now }.map(\.id), s.marks.first { $0.start > now })
-        }
+        let (reached, next) = shared.withLock { $0.timeline.reached(by: now) }
         for id in reached { act { $0.itemHeard(id) } }
         guard let next else { return }
         let rate = Double(shared.withLock { $0.playRate })
@@ -1082,8 +1047,7 @@ public final class AudioPlayer: @unchecked Sendable {
         timelineBeforeItem = 0
         join?.reset()
         shared.withLock { s in
-            s.marks.removeAll()
-            s.enqueuedEnd = 0
+            s.timeline.restart(at: 0)
         }
         needsNewStream = true
         openItem()
@@ -1127,8 +1091,7 @@ public final class AudioPlayer: @unchecked Sendable {
         // A stopped queue's timeline starts again from 0; a reset one goes on from the frame reached.
         timelineBeforeItem = restarts ? 0 : queue.currentTime().sampleTime
         shared.withLock { s in
-            s.marks.removeAll()
-            s.enqueuedEnd = timelineBeforeItem
+            s.timeline.restart(at: timelineBeforeItem)
         }
         let index = target ?? heardIndex
         if itemIndex != index { loop = max(loop - (index > itemIndex ? 1 : 0), 0) }
@@ -1161,9 +1124,7 @@ public final class AudioPlayer: @unchecked Sendable {
         shared.withLock { s in
             s.machine.reset(items: s.items.map(\.id))
             s.queue = nil
-            s.marks.removeAll()
-            s.enqueuedEnd = 0
-            s.feeding = nil
+            s.timeline = PlayerTimeline()
             s.result = nil
         }
     }

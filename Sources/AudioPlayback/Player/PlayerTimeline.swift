@@ -1,0 +1,109 @@
+import BufferQueue
+
+/// Where each item plays on the player's queue timeline, as a plain value: the marks of the items
+/// enqueued (the timeline frame of each one's first kept frame), the end of what is enqueued, and
+/// the item being fed before any of it is heard. The player keeps it under its lock and asks it
+/// what is heard at a timeline frame; nothing here touches a queue, so it is tested as a value.
+struct PlayerTimeline: Equatable {
+    /// An item's place on the timeline.
+    struct Mark: Equatable {
+        /// Timeline frame where this item's first kept frame plays.
+        var start: Int64
+        var index: Int
+        var id: AudioPlayerItem.ID
+        /// Position in the item of that frame, in timeline frames (nonzero after a seek).
+        var offset: Int64
+        /// The rate of the timeline's frames for this item.
+        var rate: Double
+        /// The item's length in timeline frames (0: unknown).
+        var frames: Int64
+        var estimated: Bool
+        var title: String?
+        /// Its source can seek (not a live stream).
+        var seekable: Bool
+    }
+
+    /// The item being fed, before its first frame is enqueued: its duration and rate once its
+    /// source is ready, and the position it starts at.
+    struct Feeding: Equatable {
+        var index: Int
+        var id: AudioPlayerItem.ID
+        var rate: Double
+        var frames: Int64
+        var estimated: Bool
+        /// Seconds into the item.
+        var start: Double
+    }
+
+    /// The items enqueued whose marks may still be needed, oldest first.
+    private(set) var marks: [Mark] = []
+    /// The timeline frame after the last one enqueued.
+    private(set) var enqueuedEnd: Int64 = 0
+    var feeding: Feeding?
+
+    /// Everything enqueued was dropped: the timeline goes on from `frame` (0 after a stop).
+    mutating func restart(at frame: Int64) {
+        marks.removeAll()
+        enqueuedEnd = frame
+    }
+
+    /// Frames up to `end` are enqueued; items heard to the end by `heard` lose their marks (the
+    /// list stays a few long).
+    mutating func enqueued(upTo end: Int64, heard: Int64) {
+        enqueuedEnd = end
+        while marks.count > 1 && marks[1].start <= heard { marks.removeFirst() }
+    }
+
+    mutating func add(_ mark: Mark) {
+        marks.append(mark)
+    }
+
+    /// The item heard at timeline frame `heard` (the first enqueued one before any is heard).
+    func mark(heardAt heard: Int64) -> Mark? {
+        marks.last { $0.start <= heard } ?? marks.first
+    }
+
+    /// The items whose first frame is heard by `heard`, and the next one to come.
+    func reached(by heard: Int64) -> (ids: [AudioPlayerItem.ID], next: Mark?) {
+        (marks.filter { $0.start <= heard }.map(\.id), marks.first { $0.start > heard })
+    }
+
+    /// Whether the item at list `index` can seek (nil: no mark of it).
+    func seekable(index: Int?) -> Bool? {
+        marks.last { $0.index == index }?.seekable
+    }
+
+    /// Seconds enqueued ahead of `heard` (at the last item's rate, else `rate`).
+    func secondsAhead(of heard: Int64, rate: Double) -> Double {
+        Double(enqueuedEnd - heard) / (marks.last?.rate ?? rate)
+    }
+
+    /// The list changed: an item was inserted at `index` (the ones from there move up one).
+    mutating func itemInserted(at index: Int) {
+        for i in marks.indices where marks[i].index >= index { marks[i].index += 1 }
+        if let feeding, feeding.index >= index { self.feeding?.index = feeding.index + 1 }
+    }
+
+    /// The item at `index` left the list (the ones after it move down one).
+    mutating func itemRemoved(at index: Int) {
+        for i in marks.indices where marks[i].index > index { marks[i].index -= 1 }
+    }
+
+    /// The status at timeline frame `heard` (nil: no queue yet), with the streams' titles.
+    func status(heard: Int64?, titles: [AudioPlayerItem.ID: String], outputFormat: AudioStreamDescription?) -> AudioPlayer.Status {
+        guard let heard, !marks.isEmpty else {
+            let duration = feeding.map { Double($0.frames) / $0.rate } ?? 0
+            return AudioPlayer.Status(fileIndex: feeding?.index, itemID: feeding?.id, title: nil, position: feeding?.start ?? 0,
+                                      duration: duration, durationIsEstimated: feeding?.estimated ?? false, buffered: 0,
+                                      outputFormat: outputFormat)
+        }
+        let mark = mark(heardAt: heard)
+        let position = mark.map { Double(heard - $0.start + $0.offset) / $0.rate } ?? 0
+        let title = mark.flatMap { titles[$0.id] ?? $0.title }
+        let rate = mark?.rate ?? feeding?.rate ?? 44100
+        let duration = mark.map { Double($0.frames) / $0.rate } ?? feeding.map { Double($0.frames) / $0.rate } ?? 0
+        return AudioPlayer.Status(fileIndex: mark?.index, itemID: mark?.id, title: title, position: max(position, 0),
+                                  duration: duration, durationIsEstimated: mark?.estimated ?? feeding?.estimated ?? false,
+                                  buffered: max(Double(enqueuedEnd - heard) / rate, 0), outputFormat: outputFormat)
+    }
+}
