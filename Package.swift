@@ -27,6 +27,10 @@ let package = Package(
         // GPL-2.0-or-later (links the Rubber Band Library).
         .library(name: "RubberBandTimePitch", targets: ["RubberBandTimePitch"]),
         .library(name: "AudioToolbox", targets: ["AudioToolbox"]),
+        // Every codec and resampler module that links no GPL library, registered by one call.
+        .library(name: "AudioCodecs", targets: ["AudioCodecs"]),
+        // GPL-2.0-or-later (links libfaad2 and the Rubber Band Library): AudioCodecs and those two.
+        .library(name: "AudioCodecsGPL", targets: ["AudioCodecsGPL"]),
         .library(name: "CoreAudioTypes", targets: ["CoreAudioTypes"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
@@ -63,9 +67,8 @@ let package = Package(
         ),
         .target(
             name: "AudioToolbox",
-            dependencies: ["CoreAudioTypes", "CAudioToolbox", "BufferQueue", "AudioFileStream", "AudioPlayback",
-                           "MPG123Decoder", "AVCodecAAC", "OpenCoreAMRDecoder", "OpusDecoder", "OpusEncoder", "VorbisDecoder",
-                           "FLACDecoder", "FLACEncoder", "SoxrConverter", "PulseAudioSink", "ALSASink"],
+            dependencies: ["CoreAudioTypes", "CAudioToolbox", "BufferQueue", "AudioFileStream", "AudioPlayback", "AudioCodecs",
+                           "PulseAudioSink", "ALSASink"],
             path: "Sources/AudioToolbox"
         ),
         .target(
@@ -172,6 +175,17 @@ let package = Package(
             dependencies: ["BufferQueue", "CSoxr"],
             path: "Sources/SoxrConverter"
         ),
+        .target(
+            name: "AudioCodecs",
+            dependencies: ["BufferQueue", "MPG123Decoder", "AVCodecAAC", "OpenCoreAMRDecoder", "OpusDecoder", "OpusEncoder",
+                           "VorbisDecoder", "FLACDecoder", "FLACEncoder", "SoxrConverter"],
+            path: "Sources/AudioCodecs"
+        ),
+        .target(
+            name: "AudioCodecsGPL",
+            dependencies: ["BufferQueue", "AudioCodecs", "FAADDecoder", "RubberBandTimePitch"],
+            path: "Sources/AudioCodecsGPL"
+        ),
         // The library's headers; it is opened on first use (see include/CRubberBand.h).
         .target(
             name: "CRubberBand",
@@ -250,8 +264,7 @@ let package = Package(
         .executableTarget(
             name: "aqrender",
             dependencies: [
-                "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "RubberBandTimePitch", "ExampleOptions",
+                "AudioFileStream", "AudioPlayback", "BufferQueue", "AudioCodecsGPL", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrender"
@@ -259,8 +272,7 @@ let package = Package(
         .executableTarget(
             name: "aqmix",
             dependencies: [
-                "AudioFileStream", "AudioPlayback", "BufferQueue", "MPG123Decoder", "OpenCoreAMRDecoder", "SoxrConverter",
-                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "ExampleOptions",
+                "AudioFileStream", "AudioPlayback", "BufferQueue", "AudioCodecs", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqmix"
@@ -268,17 +280,16 @@ let package = Package(
         .executableTarget(
             name: "aqplay",
             dependencies: [
-                "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
-                "OpusDecoder", "VorbisDecoder", "FLACDecoder", "AVCodecAAC",
-                "PulseAudioSink", "ALSASink", "SoxrConverter", "RubberBandTimePitch", "ExampleOptions",
+                "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "AudioCodecsGPL",
+                "PulseAudioSink", "ALSASink", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqplay"
         ),
         .executableTarget(
             name: "aqrecord",
-            dependencies: ["AVCodecAAC", "FLACEncoder", "OpusEncoder", "AudioFileStream", "ExampleOptions",
-                "AudioPlayback", "BufferQueue", "PulseAudioSink", "SoxrConverter",
+            dependencies: ["AudioCodecs", "AudioFileStream", "ExampleOptions",
+                "AudioPlayback", "BufferQueue", "PulseAudioSink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrecord"

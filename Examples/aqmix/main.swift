@@ -3,19 +3,11 @@
 import Glibc
 #endif
 import ArgumentParser
-import AVCodecAAC
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import AudioCodecs
 import ExampleOptions
-import FLACDecoder
-import FLACEncoder
-import MPG123Decoder
-import OpenCoreAMRDecoder
-import OpusDecoder
-import OpusEncoder
-import SoxrConverter
-import VorbisDecoder
 
 @main
 struct AQMix: ParsableCommand {
@@ -71,15 +63,7 @@ struct AQMix: ParsableCommand {
     }
 
     func run() throws {
-        MPG123Decoder.register()
-        AMRDecoder.register()
-        OpusDecoder.register()
-        VorbisDecoder.register()
-        FLACDecoder.register()
-        FLACEncoder.register()
-        AVCodecAAC.register()
-        OpusEncoder.register()
-        SoxrConverter.register()
+        AudioCodecs.registerAll()
 
         var renderers: [AudioFileRenderer] = []
         var files: [AudioFile] = []

@@ -1,23 +1,15 @@
 // aqplay: plays files in order, gaplessly, through PulseAudio (or the null sink).
 import ArgumentParser
-import AVCodecAAC
 import AudioFileStream
 import AudioPlayback
 import AudioStreaming
 import BufferQueue
+import AudioCodecsGPL
 import ExampleOptions
 import Dispatch
-import FAADDecoder
-import FLACDecoder
-import OpenCoreAMRDecoder
 import Foundation
-import MPG123Decoder
-import OpusDecoder
 import ALSASink
 import PulseAudioSink
-import RubberBandTimePitch
-import SoxrConverter
-import VorbisDecoder
 
 @main
 struct AQPlay: ParsableCommand {
@@ -74,17 +66,9 @@ struct AQPlay: ParsableCommand {
     }
 
     func run() throws {
-        MPG123Decoder.register()
-        FAADDecoder.register()
-        // libavcodec's AAC decoder goes ahead of libfaad2's, as in aqrender: what aqrender writes is
-        // what aqplay plays, to the bit (the two decoders differ on noise substitution).
-        AVCodecAAC.register()
-        AMRDecoder.register()
-        OpusDecoder.register()
-        VorbisDecoder.register()
-        FLACDecoder.register()
-        RubberBandTimePitch.register()
-        SoxrConverter.register()
+        // Every codec this program links; libavcodec's AAC decoder ahead of libfaad2's, as in aqrender:
+        // what aqrender writes is what aqplay plays, to the bit (the two differ on noise substitution).
+        AudioCodecsGPL.registerAll(aac: .libavcodec)
         var paths = inputs
         if paths.isEmpty {
             let demo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

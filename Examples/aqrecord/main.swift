@@ -6,16 +6,13 @@
 import Glibc
 #endif
 import ArgumentParser
-import AVCodecAAC
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import AudioCodecs
 import Dispatch
 import ExampleOptions
-import FLACEncoder
-import OpusEncoder
 import PulseAudioSink
-import SoxrConverter
 import Synchronization
 
 @main
@@ -90,10 +87,7 @@ struct AQRecord: AsyncParsableCommand {
             return
         }
         guard let output, let type = AudioFileWriter.fileType(forPath: output) else { return }
-        SoxrConverter.register()
-        FLACEncoder.register()
-        OpusEncoder.register()
-        AVCodecAAC.register()
+        AudioCodecs.registerAll()
         let audioSource: any AudioSource
         var sampleRate = rate ?? 48000
         switch source {

@@ -3,21 +3,11 @@
 import Glibc
 #endif
 import ArgumentParser
-import AVCodecAAC
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import AudioCodecsGPL
 import ExampleOptions
-import FAADDecoder
-import FLACDecoder
-import FLACEncoder
-import OpusEncoder
-import OpenCoreAMRDecoder
-import MPG123Decoder
-import OpusDecoder
-import RubberBandTimePitch
-import SoxrConverter
-import VorbisDecoder
 
 @main
 struct AQRender: ParsableCommand {
@@ -82,18 +72,8 @@ struct AQRender: ParsableCommand {
     }
 
     func run() throws {
-        MPG123Decoder.register()
-        FAADDecoder.register()
-        AMRDecoder.register()
-        OpusDecoder.register()
-        VorbisDecoder.register()
-        FLACDecoder.register()
-        FLACEncoder.register()
-        // libavcodec's AAC decoder is registered ahead of libfaad2's unless libfaad2 is asked for.
-        AVCodecAAC.register(decoders: aacDecoder == .libavcodec ? .shared : AudioDecoderRegistry(), encoders: .shared)
-        OpusEncoder.register()
-        SoxrConverter.register()
-        RubberBandTimePitch.register()
+        // Every codec this program links; libavcodec's AAC decoder ahead of libfaad2's unless libfaad2 is asked for.
+        AudioCodecsGPL.registerAll(aac: aacDecoder == .libavcodec ? .libavcodec : .libfaad2)
         let file: AudioFile
         do { file = try AudioFile(path: input) } catch { fail("\(input): \(error)") }
         let transforms = loops != 1 || sampleRate != nil || channels != nil || (timePitchOptions.rate ?? 1) != 1 || timePitchOptions.pitch != nil

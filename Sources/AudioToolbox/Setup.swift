@@ -1,15 +1,7 @@
 internal import BufferQueue
+internal import AudioCodecs
 internal import PulseAudioSink
 internal import ALSASink
-internal import MPG123Decoder
-internal import AVCodecAAC
-internal import OpenCoreAMRDecoder
-internal import OpusDecoder
-internal import OpusEncoder
-internal import VorbisDecoder
-internal import FLACDecoder
-internal import FLACEncoder
-internal import SoxrConverter
 import Foundation
 
 /// What every entry point needs before it runs: the decoders, encoders and resampler registered
@@ -17,15 +9,7 @@ import Foundation
 /// library, so a program that imports only `AudioToolbox` stays LGPL).
 enum Setup {
     private static let registered: Bool = {
-        MPG123Decoder.register()
-        AVCodecAAC.register()
-        AMRDecoder.register()
-        OpusDecoder.register()
-        OpusEncoder.register()
-        VorbisDecoder.register()
-        FLACDecoder.register()
-        FLACEncoder.register()
-        SoxrConverter.register()
+        AudioCodecs.registerAll()
         return true
     }()
 
