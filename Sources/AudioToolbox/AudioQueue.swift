@@ -115,13 +115,18 @@ private func makeInputQueue(_ format: AudioStreamBasicDescription, place: Callba
         // knows whether it is called from inside one (where it must not wait for them).
         let callbacks = DispatchQueue(label: "AudioToolbox.input.callbacks", target: callbackQueue)
         callbacks.setSpecific(key: insideInputCallback, value: true)
-        let configuration = AudioInputQueue.Configuration(source: Device.input.makeSource(), callbackQueue: callbacks)
-        let queue = try AudioInputQueue(format: format.library, configuration: configuration) { queue, buffer, frames in
-            guard let object = weak.object, let record = object.record(forLibraryBuffer: buffer) else { return }
-            let running = queue.isRunning
+        // The running state's listeners follow the queue's own reports, in order with its callbacks.
+        let configuration = AudioInputQueue.Configuration(source: Device.input.makeSource(), callbackQueue: callbacks, eventHandler: { event in
+            guard case .runningChanged(let running) = event, let object = weak.object else { return }
             object.place.run {
                 guard !object.isDisposed else { return }
                 object.handle(.runningChanged(running))
+            }
+        })
+        let queue = try AudioInputQueue(format: format.library, configuration: configuration) { _, buffer, frames in
+            guard let object = weak.object, let record = object.record(forLibraryBuffer: buffer) else { return }
+            object.place.run {
+                guard !object.isDisposed else { return }
                 deliverCapture(object, record, frames, callback)
             }
         }
@@ -300,8 +305,6 @@ public func AudioQueueStart(_ inAQ: AudioQueueRef, _ inStartTime: UnsafePointer<
             try queue.start(at: at)
         case .input(let queue):
             try queue.start()
-            // Apple's input queue reports running as soon as it is started.
-            object.handle(.runningChanged(true))
         case nil: break
         }
     }
@@ -330,7 +333,6 @@ public func AudioQueuePause(_ inAQ: AudioQueueRef) -> OSStatus {
         case .output(let queue): try queue.pause()
         case .input(let queue):
             try queue.pause()
-            object.handle(.runningChanged(false))
         case nil: break
         }
     }
@@ -359,7 +361,6 @@ public func AudioQueueStop(_ inAQ: AudioQueueRef, _ inImmediate: Bool) -> OSStat
             // Synchronous, as Apple's: no input callback runs after this returns (unless called
             // from one, where waiting would wait for itself).
             if inImmediate, DispatchQueue.getSpecific(key: insideInputCallback) == nil { queue.waitForCallbacks() }
-            object.handle(.runningChanged(false))
         case nil: break
         }
     }

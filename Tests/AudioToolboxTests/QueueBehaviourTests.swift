@@ -115,6 +115,32 @@ func fill(_ buffer: AudioQueueBufferRef, frames: Int) {
         #expect(AudioQueueDispose(recorder, true) == noErr)
     }
 
+    /// An input queue's running listeners follow the queue's own reports: running at the start,
+    /// stopped at the stop, each once, in that order (no flag of this layer's beside the queue's).
+    @Test func anInputQueuesRunningListenersFollowItsReports() throws {
+        setenv("AQ_INPUT", "null", 1)
+        var format = pcm16()
+        let log = CallbackLog()
+        let inputCallback: AudioQueueInputCallback = { _, _, _, _, _, _ in }
+        let listener: AudioQueuePropertyListenerProc = { userData, queue, id in
+            var running: UInt32 = 9
+            var size = UInt32(4)
+            AudioQueueGetProperty(queue, id, &running, &size)
+            Unmanaged<CallbackLog>.fromOpaque(userData!).takeUnretainedValue().add("running \(running)")
+        }
+        var input: AudioQueueRef?
+        let userData = Unmanaged.passUnretained(log).toOpaque()
+        try #require(AudioQueueNewInput(&format, inputCallback, userData, nil, nil, 0, &input) == noErr)
+        let recorder = try #require(input)
+        #expect(AudioQueueAddPropertyListener(recorder, kAudioQueueProperty_IsRunning, listener, userData) == noErr)
+        #expect(AudioQueueStart(recorder, nil) == noErr)
+        #expect(log.wait { $0.contains("running 1") }, "\(log.all)")
+        #expect(AudioQueueStop(recorder, true) == noErr)
+        #expect(log.wait { $0.contains("running 0") }, "\(log.all)")
+        #expect(log.all == ["running 1", "running 0"])
+        #expect(AudioQueueDispose(recorder, true) == noErr)
+    }
+
     /// An asynchronous stop refuses enqueues while it plays out; a disposal pending refuses them too.
     @Test func enqueuesDuringAStopOrADisposalAreRefused() throws {
         setenv("AQ_OUTPUT", "null", 1)

@@ -98,10 +98,18 @@ public final class AudioInputQueue: Sendable {
         /// Frames after which capture ends by itself, exactly, as if the source had ended (the
         /// queue stops and hands back what it holds); nil records until stopped.
         public var frameLimit: Int?
+        /// Called with every event except ``AudioInputQueueEvent/bufferFilled(_:_:)`` and
+        /// ``AudioInputQueueEvent/bufferReturned(_:)`` (which are the input callback's), on the
+        /// callback queue, in one order with the input callbacks: what a C-style property listener
+        /// needs, where an ``AudioInputQueue/events(bufferingPolicy:)`` stream would be read on
+        /// another executor.
+        public var eventHandler: (@Sendable (AudioInputQueueEvent) -> Void)?
 
         public init(source: (any AudioSource)? = nil, captureBufferFrames: Int? = nil, callbackQueue: DispatchQueue? = nil,
                     resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh,
-                    encoderSettings: AudioEncoderSettings = .init(), encoderRegistry: AudioEncoderRegistry = .shared, frameLimit: Int? = nil) {
+                    encoderSettings: AudioEncoderSettings = .init(), encoderRegistry: AudioEncoderRegistry = .shared, frameLimit: Int? = nil,
+                    eventHandler: (@Sendable (AudioInputQueueEvent) -> Void)? = nil) {
+            self.eventHandler = eventHandler
             self.source = source
             self.captureBufferFrames = captureBufferFrames
             self.callbackQueue = callbackQueue
@@ -561,6 +569,7 @@ public final class AudioInputQueue: Sendable {
     func deliver(_ event: AudioInputQueueEvent) {
         callbacks.async { [self] in
             guard !closed.load(ordering: .acquiring) else { return }
+            configuration.eventHandler?(event)
             yield(event)
         }
     }
