@@ -352,7 +352,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AudioPlaybackTests",
-            dependencies: ["AudioPlayback", "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
+            dependencies: ["AudioCodecs", "AudioPlayback", "AudioFileStream", "BufferQueue", "MPG123Decoder", "FAADDecoder", "OpenCoreAMRDecoder",
                            "SoxrConverter", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "FLACDecoder", "OpusDecoder", "CodecTestSupport", "TestSupport"],
             path: "Tests/AudioPlaybackTests"
         ),
@@ -376,7 +376,7 @@ let package = Package(
         // Every Swift snippet of README.md and Docs/, compiled (Tests/DocSnippetTests/Generated).
         .testTarget(
             name: "DocSnippetTests",
-            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder",
+            dependencies: ["BufferQueue", "AudioCodecs", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder",
                            "OpenCoreAMRDecoder", "OpusDecoder", "VorbisDecoder", "FLACDecoder", "PulseAudioSink", "ALSASink",
                            "SoxrConverter", "RubberBandTimePitch", "AudioToolbox"],
             path: "Tests/DocSnippetTests",

@@ -1,7 +1,9 @@
 // Generated from Docs/Writing.md by DocSnippetTests (AQ_WRITE_SNIPPETS=1 swift test --filter DocSnippetTests): do not edit.
+import AudioCodecs
 import AudioFileStream
 import AudioPlayback
 import BufferQueue
+import PulseAudioSink
 
 // Compiled, never called.
 func docSnippets_Writing() async throws {
@@ -16,4 +18,15 @@ func docSnippets_Writing() async throws {
         try writer.close()   // the edit list, iTunSMPB and sample tables go down here
         print(writer.validFrames, writer.primingFrames, writer.remainderFrames)
     }
+    // Docs/Writing.md, snippet 2
+
+    AudioCodecs.registerAll()
+    let recorder = try AudioFileRecorder(path: "take.m4a", encoding: .aac(bitRate: 192_000),
+                                         sampleRate: 48_000, channels: 2, source: PulseAudioSource())
+    try recorder.start()
+    // … later, from anywhere:
+    recorder.stop()
+    let recording = try await recorder.finished()   // the file is complete: recording.validFrames
+    _ = recorder
+    _ = recording
 }
