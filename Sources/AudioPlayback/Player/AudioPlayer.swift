@@ -1088,15 +1088,19 @@ public final class AudioPlayer: @unchecked Sendable {
             fail(AudioPlayerError(.sink, underlying: error), playOut: false)
             return true
         }
+        // The frame reached, now that the queue stands: a skip's fade out starts there (not where
+        // the status said before the pause, which the sink may have played past).
+        let reached = queue.currentTime().sampleTime
+        let start = fadingOut ? shared.withLock { $0.timeline.status(heard: reached, titles: [:], outputFormat: nil).position } : seconds
         // A stopped queue's timeline starts again from 0; a reset one goes on from the frame reached.
-        timelineBeforeItem = restarts ? 0 : queue.currentTime().sampleTime
+        timelineBeforeItem = restarts ? 0 : reached
         shared.withLock { s in
             s.timeline.restart(at: timelineBeforeItem)
         }
         let index = target ?? heardIndex
         if itemIndex != index { loop = max(loop - (index > itemIndex ? 1 : 0), 0) }
         itemIndex = index
-        nextStart = seconds
+        nextStart = start
         feeder = nil
         join?.reset()
         openItem(fadingOut: fadingOut)
