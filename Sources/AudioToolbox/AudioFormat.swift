@@ -129,13 +129,12 @@ private func formatProperty(_ id: AudioFormatPropertyID, _ specifierSize: UInt32
         guard let specifier, Int(specifierSize) >= channelLayoutSize(descriptions: 0) else {
             throw StatusError(kAudioFormatBadSpecifierSizeError, "the specifier is an AudioChannelLayout")
         }
-        let tag = specifier.loadUnaligned(fromByteOffset: 0, as: UInt32.self)
-        switch tag {
-        case kAudioChannelLayoutTag_UseChannelDescriptions: return bytes(specifier.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
-        case kAudioChannelLayoutTag_UseChannelBitmap:
-            return bytes(UInt32(specifier.loadUnaligned(fromByteOffset: 4, as: UInt32.self).nonzeroBitCount))
-        default: return bytes(UInt32(tag & 0xFFFF))
-        }
+        // The header alone tells the count (the descriptions need not all be there).
+        let header = UnsafeRawBufferPointer(start: specifier, count: CoreAudioChannelLayout.headerSize)
+        let tag = header.loadUnaligned(fromByteOffset: 0, as: UInt32.self), bitmap = header.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
+        let described = Int(header.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+        let form = CoreAudioChannelLayout(tag: tag, bitmap: bitmap, labels: Array(repeating: 0, count: tag == CoreAudioChannelLayout.useChannelDescriptions ? described : 0))
+        return bytes(UInt32(form.channelCount))
     default:
         throw StatusError(kAudioFormatUnsupportedPropertyError, "property \(fourCharacterCode(Int32(bitPattern: id))) is not supported")
     }

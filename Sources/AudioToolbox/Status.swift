@@ -173,54 +173,15 @@ func readProperty<T>(_ type: T.Type, from data: UnsafeRawPointer, size: UInt32) 
 
 /// Byte size of an `AudioChannelLayout` with `descriptions` channel descriptions.
 func channelLayoutSize(descriptions: Int) -> Int {
-    (MemoryLayout<CoreAudioTypes.AudioChannelLayout>.offset(of: \CoreAudioTypes.AudioChannelLayout.mChannelDescriptions) ?? 12) + max(descriptions, 0) * MemoryLayout<AudioChannelDescription>.stride
+    CoreAudioChannelLayout.headerSize + max(descriptions, 0) * CoreAudioChannelLayout.descriptionSize
 }
 
 /// The C form of a layout: a tag for mono and stereo, channel descriptions otherwise.
 func channelLayoutBytes(_ layout: BufferQueue.AudioChannelLayout) -> [UInt8] {
-    let labels = layout.channelLabels
-    let useTag = labels == [.mono] || labels == [.left, .right]
-    let count = useTag ? 0 : labels.count
-    var bytes = [UInt8](repeating: 0, count: channelLayoutSize(descriptions: count))
-    bytes.withUnsafeMutableBytes { raw in
-        guard let base = raw.baseAddress else { return }
-        let tag: AudioChannelLayoutTag = labels == [.mono] ? kAudioChannelLayoutTag_Mono
-            : labels == [.left, .right] ? kAudioChannelLayoutTag_Stereo : kAudioChannelLayoutTag_UseChannelDescriptions
-        base.storeBytes(of: tag, toByteOffset: 0, as: UInt32.self)
-        base.storeBytes(of: UInt32(count), toByteOffset: 8, as: UInt32.self)
-        let first = channelLayoutSize(descriptions: 0)
-        for (index, label) in labels.enumerated() where !useTag {
-            base.storeBytes(of: label.rawValue, toByteOffset: first + index * MemoryLayout<AudioChannelDescription>.stride, as: UInt32.self)
-        }
-    }
-    return bytes
+    CoreAudioChannelLayout(layout, namedTags: true).bytes(bigEndian: false)
 }
 
 /// The library's layout for a C `AudioChannelLayout` of `size` bytes, for `channels` channels.
 func libraryChannelLayout(_ data: UnsafeRawPointer, size: UInt32, channels: Int) -> BufferQueue.AudioChannelLayout? {
-    guard Int(size) >= channelLayoutSize(descriptions: 0) else { return nil }
-    let tag = data.loadUnaligned(fromByteOffset: 0, as: UInt32.self)
-    let bitmap = data.loadUnaligned(fromByteOffset: 4, as: UInt32.self)
-    let count = Int(data.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
-    switch tag {
-    case kAudioChannelLayoutTag_UseChannelDescriptions:
-        guard Int(size) >= channelLayoutSize(descriptions: count) else { return nil }
-        let first = channelLayoutSize(descriptions: 0)
-        let labels = (0..<count).map { index -> BufferQueue.AudioChannelLayout.Label in
-            let raw = data.loadUnaligned(fromByteOffset: first + index * MemoryLayout<AudioChannelDescription>.stride, as: UInt32.self)
-            return BufferQueue.AudioChannelLayout.Label(rawValue: raw) ?? .unknown
-        }
-        return BufferQueue.AudioChannelLayout(channelLabels: labels)
-    case kAudioChannelLayoutTag_UseChannelBitmap:
-        return BufferQueue.AudioChannelLayout(waveChannelMask: bitmap, channels: channels)
-    case kAudioChannelLayoutTag_Mono: return .mono
-    case kAudioChannelLayoutTag_Stereo, kAudioChannelLayoutTag_StereoHeadphones: return .stereo
-    case kAudioChannelLayoutTag_MPEG_5_1_A:
-        return BufferQueue.AudioChannelLayout(channelLabels: [.left, .right, .center, .lfeScreen, .leftSurround, .rightSurround])
-    case kAudioChannelLayoutTag_MPEG_5_1_D:
-        return BufferQueue.AudioChannelLayout(channelLabels: [.center, .left, .right, .leftSurround, .rightSurround, .lfeScreen])
-    default:
-        // Other tags carry their channel count in the low 16 bits.
-        return Int(tag & 0xFFFF) == channels ? .default(channels: channels) : nil
-    }
+    CoreAudioChannelLayout(bytes: UnsafeRawBufferPointer(start: data, count: Int(size)), bigEndian: false)?.layout(channels: channels)
 }

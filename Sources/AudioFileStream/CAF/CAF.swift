@@ -132,25 +132,13 @@ final class CAFParser: ContainerParser, PacketLocating {
             out.formatList = [format]
             out.channelLayout = .default(channels: channels)
         case "chan":
-            // The layout tag: channel descriptions (0), a bitmap (1 << 16, WAVE's speaker bits, the
+            // Core Audio's layout: channel descriptions, a bitmap (WAVE's speaker bits, the
             // channels in bit order), or a named layout (its channel count in the low 16 bits).
-            let tag = try r.u32be("the channel layout tag")
-            let bitmap = try r.u32be("the channel bitmap")
-            let count = Int(try r.u32be("the channel description count"))
-            let channels = format?.channelsPerFrame ?? 0
-            var layout: AudioChannelLayout?
-            if tag == 0, count == channels, count <= 64 {
-                var labels: [AudioChannelLayout.Label] = []
-                for _ in 0..<count {
-                    let label = try r.u32be("a channel label")
-                    try r.skip(16, "a channel description")
-                    labels.append(AudioChannelLayout.Label(rawValue: label) ?? .unknown)
-                }
-                layout = AudioChannelLayout(channelLabels: labels)
-            } else if tag == 1 << 16 {
-                layout = AudioChannelLayout(waveChannelMask: bitmap, channels: channels)
+            guard let form = body.withUnsafeBytes({ CoreAudioChannelLayout(bytes: $0, bigEndian: true) }) else {
+                throw AudioFileStreamError(.invalidData, .caf, start, "the chan chunk's \(body.count) bytes are fewer than its channel descriptions need")
             }
-            if let layout { out.channelLayout = layout }
+            let channels = format?.channelsPerFrame ?? 0
+            if let layout = form.layout(channels: channels), layout.channelCount == channels { out.channelLayout = layout }
         case "kuki":
             let isAAC = format.map { [.aacLC, .heAAC, .heAACv2].contains($0.formatID) } ?? false
             if isAAC, let (_, config) = audioSpecificConfig(fromESDescriptor: body) { out.magicCookie = config } else { out.magicCookie = body }

@@ -43,12 +43,9 @@ package final class CAFWriter: ContainerWriter {
         header.append(Self.fileHeader(format))
         if let layout = stream.channelLayout, layout.isLabelled, layout.channelCount == format.channelsPerFrame {
             // kCAFChannelLayoutTag_UseChannelDescriptions: a label per channel, no coordinates.
-            header.tag("chan"); header.be64(Int64(12 + 20 * layout.channelCount))
-            header.be32(0); header.be32(0); header.be32(layout.channelCount)
-            for label in layout.channelLabels {
-                header.be32(label.rawValue); header.be32(0)
-                header.be32(0); header.be32(0); header.be32(0)
-            }
+            let chan = CoreAudioChannelLayout(layout, namedTags: false).bytes(bigEndian: true)
+            header.tag("chan"); header.be64(Int64(chan.count))
+            header.append(chan)
         }
         if let cookie = Self.cookie(stream.magicCookie, format: format), !cookie.isEmpty {
             header.tag("kuki"); header.be64(Int64(cookie.count))

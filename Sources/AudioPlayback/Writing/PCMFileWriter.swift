@@ -277,9 +277,10 @@ public final class PCMFileWriter: @unchecked Sendable {
         case .caf:
             header += CAFWriter.fileHeader(format)
             if let channelMask {
-                // kCAFChannelLayoutTag_UseChannelBitmap, the bitmap, no descriptions.
-                header += Array("chan".utf8); be64(12)
-                be32(1 << 16); be32(channelMask); be32(0)
+                // A channel bitmap, no descriptions.
+                let chan = CoreAudioChannelLayout(tag: CoreAudioChannelLayout.useChannelBitmap, bitmap: channelMask).bytes(bigEndian: true)
+                header += Array("chan".utf8); be64(UInt64(chan.count))
+                header += chan
             }
             header += Array("data".utf8)
             be64(dataBytes.map { UInt64(4 + $0) } ?? UInt64.max)
