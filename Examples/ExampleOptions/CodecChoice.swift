@@ -1,5 +1,6 @@
 // The codecs `aqrender` and `aqrecord` write, by name.
 import ArgumentParser
+import AudioFileStream
 import BufferQueue
 
 /// What a written file holds: `--codec`.
@@ -21,15 +22,11 @@ public enum CodecChoice: String, ExpressibleByArgument, CaseIterable, Sendable {
         }
     }
 
-    /// The usual codec of a container: AAC in M4A, Opus in Ogg, FLAC in FLAC, Apple Lossless in
-    /// CAF when `cafLossless`, else linear PCM.
-    public static func usual(for typeID: String, cafLossless: Bool) -> CodecChoice {
-        switch typeID {
-        case "m4af": return .aac
-        case "OggS": return .opus
-        case "flac": return .flac
-        case "caff": return cafLossless ? .alac : .pcm
-        default: return .pcm
-        }
+    /// The usual codec of a container (``AudioFileStream/AudioFileType/usualEncoding``), or
+    /// linear PCM in CAF unless `cafLossless`.
+    public static func usual(for type: AudioFileType, cafLossless: Bool) -> CodecChoice {
+        if type == .caf && !cafLossless { return .pcm }
+        let id = type.usualEncoding.formatID ?? .linearPCM
+        return allCases.first { $0.formatID == id } ?? .pcm
     }
 }

@@ -12,7 +12,7 @@ public enum SampleFormat: String, ExpressibleByArgument, CaseIterable, Sendable 
 /// (AIFF holds integers only), big-endian in AIFF.
 public func writtenFormat(type: AudioFileType, codec: CodecChoice?, format: SampleFormat?, rate: Double, channels: Int,
                           sourceBits: Int?) -> AudioStreamDescription {
-    let codec = codec ?? CodecChoice.usual(for: type.typeID, cafLossless: true)
+    let codec = codec ?? CodecChoice.usual(for: type, cafLossless: true)
     guard codec == .pcm else {
         var lossless = format == .s24 ? 24 : format == .s16 ? 16 : sourceBits ?? 16
         if codec == .alac && ![16, 20, 24, 32].contains(lossless) { lossless = lossless <= 16 ? 16 : 24 }

@@ -103,7 +103,7 @@ struct AQRecord: AsyncParsableCommand {
         case .null:
             audioSource = NullSource(signal: .sine(frequency: 440, amplitude: 0.5), pacing: fast ? .unpaced : .realTime)
         }
-        let codec = self.codec ?? CodecChoice.usual(for: type.typeID, cafLossless: false)
+        let codec = self.codec ?? CodecChoice.usual(for: type, cafLossless: false)
         let bigEndian = type == .aiff || type == .aifc
         let description: AudioStreamDescription
         switch (codec, format) {

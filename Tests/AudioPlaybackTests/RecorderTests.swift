@@ -51,16 +51,33 @@ import TestSupport
         #expect(caf.dataFormat.formatID == .appleLossless)
     }
 
-    @Test func thePresetsSayWhatTheyDoNotTake() throws {
-        #expect(throws: AudioQueueError.self) { _ = try AudioFileEncoding.flac(level: 9).dataFormat(for: .flac, sampleRate: 44_100, channels: 2) }
-        #expect(throws: AudioQueueError.self) { _ = try AudioFileEncoding.alac(bits: 12).dataFormat(for: .caf, sampleRate: 44_100, channels: 2) }
-        #expect(throws: AudioQueueError.self) { _ = try AudioFileEncoding.pcm(float: true).dataFormat(for: .aiff, sampleRate: 44_100, channels: 2) }
-        #expect(throws: AudioQueueError.self) { _ = try AudioFileEncoding.opus(bitRate: 1_000).dataFormat(for: .ogg, sampleRate: 48_000, channels: 2) }
+    /// The presets name codecs and leave what each takes to its encoder; the container's facts
+    /// (its usual codec, how it stores PCM) come from the container.
+    @Test func thePresetsLeaveTheCodecsFactsToTheirOwners() throws {
+        #expect(throws: AudioFileWriterError.self) { _ = try AudioFileEncoding.pcm(float: true).dataFormat(for: .aiff, sampleRate: 44_100, channels: 2) }
+        #expect(try AudioFileEncoding.pcm(bits: 24).dataFormat(for: .aifc, sampleRate: 44_100, channels: 2).formatFlags.contains(.isBigEndian))
         // FLAC is 16-bit unless asked (a depth of 0 quietly became 24-bit).
         #expect(try AudioFileEncoding.fromExtension.dataFormat(for: .flac, sampleRate: 44_100, channels: 2).bitsPerChannel == 16)
         #expect(AudioFileEncoding.fromExtension.resolved(for: .mp4) == .aac())
         #expect(AudioFileEncoding.aac(bitRate: 192_000).settings.bitRate == 192_000)
         #expect(AudioFileEncoding.flac(level: 3).settings.quality == 3)
+        // A bit rate libopus refuses is refused by it, naming the value.
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        AudioCodecs.registerAll()
+        #expect { _ = try AudioFileWriter(path: folder.appendingPathComponent("low.opus").path, encoding: .opus(bitRate: 100),
+                                          clientFormat: .float32(sampleRate: 48_000, channels: 2)) }
+            throws: { "\($0)".contains("100") }
+    }
+
+    /// `finished()` before `start()` closes the file empty, at once (it does not wait for a stop that never comes).
+    @Test func finishingBeforeStartingDoesNotWait() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        AudioCodecs.registerAll()
+        let recorder = try AudioFileRecorder(path: folder.appendingPathComponent("empty.wav").path, sampleRate: 48_000, channels: 1)
+        let recording = try await recorder.finished()
+        #expect(recording.validFrames == 0)
     }
 
     /// A writer made with a preset from floats: the file's depth is the preset's.

@@ -52,6 +52,7 @@ public final class AudioFileRecorder: Sendable {
         var writeFailure: (any Error)?
         var queueFailure: AudioQueueError?
         var framesLost = 0
+        var started = false
         var result: Result<Recording, any Error>?
     }
 
@@ -69,6 +70,7 @@ public final class AudioFileRecorder: Sendable {
         guard let type = AudioFileWriter.fileType(forPath: path) else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "the extension names no file type this writer writes (.caf, .wav, .aif, .aiff, .aifc, .flac, .opus, .m4a)")
         }
+        let encoding = encoding.resolved(for: type)
         let format = try encoding.dataFormat(for: type, sampleRate: sampleRate, channels: channels)
         let state = Guarded()
         self.state = state
@@ -108,6 +110,7 @@ public final class AudioFileRecorder: Sendable {
     /// Starts capturing.
     public func start() throws {
         try queue.start()
+        state.withLock { $0.started = true }
     }
 
     /// Stops capturing now; what was captured goes into the file. ``finished()`` closes it.
@@ -117,19 +120,23 @@ public final class AudioFileRecorder: Sendable {
 
     /// Waits until the queue has stopped (``stop()``, the frame limit, the source's end or a
     /// failure) and its last callback has run, then closes the file with the encoder's final
-    /// numbers and cookie. Any number of callers get the same result.
+    /// numbers and cookie. Called again once it returned, it gives the same result; called before
+    /// ``start()``, it closes the file empty at once.
     /// - Throws: the first error writing the file, or the queue's failure (the file is closed
     ///   either way, with what was captured before it).
     @discardableResult
     public func finished() async throws -> Recording {
-        if let result = state.withLock({ $0.result }) { return try result.get() }
-        for await event in events {
-            switch event {
-            case .overrun(let lost, _): state.withLock { $0.framesLost += lost }
-            case .error(let error): state.withLock { if $0.queueFailure == nil { $0.queueFailure = error } }
-            default: break
+        let (done, started) = state.withLock { ($0.result, $0.started) }
+        if let done { return try done.get() }
+        if started {
+            for await event in events {
+                switch event {
+                case .overrun(let lost, _): state.withLock { $0.framesLost += lost }
+                case .error(let error): state.withLock { if $0.queueFailure == nil { $0.queueFailure = error } }
+                default: break
+                }
+                if case .runningChanged(false) = event { break }
             }
-            if case .runningChanged(false) = event { break }
         }
         // Stopped: no input callback runs after the disposal returns.
         queue.dispose(immediately: true)

@@ -289,3 +289,22 @@ public final class AudioFileWriter {
         try output.close()
     }
 }
+
+extension AudioFileWriter {
+    /// A writer of PCM encoded with `encoding` (see ``AudioFileStream/AudioFileEncoding``): the
+    /// file type from the path's extension, the data format at the client's rate and channel count.
+    /// - Throws: ``AudioFileWriterError`` for an extension this writer does not write, or a codec
+    ///   the container does not hold; ``BufferQueue/AudioQueueError`` when the encoder refuses a setting.
+    public convenience init(path: String, encoding: AudioFileEncoding = .fromExtension, clientFormat: AudioStreamDescription,
+                            clientLayout: AudioChannelLayout? = nil, recording: Bool = false, expectedFrames: Int64? = nil,
+                            jobs: Int = 1, encoders: AudioEncoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {
+        guard let type = Self.fileType(forPath: path) else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "the extension names no file type this writer writes (.caf, .wav, .aif, .aiff, .aifc, .flac, .opus, .m4a)")
+        }
+        let resolved = encoding.resolved(for: type)
+        let format = try resolved.dataFormat(for: type, sampleRate: clientFormat.sampleRate, channels: clientFormat.channelsPerFrame)
+        try self.init(path: path, fileType: type, format: format, clientFormat: clientFormat, clientLayout: clientLayout,
+                      settings: resolved.settings, recording: recording, expectedFrames: expectedFrames, jobs: jobs,
+                      encoders: encoders, resamplers: resamplers)
+    }
+}
