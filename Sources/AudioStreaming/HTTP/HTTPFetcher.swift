@@ -86,6 +86,9 @@ final class ByteChannel<Item: ChannelItem>: @unchecked Sendable {
         self.onPush = onPush
     }
 
+    /// Nothing is queued: the reader has taken every item pushed so far.
+    var isEmpty: Bool { state.withLock { $0.items.isEmpty } }
+
     /// The next item if one is queued now; never waits.
     func tryPop() -> Item? {
         let (item, waiters) = state.withLock { s -> (Item?, [CheckedContinuation<Void, Never>]) in
@@ -248,7 +251,12 @@ final class HTTPFetcher: @unchecked Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = demand.withLock { state -> Bool in
-                    if state.wanted || Task.isCancelled { return true }
+                    if Task.isCancelled { return true }
+                    // A demand stated while bytes were still queued (the reader asked before the
+                    // cache's last piece was pushed) is stale: the reader has not seen them yet.
+                    // Checked under the demand lock, so a pop followed by `wantMore` is not lost.
+                    if state.wanted && channel.isEmpty { return true }
+                    state.wanted = false
                     state.waiter = continuation
                     return false
                 }
