@@ -251,7 +251,7 @@ let package = Package(
         .executableTarget(
             name: "aqinfo",
             dependencies: [
-                "AudioFileStream", "BufferQueue", "AudioStreaming", "ExampleOptions",
+                "AudioFileStream", "BufferQueue", "AudioStreaming", "AudioPlayback", "AudioCodecs", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqinfo"

@@ -3,6 +3,8 @@
 import ArgumentParser
 import AudioFileStream
 import AudioStreaming
+import AudioPlayback
+import AudioCodecs
 import BufferQueue
 import FoundationEssentials
 import ExampleOptions
@@ -18,12 +20,20 @@ struct AQInfo: AsyncParsableCommand {
     @Flag(help: "Print one JSON object instead of text.")
     var json = false
 
+    @Flag(help: "Decode the whole file and measure its loudness (EBU R128): integrated, range, true and sample peak, loudest momentary and short-term.")
+    var loudness = false
+
     func run() async throws {
         let path: String
         do {
             switch try AudioLocation(file) {
             case .file(let local): path = local
-            case .http, .hls: return try await describeURL()
+            case .http, .hls:
+                if loudness {
+                    writeError("aqinfo: --loudness measures files, not URLs\n")
+                    throw ExitCode(1)
+                }
+                return try await describeURL()
             }
         } catch let error as HTTPStreamError {
             writeError("aqinfo: \(error)\n")
@@ -34,7 +44,14 @@ struct AQInfo: AsyncParsableCommand {
             writeError("aqinfo: \(file): \(error)\n")
             throw ExitCode(1)
         }
-        let info = Info(audio)
+        var info = Info(audio)
+        if loudness {
+            AudioCodecs.registerAll()
+            do { info.loudness = Info.Loudness(try LoudnessMeter.measuring(audio).reading) } catch {
+                writeError("aqinfo: \(file): cannot measure the loudness: \(error)\n")
+                throw ExitCode(1)
+            }
+        }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
@@ -73,6 +90,42 @@ struct Info: Encodable {
     var metadata: [String: String]
     var pictures: [Picture]
     var links: [Link]
+    var loudness: Loudness?
+
+    /// EBU R128 numbers; −∞ (nothing above the gate, silence) is null.
+    struct Loudness: Encodable {
+        var integrated, range, truePeak, samplePeak, momentaryMax, shortTermMax: Double?
+
+        init(_ reading: LoudnessReading) {
+            func finite(_ value: Double) -> Double? { value.isFinite ? (value * 100).rounded() / 100 : nil }
+            integrated = finite(reading.integrated)
+            range = finite(reading.range)
+            truePeak = finite(reading.truePeak)
+            samplePeak = finite(reading.samplePeak)
+            momentaryMax = finite(reading.momentaryMax)
+            shortTermMax = finite(reading.shortTermMax)
+        }
+
+        enum CodingKeys: String, CodingKey { case integrated, range, truePeak, samplePeak, momentaryMax, shortTermMax }
+
+        func encode(to encoder: any Encoder) throws {
+            // Every key, null included (the synthesised encoding would leave nil keys out).
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(integrated, forKey: .integrated)
+            try container.encode(range, forKey: .range)
+            try container.encode(truePeak, forKey: .truePeak)
+            try container.encode(samplePeak, forKey: .samplePeak)
+            try container.encode(momentaryMax, forKey: .momentaryMax)
+            try container.encode(shortTermMax, forKey: .shortTermMax)
+        }
+
+        var text: [String] {
+            func show(_ value: Double?, _ unit: String) -> String { value.map { formatted("%.2f ", $0) + unit } ?? "-inf \(unit)" }
+            return ["loudness: integrated \(show(integrated, "LUFS")), range \(range.map { formatted("%.2f", $0) } ?? "0.00") LU",
+                    "peaks: true \(show(truePeak, "dBTP")), sample \(show(samplePeak, "dBFS"))",
+                    "loudest: momentary \(show(momentaryMax, "LUFS")), short-term \(show(shortTermMax, "LUFS"))"]
+        }
+    }
 
     struct Picture: Encodable {
         var type: String
@@ -192,6 +245,7 @@ struct Info: Encodable {
             lines.append("picture: \(picture.type), \(picture.mimeType), \(picture.width)×\(picture.height), \(picture.bytes) bytes"
                          + (picture.description.isEmpty ? "" : " (\(picture.description))"))
         }
+        if let loudness { lines += loudness.text }
         for warning in audio.warnings { lines.append("warning: \(warning)") }
         return lines.joined(separator: "\n")
     }
