@@ -9,7 +9,7 @@ APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev librubberband
                 pulseaudio pulseaudio-utils libasound2-plugins \
                 lame ffmpeg sox mpg123 faad flac opus-tools vorbis-tools time icecast2 nginx-light loudgain
 # What the benchmarks compare against besides: Rubber Band's own command, and a speech synthesiser.
-BENCH_PACKAGES := rubberband-cli espeak-ng valgrind
+BENCH_PACKAGES := rubberband-cli espeak-ng valgrind loudgain
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps demo test test-tsan bench fuzz fixtures clean
@@ -42,6 +42,7 @@ bench:
 	$(SWIFT) build -c release --product aqplay
 	$(SWIFT) build -c release --product aqrecord
 	$(SWIFT) build -c release --product aqmix
+	$(SWIFT) build -c release --product aqinfo
 	$(SWIFT) build -c release --product atoffline
 	$(SWIFT) run -c release aqbench
 

@@ -242,6 +242,8 @@ func makeFile(_ name: String, seconds: Int, in folder: String) throws -> String 
         arguments += ["-c:a", "libmp3lame", "-q:a", "2"]
     } else if name.hasSuffix(".wav") {
         arguments += ["-c:a", "pcm_s16le"]
+    } else if name.hasSuffix(".flac") {
+        arguments += ["-c:a", "flac"]
     } else {
         arguments += ["-c:a", "aac", "-b:a", "128k"] + (name.contains("nopns") ? ["-aac_pns", "0"] : [])
     }
@@ -561,6 +563,29 @@ func mixBenchmarks() throws -> [String] {
     return lines
 }
 
+// MARK: 3d. loudness: aqinfo --loudness against loudgain (libebur128), whole commands
+
+func loudnessBenchmarks() throws -> [String] {
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let aqinfo = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqinfo").path
+    guard FileManager.default.isExecutableFile(atPath: aqinfo) else { return ["loudness: \(aqinfo) not built (make bench builds it)"] }
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/loudgain") else { return ["loudness: loudgain is not installed"] }
+    var lines = ["loudness scans (integrated, range, true peak) of FLAC (stereo 44.1 kHz), whole commands (wall / CPU seconds; medians of 7, alternating)"]
+    var perSecond: [Int: Double] = [:]
+    for minutes in [1, 10] {
+        let flac = try makeFile("\(minutes)-min.flac", seconds: minutes * 60, in: folder)
+        let (ours, theirs) = try compare((aqinfo, ["--loudness", flac]), ("/usr/bin/loudgain", ["-O", "-q", flac]))
+        perSecond[minutes] = ours.wall / Double(minutes * 60)
+        lines.append(String(format: "  %2d min: aqinfo --loudness FILE.flac %6.2f / %5.2f s   loudgain -O -q FILE.flac %6.2f / %5.2f s   wall %.2f  CPU %.2f",
+                            minutes, ours.wall, ours.cpu, theirs.wall, theirs.cpu, ours.wall / max(theirs.wall, 0.001), ours.cpu / max(theirs.cpu, 0.001)))
+    }
+    if let short = perSecond[1], let long = perSecond[10] {
+        lines.append(String(format: "  aqinfo --loudness cost per audio second, 10-minute / 1-minute file: %.2f (1.00 = linear)", long / short))
+    }
+    return lines
+}
+
 // MARK: 4. playback through PulseAudio
 
 /// A private PulseAudio server for the measurements (a null sink), killed at the end. Its log is
@@ -801,7 +826,7 @@ let loopTime = try callbackBenchmark(roundTrips: roundTrips)
 let mb = Double(render.bytes) / 1_048_576
 let memcpyTime = render.memcpy, queueTime = render.queue, audioSeconds = render.audioSeconds
 let ratio = seconds(queueTime) / seconds(memcpyTime)
-/// `aqbench [load [SECONDS]] [codecs] [apple] [toolbox] [transform] [mix] [timepitch] [commands] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
+/// `aqbench [load [SECONDS]] [codecs] [apple] [toolbox] [transform] [mix] [loudness] [timepitch] [commands] [playback] [recording] [streaming] [longrun [HOURS] [m4a]]`: only those sections (render and callback
 /// figures always print; `longrun` runs only when named).
 let sections = Set(CommandLine.arguments.dropFirst())
 print("aqbench — \(machine())")
@@ -820,7 +845,7 @@ print("output callback round trips (enqueue -> decode -> unpaced null sink -> ca
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
 // The sections run when no section is named, in this order.
 let namedSections: [(name: String, run: () throws -> [String])] = [
-    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("encode", encodeBenchmarks), ("toolbox", toolboxBenchmarks), ("transform", transformBenchmarks), ("mix", mixBenchmarks),
+    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("encode", encodeBenchmarks), ("toolbox", toolboxBenchmarks), ("transform", transformBenchmarks), ("mix", mixBenchmarks), ("loudness", loudnessBenchmarks),
     ("timepitch", timePitchBenchmarks), ("playback", playbackBenchmarks), ("commands", commandBenchmarks),
     ("recording", recordingBenchmarks),
 ]
