@@ -583,6 +583,26 @@ func loudnessBenchmarks() throws -> [String] {
     if let short = perSecond[1], let long = perSecond[10] {
         lines.append(String(format: "  aqinfo --loudness cost per audio second, 10-minute / 1-minute file: %.2f (1.00 = linear)", long / short))
     }
+    // The meter alone, as a live tap runs it: 60 s of stereo 44.1 kHz noise in blocks of 512 frames.
+    let frames = 44100 * 60
+    var noise = [Float](repeating: 0, count: frames * 2)
+    var seed: UInt32 = 1
+    for i in noise.indices {
+        seed = seed &* 1_664_525 &+ 1_013_904_223
+        noise[i] = (Float(seed >> 8) / Float(1 << 24) - 0.5) * 0.8
+    }
+    let meterTime = try measure(repeats: 3) {
+        var meter = try LoudnessMeter(sampleRate: 44100, channels: 2)
+        noise.withUnsafeBufferPointer { all in
+            for start in stride(from: 0, to: all.count, by: 1024) {
+                meter.add(UnsafeBufferPointer(rebasing: all[start..<min(start + 1024, all.count)]))
+                if start % (4410 * 2) == 0 { _ = meter.reading }   // a reading published every 100 ms
+            }
+        }
+        precondition(meter.reading.integrated.isFinite)
+    }
+    lines.append(String(format: "  LoudnessMeter alone (a live tap's work), stereo 44.1 kHz white noise: %.1f ms per audio second = %.2f %% of one core",
+                        seconds(meterTime) * 1000 / 60, seconds(meterTime) / 60 * 100))
     return lines
 }
 

@@ -137,3 +137,52 @@ import Testing
         #expect(throws: AudioQueueError.self) { try LoudnessMeter(sampleRate: 48000, channels: 2, channelLayout: .mono) }
     }
 }
+
+/// The live meter on a playing queue: what it publishes is the meter of the frames played.
+@Suite struct LoudnessMonitorTests {
+    /// A meter fed `samples` up to the last whole 100 ms step (what the monitor has published then).
+    static func expected(_ samples: [Float], rate: Double, channels: Int) throws -> LoudnessReading {
+        var meter = try LoudnessMeter(sampleRate: rate, channels: channels)
+        let step = (Int(rate) + 5) / 10
+        let whole = samples.count / channels / step * step * channels
+        meter.add(Array(samples.prefix(whole)))
+        return meter.reading
+    }
+
+    static func close(_ a: LoudnessReading, _ b: LoudnessReading) -> Bool {
+        let pairs = [(a.integrated, b.integrated), (a.range, b.range), (a.truePeak, b.truePeak), (a.samplePeak, b.samplePeak),
+                     (a.momentaryMax, b.momentaryMax), (a.shortTermMax, b.shortTermMax), (a.momentary, b.momentary), (a.shortTerm, b.shortTerm)]
+        return pairs.allSatisfy { $0 == $1 || abs($0 - $1) < 1e-6 }
+    }
+
+    @Test func aPlayingQueueIsMeteredFrameByFrame() async throws {
+        let rate = 44100.0
+        let sink = NullSink(pacing: .unpaced, capturing: true)
+        let queue = try AudioQueue(format: .float32(sampleRate: rate, channels: 2), configuration: .init(sink: sink))
+        defer { queue.dispose(immediately: true) }
+        let monitor = try queue.installLoudnessMeter()
+        #expect(monitor.reading == .silent, "nothing played yet")
+        let first = LoudnessMeterTests.sine([(2, -20), (3.05, -12)], rate: rate)
+        try queue.enqueue(try queue.makeBuffer(first))
+        let events = EventLog(queue)
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitForRunning([true, false]))
+        let heard = monitor.reading
+        let reference = try Self.expected(first, rate: rate, channels: 2)
+        #expect(Self.close(heard, reference), "published \(heard), measured \(reference)")
+        #expect(abs(heard.integrated - -13.6) < 1, "\(heard.integrated)")
+
+        // A reset: the next programme is measured on its own.
+        monitor.reset()
+        let second = LoudnessMeterTests.sine([(4, -30)], rate: rate)
+        try queue.enqueue(try queue.makeBuffer(second))
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitForRunning([true, false, true, false]))
+        let again = monitor.reading
+        let secondReference = try Self.expected(second, rate: rate, channels: 2)
+        #expect(Self.close(again, secondReference), "published \(again), measured \(secondReference)")
+        #expect(abs(again.integrated - -30) < 0.1)
+    }
+}

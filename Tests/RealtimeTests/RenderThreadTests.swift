@@ -235,7 +235,7 @@ extension RenderThreadContractTests {
 
         /// A stage of the render path to run.
         enum Stage: String, CaseIterable, CustomTestStringConvertible {
-            case plain, conversion, varispeed, timeDomain, spectral, preEffectsTap, postEffectsTap, siphonTap, rampPanMetering
+            case plain, conversion, varispeed, timeDomain, spectral, preEffectsTap, postEffectsTap, siphonTap, loudnessMeter, rampPanMetering
             var testDescription: String { rawValue }
         }
 
@@ -275,6 +275,9 @@ extension RenderThreadContractTests {
                 }
             case .siphonTap:
                 try queue.installProcessingTap(.siphon) { _, _, _, _ in 0 }
+            case .loudnessMeter:
+                // The EBU R128 meter on the output, publishing a reading every 100 ms.
+                _ = try queue.installLoudnessMeter()
             case .rampPanMetering:
                 try queue.setVolumeRampTime(0.05)
                 try queue.setParameters(.init(volume: 0.5, pan: -0.3))
@@ -317,7 +320,7 @@ extension RenderThreadContractTests {
             // at least a second of sound through every stage.
             let heard = trimSilence(sink.capturedSamples(), channels: stage == .conversion ? 1 : 2)
             #expect(heard.count >= (stage == .conversion ? 48_000 : 2 * Self.rate), "\(stage): \(heard.count) samples of sound")
-            if stage == .plain || stage == .siphonTap {
+            if stage == .plain || stage == .siphonTap || stage == .loudnessMeter {
                 // The tone's first frame is silent, and trimmed with the sink's leading silence.
                 #expect(difference(heard, Array(Self.tone.dropFirst(2).prefix(heard.count))) == nil, "\(stage)")
             }

@@ -159,6 +159,31 @@ public struct LoudnessMeter: Sendable {
         frames += Int64(count)
     }
 
+    /// Forgets everything measured: the meter starts again as new. Never allocates.
+    public mutating func reset() {
+        frames = 0
+        Self.zero(&filterState)
+        stepFill = 0
+        stepEnergy = 0
+        Self.zero(&recent)
+        steps = 0
+        momentaryBlocks.reset()
+        shortTermBlocks.reset()
+        momentaryMaxEnergy = 0
+        shortTermMaxEnergy = 0
+        Self.zero(&history)
+        historyPosition = 0
+        samplePeakValue = 0
+        truePeakValue = 0
+    }
+
+    static func zero<T: Numeric>(_ array: inout [T]) {
+        array.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
+    }
+
+    /// 100 ms steps completed so far (the momentary and short-term values change only with it).
+    var completedSteps: Int { steps }
+
     /// Measures `samples` (interleaved frames).
     public mutating func add(_ samples: [Float]) {
         samples.withUnsafeBufferPointer { add($0) }
@@ -402,6 +427,13 @@ struct LoudnessHistogram: Sendable {
     private var energies = [Double](repeating: 0, count: binCount)
     private var total = 0
     private var totalEnergy = 0.0
+
+    mutating func reset() {
+        LoudnessMeter.zero(&counts)
+        LoudnessMeter.zero(&energies)
+        total = 0
+        totalEnergy = 0
+    }
 
     mutating func add(_ energy: Double) {
         let loudness = LoudnessMeter.loudness(energy)
