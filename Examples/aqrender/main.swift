@@ -42,6 +42,11 @@ struct AQRender: ParsableCommand {
     @Option(name: .customLong("aac-decoder"), help: "Which library decodes AAC: libavcodec (LGPL, the default when both are linked) or libfaad2 (GPL).")
     var aacDecoder: AACDecoder = .libavcodec
 
+    @Option(parsing: .unconditional, help: "Measure the output's loudness (EBU R128) first, then render it again with one gain that brings it to this many LUFS (-23 broadcast, -16 podcasts), lowered where the true peak would pass the ceiling.")
+    var normalize: Double?
+    @Option(name: .customLong("true-peak-ceiling"), parsing: .unconditional, help: "With --normalize: the highest true peak the output may reach, in dBTP (default -1).")
+    var truePeakCeiling: Double = -1
+
     @Flag(help: "Say on stderr whether the render was split and why not.")
     var verbose = false
 
@@ -51,6 +56,8 @@ struct AQRender: ParsableCommand {
         if let sampleRate, !(1...1_536_000).contains(sampleRate) { throw ValidationError("--sample-rate must be 1...1536000 Hz") }
         if let channels, !(1...64).contains(channels) { throw ValidationError("--channels must be 1...64") }
         if let quality, !(0...10).contains(quality) { throw ValidationError("--quality must be 0...10") }
+        if let normalize, !(-70...0).contains(normalize) { throw ValidationError("--normalize takes a loudness of -70...0 LUFS") }
+        if !(-70...6).contains(truePeakCeiling) { throw ValidationError("--true-peak-ceiling must be -70...6 dBTP") }
         if outputType == nil { throw ValidationError("\(output): the extension names no container written (.wav, .caf, .aif, .aiff, .aifc, .flac, .opus, .ogg, .m4a)") }
     }
 
@@ -78,17 +85,18 @@ struct AQRender: ParsableCommand {
         do { file = try AudioFile(path: input) } catch { fail("\(input): \(error)") }
         let transforms = loops != 1 || sampleRate != nil || channels != nil || (timePitchOptions.rate ?? 1) != 1 || timePitchOptions.pitch != nil
             || !eq.isEmpty
+        let gain = normalize.map { normalizationGain(file, target: $0) } ?? 1
         if encodes {
             if verbose { note("decoding on one thread; encoding on \(jobs) where the format's packets encode on their own") }
-            renderEncoding(file)
-        } else if jobs > 1 && !transforms && outputIsFile {
+            renderEncoding(file, gain: gain)
+        } else if jobs > 1 && !transforms && outputIsFile && normalize == nil {
             renderConcurrently(file)
         } else {
             if verbose {
                 note(jobs == 1 ? "one thread: --jobs 1" : transforms ? "one thread: a loop, rate, channel, play-rate change or equaliser joins chunks inexactly"
-                    : "one thread: \(output) is not a file that can seek")
+                    : normalize != nil ? "one thread: --normalize scales every frame as it is rendered" : "one thread: \(output) is not a file that can seek")
             }
-            renderSequentially(file)
+            renderSequentially(file, gain: gain)
         }
         for warning in file.warnings { note("warning: \(warning)") }
     }
@@ -113,11 +121,37 @@ struct AQRender: ParsableCommand {
         }
     }
 
-    func renderSequentially(_ file: AudioFile) {
+    /// The linear gain `--normalize` asks for: the rendered output (every option applied) measured
+    /// in a first pass. A silent output is left as it is, and said.
+    func normalizationGain(_ file: AudioFile, target: Double) -> Float {
+        let renderer = makeRenderer(file)
+        let rendered = renderer.outputFormat
+        let layout = file.channelLayout?.channelCount == rendered.channelsPerFrame ? file.channelLayout : nil
+        var meter: LoudnessMeter
+        do { meter = try LoudnessMeter(sampleRate: rendered.sampleRate, channels: rendered.channelsPerFrame, channelLayout: layout) } catch {
+            fail("--normalize: \(error)")
+        }
+        if let failure = pump(renderer, progress: nil, gain: 1, write: { meter.add($0) }) { fail("\(input): \(failure)") }
+        let reading = meter.reading
+        guard let normalization = LoudnessNormalization(reading, target: target, truePeakCeiling: truePeakCeiling) else {
+            note("\(input) is silent (no 400 ms above -70 LUFS): nothing to normalise, written as it is")
+            return 1
+        }
+        if normalization.isLimitedByCeiling {
+            note(formatted("the true-peak ceiling of %.1f dBTP limits the gain to %+.2f dB: the output measures %.2f LUFS, not %.2f",
+                           truePeakCeiling, normalization.gain, normalization.loudness, target))
+        }
+        if verbose {
+            note(formatted("measured %.2f LUFS, true peak %.2f dBTP; gain %+.2f dB", reading.integrated, reading.truePeak, normalization.gain))
+        }
+        return Float(normalization.linearGain)
+    }
+
+    func renderSequentially(_ file: AudioFile, gain: Float) {
         let renderer = makeRenderer(file)
         let writer = makeWriter(renderer.outputFormat, layout: file.channelLayout)
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
-        let failure = pump(renderer, progress: progress) { try writer.write($0) }
+        let failure = pump(renderer, progress: progress, gain: gain) { try writer.write($0) }
         close(writer)
         progress?.finish()
         finish(file, failure: failure, frames: renderer.framesRendered, converterError: renderer.lastConverterError)
@@ -129,7 +163,7 @@ struct AQRender: ParsableCommand {
     }
 
     /// Renders into a writer that encodes (CAF, AIFF, compressed WAV): the rendered frames are the file's valid frames.
-    func renderEncoding(_ file: AudioFile) {
+    func renderEncoding(_ file: AudioFile, gain: Float) {
         let renderer = makeRenderer(file)
         let rendered = renderer.outputFormat
         let layout = file.channelLayout?.channelCount == rendered.channelsPerFrame ? file.channelLayout : nil
@@ -159,10 +193,10 @@ struct AQRender: ParsableCommand {
         if jobs > 1 && writer.encodingJobs == 1 {
             // One encoder: it runs on a thread of its own while this one decodes.
             let encoding = EncodingThread(writer: writer)
-            failure = pump(renderer, progress: progress) { try encoding.push(bytes($0)) }
+            failure = pump(renderer, progress: progress, gain: gain) { try encoding.push(bytes($0)) }
             do { try encoding.finish() } catch { fail("cannot write \(output): \(error)") }
         } else {
-            failure = pump(renderer, progress: progress) { try bytes($0).withUnsafeBytes { try writer.write($0) } }
+            failure = pump(renderer, progress: progress, gain: gain) { try bytes($0).withUnsafeBytes { try writer.write($0) } }
         }
         do { try writer.close() } catch { fail("cannot write \(output): \(error)") }
         progress?.finish()
@@ -171,8 +205,9 @@ struct AQRender: ParsableCommand {
     }
 
     /// Renders everything, handing each block of frames to `write`; a write that fails ends the
-    /// program, a render that fails is returned (the frames before it were written).
-    func pump(_ renderer: AudioFileRenderer, progress: Progress?, write: (UnsafeBufferPointer<Float>) throws -> Void) -> String? {
+    /// program, a render that fails is returned (the frames before it were written). Every sample
+    /// is multiplied by `gain` (after the equaliser).
+    func pump(_ renderer: AudioFileRenderer, progress: Progress?, gain: Float, write: (UnsafeBufferPointer<Float>) throws -> Void) -> String? {
         let channels = renderer.outputFormat.channelsPerFrame
         var scratch = [Float](repeating: 0, count: 8192 * channels)
         // The equaliser's bands at the rendered rate (a band at or above its Nyquist is refused here).
@@ -184,6 +219,11 @@ struct AQRender: ParsableCommand {
                 if n == 0 { return nil }
                 if let equalizer {
                     equalizer.process(&scratch, frames: n, channels: channels, sampleRate: renderer.outputFormat.sampleRate)
+                }
+                if gain != 1 {
+                    scratch.withUnsafeMutableBufferPointer { samples in
+                        for i in 0..<(n * channels) { samples[i] *= gain }
+                    }
                 }
                 do {
                     try scratch.withUnsafeBufferPointer { try write(UnsafeBufferPointer(rebasing: $0[0..<(n * channels)])) }

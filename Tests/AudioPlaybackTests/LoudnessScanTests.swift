@@ -12,9 +12,11 @@ import TestSupport
     static let loudgain = "/usr/bin/loudgain"
     static let aqinfo = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
         .appendingPathComponent("aqinfo").path
+    static let aqrender = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent("aqrender").path
 
     /// `name` made by ffmpeg in `directory`: 20 s (libebur128 steps its short-term blocks by 1 s, the current Tech 3342 by 100 ms at most: the ranges agree once there are enough blocks) at `rate`, `layout` channels, encoded with `codec`.
-    static func make(_ name: String, in directory: String, rate: Int, layout: String, codec: [String]) async throws -> String {
+    static func make(_ name: String, in directory: String, rate: Int, layout: String, codec: [String], decibels: Double = 0) async throws -> String {
         let path = directory + "/" + name
         // Distinct channels: the noise and the tone mixed differently in each, an LFE of the tone.
         let pan: String
@@ -26,7 +28,7 @@ import TestSupport
         let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y",
             "-f", "lavfi", "-i", "anoisesrc=color=pink:amplitude=0.3:duration=20:seed=11",
             "-f", "lavfi", "-i", "sine=frequency=220:duration=20",
-            "-filter_complex", "[0][1]amerge=inputs=2,\(pan),volume='0.2+0.8*abs(sin(t*0.5))':eval=frame",
+            "-filter_complex", "[0][1]amerge=inputs=2,\(pan),volume='0.2+0.8*abs(sin(t*0.5))':eval=frame,volume=\(decibels)dB",
             "-ar", String(rate)] + codec + [path])
         try #require(made.status == 0, "ffmpeg could not make \(name): \(String(decoding: made.errorOutput, as: UTF8.self))")
         return path
@@ -101,5 +103,33 @@ import TestSupport
         let quietLoudness = try #require(quietObject?["loudness"] as? [String: Any], "\(String(decoding: quiet.output, as: UTF8.self))")
         #expect(quietLoudness["integrated"] is NSNull && quietLoudness["truePeak"] is NSNull, "\(quietLoudness)")
         #expect(quietLoudness["range"] as? Double == 0)
+    }
+
+    @Test func aqrenderNormalizesToTheTargetOrToTheCeiling() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.aqrender), "aqrender is built with the tests")
+        let directory = NSTemporaryDirectory() + "loudness-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let source = try await Self.make("quiet.mp3", in: directory, rate: 44100, layout: "stereo",
+                                         codec: ["-c:a", "libmp3lame", "-b:a", "192k"], decibels: -14)
+        AudioCodecs.registerAll()
+        let before = try LoudnessMeter.measuring(try AudioFile(path: source)).reading
+        // To −16 LUFS: the gain fits under −1 dBTP.
+        let out = directory + "/normalized.wav"
+        let run = try await runTool(Self.aqrender, [source, out, "--normalize", "-16"])
+        #expect(run.status == 0, "\(String(decoding: run.errorOutput, as: UTF8.self))")
+        let after = try LoudnessMeter.measuring(try AudioFile(path: out)).reading
+        #expect(abs(after.integrated - -16) <= 0.1, "\(before.integrated) LUFS normalised to \(after.integrated)")
+        #expect(after.truePeak <= -1 + 0.05, "\(after.truePeak) dBTP")
+        // A ceiling below where the gain would take the peak: the peak sits at it, and it is said.
+        let limited = directory + "/limited.wav"
+        let ceiling = before.truePeak + 2
+        let capped = try await runTool(Self.aqrender, [source, limited, "--normalize", "-16", "--true-peak-ceiling", String(ceiling)])
+        #expect(capped.status == 0)
+        let said = String(decoding: capped.errorOutput, as: UTF8.self)
+        #expect(said.contains("true-peak ceiling"), "\(said)")
+        let limitedReading = try LoudnessMeter.measuring(try AudioFile(path: limited)).reading
+        #expect(abs(limitedReading.truePeak - ceiling) < 0.05, "true peak \(limitedReading.truePeak), ceiling \(ceiling)")
+        #expect(abs(limitedReading.integrated - (before.integrated + 2)) < 0.05, "\(limitedReading.integrated)")
     }
 }

@@ -46,6 +46,38 @@ public struct LoudnessReading: Sendable, Hashable {
                                                momentary: -.infinity, shortTerm: -.infinity)
 }
 
+/// One gain that brings a measured programme to a target loudness, limited so that its true peak
+/// stays at or under a ceiling.
+public struct LoudnessNormalization: Sendable, Hashable {
+    /// The gain to apply, in dB.
+    public var gain: Double
+    /// Whether the ceiling lowered the gain (the programme then ends up quieter than the target).
+    public var isLimitedByCeiling: Bool
+    /// The integrated loudness after the gain, in LUFS.
+    public var loudness: Double
+    /// The true peak after the gain, in dBTP.
+    public var truePeak: Double
+
+    /// The linear factor of ``gain``.
+    public var linearGain: Double { pow(10, gain / 20) }
+
+    /// The normalisation of `reading` to `target` LUFS with a true-peak `ceiling` in dBTP (nil: none);
+    /// nil when the reading has no integrated loudness (silence, or less than 400 ms above −70 LUFS).
+    public init?(_ reading: LoudnessReading, target: Double, truePeakCeiling ceiling: Double? = -1) {
+        guard reading.integrated.isFinite else { return nil }
+        var gain = target - reading.integrated
+        var limited = false
+        if let ceiling, reading.truePeak.isFinite, reading.truePeak + gain > ceiling {
+            gain = ceiling - reading.truePeak
+            limited = true
+        }
+        self.gain = gain
+        isLimitedByCeiling = limited
+        loudness = reading.integrated + gain
+        truePeak = reading.truePeak + gain
+    }
+}
+
 /// Loudness and peaks of interleaved float audio as EBU R128 and ITU-R BS.1770-4 define them:
 /// K-weighting (its two filters derived for any sample rate), channel weights from the channel
 /// layout, momentary, short-term, gated integrated loudness, loudness range (EBU Tech 3342), sample
