@@ -54,6 +54,10 @@ struct AQPlay: ParsableCommand {
     var crossfade: Double = 0
     @Option(help: "The crossfade's curve: linear or equal-power.")
     var crossfadeCurve: AudioFadeCurve = .equalPower
+    @Option(help: "Apply each item's ReplayGain tags (Opus: R128 tags): off (the default), track, or album (the track's gain where there is no album gain). The tagged peak is kept at or under full scale.")
+    var replaygain: ReplayGainSettings.Mode = .off
+    @Option(parsing: .unconditional, help: "With --replaygain: dB added to every tagged gain.")
+    var preamp: Double = 0
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
@@ -62,6 +66,7 @@ struct AQPlay: ParsableCommand {
         guard (5...2000).contains(latency) else { throw ValidationError("--latency must be in 5...2000 ms") }
         guard cacheSize > 0 else { throw ValidationError("--cache-size must be positive") }
         guard crossfade.isFinite, (0...60).contains(crossfade) else { throw ValidationError("--crossfade must be in 0...60 seconds") }
+        guard preamp.isFinite, (-30...30).contains(preamp) else { throw ValidationError("--preamp must be in -30...30 dB") }
         do { try AudioEqualizer(bands: eq.map(\.band)).validate(sampleRate: 44_100) } catch { throw ValidationError("--eq: \(error)") }
     }
 
@@ -139,7 +144,8 @@ struct AQPlay: ParsableCommand {
             }
         }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0),
            processingTap: eq.isEmpty ? nil : .init(position: .postEffects, callback: AudioEqualizer(bands: eq.map(\.band)).processingTapCallback),
-           crossfade: crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade, curve: crossfadeCurve) : nil)
+           crossfade: crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade, curve: crossfadeCurve) : nil,
+           replayGain: replaygain == .off ? nil : ReplayGainSettings(mode: replaygain, preamp: preamp))
 
         writer.takeChannelLayout { [weak player] in player?.channelLayout }
         // Ctrl-C or SIGTERM: stop at once, finish the --record file, exit 130 or 143.
@@ -252,3 +258,4 @@ final class Recorder: @unchecked Sendable {
 }
 
 extension AudioFadeCurve: ExpressibleByArgument {}
+extension ReplayGainSettings.Mode: ExpressibleByArgument {}

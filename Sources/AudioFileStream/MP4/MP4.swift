@@ -390,10 +390,12 @@ final class MP4Parser: ContainerParser, PacketLocating {
             for ilst in try boxes(body, range, base: base) where ilst.type == "ilst" {
                 for item in try boxes(body, ilst.body, base: base) {
                     var name = item.type
+                    var freeform = false
                     var value: String?
                     for field in try boxes(body, item.body, base: base) {
                         if field.type == "name", field.body.count >= 4 {
                             name = String(decoding: body[(field.body.lowerBound + 4)..<field.body.upperBound], as: UTF8.self)
+                            freeform = true
                         }
                         if field.type == "data", field.body.count >= 8 {
                             value = String(decoding: body[(field.body.lowerBound + 8)..<field.body.upperBound], as: UTF8.self)
@@ -405,7 +407,9 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     case "\u{A9}ART": out.metadata.artist = value
                     case "\u{A9}alb": out.metadata.album = value
                     case "iTunSMPB": iTunSMPB = value
-                    default: break
+                    default:
+                        // iTunes freeform (`----`) items by their name (replaygain_track_gain, …).
+                        if freeform, !name.isEmpty { out.metadata.tags[name] = value }
                     }
                 }
             }

@@ -1,4 +1,5 @@
-/// ID3v2 tags (2.2, 2.3, 2.4): their size, and the title/artist/album and iTunSMPB they carry.
+/// ID3v2 tags (2.2, 2.3, 2.4): their size, and the title/artist/album, user text (TXXX) and
+/// iTunSMPB they carry.
 enum ID3v2 {
     /// Most bytes of a tag kept for reading frames; the rest of a larger tag (cover art) is skipped.
     static let readCap = 1 << 20
@@ -78,9 +79,12 @@ enum ID3v2 {
                     contents.transportStreamTimestamp = data[owner.count...].reduce(Int64(0)) { $0 << 8 | Int64($1) } & ((1 << 33) - 1)
                 }
             case "COMM", "COM", "TXXX", "TXX":
-                if let (description, value) = describedText(data, hasLanguage: id.hasPrefix("CO")),
-                   description == "iTunSMPB" {
+                guard let (description, value) = describedText(data, hasLanguage: id.hasPrefix("CO")) else { break }
+                if description == "iTunSMPB" {
                     contents.iTunSMPB = value
+                } else if id.hasPrefix("TX"), !description.isEmpty, contents.metadata.tags[description] == nil {
+                    // A user text frame under its description (REPLAYGAIN_TRACK_GAIN, …), the first of a name.
+                    contents.metadata.tags[description] = value
                 }
             default: break
             }

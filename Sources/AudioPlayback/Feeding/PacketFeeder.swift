@@ -22,6 +22,9 @@ public protocol PacketSource: AnyObject {
     var duration: (frames: Int64, isEstimated: Bool)? { get }
     /// A title from the item's metadata.
     var title: String? { get }
+    /// The item's tags, once known (a stream's after its header); nil when the source has none.
+    /// The default is nil.
+    var metadata: AudioFileMetadata? { get }
     /// The packet holding decoded frame `frame`; nil past the end (or unknown).
     func packet(forFrame frame: Int64) -> Int64?
     /// Decoded frames before packet `packet`.
@@ -60,6 +63,7 @@ public protocol PacketSource: AnyObject {
 }
 
 extension PacketSource {
+    public var metadata: AudioFileMetadata? { nil }
     public var warnings: [String] { [] }
     public func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? { nil }
     public var isSeekable: Bool { true }
@@ -129,6 +133,9 @@ public final class PacketFeeder {
     /// Parameters given with the first buffer that holds a frame to play (an item's gain), then
     /// cleared.
     public var firstFrameParameters: AudioQueueParameters?
+    /// Computes ``firstFrameParameters`` from the source once it is ready (its tags known: a
+    /// stream's come with its header), before its first packet is read.
+    public var parametersAtStart: ((any PacketSource) -> AudioQueueParameters?)?
 
     /// What ``enqueueNext(_:on:)`` did.
     public enum Progress: Equatable {
@@ -189,6 +196,10 @@ public final class PacketFeeder {
 
     /// Plans the start once the source is ready: the packet to read from and the kept range.
     private func start() throws {
+        if let hook = parametersAtStart {
+            parametersAtStart = nil
+            if let parameters = hook(source) { firstFrameParameters = parameters }
+        }
         if let startSeconds { startFrame = Int64((startSeconds * source.format.sampleRate).rounded()) }
         let table = source.packetTable
         let priming = Int64(table?.primingFrames ?? 0)
@@ -360,6 +371,7 @@ public final class FilePacketSource: PacketSource {
         return (file.totalFrames * Int64(scale), !fixed)
     }
     public var title: String? { file.metadata.title }
+    public var metadata: AudioFileMetadata? { file.metadata }
 
     public func packet(forFrame frame: Int64) -> Int64? { file.packet(forFrame: frame / Int64(scale))?.packet }
     public func frame(forPacket packet: Int64) -> Int64? { file.frame(forPacket: packet) * Int64(scale) }

@@ -180,6 +180,9 @@ public final class AudioPlayer: @unchecked Sendable {
     ///   - crossfade: items join with a crossfade (see ``AudioPlayerCrossfade``); nil or 0 seconds:
     ///     gaplessly. Crossfading items are decoded and converted to the output format on the
     ///     player's queue and enqueued as PCM; it needs one output format (not ``OutputFormat/itemFormat``).
+    ///   - replayGain: applies each item's ReplayGain (or Opus R128) tags as its gain, read once
+    ///     its source is ready; nil (the default) or ``ReplayGainSettings/Mode/off``: none. It
+    ///     multiplies ``AudioPlayerItem/gain`` and applies before a crossfade.
     ///   - timePitchEngines: where the spectral algorithm finds its engine (register `RubberBandTimePitch`).
     public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
                 buffering: Buffering = Buffering(), outputFormat: OutputFormat = .firstItem,
@@ -188,9 +191,11 @@ public final class AudioPlayer: @unchecked Sendable {
                 onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil,
                 timePitch: TimePitchAlgorithm? = nil, playRate: Float = 1, pitch: Float = 0,
                 pan: Float = 0, processingTap: ProcessingTap? = nil, onItemFailure: AudioPlayerItemFailurePolicy = .skip,
-                crossfade: AudioPlayerCrossfade? = nil, decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
+                crossfade: AudioPlayerCrossfade? = nil, replayGain: ReplayGainSettings? = nil,
+                decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
                 timePitchEngines: TimePitchEngineRegistry = .shared) {
         self.loops = max(loops, 1)
+        self.replayGain = replayGain
         self.processingTap = processingTap
         self.onItemFailure = onItemFailure
         self.crossfade = crossfade
@@ -250,6 +255,8 @@ public final class AudioPlayer: @unchecked Sendable {
     public let onItemFailure: AudioPlayerItemFailurePolicy
     /// How items join (nil: gaplessly).
     public let crossfade: AudioPlayerCrossfade?
+    /// How items' ReplayGain and R128 tags apply (nil: they do not).
+    public let replayGain: ReplayGainSettings?
 
     /// A new stream of every event from now on, in order; any number of consumers may each have
     /// one. It finishes when playback ends (at once, when it has ended).
@@ -668,8 +675,10 @@ public final class AudioPlayer: @unchecked Sendable {
                 feeder = crossfadeFeeder(source, item: item, seconds: seconds, join: join, fadingOut: fadingOut)
             } else {
                 let packets = PacketFeeder(source: source, startSeconds: seconds, registry: decoders)
-                // Every item sets its gain (the one before it stays in force otherwise).
-                packets.firstFrameParameters = AudioQueueParameters(gain: item.gain)
+                // Every item sets its gain (the one before it stays in force otherwise); its tags'
+                // gain once the source knows them.
+                let (gain, settings) = (item.gain, replayGain)
+                packets.parametersAtStart = { source in AudioQueueParameters(gain: Self.gain(gain, settings, source)) }
                 feeder = packets
             }
             feedingID = item.id
@@ -686,6 +695,13 @@ public final class AudioPlayer: @unchecked Sendable {
         pump()
     }
 
+    /// An item's gain: its own times what its tags say for `settings` (at most 16).
+    static func gain(_ own: Float, _ settings: ReplayGainSettings?, _ source: any PacketSource) -> Float {
+        guard let settings, settings.mode != .off else { return own }
+        let tags = source.metadata.flatMap { ReplayGain(metadata: $0, format: source.format.formatID) }
+        return min(own * settings.linearGain(tags), 16)
+    }
+
     /// A crossfading item's feeder: decoded and converted to the output format (the first item's,
     /// or the fixed one); `fadingOut`: only its next D frames (the item heard, on a skip).
     private func crossfadeFeeder(_ source: any PacketSource, item: AudioPlayerItem, seconds: Double, join: CrossfadeJoin,
@@ -698,7 +714,7 @@ public final class AudioPlayer: @unchecked Sendable {
         }
         let index = itemIndex, id = item.id
         let (decoders, resamplers, engines) = (self.decoders, self.resamplers, timePitchEngines)
-        return CrossfadeItemFeeder(source: source, join: join, gain: item.gain, limit: fadingOut ? Int64(join.frames) : nil,
+        return CrossfadeItemFeeder(source: source, join: join, gain: Self.gain(item.gain, replayGain, source), limit: fadingOut ? Int64(join.frames) : nil,
                                    hasNext: { [unowned self] in itemIndex + 1 < shared.withLock { $0.items.count } || loop + 1 < loops },
                                    shortened: { [unowned self] frames in
                                        emit(.crossfadeShortened(index: index, id: id, frames: frames, requested: join.frames))

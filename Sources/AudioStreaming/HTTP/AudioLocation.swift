@@ -151,6 +151,7 @@ public final class RemoteAudioSource: PacketSource, @unchecked Sendable {
     public var rollDistance: Int? { current.rollDistance }
     public var duration: (frames: Int64, isEstimated: Bool)? { current.duration }
     public var title: String? { current.title }
+    public var metadata: AudioFileMetadata? { current.metadata }
     /// What the parsers skipped or doubted.
     public var warnings: [AudioFileStreamError] { http?.warnings ?? hls?.warnings ?? [] }
     public func packet(forFrame frame: Int64) -> Int64? { current.packet(forFrame: frame) }

@@ -78,6 +78,7 @@ public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
     public var maximumPacketSize: Int? { driver?.stream.maximumPacketSize }
     public var rollDistance: Int? { driver?.stream.packetRollDistance }
     public var title: String? { driver?.stream.metadata.title }
+    public var metadata: AudioFileMetadata? { driver?.stream.metadata }
     /// The links of an Ogg stream met so far (each also comes as a `.link` read).
     public var links: [AudioStreamLink] { driver?.stream.links ?? [] }
 

@@ -1,0 +1,52 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import AudioFileStream
+
+/// How a player applies ReplayGain (and Opus's R128) tags.
+public struct ReplayGainSettings: Sendable, Hashable {
+    /// Which gain.
+    public enum Mode: String, Sendable, Hashable, CaseIterable {
+        /// No tag gain (Opus's header output gain still applies: the decoder owns it).
+        case off
+        /// The track's gain.
+        case track
+        /// The album's gain, the track's where the album has none.
+        case album
+    }
+    public var mode: Mode
+    /// dB added to every tagged gain.
+    public var preamp: Double
+    /// dB for an item without tags (nil: unchanged).
+    public var fallback: Double?
+    /// Keeps the gain low enough that the tagged peak stays at or under full scale (1.0).
+    public var preventClipping: Bool
+
+    public init(mode: Mode, preamp: Double = 0, fallback: Double? = nil, preventClipping: Bool = true) {
+        self.mode = mode
+        self.preamp = preamp
+        self.fallback = fallback
+        self.preventClipping = preventClipping
+    }
+
+    /// The linear gain for an item whose tags say `gains` (nil: it has none).
+    public func linearGain(_ gains: ReplayGain?) -> Float {
+        guard mode != .off else { return 1 }
+        let chosen: (gain: Double, peak: Double?)?
+        switch mode {
+        case .off: chosen = nil
+        case .track: chosen = gains?.trackGain.map { ($0, gains?.trackPeak) }
+        case .album: chosen = gains?.albumGain.map { ($0, gains?.albumPeak) } ?? gains?.trackGain.map { ($0, gains?.trackPeak) }
+        }
+        guard let chosen else { return fallback.map { Float(Self.linear($0)) } ?? 1 }
+        var linear = Self.linear(chosen.gain + preamp)
+        if preventClipping, let peak = chosen.peak, peak * linear > 1 { linear = 1 / peak }
+        return Float(min(linear, 16))
+    }
+
+    static func linear(_ decibels: Double) -> Double { pow(10, decibels / 20) }
+}
