@@ -64,6 +64,12 @@ import Testing
             let (lengthA, lengthB) = (48_510, 44_100)
             let paths = ["a.flac", "b.mp3"]
             """),
+        "Loudness.md": (["BufferQueue"], """
+            let samples = [Float](repeating: 0, count: 4800 * 2)
+            let queue = try AudioQueue(format: .float32(sampleRate: 48000, channels: 2))
+            let reading = LoudnessReading.silent
+            let paths = ["a.flac", "b.mp3"]
+            """),
         "FileStreams.md": (["BufferQueue"], """
             let chunks: [[UInt8]] = []
             func enqueue(_ data: [UInt8], _ descriptions: [AudioPacketDescription]) {}

@@ -1,0 +1,46 @@
+// Generated from Docs/Loudness.md by DocSnippetTests (AQ_WRITE_SNIPPETS=1 swift test --filter DocSnippetTests): do not edit.
+import AudioCodecs
+import AudioFileStream
+import AudioPlayback
+import BufferQueue
+
+// Compiled, never called.
+func docSnippets_Loudness() async throws {
+    let samples = [Float](repeating: 0, count: 4800 * 2)
+    let queue = try AudioQueue(format: .float32(sampleRate: 48000, channels: 2))
+    let reading = LoudnessReading.silent
+    let paths = ["a.flac", "b.mp3"]
+    _ = samples
+    _ = queue
+    _ = reading
+    _ = paths
+    do { // Docs/Loudness.md, snippet 1
+
+        AudioCodecs.registerAll()
+        let reading = try LoudnessMeter.measuring(try AudioFile(path: "album-track.flac")).reading
+        print(reading.integrated, reading.range, reading.truePeak)
+        _ = reading
+    }
+    // Docs/Loudness.md, snippet 2
+    var meter = try LoudnessMeter(sampleRate: 48_000, channels: 2)
+    meter.add(samples)
+    let now = meter.reading
+    _ = meter
+    _ = now
+    // Docs/Loudness.md, snippet 3
+    let monitor = try queue.installLoudnessMeter()
+    try queue.start()
+    // … on any thread, at any time:
+    let live = monitor.reading
+    _ = monitor
+    _ = live
+    // Docs/Loudness.md, snippet 4
+    if let normalization = LoudnessNormalization(reading, target: -16, truePeakCeiling: -1) {
+        print(normalization.gain, normalization.isLimitedByCeiling)
+    }
+    // Docs/Loudness.md, snippet 5
+    let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) },
+                             makeSink: { NullSink() },
+                             replayGain: ReplayGainSettings(mode: .album, preamp: 0))
+    _ = player
+}
