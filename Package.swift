@@ -34,6 +34,7 @@ let package = Package(
         .library(name: "CoreAudioTypes", targets: ["CoreAudioTypes"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
+        .executable(name: "aqgain", targets: ["aqgain"]),
         .executable(name: "aqrender", targets: ["aqrender"]),
         .executable(name: "aqplay", targets: ["aqplay"]),
         .executable(name: "aqrecord", targets: ["aqrecord"]),
@@ -255,6 +256,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqinfo"
+        ),
+        .executableTarget(
+            name: "aqgain",
+            dependencies: [
+                "AudioFileStream", "BufferQueue", "AudioPlayback", "AudioCodecs", "ExampleOptions",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/aqgain"
         ),
         .target(
             name: "ExampleOptions",

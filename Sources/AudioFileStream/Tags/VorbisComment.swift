@@ -24,6 +24,56 @@ enum VorbisComment {
         return fields
     }
 
+    /// The vendor string and the fields as stored (names in their own case), for rewriting a
+    /// comment; nil when malformed.
+    static func rawFields(_ bytes: [UInt8]) -> (vendor: [UInt8], fields: [[UInt8]])? {
+        var at = 0
+        func u32() -> Int? {
+            guard at + 4 <= bytes.count else { return nil }
+            defer { at += 4 }
+            return (0..<4).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) }
+        }
+        guard let vendorLength = u32(), at + vendorLength <= bytes.count else { return nil }
+        let vendor = Array(bytes[at..<(at + vendorLength)])
+        at += vendorLength
+        guard let count = u32(), count <= bytes.count / 4 else { return nil }
+        var fields: [[UInt8]] = []
+        for _ in 0..<count {
+            guard let length = u32(), at + length <= bytes.count else { return nil }
+            fields.append(Array(bytes[at..<(at + length)]))
+            at += length
+        }
+        return (vendor, fields)
+    }
+
+    /// A comment's bytes (without Vorbis's framing bit: FLAC and OpusTags have none).
+    static func encode(vendor: [UInt8], fields: [[UInt8]]) -> [UInt8] {
+        var out: [UInt8] = []
+        func u32(_ value: Int) { for shift in stride(from: 0, to: 32, by: 8) { out.append(UInt8(truncatingIfNeeded: value >> shift)) } }
+        u32(vendor.count)
+        out += vendor
+        u32(fields.count)
+        for field in fields {
+            u32(field.count)
+            out += field
+        }
+        return out
+    }
+
+    /// `fields` with every field named in `changes` (any case) removed, then the non-nil values
+    /// appended in order: the other fields keep their order and bytes.
+    static func applying(_ changes: [(name: String, value: String?)], to fields: [[UInt8]]) -> [[UInt8]] {
+        let names = Set(changes.map { $0.name.uppercased() })
+        var kept = fields.filter { field in
+            guard let equals = field.firstIndex(of: 0x3D) else { return true }
+            return !names.contains(String(decoding: field[..<equals], as: UTF8.self).uppercased())
+        }
+        for (name, value) in changes {
+            if let value { kept.append(Array("\(name)=\(value)".utf8)) }
+        }
+        return kept
+    }
+
     /// The metadata the fields give: TITLE, ARTIST and ALBUM, pictures from
     /// `METADATA_BLOCK_PICTURE`, the rest as tags.
     static func metadata(_ fields: [(name: String, value: String)]) -> AudioFileMetadata {

@@ -111,4 +111,14 @@ package struct FileDescriptor: Sendable, Hashable {
     package static func rename(_ from: String, to: String) throws(SystemError) {
         _ = try valueOrErrno("rename") { Glibc.rename(from, to) }
     }
+
+    /// `unlink(2)`.
+    package static func remove(_ path: String) throws(SystemError) {
+        _ = try valueOrErrno("unlink") { Glibc.unlink(path) }
+    }
+
+    /// `fchmod(2)`.
+    package func setPermissions(_ mode: mode_t) throws(SystemError) {
+        _ = try valueOrErrno("fchmod") { fchmod(rawValue, mode) }
+    }
 }

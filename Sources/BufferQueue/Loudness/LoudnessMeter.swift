@@ -234,6 +234,15 @@ public struct LoudnessMeter: Sendable {
     /// Loudness range in LU (EBU Tech 3342).
     public var loudnessRange: Double { shortTermBlocks.range() }
 
+    /// The integrated loudness of several programmes played one after another (an album): every
+    /// block of every meter gated together, as one programme (ReplayGain's album loudness); −∞
+    /// when none passes. The meters may measure different rates and channel counts.
+    public static func integrated(of meters: [LoudnessMeter]) -> Double {
+        guard var all = meters.first?.momentaryBlocks else { return -.infinity }
+        for meter in meters.dropFirst() { all.merge(meter.momentaryBlocks) }
+        return all.gatedLoudness(relativeGate: -10)
+    }
+
     /// The last 400 ms in LUFS (−∞ before 400 ms were fed).
     public var momentary: Double { Self.loudness(lastSteps(4)) }
 
@@ -459,6 +468,16 @@ struct LoudnessHistogram: Sendable {
     private var energies = [Double](repeating: 0, count: binCount)
     private var total = 0
     private var totalEnergy = 0.0
+
+    /// Adds another histogram's blocks.
+    mutating func merge(_ other: LoudnessHistogram) {
+        for bin in 0..<Self.binCount where other.counts[bin] > 0 {
+            counts[bin] += other.counts[bin]
+            energies[bin] += other.energies[bin]
+        }
+        total += other.total
+        totalEnergy += other.totalEnergy
+    }
 
     mutating func reset() {
         LoudnessMeter.zero(&counts)

@@ -43,4 +43,7 @@ func docSnippets_Loudness() async throws {
                              makeSink: { NullSink() },
                              replayGain: ReplayGainSettings(mode: .album, preamp: 0))
     _ = player
+    // Docs/Loudness.md, snippet 6
+    try AudioFileTagWriter.update(path: "track.flac", setting: [("REPLAYGAIN_TRACK_GAIN", "-6.20 dB"),
+                                                              ("REPLAYGAIN_TRACK_PEAK", "0.891251")])
 }

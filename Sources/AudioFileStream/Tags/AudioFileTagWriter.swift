@@ -1,0 +1,108 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import BufferQueue
+
+/// How a file's tags were written.
+public enum AudioFileTagUpdate: Sendable, Hashable {
+    /// The new tags fitted where the old ones and their padding were: only those bytes changed.
+    case inPlace
+    /// The file was written anew beside the original (the audio copied byte for byte) and renamed
+    /// over it.
+    case rewritten
+}
+
+/// Writes tags into an existing file without touching its audio: the audio decodes bit-identically
+/// before and after, and every other tag and picture is kept.
+///
+/// Supported today: native FLAC (its VORBIS_COMMENT block). Ogg, ID3v2 in MP3 and MP4's `ilst` are
+/// refused by name: they are not built yet.
+public enum AudioFileTagWriter {
+    /// Sets each named tag — every field of that name, in any case, is replaced — or removes it
+    /// when its value is nil; the other tags keep their order and bytes.
+    ///
+    /// Safety: the change is made in place only when the new tags fit where the old ones and
+    /// their padding were, by one write of the metadata; otherwise a temporary file in the same
+    /// directory is written, flushed to disk and renamed over the original, so that a process
+    /// killed at any moment leaves the original or the new file, never a mix.
+    /// - Throws: ``AudioFileWriterError``: the file cannot be opened for writing (read-only: nothing
+    ///   is written), its container is not one this writes, its metadata is damaged (the file is
+    ///   left as it is; the error says where), or a write fails.
+    @discardableResult
+    public static func update(path: String, setting changes: [(name: String, value: String?)]) throws -> AudioFileTagUpdate {
+        for (name, _) in changes where name.isEmpty || name.contains("=") || name.utf8.contains(where: { $0 < 0x20 || $0 > 0x7D }) {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "\"\(name)\" is not a tag name (printable ASCII without '=')")
+        }
+        let file: FileDescriptor
+        do throws(SystemError) { file = try FileDescriptor.open(path, O_RDWR) } catch {
+            throw AudioFileWriterError(.cannotCreate, path: path, underlying: error, "cannot open the file to write its tags")
+        }
+        defer { try? file.close() }
+        var head = [UInt8](repeating: 0, count: 64)
+        let got = (try? head.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in try file.readAll(into: raw, at: 0) }) ?? 0
+        head = Array(head.prefix(got))
+        if head.starts(with: Array("fLaC".utf8)) {
+            return try FLACTagWriter.update(file, path: path, changes)
+        }
+        let kind = AudioSniffer.kind(ofHead: head, isComplete: got < 64).map { "\($0)" }
+            ?? (head.starts(with: Array("ID3".utf8)) ? "MP3 (ID3v2)" : "this")
+        throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into \(kind) files is not built yet (native FLAC is)")
+    }
+}
+
+/// Replacing a file by a new one written beside it: a temporary file in the same directory,
+/// flushed, given the original's permissions and renamed over it.
+enum AudioFileRewrite {
+    /// Writes `head`, then the original's bytes from `offset` to its end, into a temporary file and
+    /// renames it over `path`. On failure the temporary file is removed and the original is untouched.
+    static func replace(path: String, original: FileDescriptor, head: [UInt8], copyingFrom offset: Int64) throws {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let temporary = directory + "/.\(name).aqtags-\(getpid())"
+        let output: FileDescriptor
+        do throws(SystemError) { output = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL, permissions: 0o600) } catch {
+            throw AudioFileWriterError(.cannotCreate, path: temporary, underlying: error, "cannot create the file the tags are written into")
+        }
+        var renamed = false
+        defer {
+            try? output.close()
+            if !renamed { try? FileDescriptor.remove(temporary) }
+        }
+        var at: Int64 = 0
+        func write(_ bytes: UnsafeRawBufferPointer) throws {
+            var written = 0
+            do throws(SystemError) { try output.writeAll(bytes, at: at, written: &written) } catch {
+                throw AudioFileWriterError(.writeFailed, path: temporary, byteOffset: at + Int64(written), underlying: error, "cannot write the new file")
+            }
+            at += Int64(bytes.count)
+        }
+        try head.withUnsafeBytes { try write($0) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        var from = offset
+        while true {
+            let count: Int
+            do { count = try chunk.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in try original.read(into: raw, at: from) } } catch {
+                throw AudioFileWriterError(.cannotCreate, path: path, byteOffset: from, underlying: error as? SystemError, "cannot read the audio to copy")
+            }
+            if count == 0 { break }
+            try chunk.withUnsafeBytes { try write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            from += Int64(count)
+        }
+        do throws(SystemError) {
+            try output.setPermissions(try original.status().st_mode & 0o7777)
+            try output.sync()
+            try FileDescriptor.rename(temporary, to: path)
+            renamed = true
+        } catch {
+            throw AudioFileWriterError(.writeFailed, path: path, underlying: error, "cannot put the new file in place")
+        }
+        // The rename itself reaches the disk with the directory.
+        if let directoryDescriptor = try? FileDescriptor.open(directory, O_RDONLY | O_DIRECTORY) {
+            try? directoryDescriptor.sync()
+            try? directoryDescriptor.close()
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Testing
+import AudioCodecs
+import AudioFileStream
+import AudioPlayback
+import BufferQueue
+import CodecTestSupport
+import TestSupport
+
+/// Tags written into files the library did not make, read back by the format's own tool
+/// (`metaflac`), the audio untouched.
+@Suite(.timeLimit(.minutes(2))) struct TagWritingTests {
+    static let metaflac = "/usr/bin/metaflac"
+    static let aqgain = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        .appendingPathComponent("aqgain").path
+
+    /// A FLAC made by ffmpeg, tagged and given a picture by metaflac, with `padding` bytes of padding (0: none).
+    static func flac(_ name: String, in directory: String, padding: Int, decibels: Double = 0) async throws -> String {
+        let path = try await LoudnessScanTests.make(name, in: directory, rate: 44100, layout: "stereo", codec: ["-c:a", "flac"], decibels: decibels)
+        let picture = directory + "/cover-\(name).png"
+        _ = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=red:s=8x8", "-frames:v", "1", picture])
+        let tagged = try await runTool(metaflac, ["--set-tag=TITLE=Original \(name)", "--set-tag=replaygain_track_gain=+9.99 dB",
+                                                  "--import-picture-from=\(picture)", path])
+        try #require(tagged.status == 0, "\(String(decoding: tagged.errorOutput, as: UTF8.self))")
+        let unpadded = try await runTool(metaflac, ["--remove", "--block-type=PADDING", "--dont-use-padding", path])
+        try #require(unpadded.status == 0, "\(String(decoding: unpadded.errorOutput, as: UTF8.self))")
+        if padding > 0 {
+            let padded = try await runTool(metaflac, ["--add-padding=\(padding)", path])
+            try #require(padded.status == 0)
+        }
+        return path
+    }
+
+    static func tag(_ name: String, _ path: String) async throws -> [String] {
+        let run = try await runTool(metaflac, ["--show-tag=\(name)", path])
+        return String(decoding: run.output, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    static func pictures(_ path: String) async throws -> Int {
+        let run = try await runTool(metaflac, ["--list", "--block-type=PICTURE", path])
+        return String(decoding: run.output, as: UTF8.self).components(separatedBy: "type: 6 (PICTURE)").count - 1
+    }
+
+    @Test(arguments: [4096, 0])
+    func flacTagsAreWrittenAndTheAudioIsUntouched(padding: Int) async throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.metaflac) else { print("metaflac is not installed: skipped"); return }
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try await Self.flac("a.flac", in: directory, padding: padding)
+        let before = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        AudioCodecs.registerAll()
+        let decodedBefore = try render(path).samples
+
+        let outcome = try AudioFileTagWriter.update(path: path, setting: [("REPLAYGAIN_TRACK_GAIN", "-3.21 dB"), ("REPLAYGAIN_TRACK_PEAK", "0.501187")])
+        #expect(outcome == (padding > 0 ? .inPlace : .rewritten))
+        let after = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        // The replaced tag once (the old lower-case one gone), the others kept, the picture kept.
+        #expect(try await Self.tag("REPLAYGAIN_TRACK_GAIN", path) == ["REPLAYGAIN_TRACK_GAIN=-3.21 dB"])
+        #expect(try await Self.tag("REPLAYGAIN_TRACK_PEAK", path) == ["REPLAYGAIN_TRACK_PEAK=0.501187"])
+        #expect(try await Self.tag("TITLE", path) == ["TITLE=Original a.flac"])
+        #expect(try await Self.pictures(path) == 1)
+        // The audio frames are the same bytes, and decode to the same samples.
+        let audio = before.count - 16_384
+        #expect(Array(after.suffix(audio)) == Array(before.suffix(audio)))
+        if padding > 0 { #expect(after.count == before.count, "in place: the file keeps its size") }
+        #expect(difference(try render(path).samples, decodedBefore) == nil)
+        let check = try await runTool("/usr/bin/flac", ["-t", "-s", path])
+        #expect(check.status == 0, "flac -t: \(String(decoding: check.errorOutput, as: UTF8.self))")
+        // The library reads what it wrote.
+        let gains = ReplayGain(metadata: try AudioFile(path: path).metadata, format: .flac)
+        #expect(gains?.trackGain == -3.21 && gains?.trackPeak == 0.501187)
+    }
+
+    @Test func damagedTagsAndOtherContainersAreRefusedAndLeftAsTheyAre() async throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.metaflac) else { print("metaflac is not installed: skipped"); return }
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try await Self.flac("d.flac", in: directory, padding: 1024)
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        // The VORBIS_COMMENT block (type 4) follows STREAMINFO (4 + 4 + 34 bytes): its vendor
+        // length made larger than the block.
+        let comment = 4 + 4 + 34
+        try #require(bytes[comment] & 0x7F == 4, "the comment is not the second block")
+        bytes[comment + 4 + 3] = 0x7F
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        #expect {
+            try AudioFileTagWriter.update(path: path, setting: [("REPLAYGAIN_TRACK_GAIN", "-1.00 dB")])
+        } throws: { "\($0)".contains("VORBIS_COMMENT") && "\($0)".contains("left as it is") }
+        #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == bytes)
+
+        let mp3 = try await LoudnessScanTests.make("e.mp3", in: directory, rate: 44100, layout: "stereo", codec: ["-c:a", "libmp3lame"])
+        let original = try Data(contentsOf: URL(fileURLWithPath: mp3))
+        #expect {
+            try AudioFileTagWriter.update(path: mp3, setting: [("REPLAYGAIN_TRACK_GAIN", "-1.00 dB")])
+        } throws: { "\($0)".contains("not built yet") }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: mp3)) == original)
+        #expect(throws: AudioFileWriterError.self) { try AudioFileTagWriter.update(path: directory + "/missing.flac", setting: []) }
+    }
+
+    @Test func aqgainWritesWhatLoudgainMeasures() async throws {
+        guard FileManager.default.isExecutableFile(atPath: LoudnessScanTests.loudgain), FileManager.default.isExecutableFile(atPath: Self.metaflac) else {
+            print("loudgain or metaflac is not installed (make test installs them): skipped"); return
+        }
+        try #require(FileManager.default.isExecutableFile(atPath: Self.aqgain), "aqgain is built with the tests")
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try await Self.flac("one.flac", in: directory, padding: 4096)
+        let second = try await Self.flac("two.flac", in: directory, padding: 0, decibels: -8)
+        // loudgain's numbers (it writes nothing without -s).
+        let reference = try await runTool(LoudnessScanTests.loudgain, ["-a", "-O", "-q", first, second])
+        let rows = String(decoding: reference.output, as: UTF8.self).split(separator: "\n").dropFirst().map { $0.split(separator: "\t") }
+        func number(_ row: Int, _ column: Int) throws -> Double {
+            try #require(rows.count > row && rows[row].count > column ? Double(rows[row][column].split(separator: " ")[0]) : nil, "\(rows)")
+        }
+        let run = try await runTool(Self.aqgain, ["--album", first, second])
+        #expect(run.status == 0, "\(String(decoding: run.errorOutput, as: UTF8.self))")
+        #expect(String(decoding: run.output, as: UTF8.self).contains("album: gain"))
+        for (index, path) in [first, second].enumerated() {
+            func written(_ name: String) async throws -> Double {
+                let line = try #require(try await Self.tag(name, path).first, "no \(name) in \(path)")
+                return try #require(Double(line.split(separator: "=")[1].split(separator: " ")[0]), "\(line)")
+            }
+            #expect(abs(try await written("REPLAYGAIN_TRACK_GAIN") - number(index, 8)) <= 0.05)
+            #expect(abs(try await written("REPLAYGAIN_TRACK_PEAK") - number(index, 3)) <= 0.002)
+            // loudgain's last row is the album.
+            #expect(abs(try await written("REPLAYGAIN_ALBUM_GAIN") - number(rows.count - 1, 8)) <= 0.05)
+            #expect(try await Self.tag("TITLE", path).count == 1)
+        }
+    }
+}
