@@ -72,6 +72,46 @@ import TestSupport
         #expect(gains?.trackGain == -3.21 && gains?.trackPeak == 0.501187)
     }
 
+    /// The tags ffprobe reads (ID3v2 TXXX frames by their description).
+    static func probedTags(_ path: String) async throws -> [String: String] {
+        let run = try await runTool("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format_tags", "-of", "json", path])
+        let object = try JSONSerialization.jsonObject(with: run.output) as? [String: Any]
+        return ((object?["format"] as? [String: Any])?["tags"] as? [String: String]) ?? [:]
+    }
+
+    @Test(arguments: ["4", "3", "0"])
+    func mp3TagsAreWrittenAndTheAudioIsUntouched(_ version: String) async throws {
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // ID3v2.4, v2.3 (ffmpeg's tags have no padding) or no tag at all.
+        let path = try await LoudnessScanTests.make("v\(version).mp3", in: directory, rate: 44100, layout: "stereo",
+                                                    codec: ["-c:a", "libmp3lame", "-id3v2_version", version] + (version == "0" ? [] : ["-metadata", "title=Original"]))
+        let before = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        let tagSize = before.starts(with: Array("ID3".utf8)) ? 10 + before[6..<10].reduce(0) { $0 << 7 | Int($1) } : 0
+        #expect((tagSize > 0) == (version != "0"))
+        AudioCodecs.registerAll()
+        let decodedBefore = try render(path).samples
+
+        #expect(try AudioFileTagWriter.update(path: path, setting: [("REPLAYGAIN_TRACK_GAIN", "-3.21 dB"), ("REPLAYGAIN_TRACK_PEAK", "0.501187")]) == .rewritten)
+        var tags = try await Self.probedTags(path)
+        #expect(tags["REPLAYGAIN_TRACK_GAIN"] == "-3.21 dB" && tags["REPLAYGAIN_TRACK_PEAK"] == "0.501187", "\(tags)")
+        if version != "0" { #expect(tags["title"] == "Original", "\(tags)") }
+        let audio = before.count - tagSize
+        let rewritten = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        #expect(Array(rewritten.suffix(audio)) == Array(before.suffix(audio)), "the audio bytes are the same")
+
+        // Again, changed: it fits the padding the rewrite left, in place.
+        #expect(try AudioFileTagWriter.update(path: path, setting: [("replaygain_track_gain", "-4.00 dB")]) == .inPlace)
+        tags = try await Self.probedTags(path)
+        #expect(tags["replaygain_track_gain"] == "-4.00 dB" && tags["REPLAYGAIN_TRACK_GAIN"] == nil && tags["REPLAYGAIN_TRACK_PEAK"] == "0.501187", "\(tags)")
+        let inPlace = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        #expect(inPlace.count == rewritten.count && Array(inPlace.suffix(audio)) == Array(before.suffix(audio)))
+        #expect(difference(try render(path).samples, decodedBefore) == nil)
+        let gains = ReplayGain(metadata: try AudioFile(path: path).metadata, format: .mpegLayer3)
+        #expect(gains?.trackGain == -4 && gains?.trackPeak == 0.501187, "\(String(describing: gains))")
+    }
+
     @Test func damagedTagsAndOtherContainersAreRefusedAndLeftAsTheyAre() async throws {
         guard FileManager.default.isExecutableFile(atPath: Self.metaflac) else { print("metaflac is not installed: skipped"); return }
         let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
@@ -90,12 +130,12 @@ import TestSupport
         } throws: { "\($0)".contains("VORBIS_COMMENT") && "\($0)".contains("left as it is") }
         #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == bytes)
 
-        let mp3 = try await LoudnessScanTests.make("e.mp3", in: directory, rate: 44100, layout: "stereo", codec: ["-c:a", "libmp3lame"])
-        let original = try Data(contentsOf: URL(fileURLWithPath: mp3))
+        let m4a = try await LoudnessScanTests.make("e.m4a", in: directory, rate: 44100, layout: "stereo", codec: ["-c:a", "aac"])
+        let original = try Data(contentsOf: URL(fileURLWithPath: m4a))
         #expect {
-            try AudioFileTagWriter.update(path: mp3, setting: [("REPLAYGAIN_TRACK_GAIN", "-1.00 dB")])
+            try AudioFileTagWriter.update(path: m4a, setting: [("REPLAYGAIN_TRACK_GAIN", "-1.00 dB")])
         } throws: { "\($0)".contains("not built yet") }
-        #expect(try Data(contentsOf: URL(fileURLWithPath: mp3)) == original)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: m4a)) == original)
         #expect(throws: AudioFileWriterError.self) { try AudioFileTagWriter.update(path: directory + "/missing.flac", setting: []) }
     }
 

@@ -17,8 +17,9 @@ public enum AudioFileTagUpdate: Sendable, Hashable {
 /// Writes tags into an existing file without touching its audio: the audio decodes bit-identically
 /// before and after, and every other tag and picture is kept.
 ///
-/// Supported today: native FLAC (its VORBIS_COMMENT block). Ogg, ID3v2 in MP3 and MP4's `ilst` are
-/// refused by name: they are not built yet.
+/// Supported today: native FLAC (its VORBIS_COMMENT block) and MP3 (ID3v2.3 and 2.4 `TXXX` frames,
+/// a new ID3v2.4 tag where there is none). Ogg and MP4's `ilst` are refused by name: they are not
+/// built yet.
 public enum AudioFileTagWriter {
     /// Sets each named tag — every field of that name, in any case, is replaced — or removes it
     /// when its value is nil; the other tags keep their order and bytes.
@@ -46,9 +47,19 @@ public enum AudioFileTagWriter {
         if head.starts(with: Array("fLaC".utf8)) {
             return try FLACTagWriter.update(file, path: path, changes)
         }
+        // An ID3v2 tag in front (MP3, ADTS), or an MP3 by its name that starts with a frame.
+        let mpegFrame = head.count >= 2 && head[0] == 0xFF && head[1] & 0xE0 == 0xE0
+        if head.starts(with: Array("ID3".utf8)) || (mpegFrame && AudioSniffer.kind(pathExtension: extensionOf(path)) == .audio(.mp3)) {
+            return try ID3TagWriter.update(file, path: path, head: head, changes)
+        }
         let kind = AudioSniffer.kind(ofHead: head, isComplete: got < 64).map { "\($0)" }
             ?? (head.starts(with: Array("ID3".utf8)) ? "MP3 (ID3v2)" : "this")
-        throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into \(kind) files is not built yet (native FLAC is)")
+        throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into \(kind) files is not built yet (native FLAC and MP3's ID3v2 are)")
+    }
+
+    static func extensionOf(_ path: String) -> String {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return name.contains(".") ? String(name.split(separator: ".").last ?? "") : ""
     }
 }
 

@@ -1,0 +1,103 @@
+import BufferQueue
+
+/// Rewrites the user text frames (`TXXX`) of the ID3v2 tag at the front of an MP3 (or ADTS) file,
+/// or puts a new ID3v2.4 tag there: in place when the frames fit the old tag's size (the padding
+/// shrinks or grows), else the file is written anew beside it (the tag with 4 KiB of padding, the
+/// audio copied byte for byte) and renamed over it. Every other frame is kept byte for byte.
+enum ID3TagWriter {
+    static let rewritePadding = 4096
+
+    static func update(_ file: FileDescriptor, path: String, head: [UInt8], _ changes: [(name: String, value: String?)]) throws -> AudioFileTagUpdate {
+        guard head.starts(with: Array("ID3".utf8)) else {
+            // No tag: a new ID3v2.4 tag in front of the audio.
+            let frames = changes.compactMap { change in change.value.map { textFrame(description: change.name, value: $0, version: 4) } }
+            let tag = encode(frames: frames.flatMap { $0 }, version: 4, padding: rewritePadding)
+            try AudioFileRewrite.replace(path: path, original: file, head: tag, copyingFrom: 0)
+            return .rewritten
+        }
+        guard head.count >= 10, let total = ID3v2.totalSize(header: head) else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "the ID3v2 header is damaged: the file is left as it is")
+        }
+        let version = head[3], flags = head[5]
+        guard version == 3 || version == 4 else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "writing into an ID3v2.\(version) tag is not built (2.3 and 2.4 are): the file is left as it is")
+        }
+        guard flags & 0xD0 == 0 else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path,
+                                       "the ID3v2 tag is unsynchronised or has an extended header or footer: not rewritten (the file is left as it is)")
+        }
+        let bodySize = total - 10
+        var body = [UInt8](repeating: 0, count: bodySize)
+        let got: Int
+        do { got = try body.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in try file.readAll(into: raw, at: 10) } } catch {
+            throw AudioFileWriterError(.cannotCreate, path: path, byteOffset: 10, underlying: error as? SystemError, "cannot read the ID3v2 tag")
+        }
+        guard got == bodySize else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, byteOffset: 10, "the ID3v2 tag claims \(bodySize) bytes and the file ends first: the file is left as it is")
+        }
+        // The frames, each kept as its bytes unless it is a TXXX being replaced.
+        let names = Set(changes.map { $0.name.uppercased() })
+        var kept: [UInt8] = []
+        var at = 0
+        while at + 10 <= bodySize, body[at] != 0 {
+            let id = String(decoding: body[at..<(at + 4)], as: UTF8.self)
+            let size = version == 4 ? body[(at + 4)..<(at + 8)].reduce(0) { $0 << 7 | Int($1 & 0x7F) }
+                                    : body[(at + 4)..<(at + 8)].reduce(0) { $0 << 8 | Int($1) }
+            guard id.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) }), at + 10 + size <= bodySize else {
+                throw AudioFileWriterError(.unsupportedFormat, path: path, byteOffset: Int64(10 + at),
+                                           "the ID3v2 frame here is damaged: the file is left as it is")
+            }
+            let frame = body[at..<(at + 10 + size)]
+            var replaced = false
+            if id == "TXXX", body[at + 9] & (version == 4 ? 0x4F : 0xE0) == 0,
+               let (description, _) = ID3v2.describedText(Array(frame.dropFirst(10)), hasLanguage: false) {
+                replaced = names.contains(description.uppercased())
+            }
+            if !replaced { kept += frame }
+            at += 10 + size
+        }
+        for (name, value) in changes { if let value { kept += textFrame(description: name, value: value, version: version) } }
+        if kept.count <= bodySize {
+            // In place: the same size, the rest padding; one write of the whole tag.
+            let tag = encode(frames: kept, version: version, padding: bodySize - kept.count, flags: flags)
+            var written = 0
+            do {
+                try tag.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in try file.writeAll(raw, at: 0, written: &written) }
+                try file.sync()
+            } catch {
+                throw AudioFileWriterError(.writeFailed, path: path, byteOffset: Int64(written), underlying: error as? SystemError, "cannot write the ID3v2 tag")
+            }
+            return .inPlace
+        }
+        try AudioFileRewrite.replace(path: path, original: file, head: encode(frames: kept, version: version, padding: rewritePadding, flags: flags),
+                                     copyingFrom: Int64(total))
+        return .rewritten
+    }
+
+    /// A TXXX frame: UTF-8 in 2.4; in 2.3 Latin-1 when the text is ASCII, else UTF-16 with a BOM.
+    static func textFrame(description: String, value: String, version: UInt8) -> [UInt8] {
+        var payload: [UInt8]
+        if version == 4 {
+            payload = [3] + Array(description.utf8) + [0] + Array(value.utf8)
+        } else if (description + value).utf8.allSatisfy({ $0 < 0x80 }) {
+            payload = [0] + Array(description.utf8) + [0] + Array(value.utf8)
+        } else {
+            func utf16(_ text: String) -> [UInt8] { [0xFF, 0xFE] + text.utf16.flatMap { [UInt8(truncatingIfNeeded: $0), UInt8(truncatingIfNeeded: $0 >> 8)] } }
+            payload = [1] + utf16(description) + [0, 0] + utf16(value)
+        }
+        var frame = Array("TXXX".utf8)
+        frame += version == 4 ? syncsafe(payload.count) : [UInt8(truncatingIfNeeded: payload.count >> 24), UInt8(truncatingIfNeeded: payload.count >> 16),
+                                                          UInt8(truncatingIfNeeded: payload.count >> 8), UInt8(truncatingIfNeeded: payload.count)]
+        frame += [0, 0]
+        return frame + payload
+    }
+
+    static func syncsafe(_ value: Int) -> [UInt8] {
+        [UInt8((value >> 21) & 0x7F), UInt8((value >> 14) & 0x7F), UInt8((value >> 7) & 0x7F), UInt8(value & 0x7F)]
+    }
+
+    /// A whole tag: header, frames, `padding` zero bytes.
+    static func encode(frames: [UInt8], version: UInt8, padding: Int, flags: UInt8 = 0) -> [UInt8] {
+        Array("ID3".utf8) + [version, 0, flags] + syncsafe(frames.count + padding) + frames + [UInt8](repeating: 0, count: padding)
+    }
+}
