@@ -112,6 +112,41 @@ import TestSupport
         #expect(gains?.trackGain == -4 && gains?.trackPeak == 0.501187, "\(String(describing: gains))")
     }
 
+    /// Ogg Opus and Vorbis: a small change keeps the header's page count (the audio pages keep
+    /// their bytes); a large one (64 KiB of lyrics) takes more pages (the later pages renumbered).
+    @Test(arguments: [("o.opus", ["-c:a", "libopus"], "/usr/bin/opusinfo"), ("v.ogg", ["-c:a", "libvorbis"], "/usr/bin/ogginfo")])
+    func oggCommentsAreRewritten(_ name: String, codec: [String], checker: String) async throws {
+        guard FileManager.default.isExecutableFile(atPath: checker) else { print("\(checker) is not installed: skipped"); return }
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try await LoudnessScanTests.make(name, in: directory, rate: 48000, layout: "stereo", codec: codec + ["-metadata", "title=Original"])
+        AudioCodecs.registerAll()
+        let decodedBefore = try render(path).samples
+        let before = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        let isOpus = name.hasSuffix(".opus")
+        let gainTag = isOpus ? "R128_TRACK_GAIN" : "REPLAYGAIN_TRACK_GAIN"
+        #expect(try AudioFileTagWriter.update(path: path, setting: [(gainTag, isOpus ? "-1234" : "-3.21 dB")]) == .rewritten)
+        let small = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        // The audio pages are the same bytes (the header grew by the tag's few bytes).
+        let tail = before.count - 8192
+        #expect(Array(small.suffix(tail)) == Array(before.suffix(tail)))
+        var metadata = try AudioFile(path: path).metadata
+        #expect(metadata.title == "Original" && metadata.tags[gainTag] == (isOpus ? "-1234" : "-3.21 dB"), "\(metadata)")
+
+        let lyrics = String(repeating: "la ", count: 22_000)
+        try AudioFileTagWriter.update(path: path, setting: [("LYRICS", lyrics)])
+        metadata = try AudioFile(path: path).metadata
+        #expect(metadata.title == "Original" && metadata.tags["LYRICS"] == lyrics && metadata.tags[gainTag] != nil)
+        let check = try await runTool(checker, [path])
+        let said = String(decoding: check.output, as: UTF8.self)
+        #expect(check.status == 0 && !said.contains("WARNING") && !said.contains("sequence"), "\(said)")
+        #expect(difference(try render(path).samples, decodedBefore) == nil)
+        if isOpus {
+            #expect(ReplayGain(metadata: metadata, format: .opus)?.trackGain == -1234.0 / 256 + 5)
+        }
+    }
+
     @Test func damagedTagsAndOtherContainersAreRefusedAndLeftAsTheyAre() async throws {
         guard FileManager.default.isExecutableFile(atPath: Self.metaflac) else { print("metaflac is not installed: skipped"); return }
         let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"

@@ -28,7 +28,7 @@ enum FLACTagWriter {
             guard let raw = VorbisComment.rawFields(blocks[index].body) else {
                 throw AudioFileWriterError(.unsupportedFormat, path: path, "the VORBIS_COMMENT block is damaged: the file is left as it is")
             }
-            (vendor, fields) = raw
+            (vendor, fields) = (raw.vendor, raw.fields)
             commentIndex = index
         }
         var kept = blocks

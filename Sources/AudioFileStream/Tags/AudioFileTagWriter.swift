@@ -17,9 +17,9 @@ public enum AudioFileTagUpdate: Sendable, Hashable {
 /// Writes tags into an existing file without touching its audio: the audio decodes bit-identically
 /// before and after, and every other tag and picture is kept.
 ///
-/// Supported today: native FLAC (its VORBIS_COMMENT block) and MP3 (ID3v2.3 and 2.4 `TXXX` frames,
-/// a new ID3v2.4 tag where there is none). Ogg and MP4's `ilst` are refused by name: they are not
-/// built yet.
+/// Supported today: native FLAC (its VORBIS_COMMENT block), MP3 (ID3v2.3 and 2.4 `TXXX` frames,
+/// a new ID3v2.4 tag where there is none), Ogg Opus and Ogg Vorbis (the comment header's pages
+/// rebuilt). Ogg FLAC and MP4's `ilst` are refused by name: they are not built yet.
 public enum AudioFileTagWriter {
     /// Sets each named tag — every field of that name, in any case, is replaced — or removes it
     /// when its value is nil; the other tags keep their order and bytes.
@@ -47,6 +47,9 @@ public enum AudioFileTagWriter {
         if head.starts(with: Array("fLaC".utf8)) {
             return try FLACTagWriter.update(file, path: path, changes)
         }
+        if head.starts(with: Array("OggS".utf8)) {
+            return try OggTagWriter.update(file, path: path, changes)
+        }
         // An ID3v2 tag in front (MP3, ADTS), or an MP3 by its name that starts with a frame.
         let mpegFrame = head.count >= 2 && head[0] == 0xFF && head[1] & 0xE0 == 0xE0
         if head.starts(with: Array("ID3".utf8)) || (mpegFrame && AudioSniffer.kind(pathExtension: extensionOf(path)) == .audio(.mp3)) {
@@ -54,7 +57,7 @@ public enum AudioFileTagWriter {
         }
         let kind = AudioSniffer.kind(ofHead: head, isComplete: got < 64).map { "\($0)" }
             ?? (head.starts(with: Array("ID3".utf8)) ? "MP3 (ID3v2)" : "this")
-        throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into \(kind) files is not built yet (native FLAC and MP3's ID3v2 are)")
+        throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into \(kind) files is not built yet (native FLAC, MP3's ID3v2, Ogg Opus and Ogg Vorbis are)")
     }
 
     static func extensionOf(_ path: String) -> String {
@@ -69,6 +72,31 @@ enum AudioFileRewrite {
     /// Writes `head`, then the original's bytes from `offset` to its end, into a temporary file and
     /// renames it over `path`. On failure the temporary file is removed and the original is untouched.
     static func replace(path: String, original: FileDescriptor, head: [UInt8], copyingFrom offset: Int64) throws {
+        try replace(path: path, original: original) { write in
+            try head.withUnsafeBytes { try write($0) }
+            try copy(original, path: path, from: offset, write)
+        }
+    }
+
+    /// Copies the original's bytes from `offset` to its end through `write`.
+    static func copy(_ original: FileDescriptor, path: String, from offset: Int64, _ write: (UnsafeRawBufferPointer) throws -> Void) throws {
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        var from = offset
+        while true {
+            let count: Int
+            do { count = try chunk.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in try original.read(into: raw, at: from) } } catch {
+                throw AudioFileWriterError(.cannotCreate, path: path, byteOffset: from, underlying: error as? SystemError, "cannot read the audio to copy")
+            }
+            if count == 0 { break }
+            try chunk.withUnsafeBytes { try write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            from += Int64(count)
+        }
+    }
+
+    /// Writes what `produce` hands to its writer into a temporary file beside `path`, flushes it,
+    /// gives it the original's permissions and renames it over `path`. On failure the temporary
+    /// file is removed and the original is untouched.
+    static func replace(path: String, original: FileDescriptor, produce: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
@@ -83,24 +111,12 @@ enum AudioFileRewrite {
             if !renamed { try? FileDescriptor.remove(temporary) }
         }
         var at: Int64 = 0
-        func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try produce { bytes in
             var written = 0
             do throws(SystemError) { try output.writeAll(bytes, at: at, written: &written) } catch {
                 throw AudioFileWriterError(.writeFailed, path: temporary, byteOffset: at + Int64(written), underlying: error, "cannot write the new file")
             }
             at += Int64(bytes.count)
-        }
-        try head.withUnsafeBytes { try write($0) }
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
-        var from = offset
-        while true {
-            let count: Int
-            do { count = try chunk.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in try original.read(into: raw, at: from) } } catch {
-                throw AudioFileWriterError(.cannotCreate, path: path, byteOffset: from, underlying: error as? SystemError, "cannot read the audio to copy")
-            }
-            if count == 0 { break }
-            try chunk.withUnsafeBytes { try write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            from += Int64(count)
         }
         do throws(SystemError) {
             try output.setPermissions(try original.status().st_mode & 0o7777)

@@ -24,10 +24,10 @@ enum VorbisComment {
         return fields
     }
 
-    /// The vendor string and the fields as stored (names in their own case), for rewriting a
-    /// comment; nil when malformed.
-    static func rawFields(_ bytes: [UInt8]) -> (vendor: [UInt8], fields: [[UInt8]])? {
-        var at = 0
+    /// The vendor string and the fields as stored (names in their own case) of the comment at
+    /// `offset`, and where it ends, for rewriting it; nil when malformed.
+    static func rawFields(_ bytes: [UInt8], from offset: Int = 0) -> (vendor: [UInt8], fields: [[UInt8]], end: Int)? {
+        var at = offset
         func u32() -> Int? {
             guard at + 4 <= bytes.count else { return nil }
             defer { at += 4 }
@@ -43,7 +43,7 @@ enum VorbisComment {
             fields.append(Array(bytes[at..<(at + length)]))
             at += length
         }
-        return (vendor, fields)
+        return (vendor, fields, at)
     }
 
     /// A comment's bytes (without Vorbis's framing bit: FLAC and OpusTags have none).
