@@ -16,7 +16,7 @@ struct AQGain: ParsableCommand {
         commandName: "aqgain",
         abstract: "Measure loudness and write ReplayGain 2.0 tags (reference -18 LUFS; Opus: R128 gains relative to -23 LUFS).")
 
-    @Argument(help: "Audio files. Tags are written into FLAC, MP3, Ogg Opus and Ogg Vorbis files; for other containers the gains are printed and writing is refused by name.")
+    @Argument(help: "Audio files. Tags are written into FLAC, MP3, MP4/M4A, Ogg Opus and Ogg Vorbis files; for other containers the gains are printed and writing is refused by name.")
     var files: [String]
     @Flag(help: "Also compute the album's gain and peak over all the files, as one programme, and write them.")
     var album = false

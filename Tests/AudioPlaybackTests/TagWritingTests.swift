@@ -147,6 +147,31 @@ import TestSupport
         }
     }
 
+    /// M4A with `moov` after the media (it grows at the end) and before it (`-movflags +faststart`:
+    /// every chunk offset moves); a second change fits the `free` box the first one left.
+    @Test(arguments: [false, true])
+    func m4aFreeformItemsAreWritten(faststart: Bool) async throws {
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try await LoudnessScanTests.make("t.m4a", in: directory, rate: 44100, layout: "stereo",
+                                                    codec: ["-c:a", "aac", "-metadata", "title=Original"] + (faststart ? ["-movflags", "+faststart"] : []))
+        AudioCodecs.registerAll()
+        let decodedBefore = try render(path).samples
+        #expect(try AudioFileTagWriter.update(path: path, setting: [("replaygain_track_gain", "-3.21 dB"), ("replaygain_track_peak", "0.501187")]) == .rewritten)
+        var tags = try await Self.probedTags(path)
+        #expect(tags["replaygain_track_gain"] == "-3.21 dB" && tags["replaygain_track_peak"] == "0.501187" && tags["title"] == "Original", "\(tags)")
+        #expect(difference(try render(path).samples, decodedBefore) == nil, "the chunk offsets lead to the same audio")
+        let size = try Data(contentsOf: URL(fileURLWithPath: path)).count
+        #expect(try AudioFileTagWriter.update(path: path, setting: [("REPLAYGAIN_TRACK_GAIN", "-4.00 dB")]) == .inPlace)
+        tags = try await Self.probedTags(path)
+        #expect(tags["REPLAYGAIN_TRACK_GAIN"] == "-4.00 dB" && tags["replaygain_track_gain"] == nil && tags["replaygain_track_peak"] == "0.501187", "\(tags)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)).count == size)
+        #expect(difference(try render(path).samples, decodedBefore) == nil)
+        let gains = ReplayGain(metadata: try AudioFile(path: path).metadata, format: .aacLC)
+        #expect(gains?.trackGain == -4 && gains?.trackPeak == 0.501187, "\(String(describing: gains))")
+    }
+
     @Test func damagedTagsAndOtherContainersAreRefusedAndLeftAsTheyAre() async throws {
         guard FileManager.default.isExecutableFile(atPath: Self.metaflac) else { print("metaflac is not installed: skipped"); return }
         let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
@@ -165,12 +190,12 @@ import TestSupport
         } throws: { "\($0)".contains("VORBIS_COMMENT") && "\($0)".contains("left as it is") }
         #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == bytes)
 
-        let m4a = try await LoudnessScanTests.make("e.m4a", in: directory, rate: 44100, layout: "stereo", codec: ["-c:a", "aac"])
-        let original = try Data(contentsOf: URL(fileURLWithPath: m4a))
+        let wav = try await LoudnessScanTests.make("e.wav", in: directory, rate: 44100, layout: "stereo", codec: [])
+        let original = try Data(contentsOf: URL(fileURLWithPath: wav))
         #expect {
-            try AudioFileTagWriter.update(path: m4a, setting: [("REPLAYGAIN_TRACK_GAIN", "-1.00 dB")])
+            try AudioFileTagWriter.update(path: wav, setting: [("REPLAYGAIN_TRACK_GAIN", "-1.00 dB")])
         } throws: { "\($0)".contains("not built yet") }
-        #expect(try Data(contentsOf: URL(fileURLWithPath: m4a)) == original)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: wav)) == original)
         #expect(throws: AudioFileWriterError.self) { try AudioFileTagWriter.update(path: directory + "/missing.flac", setting: []) }
     }
 

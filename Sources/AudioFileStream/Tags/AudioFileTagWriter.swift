@@ -19,7 +19,8 @@ public enum AudioFileTagUpdate: Sendable, Hashable {
 ///
 /// Supported today: native FLAC (its VORBIS_COMMENT block), MP3 (ID3v2.3 and 2.4 `TXXX` frames,
 /// a new ID3v2.4 tag where there is none), Ogg Opus and Ogg Vorbis (the comment header's pages
-/// rebuilt). Ogg FLAC and MP4's `ilst` are refused by name: they are not built yet.
+/// rebuilt) and MP4/M4A (iTunes freeform items in `moov/udta/meta/ilst`). Ogg FLAC, fragmented MP4
+/// and the other containers are refused by name: they are not built yet.
 public enum AudioFileTagWriter {
     /// Sets each named tag — every field of that name, in any case, is replaced — or removes it
     /// when its value is nil; the other tags keep their order and bytes.
@@ -47,6 +48,9 @@ public enum AudioFileTagWriter {
         if head.starts(with: Array("fLaC".utf8)) {
             return try FLACTagWriter.update(file, path: path, changes)
         }
+        if head.count >= 8, String(decoding: head[4..<8], as: UTF8.self) == "ftyp" {
+            return try MP4TagWriter.update(file, path: path, changes)
+        }
         if head.starts(with: Array("OggS".utf8)) {
             return try OggTagWriter.update(file, path: path, changes)
         }
@@ -57,7 +61,7 @@ public enum AudioFileTagWriter {
         }
         let kind = AudioSniffer.kind(ofHead: head, isComplete: got < 64).map { "\($0)" }
             ?? (head.starts(with: Array("ID3".utf8)) ? "MP3 (ID3v2)" : "this")
-        throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into \(kind) files is not built yet (native FLAC, MP3's ID3v2, Ogg Opus and Ogg Vorbis are)")
+        throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into \(kind) files is not built yet (FLAC, MP3, MP4/M4A, Ogg Opus and Ogg Vorbis are)")
     }
 
     static func extensionOf(_ path: String) -> String {
