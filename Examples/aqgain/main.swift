@@ -56,11 +56,12 @@ struct AQGain: ParsableCommand {
         for item in measured {
             let reading = item.reading
             guard let gain = item.gain else {
-                print("\(item.path): silent (nothing above -70 LUFS): no gain written")
+                writeOutput("\(item.path): silent (nothing above -70 LUFS): no gain written" + "\n")
                 continue
             }
-            print("\(item.path): " + formatted("%.2f LUFS, true peak %.2f dBTP, range %.2f LU; track gain %+.2f dB, peak %.6f",
-                                                 reading.integrated, reading.truePeak, reading.range, gain, item.peak))
+            // Each file's line as it is done, before its tags are written.
+            writeOutput("\(item.path): " + formatted("%.2f LUFS, true peak %.2f dBTP, range %.2f LU; track gain %+.2f dB, peak %.6f\n",
+                                                       reading.integrated, reading.truePeak, reading.range, gain, item.peak))
             guard !dryRun else { continue }
             do {
                 try AudioFileTagWriter.update(path: item.path, setting: tags(item, gain: gain, albumGain: albumGain, albumPeak: albumPeak))
@@ -71,9 +72,9 @@ struct AQGain: ParsableCommand {
         }
         if album {
             if let albumGain {
-                print(formatted("album: gain %+.2f dB, peak %.6f", albumGain, albumPeak))
+                writeOutput(formatted("album: gain %+.2f dB, peak %.6f", albumGain, albumPeak) + "\n")
             } else {
-                print("album: silent: no album gain")
+                writeOutput("album: silent: no album gain" + "\n")
             }
         }
         if failed { throw ExitCode(1) }

@@ -9,7 +9,8 @@ import TestSupport
 
 /// Tags written into files the library did not make, read back by the format's own tool
 /// (`metaflac`), the audio untouched.
-@Suite(.timeLimit(.minutes(2))) struct TagWritingTests {
+@Suite(.timeLimit(.minutes(2)), .disabled(if: isUnderThreadSanitizer, "file rewriting on one thread: the plain pass checks it"))
+struct TagWritingTests {
     static let metaflac = "/usr/bin/metaflac"
     static let aqgain = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
         .appendingPathComponent("aqgain").path
@@ -170,6 +171,48 @@ import TestSupport
         #expect(difference(try render(path).samples, decodedBefore) == nil)
         let gains = ReplayGain(metadata: try AudioFile(path: path).metadata, format: .aacLC)
         #expect(gains?.trackGain == -4 && gains?.trackPeak == 0.501187, "\(String(describing: gains))")
+    }
+
+    /// aqgain killed (SIGKILL) while it writes: the file is the original or the new one, never a
+    /// mix. A 1 s FLAC without padding and with an 8 MiB picture: the tags make it rewritten, and
+    /// the copy takes long enough to be interrupted. The kill comes as soon as aqgain prints the
+    /// file's line (just before it writes), read from a FIFO: an event, not a delay.
+    @Test func aWriteKilledLeavesTheOriginalOrTheNewFile() async throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.metaflac) else { print("metaflac is not installed: skipped"); return }
+        try #require(FileManager.default.isExecutableFile(atPath: Self.aqgain), "aqgain is built with the tests")
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let source = directory + "/source.flac"
+        let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=1", "-ac", "2", "-c:a", "flac", source])
+        try #require(made.status == 0)
+        let picture = directory + "/big.bin"
+        let noise = try await runTool("/bin/sh", ["-c", "head -c 8388608 /dev/urandom > \"$0\"", picture])
+        try #require(noise.status == 0)
+        let imported = try await runTool(Self.metaflac, ["--import-picture-from=3|image/png|big|8x8x24|\(picture)", source])
+        try #require(imported.status == 0, "\(String(decoding: imported.errorOutput, as: UTF8.self))")
+        let unpadded = try await runTool(Self.metaflac, ["--remove", "--block-type=PADDING", "--dont-use-padding", source])
+        try #require(unpadded.status == 0)
+        let original = try Data(contentsOf: URL(fileURLWithPath: source))
+        var outcomes: [String] = []
+        for trial in 0..<3 {
+            let path = directory + "/t\(trial).flac", fifo = directory + "/fifo\(trial)"
+            try original.write(to: URL(fileURLWithPath: path))
+            let run = try await runTool("/bin/sh", ["-c", "mkfifo \"$2\"; \"$0\" \"$1\" > \"$2\" & p=$!; head -n 1 < \"$2\" > /dev/null; kill -9 $p; wait $p; exit 0",
+                                                    Self.aqgain, path, fifo])
+            #expect(run.status == 0)
+            let after = try Data(contentsOf: URL(fileURLWithPath: path))
+            if after == original {
+                outcomes.append("original")
+            } else {
+                // The new file, whole: the tag there, the picture kept, the audio decoding as before.
+                #expect(try await Self.tag("REPLAYGAIN_TRACK_GAIN", path).count == 1, "trial \(trial): neither the original nor a whole new file")
+                #expect(try await Self.pictures(path) == 1)
+                #expect(after.suffix(10_000) == original.suffix(10_000))
+                outcomes.append("new")
+            }
+        }
+        print("killed writes left: \(outcomes)")
     }
 
     @Test func damagedTagsAndOtherContainersAreRefusedAndLeftAsTheyAre() async throws {

@@ -56,3 +56,8 @@ public struct SplitMix {
     /// True `percent` times in a hundred.
     public mutating func chance(_ percent: Int) -> Bool { int(0...99) < percent }
 }
+
+/// Whether this process runs under ThreadSanitizer (its runtime is linked in). Suites of pure
+/// single-threaded computation skip that pass: the plain pass checks their numbers, and
+/// instrumentation makes them many times slower without a thread to watch.
+public let isUnderThreadSanitizer: Bool = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil
