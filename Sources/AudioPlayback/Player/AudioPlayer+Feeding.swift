@@ -1,0 +1,329 @@
+import AudioFileStream
+import BufferQueue
+import Dispatch
+
+/// The feeding: items opened, packets enqueued into free buffers, the queue made and started. All on `work`.
+extension AudioPlayer {
+    // MARK: feeding (on `work`)
+
+    func begin() {
+        work.async { [self] in
+            if record != nil && outputFormat == .itemFormat && shared.withLock({ $0.machine.phase == .ready }) {
+                // The recording has one format; with the sink reopened per item it would change under it.
+                return fail(AudioPlayerError(.request, underlying: AudioQueueError(.invalidParameter,
+                    "record needs one output format: use .firstItem or .fixed, not .itemFormat")), playOut: false)
+            }
+            if feed.join != nil && outputFormat == .itemFormat {
+                return fail(AudioPlayerError(.request, underlying: AudioQueueError(.invalidParameter,
+                    "a crossfade mixes two items into one output format: use .firstItem or .fixed, not .itemFormat")), playOut: false)
+            }
+            let hasItems = shared.withLock { !$0.items.isEmpty }
+            act { $0.begin(hasItems: hasItems) }
+        }
+    }
+
+    /// Opens the item at `itemIndex`, `nextStart` seconds in; a failure to open ends the input there.
+    func openItem(fadingOut: Bool = false) {
+        let item = shared.withLock { s in s.items.indices.contains(feed.itemIndex) ? s.items[feed.itemIndex] : nil }
+        guard let item else { return finishInput() }
+        let seconds = feed.nextStart
+        feed.nextStart = 0
+        do {
+            let source = try item.open(context(forItem: item.id))
+            if let join = feed.join {
+                feed.feeder = crossfadeFeeder(source, item: item, seconds: seconds, join: join, fadingOut: fadingOut)
+            } else {
+                let packets = PacketFeeder(source: source, startSeconds: seconds, registry: decoders)
+                // Every item sets its gain (the one before it stays in force otherwise); its tags'
+                // gain once the source knows them.
+                let (gain, settings) = (item.gain, replayGain)
+                packets.parametersAtStart = { source in AudioQueueParameters(gain: Self.gain(gain, settings, source)) }
+                feed.feeder = packets
+            }
+            feed.feedingID = item.id
+            feed.needsNewStream = queue != nil
+            shared.withLock { $0.timeline.feeding = nil }
+            act { $0.itemOpened(item.id) }
+            for warning in source.warnings { emit(.itemWarning(index: feed.itemIndex, id: item.id, warning)) }
+        } catch {
+            feed.feedingID = item.id
+            let failure = AudioPlayerError(.open, itemIndex: feed.itemIndex, itemName: item.name, underlying: error)
+            if skipFailedItem(failure) { return }
+            fail(failure, item: item.id)
+        }
+        pump()
+    }
+
+    /// An item's gain: its own times what its tags say for `settings` (at most 16).
+    static func gain(_ own: Float, _ settings: ReplayGainSettings?, _ source: any PacketSource) -> Float {
+        guard let settings, settings.mode != .off else { return own }
+        let tags = source.metadata.flatMap { ReplayGain(metadata: $0, format: source.format.formatID) }
+        return min(own * settings.linearGain(tags), 16)
+    }
+
+    /// A crossfading item's feeder: decoded and converted to the output format (the first item's,
+    /// or the fixed one); `fadingOut`: only its next D frames (the item heard, on a skip).
+    func crossfadeFeeder(_ source: any PacketSource, item: AudioPlayerItem, seconds: Double, join: CrossfadeJoin,
+                                 fadingOut: Bool) -> CrossfadeItemFeeder {
+        var target: (rate: Double, channels: Int)?
+        if let format = join.format {
+            target = (format.sampleRate, format.channelsPerFrame)
+        } else if case .fixed(let rate, let channels) = outputFormat {
+            target = (rate, channels)
+        }
+        let index = feed.itemIndex, id = item.id
+        let (decoders, resamplers, engines) = (self.decoders, self.resamplers, timePitchEngines)
+        return CrossfadeItemFeeder(source: source, join: join, gain: Self.gain(item.gain, replayGain, source), limit: fadingOut ? Int64(join.frames) : nil,
+                                   hasNext: { [unowned self] in feed.itemIndex + 1 < shared.withLock { $0.items.count } || feed.loop + 1 < loops },
+                                   shortened: { [unowned self] frames in
+                                       emit(.crossfadeShortened(index: index, id: id, frames: frames, requested: join.frames))
+                                   }) { source in
+            try PacketSourceRenderer(source: source, name: item.name, maximumPacketSize: source.maximumPacketSize,
+                                     start: .seconds(seconds), sampleRate: target?.rate, channels: target?.channels,
+                                     registry: decoders, resamplers: resamplers, timePitchEngines: engines)
+        }
+    }
+
+    /// After the last item of a crossfading player: what its join still holds is enqueued (true), if anything.
+    func crossfadeTail(after previous: (any ItemFeeding)?) -> Bool {
+        guard let join = feed.join, let previous, join.heldFrames > 0 else { return false }
+        feed.feeder = CrossfadeItemFeeder(tailOf: previous.source, join: join)
+        return true
+    }
+
+    /// With ``AudioPlayerItemFailurePolicy/skip``, reports the item being fed as failed and goes on
+    /// with the next one (true); false when the policy stops, or no item is being fed.
+    func skipFailedItem(_ error: AudioPlayerError) -> Bool {
+        guard onItemFailure == .skip, let id = feed.feedingID, shared.withLock({ $0.result == nil }) else { return false }
+        // Nothing of a failed item's source is read again: its enqueued frames play, the next item follows.
+        act { $0.itemSkipped(id, error) }
+        if advance() {
+            pump()
+        } else if queue == nil {
+            // Every item failed before any audio: that is no success.
+            fail(error, playOut: false)
+        } else {
+            finishInput()
+        }
+        return true
+    }
+
+    /// Moves to the next item (or the next loop); false at the end.
+    func advance() -> Bool {
+        let previous = feed.feeder
+        if let feeder = feed.feeder { feed.timelineBeforeItem += feeder.framesKept }
+        feed.feeder = nil
+        feed.feedingID = nil
+        feed.itemIndex += 1
+        let count = shared.withLock { $0.items.count }
+        if feed.itemIndex >= count {
+            feed.loop += 1
+            guard feed.loop < loops else { return crossfadeTail(after: previous) }
+            feed.itemIndex = 0
+        }
+        openItem()
+        return feed.feeder != nil
+    }
+
+    /// Enqueues into free buffers until they are all in the queue, the source waits, or the input ends.
+    func pump() {
+        guard !shared.withLock({ $0.machine.inputDone }) else { return allDecodedIfSo() }
+        do {
+            while let feeder = feed.feeder {
+                let source = feeder.source
+                if queue == nil {
+                    guard source.isReady else { return }
+                    do { try makeQueue(for: source, feeder: feeder) } catch {
+                        throw AudioPlayerError(.decode, itemIndex: feed.itemIndex, itemName: currentName, underlying: error)
+                    }
+                }
+                guard let queue, let buffer = feed.free.last else { break }
+                if feed.needsNewStream && feed.join == nil {
+                    guard source.isReady else { return }
+                    try queue.beginStream(format: source.format, magicCookie: source.magicCookie)
+                    feed.needsNewStream = false
+                }
+                let before = feeder.framesKept
+                let progress = try feeder.enqueueNext(buffer, on: queue)
+                noteSource(feeder)
+                if progress == .enqueued {
+                    feed.free.removeLast()
+                    noteEnqueued(feeder, before: before)
+                }
+                resolveSeeks()
+                switch progress {
+                case .enqueued:
+                    break
+                case .waiting:
+                    evaluateBuffer(waiting: true)
+                    return
+                case .finished:
+                    if feeder.isTail || !advance() { finishInput() }
+                }
+            }
+        } catch {
+            let failure = error as? AudioPlayerError ?? AudioPlayerError(.read, itemIndex: feed.itemIndex, itemName: currentName, underlying: error)
+            if skipFailedItem(failure) { return }
+            fail(failure, item: feed.feedingID)
+            return
+        }
+        evaluateBuffer(waiting: false)
+    }
+
+    var currentName: String? { shared.withLock { s in s.items.indices.contains(feed.itemIndex) ? s.items[feed.itemIndex].name : nil } }
+
+    /// The item being fed: its duration and rate, once its source is ready.
+    func noteSource(_ feeder: any ItemFeeding) {
+        guard let id = feed.feedingID, feeder.source.isReady else { return }
+        let source = feeder.source
+        shared.withLock { s in
+            let feeding = s.timeline.feeding
+            guard feeding?.id != id || (feeder.started && feeding?.start == 0 && feeder.startFrame > 0) else { return }
+            let duration = source.duration
+            s.timeline.feeding = .init(index: feed.itemIndex, id: id, rate: source.format.sampleRate, frames: duration?.frames ?? 0,
+                                       estimated: duration?.isEstimated ?? false, start: Double(feeder.startFrame) / source.format.sampleRate)
+        }
+    }
+
+    /// Records where the item's first kept frame plays, once known.
+    func noteEnqueued(_ feeder: any ItemFeeding, before: Int64) {
+        let source = feeder.source
+        let end = feed.timelineBeforeItem + feeder.framesKept
+        let heard = queue?.currentTime().sampleTime ?? 0
+        let added = shared.withLock { s -> Bool in
+            s.timeline.enqueued(upTo: end, heard: heard)
+            guard before == 0 && feeder.framesKept > 0, let id = feed.feedingID else { return false }
+            let duration = source.duration
+            // On the timeline's frames (the output's when crossfading, each item's own otherwise).
+            let scale = feeder.timelineRate / source.format.sampleRate
+            func onTimeline(_ frames: Int64) -> Int64 { scale == 1 ? frames : Int64((Double(frames) * scale).rounded()) }
+            s.timeline.add(.init(start: feed.timelineBeforeItem + feeder.leadFrames, index: feed.itemIndex, id: id, offset: onTimeline(feeder.startFrame),
+                                rate: feeder.timelineRate, frames: onTimeline(duration?.frames ?? 0),
+                                estimated: duration?.isEstimated ?? false, title: source.title, seekable: source.isSeekable))
+            return true
+        }
+        if added { scheduleHeardCheck() }
+    }
+
+    /// Seeks waiting for their position: answered once the feeder has planned its start.
+    func resolveSeeks() {
+        guard !feed.pendingSeeks.isEmpty, let feeder = feed.feeder, feeder.started else { return }
+        feed.resolvePendingSeeks(with: .success(Double(feeder.startFrame) / feeder.source.format.sampleRate))
+    }
+
+    func makeQueue(for source: any PacketSource, feeder: any ItemFeeding) throws {
+        let sinkFormat: AudioQueue.SinkFormat
+        switch outputFormat {
+        case .firstItem: sinkFormat = .keepFirst
+        case .fixed(let rate, let channels): sinkFormat = .fixed(sampleRate: rate, channels: channels)
+        case .itemFormat: sinkFormat = .followDecoded
+        }
+        // A crossfading player enqueues PCM of the output format, which its first item decided.
+        let crossfading = try (feeder as? CrossfadeItemFeeder).map { feeder in
+            try feeder.prepare()
+            guard let format = feeder.outputFormat else { throw AudioQueueError(.invalidRunState, "the first item decided no output format") }
+            return format
+        }
+        let made = try AudioQueue(format: crossfading ?? source.format,
+                                  configuration: .init(sink: makeSink(), decodeBufferFrames: 65536, callbackQueue: work,
+                                                       decoderRegistry: decoders, resamplerRegistry: resamplers,
+                                                       timePitchRegistry: timePitchEngines, sinkFormat: sinkFormat)) { [weak self] _, buffer in
+            // On `work`: the buffer is free again.
+            guard let self else { return }
+            self.feed.free.append(buffer)
+            self.pump()
+        }
+        if crossfading == nil, let cookie = source.magicCookie { try made.setMagicCookie(cookie) }
+        // The sink (and a recording) learn which speaker each channel is for.
+        if let layout = source.channelLayout, layout.channelCount == source.format.channelsPerFrame, (try? made.setChannelLayout(layout)) != nil {
+            shared.withLock { $0.channelLayout = layout }
+        }
+        let (volume, pan, metering) = shared.withLock { ($0.volume, $0.pan, $0.metering) }
+        if volume != 1 || pan != 0 { try made.setParameters(.init(volume: volume, pan: pan)) }
+        if metering { made.isLevelMeteringEnabled = true }
+        if let timePitch {
+            try made.setTimePitch(timePitch)
+            let (rate, pitch) = shared.withLock { ($0.playRate, $0.pitch) }
+            try made.setParameters(.init(playRate: rate, pitch: pitch))
+        }
+        feed.bufferCount = max(4, Int((buffering.maximumSeconds / 0.5).rounded(.up)))
+        // 32 KiB holds many packets of most formats; a format with larger packets (multichannel
+        // ALAC) gets buffers that hold two of its largest, or four times a decoded packet's PCM.
+        let largest = source.maximumPacketSize ?? source.format.framesPerPacket * source.format.channelsPerFrame * 4
+        // PCM of a crossfade: half a second a buffer, as the compressed buffers hold about.
+        let capacity = crossfading.map { Int(($0.sampleRate / 2).rounded(.up)) * $0.channelsPerFrame * 4 }
+            ?? max(1 << 15, 2 * min(max(largest, 0), 1 << 22))
+        for _ in 0..<feed.bufferCount { feed.free.append(try made.allocateBuffer(capacity: capacity, packetDescriptionCapacity: 128)) }
+        shared.withLock { $0.queue = made }
+        let events = made.events()
+        Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                self.work.async { self.handle(event, from: made) }
+            }
+        }
+    }
+
+    /// Starts playback once enough is enqueued (or nothing more will come for now).
+    func evaluateBuffer(waiting: Bool) {
+        guard let queue else { return }
+        let ahead = shared.withLock { s -> Double in
+            let heard = queue.currentTime().sampleTime
+            return s.timeline.secondsAhead(of: heard, rate: queue.streamDescription.sampleRate)
+        }
+        // Every buffer in the queue (not merely none returned yet, as right after a seek), or
+        // nothing more to come.
+        let (inputDone, started) = shared.withLock { ($0.machine.inputDone, $0.machine.queueStarted) }
+        if feed.free.isEmpty, ahead <= 0, !inputDone, !started {
+            // Every buffer is in the queue and none holds a frame to hear (a long pre-roll after a
+            // seek, all trimmed): the queue decodes them now, so they come back for more packets.
+            // (Waiting for audible frames in them would wait forever.)
+            _ = try? queue.prime()
+        }
+        let enough = (feed.free.isEmpty && ahead > 0) || inputDone
+        act { $0.buffered(enough: enough, ahead: ahead, waiting: waiting, buffering: buffering) }
+    }
+
+    /// Primes the queue and starts it (`play`), installing the frame count and the caller's tap first.
+    func startQueue(play: Bool) {
+        guard let queue else { return }
+        do {
+            try queue.prime()
+            // Counts (and hands to `record`, through a ring and a thread of its own) exactly
+            // what goes to the sink.
+            if !feed.tapInstalled {
+                feed.tapInstalled = true
+                let handed = framesHanded, box = recorderBox
+                // An observer, not a tap: the caller's processing tap keeps its place.
+                let format = try queue.setOutputObserver { output, frames in
+                    box.recorder?.push(output, frames: frames)
+                    handed.frames.add(Int64(frames), ordering: .relaxed)
+                }
+                // Set before the first start, so before the first render.
+                if let record { box.set(SiphonRecorder(format: format, record: record)) }
+                if let processingTap { try queue.installProcessingTap(processingTap.position, callback: processingTap.callback) }
+            }
+            if play { try queue.start() }
+        } catch {
+            fail(AudioPlayerError(.sink, underlying: error), playOut: false)
+        }
+    }
+
+    func handle(_ event: AudioQueueEvent, from source: AudioQueue) {
+        guard source === queue else { return }
+        switch event {
+        case .error(let error) where error.code == .sinkError:
+            fail(AudioPlayerError(.sink, underlying: error), playOut: false)
+        case .underrun:
+            // A stream that has not caught up: hold until enough is enqueued again.
+            act { $0.underran() }
+            schedulePositionTicks()
+        case .runningChanged(let running):
+            act { $0.runningChanged(running, queueStopping: source.isStopping) }
+            if soundRunning { scheduleHeardCheck() }
+            schedulePositionTicks()
+        default:
+            break
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import AudioFileStream
+import BufferQueue
+import Dispatch
+
+extension AudioPlayer {
+    /// What is playing now.
+    public struct Status: Sendable, Equatable {
+        /// Index in the item list of the item heard; before its first frame is heard (at the
+        /// start, after a seek) the item being fed; nil before any is opened.
+        public var fileIndex: Int?
+        /// The identity of that item.
+        public var itemID: AudioPlayerItem.ID?
+        /// The item's title: a stream's latest `StreamTitle`, else its metadata's.
+        public var title: String?
+        /// Seconds into the current item (as heard, latency-corrected).
+        public var position: Double
+        /// The item's length in seconds (0 when unknown, e.g. live).
+        public var duration: Double
+        /// Whether ``duration`` is an estimate (from a bit rate) rather than exact.
+        public var durationIsEstimated: Bool
+        /// Seconds enqueued ahead of what is heard (before decoding).
+        public var buffered: Double
+        /// The format the sink plays (nil before it opens).
+        public var outputFormat: AudioStreamDescription?
+    }
+
+    /// How much audio the player keeps ahead of what is heard.
+    public struct Buffering: Sendable {
+        /// Enqueued ahead before playback starts (and after a seek).
+        public var startSeconds: Double
+        /// Enqueued ahead before playback resumes after an underrun.
+        public var restartSeconds: Double
+        /// At most about this much is enqueued ahead (in compressed buffers; the queue decodes
+        /// about 1.5 s more ahead of the sink).
+        public var maximumSeconds: Double
+        public init(startSeconds: Double = 1, restartSeconds: Double = 2, maximumSeconds: Double = 3) {
+            self.startSeconds = max(startSeconds, 0)
+            self.restartSeconds = max(restartSeconds, 0)
+            self.maximumSeconds = max(maximumSeconds, startSeconds, restartSeconds, 0.5)
+        }
+    }
+
+    /// The format the sink plays.
+    public enum OutputFormat: Sendable, Equatable {
+        /// The first item's decoded format; later items are converted to it (gapless).
+        case firstItem
+        /// This rate and channel count; every item is converted to it (gapless).
+        case fixed(sampleRate: Double, channels: Int)
+        /// Each item's own format: the sink is reopened where it changes (bit-perfect, not gapless there).
+        case itemFormat
+    }
+
+    /// A processing tap for the player's queue: the caller's code on the render path, as with
+    /// ``BufferQueue/AudioQueue/installProcessingTap(_:callback:)``. The player's own frame count
+    /// and recording do not take its place.
+    public struct ProcessingTap: Sendable {
+        /// Where it sits: before time-pitch, conversion and volume/pan, after them, or a siphon.
+        public var position: AudioQueueProcessingTapPosition
+        /// Called on the render path for every block; the tap it gets tells the processing
+        /// format: the output format, or for `.preEffects` the first item's decoded format (with
+        /// items of other formats, use `.postEffects` or `.siphon`, which see one format).
+        public var callback: AudioQueueProcessingTapCallback
+        public init(position: AudioQueueProcessingTapPosition, callback: @escaping AudioQueueProcessingTapCallback) {
+            self.position = position
+            self.callback = callback
+        }
+    }
+}
