@@ -23,7 +23,7 @@ import BufferQueue
 /// are multiples of the block (the header shares the first block), so the kernel never has to
 /// fill in part of a page. A failed write (a full disk) is thrown by the call that writes the block
 /// — that call or a later one, or ``close()`` — and every later call throws it again.
-public final class PCMFileWriter: @unchecked Sendable {
+public final class PCMFileWriter: Sendable {
     /// The container written.
     public enum Container: Sendable {
         case wav, caf
@@ -43,24 +43,30 @@ public final class PCMFileWriter: @unchecked Sendable {
     /// Frames written so far: appended (a block not yet on disk included), or for positional
     /// writes up to the furthest frame written or what ``truncate(toFrames:)`` set.
     public var framesWritten: Int64 {
-        appended + positional.withLock { $0.length ?? $0.end }
+        appending.withLock { $0.appended } + positional.withLock { $0.length ?? $0.end }
     }
     /// Whether ``write(_:atFrame:)`` can work: the file can seek (a pipe cannot).
     public let canWriteAtPositions: Bool
 
     private let descriptor: FileDescriptor
-    private var closed = false
-    private var appended: Int64 = 0
     /// The header's bytes (before the first frame).
     private let headerBytes: Int
     /// Appending: the block being filled, how much of it is filled, where it goes in the file.
     private static let blockSize = 65536
     /// Room past the block for the part of a sample that does not fit in it (8 bytes at most).
     private static let slack = 16
-    private let block: UnsafeMutableRawPointer
-    private var filled = 0
-    private var blockOffset: Int64 = 0
-    private var failure: AudioFileWriterError?
+    /// The appending side's state: one caller at a time (appends come in order), and
+    /// ``framesWritten`` may be read from any thread.
+    private struct Appending {
+        /// The block (the header first, until the first block is written).
+        let block: UnsafeMutableRawPointer
+        var closed = false
+        var appended: Int64 = 0
+        var filled = 0
+        var blockOffset: Int64 = 0
+        var failure: AudioFileWriterError?
+    }
+    private let appending: Lock<Appending>
     /// Positional writes: whether the header went out, the end of the furthest frame written, the
     /// length set by `truncate`.
     private let positional = Lock((headerWritten: false, end: Int64(0), length: Int64?.none))
@@ -107,17 +113,17 @@ public final class PCMFileWriter: @unchecked Sendable {
         self.channelMask = mask
         self.descriptor = descriptor
         canWriteAtPositions = canSeek
-        block = UnsafeMutableRawPointer.allocate(byteCount: Self.blockSize + Self.slack, alignment: 4096)
+        let block = UnsafeMutableRawPointer.allocate(byteCount: Self.blockSize + Self.slack, alignment: 4096)
         headerBytes = header.count
         header.withUnsafeBytes { bytes in
             if let base = bytes.baseAddress { block.copyMemory(from: base, byteCount: bytes.count) }
         }
-        filled = header.count
+        appending = Lock(Appending(block: block, filled: header.count))
     }
 
     deinit {
         try? close()
-        block.deallocate()
+        appending.withLock { $0.block }.deallocate()
     }
 
 
@@ -127,10 +133,12 @@ public final class PCMFileWriter: @unchecked Sendable {
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         let frames = bytes.count / format.bytesPerFrame
-        try append(samples: frames * format.bytesPerFrame, sampleBytes: 1) { destination, first, count in
-            destination.copyMemory(from: base + first, byteCount: count)
+        try appending.withLock { a in
+            try append(&a, samples: frames * format.bytesPerFrame, sampleBytes: 1) { destination, first, count in
+                destination.copyMemory(from: base + first, byteCount: count)
+            }
+            a.appended += Int64(frames)
         }
-        appended += Int64(frames)
     }
 
     /// Appends `count` float samples converted to the writer's format straight into the block.
@@ -138,44 +146,46 @@ public final class PCMFileWriter: @unchecked Sendable {
         let channels = format.channelsPerFrame
         let whole = count - count % channels
         guard whole > 0 else { return }
-        try append(samples: whole, sampleBytes: format.bytesPerFrame / channels) { destination, first, n in
-            layout.fromFloat(samples + first, count: n, into: destination)
+        try appending.withLock { a in
+            try append(&a, samples: whole, sampleBytes: format.bytesPerFrame / channels) { destination, first, n in
+                layout.fromFloat(samples + first, count: n, into: destination)
+            }
+            a.appended += Int64(whole / channels)
         }
-        appended += Int64(whole / channels)
     }
 
     /// Fills the block with `samples` samples of `sampleBytes` bytes, `fill(destination, first, n)`
     /// at a time, writing each full block.
-    private func append(samples: Int, sampleBytes: Int,
+    private func append(_ a: inout Appending, samples: Int, sampleBytes: Int,
                         _ fill: (UnsafeMutableRawPointer, _ first: Int, _ count: Int) -> Void) throws {
-        guard !closed else { throw AudioFileWriterError(.closed, path: path, "the writer is closed") }
-        if let failure { throw failure }
+        guard !a.closed else { throw AudioFileWriterError(.closed, path: path, "the writer is closed") }
+        if let failure = a.failure { throw failure }
         var done = 0
         while done < samples {
-            let n = min(samples - done, (Self.blockSize + Self.slack - filled) / sampleBytes)
-            fill(block + filled, done, n)
-            filled += n * sampleBytes
+            let n = min(samples - done, (Self.blockSize + Self.slack - a.filled) / sampleBytes)
+            fill(a.block + a.filled, done, n)
+            a.filled += n * sampleBytes
             done += n
-            if filled >= Self.blockSize {
-                try writeOut(Self.blockSize)
+            if a.filled >= Self.blockSize {
+                try writeOut(&a, Self.blockSize)
                 // What went past the block starts the next one.
-                filled -= Self.blockSize
-                if filled > 0 { block.copyMemory(from: block + Self.blockSize, byteCount: filled) }
+                a.filled -= Self.blockSize
+                if a.filled > 0 { a.block.copyMemory(from: a.block + Self.blockSize, byteCount: a.filled) }
             }
         }
     }
 
     /// Writes the block's first `count` bytes where the file is (the block's offset); a failure
     /// is kept and thrown again by every later call.
-    private func writeOut(_ count: Int) throws {
-        if let failure { throw failure }
+    private func writeOut(_ a: inout Appending, _ count: Int) throws {
+        if let failure = a.failure { throw failure }
         do {
-            try writeAll(UnsafeRawPointer(block), count: count, at: blockOffset, positioned: false)
+            try writeAll(UnsafeRawPointer(a.block), count: count, at: a.blockOffset, positioned: false)
         } catch {
-            failure = error
+            a.failure = error
             throw error
         }
-        blockOffset += Int64(count)
+        a.blockOffset += Int64(count)
     }
 
     /// Writes whole frames of the writer's format at frame `frame` (0: the first after the header),
@@ -185,6 +195,8 @@ public final class PCMFileWriter: @unchecked Sendable {
     public func write(_ bytes: UnsafeRawBufferPointer, atFrame frame: Int64) throws {
         guard let base = bytes.baseAddress, !bytes.isEmpty, frame >= 0 else { return }
         let count = bytes.count / format.bytesPerFrame * format.bytesPerFrame
+        // The block holds the header: nothing is appended to a file written by position.
+        let block = appending.withLock { $0.block }
         try positional.withLock { state in
             if !state.headerWritten {
                 try writeAll(UnsafeRawPointer(block), count: headerBytes, at: 0)
@@ -218,23 +230,27 @@ public final class PCMFileWriter: @unchecked Sendable {
     /// - Throws: ``AudioFileWriterError`` when the file could not be written completely (a full
     ///   disk), naming the offset; the file is closed all the same.
     public func close() throws {
-        guard !closed else { return }
-        closed = true
-        do {
-            try finishFile()
-        } catch {
-            try? descriptor.close()
-            throw error
-        }
-        do throws(SystemError) { try descriptor.close() } catch {
-            throw AudioFileWriterError(.closeFailed, path: path, byteOffset: Int64(headerBytes) + framesWritten * Int64(format.bytesPerFrame),
-                                       underlying: error, "cannot close the file")
+        try appending.withLock { a in
+            guard !a.closed else { return }
+            a.closed = true
+            let frames: Int64
+            do {
+                frames = try finishFile(&a)
+            } catch {
+                try? descriptor.close()
+                throw error
+            }
+            do throws(SystemError) { try descriptor.close() } catch {
+                throw AudioFileWriterError(.closeFailed, path: path, byteOffset: Int64(headerBytes) + frames * Int64(format.bytesPerFrame),
+                                           underlying: error, "cannot close the file")
+            }
         }
     }
 
-    private func finishFile() throws {
+    /// Writes what is left and the final header; returns the frames the file holds.
+    private func finishFile(_ a: inout Appending) throws -> Int64 {
         let (headerWritten, end, length) = positional.withLock { $0 }
-        let frames = appended + (length ?? end)
+        let frames = a.appended + (length ?? end)
         let dataBytes = Int64(frames) * Int64(format.bytesPerFrame)
         let pad = container == .wav && dataBytes % 2 == 1
         if headerWritten {
@@ -246,8 +262,8 @@ public final class PCMFileWriter: @unchecked Sendable {
             }
             if pad { var zero: UInt8 = 0; try writeAll(&zero, count: 1, at: fileEnd) }
         } else {
-            if pad { block.storeBytes(of: 0, toByteOffset: filled, as: UInt8.self); filled += 1 }
-            if filled > 0 { try writeOut(filled) }
+            if pad { a.block.storeBytes(of: 0, toByteOffset: a.filled, as: UInt8.self); a.filled += 1 }
+            if a.filled > 0 { try writeOut(&a, a.filled) }
         }
         if canWriteAtPositions {
             let header = Self.header(format: format, container: container, dataBytes: dataBytes, streaming: false, channelMask: channelMask)
@@ -256,6 +272,7 @@ public final class PCMFileWriter: @unchecked Sendable {
                 try writeAll(base, count: bytes.count, at: 0)
             }
         }
+        return frames
     }
 
     /// The header: sizes filled in, unknown (`dataBytes` nil) or, for an output that cannot seek,

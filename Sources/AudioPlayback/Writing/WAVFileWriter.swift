@@ -6,7 +6,7 @@ import BufferQueue
 ///
 /// Frames go in either appended in order (``write(_:)``, one thread) or each at its position
 /// (``write(_:atFrame:)``, from several threads at once); one file uses one way.
-public final class WAVFileWriter: @unchecked Sendable {
+public final class WAVFileWriter: Sendable {
     public let path: String
     public let sampleRate: Int
     public let channels: Int

@@ -32,7 +32,7 @@ import Glibc
 /// costs no I/O until it is exceeded.
 ///
 /// File I/O runs on the cache's own serial queue, never on a thread of Swift's cooperative pool.
-public final class AudioDiskCache: @unchecked Sendable {
+public final class AudioDiskCache: Sendable {
     /// The folder holding the cache's files.
     public let directory: URL
     /// The most bytes held before least recently used resources are evicted.
@@ -45,6 +45,8 @@ public final class AudioDiskCache: @unchecked Sendable {
     /// the cap without reading every record again.
     private struct Guarded {
         var entries: [String: Entry] = [:]
+        /// How many callers have each open entry.
+        var users: [String: Int] = [:]
         var tally: [String: Int64]?
     }
     private let lock = Lock(Guarded())
@@ -133,7 +135,7 @@ public final class AudioDiskCache: @unchecked Sendable {
     func entry(forKey key: String) async throws -> Entry {
         if let open = lock.withLock({ g -> Entry? in
             let found = g.entries[key]
-            found?.users += 1
+            if found != nil { g.users[key, default: 0] += 1 }
             return found
         }) { return open }
         let made = try await run { () throws -> Entry in
@@ -151,20 +153,23 @@ public final class AudioDiskCache: @unchecked Sendable {
         return lock.withLock { g in
             // Another caller may have opened it meanwhile: share theirs.
             if let open = g.entries[key] {
-                open.users += 1
+                g.users[key, default: 0] += 1
                 try? made.fd.close()
                 return open
             }
             g.entries[key] = made
+            g.users[key] = 1
             return made
         }
     }
 
     fileprivate func released(_ entry: Entry) {
         let last = lock.withLock { g -> Bool in
-            entry.users -= 1
-            guard entry.users == 0 else { return false }
+            let users = g.users[entry.key, default: 1] - 1
+            g.users[entry.key] = users
+            guard users == 0 else { return false }
             g.entries[entry.key] = nil
+            g.users[entry.key] = nil
             return true
         }
         if last { queue.async { try? entry.fd.close() } }
@@ -262,13 +267,12 @@ public final class AudioDiskCache: @unchecked Sendable {
     }
 
     /// One open resource: its data file and record.
-    final class Entry: @unchecked Sendable {
+    final class Entry: Sendable {
         let key: String
         let name: String
         fileprivate let fd: FileDescriptor
         /// The data file, for messages.
         var dataPath: String { cache.directory.appendingPathComponent(name + ".data").path }
-        fileprivate var users = 1
         private unowned let cache: AudioDiskCache
         /// Guarded by `lock`: the record as last written, and ranges written since.
         private struct Guarded {

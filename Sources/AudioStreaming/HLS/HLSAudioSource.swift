@@ -27,7 +27,10 @@ import FoundationEssentials
 /// HLS carries no gapless numbers: every decoded frame is played (priming included) — except
 /// Opus in fMP4, whose pre-skip (the init section's edit list or `dOps`) is trimmed and whose
 /// shortened last sample ends it, as the one link the parser reports.
-public final class HLSAudioSource: PacketSource, @unchecked Sendable {
+///
+/// Not `Sendable`: one owner reads it (a player's queue, a renderer's thread), as a file's source;
+/// the fetching runs in a task of its own and crosses to it only through a `Sendable` channel.
+public final class HLSAudioSource: PacketSource {
     public let url: URL
     /// The media playlist being played (after the first load).
     public private(set) var playlist: HLSMediaPlaylist?

@@ -80,7 +80,7 @@ enum HLSItem: ChannelItem {
 /// Live reloads wait for the playlist's schedule (its target duration, half of it after an
 /// unchanged reload, as RFC 8216 asks); retries back off as ``HTTPFetcher``'s do. These are the
 /// protocol's timers, not waits for an event; closing the loader cancels them at once.
-final class HLSLoader: @unchecked Sendable {
+final class HLSLoader: Sendable {
     let url: URL
     let configuration: HLSConfiguration
     private let work: ChannelTask<HLSItem>

@@ -102,7 +102,10 @@ extension HLSConfiguration {
 /// An HTTP(S) resource that plays as HLS when the server says it is a playlist: an
 /// ``HTTPAudioSource`` until its first answer shows a playlist, then an ``HLSAudioSource`` on
 /// the same URL.
-public final class RemoteAudioSource: PacketSource, @unchecked Sendable {
+///
+/// Not `Sendable`: one owner reads it (a player's queue, a renderer's thread), as a file's source;
+/// the fetching runs in a task of its own and crosses to it only through a `Sendable` channel.
+public final class RemoteAudioSource: PacketSource {
     public let url: URL
     private let hlsConfiguration: HLSConfiguration
     private let context: AudioSourceContext

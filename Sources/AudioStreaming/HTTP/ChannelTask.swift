@@ -4,7 +4,7 @@ import BufferQueue
 /// The one fetch task that fills a ``ByteChannel``: each restart drops what was queued, cancels
 /// the running task and starts the next once it has ended; closing ends both and shuts the HTTP
 /// client down in the background. ``HTTPFetcher`` and ``HLSLoader`` run their requests in it.
-final class ChannelTask<Item: ChannelItem>: @unchecked Sendable {
+final class ChannelTask<Item: ChannelItem>: Sendable {
     let channel: ByteChannel<Item>
     let client: HTTPClient
     private let task = Lock<Task<Void, Never>?>(nil)

@@ -16,7 +16,10 @@ import FoundationEssentials
 /// Nothing here blocks: a Swift task fetches into a bounded channel (which holds the fetch back
 /// when full), and ``read(maxPackets:maxBytes:)`` parses what has arrived, answering
 /// ``PacketRead/waiting`` when nothing has; the context's `available` is called when more comes.
-public final class HTTPAudioSource: PacketSource, @unchecked Sendable {
+///
+/// Not `Sendable`: one owner reads it (a player's queue, a renderer's thread), as a file's source;
+/// the fetching runs in a task of its own and crosses to it only through a `Sendable` channel.
+public final class HTTPAudioSource: PacketSource {
     public let url: URL
     /// What the server said.
     public private(set) var info: HTTPStreamInfo?

@@ -59,7 +59,7 @@ extension FetchItem: ChannelItem {
 }
 
 /// A bounded queue from the async fetch task to the synchronous reader (the player's thread).
-final class ByteChannel<Item: ChannelItem>: @unchecked Sendable {
+final class ByteChannel<Item: ChannelItem>: Sendable {
     private struct State {
         var items: [Item] = []
         var bytes = 0
@@ -208,7 +208,7 @@ public struct HTTPStreamConfiguration: Sendable {
 /// Fetches a URL from a byte offset into a ``ByteChannel``: strips ICY metadata, resumes with
 /// `Range` after a dropped connection or a stall (exactly at the next byte for finite resources,
 /// at the live edge otherwise), backs off exponentially, and reports what happens.
-final class HTTPFetcher: @unchecked Sendable {
+final class HTTPFetcher: Sendable {
     let url: String
     let configuration: HTTPStreamConfiguration
     private let work: ChannelTask<FetchItem>

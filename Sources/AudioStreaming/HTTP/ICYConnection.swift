@@ -25,13 +25,13 @@ enum ICYConnection {
         // The path and query as sent, percent-encoding kept.
         let path = (parsed.path(percentEncoded: true).isEmpty ? "/" : parsed.path(percentEncoded: true))
             + (parsed.query(percentEncoded: true).map { "?" + $0 } ?? "")
-        let rewriter = ICYStatusLineRewriter()
+        let rewrote = Lock(false)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(10))
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(rewriter, position: .first)
+                    try channel.pipeline.syncOperations.addHandler(ICYStatusLineRewriter(rewrote: rewrote), position: .first)
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: stallTimeout), position: .first)
                     try channel.pipeline.syncOperations.addHandler(CloseOnIdle())
                     return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
@@ -69,16 +69,20 @@ enum ICYConnection {
             throw HTTPStreamError(url: url, byteOffset: 0, message: "the server closed the connection before answering")
         }
         return Response(status: Int(response.status.code), reason: response.status.reasonPhrase, headers: response.headers, body: stream,
-                        wasICY: rewriter.rewrote.withLock { $0 })
+                        wasICY: rewrote.withLock { $0 })
     }
 }
 
-/// Rewrites a leading `ICY` status line to `HTTP/1.0` before the HTTP decoder sees it.
-final class ICYStatusLineRewriter: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+/// Rewrites a leading `ICY` status line to `HTTP/1.0` before the HTTP decoder sees it. Made on
+/// the channel's event loop and used only there (not `Sendable`); it says whether it rewrote
+/// through a `Sendable` flag.
+final class ICYStatusLineRewriter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
-    private var pending: ByteBuffer?   // event-loop thread only
-    let rewrote = Lock(false)
+    private var pending: ByteBuffer?
+    private let rewrote: Lock<Bool>
+
+    init(rewrote: Lock<Bool>) { self.rewrote = rewrote }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
