@@ -17,6 +17,7 @@ import Synchronization
 /// `snd_pcm_recover` and reported as the queue's underrun event; a device that fails or is
 /// removed is an error event. An asynchronous stop drains the device; `currentTime` comes from
 /// `snd_pcm_delay`.
+// @unchecked: the PCM handle and device-thread state are touched only by its device thread; control calls cross through a ConditionLock.
 public final class ALSASink: AudioSink, @unchecked Sendable {
     /// The sample format written to the device.
     public enum SampleFormat: Sendable, Hashable {

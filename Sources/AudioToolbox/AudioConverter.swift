@@ -8,6 +8,7 @@ import Foundation
 // needs is kept for the next call.
 
 /// What an `AudioConverterRef` points to.
+// @unchecked: a C API object: its calls come one at a time, as Apple's AudioConverter asks of its caller.
 final class ConverterObject: @unchecked Sendable {
     let input: AudioStreamBasicDescription
     var output: AudioStreamBasicDescription

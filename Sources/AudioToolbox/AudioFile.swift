@@ -8,7 +8,7 @@ import Foundation
 
 /// What an `AudioFileID` points to: a file being read, or one being written (its calls one at a
 /// time: a recorder writes from its input callback's thread and sets properties from another).
-final class FileObject: @unchecked Sendable {
+final class FileObject: Sendable {
     let reader: AudioFile?
     let writer: Lock<FileWriting>?
 

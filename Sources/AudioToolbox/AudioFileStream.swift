@@ -5,6 +5,7 @@ import Foundation
 // AudioFileStream (AudioFileStream.h) over the library's push parser of the same name.
 
 /// What an `AudioFileStreamID` points to: the library's parser and the caller's callbacks.
+// @unchecked: a C API object: its calls come one at a time, as Apple's AudioFileStream asks of its caller.
 final class StreamObject: @unchecked Sendable {
     let stream: AudioFileStream
     let clientData: UserData

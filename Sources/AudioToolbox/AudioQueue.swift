@@ -38,6 +38,7 @@ public func AudioQueueNewOutputWithDispatchQueue(_ outAQ: UnsafeMutablePointer<A
 }
 
 /// A value the compiler cannot see is used safely across threads (a caller's block).
+// @unchecked: holds a caller's C block or pointer, which C code passes between threads as Apple's API allows.
 struct UncheckedBox<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
@@ -69,9 +70,9 @@ private func makeOutputQueue(_ format: AudioStreamBasicDescription, place: Callb
     return noErr
 }
 
-// @unchecked: the reference is set once at init and only read after; T (a queue object) is used on its own queue's threads.
-final class WeakObject<T: AnyObject>: @unchecked Sendable {
-    weak var object: T?
+/// A queue object held weakly by the library queue's closures.
+final class WeakObject<T: AnyObject & Sendable>: Sendable {
+    weak let object: T?
     init(_ object: T) { self.object = object }
 }
 

@@ -9,6 +9,7 @@ import Foundation
 // `AudioFileWriter`).
 
 /// What an `ExtAudioFileRef` points to.
+// @unchecked: a C API object: its calls come one at a time, as Apple's ExtAudioFile asks of its caller.
 final class ExtFileObject: @unchecked Sendable {
     enum Mode {
         case reading(AudioFile)

@@ -6,6 +6,7 @@ import Foundation
 // deinterleaves into memory allocated when the tap is made, so the render path allocates nothing.
 
 /// What an `AudioQueueProcessingTapRef` points to.
+// @unchecked: buffers are written once at init; `tap` and `queue` are set before the ref is handed out; render state is the render thread's.
 final class TapObject: @unchecked Sendable {
     let callback: CAudioToolbox.AudioQueueProcessingTapCallback
     let clientData: UserData
@@ -162,6 +163,7 @@ public func AudioQueueProcessingTapNew(_ inAQ: AudioQueueRef, _ inCallback: @esc
 }
 
 /// Holds the tap bridge weakly while the library's tap is installed (set right after).
+// @unchecked: read on the render thread (no lock allowed), set once before the tap's first render (the queue's start orders it).
 final class WeakTap: @unchecked Sendable {
     weak var object: TapObject?
 }

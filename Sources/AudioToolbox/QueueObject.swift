@@ -3,12 +3,13 @@ import Dispatch
 import Foundation
 
 /// A pointer of the caller's, handed back unchanged.
+// @unchecked: the caller's opaque pointer, only handed back to the caller, never dereferenced here.
 struct UserData: @unchecked Sendable {
     let pointer: UnsafeMutableRawPointer?
 }
 
 /// Where a queue's callbacks run: the run loop given at creation, or the library's callback thread.
-enum CallbackPlace: @unchecked Sendable {
+enum CallbackPlace: Sendable {
     case callbackThread
     case runLoop(CFRunLoop)
 
@@ -24,6 +25,7 @@ enum CallbackPlace: @unchecked Sendable {
 }
 
 /// One `AudioQueueBufferRef`: the C struct the caller sees, over a library buffer's storage.
+// @unchecked: the C struct is the caller's to fill between enqueues; the queue reads it only at enqueue, on the caller's thread.
 final class BufferRecord: @unchecked Sendable {
     let buffer: BufferQueue.AudioQueueBuffer
     let ref: AudioQueueBufferRef
@@ -51,6 +53,7 @@ final class BufferRecord: @unchecked Sendable {
 
 /// What an `AudioQueueRef` points to: a library queue (output or input) and the C-side state
 /// around it (buffer structs, listeners, timelines, the callback's pointer and place).
+// @unchecked: `queue` is set once by attach before the ref is handed out; everything else is under `state`'s lock.
 final class QueueObject: @unchecked Sendable {
     enum Queue {
         case output(BufferQueue.AudioQueue)

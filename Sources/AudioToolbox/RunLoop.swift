@@ -7,6 +7,7 @@ public import Foundation
 /// its callbacks to that loop, and they run only while its thread runs it, as on a Mac. Modes are
 /// accepted and not told apart: work runs in whatever mode the loop is run. Foundation's
 /// `RunLoop.run()` does not run this loop; use the CF functions, as code written for a Mac does.
+// @unchecked: the work list and the stop flag are read and written only while `condition` (an NSCondition) is locked.
 public final class CFRunLoop: @unchecked Sendable, Hashable {
     private let condition = NSCondition()
     private var work: [() -> Void] = []
@@ -87,6 +88,7 @@ public final class CFRunLoop: @unchecked Sendable, Hashable {
 }
 
 /// A run loop mode (`CFRunLoopMode.defaultMode`, `.commonModes`).
+// @unchecked: CFString (NSString on Linux) is immutable here: modes are made from string literals and only compared.
 public struct CFRunLoopMode: RawRepresentable, Hashable, @unchecked Sendable {
     public var rawValue: CFString
     public init(rawValue: CFString) { self.rawValue = rawValue }

@@ -117,6 +117,7 @@ public func objc_sync_exit(_ object: Any) -> Int32 {
 }
 
 /// Recursive locks keyed by object identity, made on first use and dropped when released.
+// @unchecked: the table is read and written only while `condition` (an NSCondition) is locked.
 final class ObjectMonitors: @unchecked Sendable {
     static let shared = ObjectMonitors()
     private struct Monitor { var owner: pthread_t; var depth: Int }

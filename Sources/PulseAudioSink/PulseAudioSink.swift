@@ -10,6 +10,7 @@ import Synchronization
 /// for the device. Starting uncorks, pausing corks, flushing corks and flushes, an asynchronous
 /// stop drains. Timing comes from the stream's timing info, so the queue's `currentTime` is what
 /// is heard. When the server goes away the queue gets an error event within a second.
+// @unchecked: libpulse objects are touched only under the threaded main loop's lock or on its thread; the rest is atomic or locked.
 public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     /// How the sink connects and what it tells the server.
     public struct Configuration: Sendable {

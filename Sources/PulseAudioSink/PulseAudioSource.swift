@@ -12,6 +12,7 @@ import Synchronization
 /// server reports in the stream (data it dropped) reaches the queue as lost frames, so the
 /// timeline stays true. When the server goes away, or the named device is removed, the queue gets
 /// an error event and stops.
+// @unchecked: libpulse objects are touched only under the threaded main loop's lock or on its thread; the rest is atomic or locked.
 public final class PulseAudioSource: AudioSource, @unchecked Sendable {
     /// How the source connects and what it tells the server.
     public struct Configuration: Sendable {

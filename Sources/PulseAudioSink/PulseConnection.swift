@@ -6,6 +6,7 @@ import CPulseAudio
 ///
 /// Everything that touches libpulse objects runs under the main loop's lock (``withLock(_:)``),
 /// or on the main loop's own thread inside a callback, where the lock is already held.
+// @unchecked: a libpulse main loop and context, touched only under the loop's lock (withLock) or on its thread.
 final class PulseConnection: @unchecked Sendable {
     let server: String?
     let applicationName: String

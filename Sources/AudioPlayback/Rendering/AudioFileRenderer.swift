@@ -85,7 +85,7 @@ public final class AudioFileRenderer {
 }
 
 /// Buffers the output callback handed back, and a wait for the next one (a condition, no polling).
-final class ReturnedBuffers: @unchecked Sendable {
+final class ReturnedBuffers: Sendable {
     private let lock = Lock([AudioQueueBuffer]())
     private let signal = DispatchSemaphore(value: 0)
 

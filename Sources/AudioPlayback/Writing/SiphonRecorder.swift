@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// Nothing is dropped: when the writer falls behind by more than the ring holds (only when
 /// playback runs faster than real time, an unpaced null sink), the render thread waits for room.
-final class SiphonRecorder: @unchecked Sendable {
+final class SiphonRecorder: Sendable {
     private let ring: SampleRing
     private let channels: Int
     private let format: AudioStreamDescription

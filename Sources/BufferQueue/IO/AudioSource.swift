@@ -39,6 +39,7 @@ extension AudioSource {
 /// owner has not handed buffers back in time) are lost and counted, never replaced by silence:
 /// the queue reports an ``AudioInputQueueEvent/overrun(framesLost:atSampleTime:)`` and its
 /// timeline jumps by exactly that many frames.
+// @unchecked: `ring` is replaced only in prepare, before the source starts writing; the rest is immutable or locked.
 public final class AudioCaptureTarget: @unchecked Sendable {
     /// Made once the source has said what it delivers, before it starts (so never while it writes).
     private(set) var ring: CaptureRing

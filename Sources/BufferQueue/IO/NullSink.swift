@@ -10,6 +10,7 @@ import Synchronization
 ///
 /// With `capturing: true` it keeps every frame it received, so tests can compare what was
 /// "played" against the queue's offline render.
+// @unchecked: device state is touched only on its own dispatch queue; what others read is atomic or locked.
 public final class NullSink: AudioSink, @unchecked Sendable {
     /// How the sink pulls frames.
     public enum Pacing: Sendable, Hashable {

@@ -12,6 +12,7 @@ import Synchronization
 ///   `.unpaced` delivers as fast as the queue takes frames (it never overruns the queue): the
 ///   "offline" equivalent of recording. `.manual` delivers only what ``push(_:)`` is given, on the
 ///   caller's thread, so a test decides exactly what arrives when.
+// @unchecked: device state is touched only on its own dispatch queue (pushes under pushLock); what others read is atomic.
 public final class NullSource: AudioSource, @unchecked Sendable {
     /// What the source produces.
     public enum Signal: Sendable {

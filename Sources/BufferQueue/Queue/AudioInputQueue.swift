@@ -203,9 +203,9 @@ public final class AudioInputQueue: Sendable {
         callbacks = DispatchQueue(label: "BufferQueue.input.callbacks", target: configuration.callbackQueue)
         callbacks.setSpecific(key: callbackKey, value: 1)
         self.inputCallback = inputCallback
-        let weakSelf = WeakInputQueue()
-        weakSelf.queue = self
-        wake.setHandler { weakSelf.queue?.service() }
+        let weakSelf = WeakReference<AudioInputQueue>()
+        weakSelf.object = self
+        wake.setHandler { weakSelf.object?.service() }
     }
 
     deinit {
@@ -452,15 +452,15 @@ public final class AudioInputQueue: Sendable {
     // MARK: internals
 
     private func openSource() throws {
-        let weakSelf = WeakInputQueue()
-        weakSelf.queue = self
+        let weakSelf = WeakReference<AudioInputQueue>()
+        weakSelf.object = self
         let workQueue = self.workQueue
         try workQueue.sync {
             if worker.target != nil { source.close(); requeue(worker.close()) }
             let wake = self.wake
             let target = AudioCaptureTarget(notify: { wake.signal() },
-                                            errorHandler: { error in workQueue.async { weakSelf.queue?.sourceFailed(error) } },
-                                            endHandler: { workQueue.async { weakSelf.queue?.worker.sourceEnded = true; weakSelf.queue?.service() } })
+                                            errorHandler: { error in workQueue.async { weakSelf.object?.sourceFailed(error) } },
+                                            endHandler: { workQueue.async { weakSelf.object?.worker.sourceEnded = true; weakSelf.object?.service() } })
             let delivered: AudioStreamDescription
             do { delivered = try source.open(format: captureFormat, target: target) } catch {
                 throw error as? AudioQueueError ?? AudioQueueError(.cannotStart, "the source did not open: \(error)")
@@ -577,7 +577,3 @@ public final class AudioInputQueue: Sendable {
     private func yield(_ event: AudioInputQueueEvent) { streams.yield(event) }
 }
 
-// @unchecked: `queue` is set once, right after the queue is made and before any callback can read it.
-final class WeakInputQueue: @unchecked Sendable {
-    weak var queue: AudioInputQueue?
-}

@@ -210,16 +210,14 @@ extension AudioQueue {
                 if handle.isOpen { sink.flush() }
             case .drainSink(let token):
                 let workQueue = self.workQueue
-                let weakBox = WeakQueue()
-                weakBox.queue = self
-                sink.drain { workQueue.async { weakBox.queue?.drainCompleted(token: token) } }
+                sink.drain { [weak self] in
+                    workQueue.async { [weak self] in self?.drainCompleted(token: token) }
+                }
             case .reopenSink:
                 reopenSink(&handle)
             case .scheduleStart(let token):
                 let when = time ?? .now()
-                let weakBox = WeakQueue()
-                weakBox.queue = self
-                workQueue.asyncAfter(deadline: when) { weakBox.queue?.deferredStartFired(token: token) }
+                workQueue.asyncAfter(deadline: when) { [weak self] in self?.deferredStartFired(token: token) }
             case .appendEnd(let code):
                 input.withLock { input in
                     input.entries.append(.endOfStream)

@@ -242,10 +242,10 @@ public final class AudioQueue: Sendable {
                                        decodeBufferFrames: configuration.decodeBufferFrames))
         workQueue = DispatchQueue(label: "BufferQueue.worker")
         wake = WakeSignal(queue: workQueue)
-        let weakBox = WeakQueue()
+        let weakBox = WeakReference<AudioQueue>()
         var bufferCallback: (@Sendable (AudioQueueBuffer) -> Void)?
         if let outputCallback {
-            bufferCallback = { buffer in if let queue = weakBox.queue { outputCallback(queue, buffer) } }
+            bufferCallback = { buffer in if let queue = weakBox.object { outputCallback(queue, buffer) } }
         }
         delivery = EventDelivery(label: "BufferQueue.callbacks", target: configuration.callbackQueue,
                                  outputCallback: bufferCallback, eventHandler: configuration.eventHandler)
@@ -253,9 +253,9 @@ public final class AudioQueue: Sendable {
         let workQueue = self.workQueue
         renderSource = AudioRenderSource(stage: stage) { error in
             // Never on the caller's thread: a sink may report from inside its own control methods.
-            workQueue.async { weakBox.queue?.sinkFailed(error) }
+            workQueue.async { weakBox.object?.sinkFailed(error) }
         }
-        weakBox.queue = self
+        weakBox.object = self
         if case .fixed(let rate, let channels) = configuration.sinkFormat {
             guard rate > 0, rate.isFinite, rate <= 1_536_000, (1...RenderStage.maxChannels).contains(channels) else {
                 throw AudioQueueError(.invalidPropertyValue, "sink format of \(channels) channels at \(rate) Hz is out of range")
@@ -264,7 +264,7 @@ public final class AudioQueue: Sendable {
         }
         let wake = self.wake
         stage.notify = { wake.signalUnlessMuted() }
-        wake.setHandler { weakBox.queue?.serviceWorker() }
+        wake.setHandler { weakBox.object?.serviceWorker() }
     }
 
     deinit {
@@ -446,8 +446,4 @@ public final class AudioQueue: Sendable {
     }
 }
 
-/// A weak reference to a queue, for closures the queue's parts hold.
-final class WeakQueue: @unchecked Sendable {
-    weak var queue: AudioQueue?
-}
 

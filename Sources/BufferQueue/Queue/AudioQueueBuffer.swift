@@ -17,6 +17,7 @@ import Synchronization
 ///
 /// The type is a reference so that the same storage is reused for the life of the queue; the queue
 /// checks ownership at every enqueue, which is what makes the `@unchecked Sendable` sound.
+// @unchecked: ownership moves with the buffer: the queue checks at every enqueue that the caller holds it.
 public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomStringConvertible {
     /// Bytes of storage.
     public let capacity: Int

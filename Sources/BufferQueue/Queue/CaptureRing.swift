@@ -8,6 +8,7 @@ import Synchronization
 /// (so a stalled reader yields one long loss, not many short ones), then records a gap — the
 /// position in the ring and the number of frames lost — before writing again. The consumer reads
 /// up to the next gap, takes the gap, and reads on. Nothing is ever invented to fill a gap.
+// @unchecked: single producer (the source's thread) and single consumer (the work queue), ordered by the atomics' release/acquire.
 final class CaptureRing: @unchecked Sendable {
     let capacityFrames: Int
     let channels: Int

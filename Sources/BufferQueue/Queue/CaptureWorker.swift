@@ -1,6 +1,7 @@
 /// The input queue's worker state: takes frames out of the capture ring, converts them when the
 /// source runs at another rate or channel count, and writes them into the caller's buffers in the
 /// queue's sample format. Used only on the queue's work queue.
+// @unchecked: used only on its input queue's work queue (every caller runs there).
 final class CaptureWorker: @unchecked Sendable {
     enum Outgoing {
         case filled(AudioQueueBuffer, AudioCapturedFrames, [AudioLevelMeter]?)

@@ -324,6 +324,7 @@ public final class AudioEncodingConverter {
 }
 
 /// One parallel round: each encoder encodes its slice into its own packets.
+// @unchecked: each concurrent iteration writes only its own slice; the caller reads them after concurrentPerform returns.
 private final class ParallelSlices: @unchecked Sendable {
     let encoders: [any AudioEncoder]
     let slices: [UnsafeRawBufferPointer]

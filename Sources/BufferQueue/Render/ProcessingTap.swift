@@ -38,6 +38,7 @@ public typealias AudioQueueProcessingTapCallback = @Sendable (
 ) -> Int
 
 /// A processing tap installed on a queue (Apple's `AudioQueueProcessingTapRef`).
+// @unchecked: render-path state is touched only by the stage's reader (one render at a time); the rest is immutable.
 public final class AudioQueueProcessingTap: @unchecked Sendable {
     /// Where it sits.
     public let position: AudioQueueProcessingTapPosition

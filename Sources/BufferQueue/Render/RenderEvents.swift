@@ -14,6 +14,7 @@ enum RenderEvent: Equatable, Sendable {
 /// sequence number says whether it is free or filled). The shape of SFBAudioEngine's render-event
 /// ring. A push that finds the ring full is not lost: it is counted by kind and handed out after
 /// the ring's events.
+// @unchecked: one producer (the render thread) and one consumer, each slot published by its atomic sequence number.
 final class RenderEventRing: @unchecked Sendable {
     static let capacity = 256
     private static let mask = capacity - 1

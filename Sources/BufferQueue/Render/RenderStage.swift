@@ -12,6 +12,7 @@ import Synchronization
 /// stops the program with a message rather than corrupt the timeline. The reader-side state is
 /// plain stored properties for that reason; everything shared with other threads is atomic.
 /// Nothing here allocates, locks or blocks.
+// @unchecked: reader-side fields belong to the one render thread (checked: a second reader traps); shared state is atomic.
 final class RenderStage: @unchecked Sendable {
     /// Who reads the stage: nobody, the sink's thread, or the pipeline-lock holder.
     enum Reader: Int { case none = 0, sink = 1, exclusive = 2 }

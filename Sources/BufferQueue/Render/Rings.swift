@@ -5,6 +5,7 @@ import Synchronization
 /// Indices count samples ever written/read (they never wrap); storage positions are the index modulo
 /// the capacity. The producer publishes with a releasing store of `writeIndex`, the consumer with a
 /// releasing store of `readIndex`, so neither side takes a lock.
+// @unchecked: single producer and single consumer, ordered by releasing stores of the indices.
 package final class SampleRing: @unchecked Sendable {
     package let capacity: Int
     private let mask: Int
@@ -120,6 +121,7 @@ struct RenderMarker {
 }
 
 /// A single-producer single-consumer ring of ``RenderMarker``s.
+// @unchecked: single producer and single consumer, ordered by releasing stores of the indices.
 final class MarkerRing: @unchecked Sendable {
     let capacity: Int
     private let storage: UnsafeMutablePointer<RenderMarker>

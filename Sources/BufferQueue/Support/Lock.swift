@@ -16,6 +16,7 @@ import Darwin
 /// Guard a value, not `()`: a zero-size value shares its address with the mutex pointer, so
 /// ThreadSanitizer reads every lock as an access racing with the last holder's (put the guarded
 /// state in a struct instead, as `AudioDiskCache` does).
+// @unchecked: the value is reached only inside withLock, under the pthread mutex.
 package final class Lock<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
@@ -55,6 +56,7 @@ package final class Lock<Value>: @unchecked Sendable {
 /// A value guarded by a `pthread_mutex_t` with a condition variable: ``Lock`` for state that a
 /// thread waits on (a device thread parked until a command, a caller waiting until the device
 /// thread has acted). Every ``withLock(_:)`` wakes the waiters, which check their predicate again.
+// @unchecked: the value is reached only inside withLock, under the pthread mutex.
 package final class ConditionLock<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>

@@ -30,3 +30,19 @@ package final class QueueBound<Value>: @unchecked Sendable {
         }
     }
 }
+
+/// A weak reference set after it is captured (a queue's closures are made before the queue
+/// exists): read and set under a lock, so never from a render thread. Where the object exists
+/// first, a `weak let` says the same without a lock.
+package final class WeakReference<Object: AnyObject & Sendable>: Sendable {
+    private struct Slot { weak var object: Object? }
+    private let slot = Lock(Slot())
+
+    package init() {}
+
+    /// The object, while it lives.
+    package var object: Object? {
+        get { slot.withLock { $0.object } }
+        set { slot.withLock { $0.object = newValue } }
+    }
+}

@@ -2,6 +2,7 @@ import Dispatch
 import Synchronization
 
 /// Wakes a dispatch queue from any thread without allocating: a user-data-add dispatch source.
+// @unchecked: a dispatch source, which libdispatch makes safe to signal from any thread.
 final class WakeSignal: @unchecked Sendable {
     private let source: DispatchSourceUserDataAdd
     private let cancelled = Atomic<Bool>(false)
