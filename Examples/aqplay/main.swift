@@ -52,6 +52,8 @@ struct AQPlay: ParsableCommand {
     var eq: [EQOption] = []
     @Option(help: "Join items with a crossfade of this many seconds (at natural ends and on skip; 0: gapless, bit for bit).")
     var crossfade: Double = 0
+    @Option(help: "Milliseconds of the fade out and in at a stop (Ctrl-C) or any pause or seek, so the sound does not end with a click (0...100; 0: none, the frames exactly as decoded).")
+    var fade: Double = 10
     @Option(help: "The crossfade's curve: linear or equal-power.")
     var crossfadeCurve: AudioFadeCurve = .equalPower
     @Option(help: "Apply each item's ReplayGain tags (Opus: R128 tags): off (the default), track, or album (the track's gain where there is no album gain). The tagged peak is kept at or under full scale.")
@@ -66,6 +68,7 @@ struct AQPlay: ParsableCommand {
         guard (5...2000).contains(latency) else { throw ValidationError("--latency must be in 5...2000 ms") }
         guard cacheSize > 0 else { throw ValidationError("--cache-size must be positive") }
         guard crossfade.isFinite, (0...60).contains(crossfade) else { throw ValidationError("--crossfade must be in 0...60 seconds") }
+        guard fade.isFinite, (0...100).contains(fade) else { throw ValidationError("--fade must be in 0...100 ms") }
         guard preamp.isFinite, (-30...30).contains(preamp) else { throw ValidationError("--preamp must be in -30...30 dB") }
         do { try AudioEqualizer(bands: eq.map(\.band)).validate(sampleRate: 44_100) } catch { throw ValidationError("--eq: \(error)") }
     }
@@ -145,7 +148,7 @@ struct AQPlay: ParsableCommand {
         }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0),
            processingTap: eq.isEmpty ? nil : .init(position: .postEffects, callback: AudioEqualizer(bands: eq.map(\.band)).processingTapCallback),
            crossfade: crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade, curve: crossfadeCurve) : nil,
-           replayGain: replaygain == .off ? nil : ReplayGainSettings(mode: replaygain, preamp: preamp))
+           replayGain: replaygain == .off ? nil : ReplayGainSettings(mode: replaygain, preamp: preamp), transitionFade: fade / 1000)
 
         writer.takeChannelLayout { [weak player] in player?.channelLayout }
         // Ctrl-C or SIGTERM: stop at once, finish the --record file, exit 130 or 143.

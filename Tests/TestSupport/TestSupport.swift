@@ -26,6 +26,15 @@ public func difference(_ actual: [Float], _ expected: [Float]) -> String? {
     return "\(actual.count) vs \(expected.count) samples; equal over the common part"
 }
 
+/// nil when both have the same length and every sample is within `tolerance`; otherwise the
+/// first difference beyond it.
+public func difference(_ actual: [Float], _ expected: [Float], tolerance: Float) -> String? {
+    for index in 0..<min(actual.count, expected.count) where abs(actual[index] - expected[index]) > tolerance {
+        return "\(actual.count) vs \(expected.count) samples; first difference at sample \(index): \(actual[index]) vs \(expected[index])"
+    }
+    return actual.count == expected.count ? nil : "\(actual.count) vs \(expected.count) samples; equal over the common part"
+}
+
 /// The frames between the first and the last frame that is not silent (sinks pad with silence).
 public func trimSilence(_ samples: [Float], channels: Int) -> [Float] {
     let frames = samples.count / channels

@@ -27,9 +27,26 @@ extension AudioPlayer {
             case .startQueue(let play):
                 startQueue(play: play)
             case .resumeQueue:
-                try? shared.withLock({ $0.queue })?.start()
+                if transitionFade > 0 {
+                    // The hold goes before the start: the first frames played fade in.
+                    work.async { [self] in
+                        releaseOutputHold()
+                        try? queue?.start()
+                    }
+                } else {
+                    try? shared.withLock({ $0.queue })?.start()
+                }
             case .pauseQueue:
-                try? shared.withLock({ $0.queue })?.pause()
+                if transitionFade > 0 && shared.withLock({ $0.machine.userPaused }) {
+                    // The caller's pause: the sink stops once the fade out is heard (unless resumed meanwhile).
+                    work.async { [self] in
+                        afterFadingOut { [self] in
+                            if shared.withLock({ $0.machine.userPaused }) { try? queue?.pause() }
+                        }
+                    }
+                } else {
+                    try? shared.withLock({ $0.queue })?.pause()
+                }
             case .finishQueue:
                 finishQueue()
             case .stopQueue:
@@ -205,6 +222,8 @@ extension AudioPlayer {
                 try queue.pause()
                 try queue.reset()
             }
+            // Held for a fade out before the jump: what plays from the new place fades in.
+            if queue.isOutputHoldRequested { queue.setOutputHold(false, fadeFrames: transitionFadeFrames) }
         } catch {
             fail(AudioPlayerError(.sink, underlying: error), playOut: false)
             return true

@@ -119,6 +119,12 @@ public final class AudioPlayer: Sendable {
     ///   - replayGain: applies each item's ReplayGain (or Opus R128) tags as its gain, read once
     ///     its source is ready; nil (the default) or ``ReplayGainSettings/Mode/off``: none. It
     ///     multiplies ``AudioPlayerItem/gain`` and applies before a crossfade.
+    ///   - transitionFade: seconds of a fade out at ``pause()``, ``stop()``, ``seek(to:)`` and
+    ///     ``skip()``, and of a fade in after them, so the sound does not stop or start with a
+    ///     click (5–20 ms does that; at most 0.1). What is faded out is played, and the next frame
+    ///     after it is the first one played again: a pause loses no frame. The pause, seek or stop
+    ///     takes effect once the fade has been heard (the sink's latency later). 0, the default:
+    ///     no fade, the output exactly the items' frames.
     ///   - timePitchEngines: where the spectral algorithm finds its engine (register `RubberBandTimePitch`).
     public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
                 buffering: Buffering = Buffering(), outputFormat: OutputFormat = .firstItem,
@@ -127,7 +133,7 @@ public final class AudioPlayer: Sendable {
                 onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil,
                 timePitch: TimePitchAlgorithm? = nil, playRate: Float = 1, pitch: Float = 0,
                 pan: Float = 0, processingTap: ProcessingTap? = nil, onItemFailure: AudioPlayerItemFailurePolicy = .skip,
-                crossfade: AudioPlayerCrossfade? = nil, replayGain: ReplayGainSettings? = nil,
+                crossfade: AudioPlayerCrossfade? = nil, replayGain: ReplayGainSettings? = nil, transitionFade: Double = 0,
                 decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
                 timePitchEngines: TimePitchEngineRegistry = .shared) {
         self.loops = max(loops, 1)
@@ -135,6 +141,7 @@ public final class AudioPlayer: Sendable {
         self.processingTap = processingTap
         self.onItemFailure = onItemFailure
         self.crossfade = crossfade
+        self.transitionFade = transitionFade.isFinite ? min(max(transitionFade, 0), 0.1) : 0
         self.startSeconds = max(startSeconds, 0)
         self.buffering = buffering
         self.outputFormat = outputFormat
@@ -163,12 +170,6 @@ public final class AudioPlayer: Sendable {
                   makeSink: makeSink, record: record)
     }
 
-    /// The gain applied to everything now (0...1): see ``setVolume(_:)``.
-    public var volume: Float { shared.withLock { $0.volume } }
-
-    /// The balance now (-1 left ... 1 right): see ``setPan(_:)``.
-    public var pan: Float { shared.withLock { $0.pan } }
-
     /// The caller's processing tap, installed when playback begins.
     public let processingTap: ProcessingTap?
     /// What happens when an item cannot be opened or read.
@@ -177,6 +178,8 @@ public final class AudioPlayer: Sendable {
     public let crossfade: AudioPlayerCrossfade?
     /// How items' ReplayGain and R128 tags apply (nil: they do not).
     public let replayGain: ReplayGainSettings?
+    /// Seconds of the fades at pause, resume, stop, seek and skip (0: none).
+    public let transitionFade: Double
 
     /// A new stream of every event from now on, in order; any number of consumers may each have
     /// one. It finishes when playback ends (at once, when it has ended).
@@ -300,8 +303,10 @@ public final class AudioPlayer: Sendable {
     public func stop() {
         shared.withLock { $0.machine.requestStop() }
         work.async { [self] in
-            feed.feeder = nil
-            act { $0.stop() }
+            afterFadingOut { [self] in
+                feed.feeder = nil
+                act { $0.stop() }
+            }
         }
     }
 
@@ -342,12 +347,14 @@ public final class AudioPlayer: Sendable {
                     return continuation.resume(throwing: AudioPlayerError(.request, itemIndex: index, itemName: name,
                         underlying: AudioQueueError(.invalidRunState, "item \(index) is a live stream: it cannot seek; playback goes on")))
                 }
-                guard performJump(toItem: nil, seconds: max(seconds, 0)) else {
-                    return continuation.resume(throwing: AudioPlayerError(.request, underlying: AudioQueueError(.invalidRunState,
-                        "the player can seek only while it plays (after play(), before the end)")))
+                afterFadingOut { [self] in
+                    guard performJump(toItem: nil, seconds: max(seconds, 0)) else {
+                        return continuation.resume(throwing: AudioPlayerError(.request, underlying: AudioQueueError(.invalidRunState,
+                            "the player can seek only while it plays (after play(), before the end)")))
+                    }
+                    feed.pendingSeeks.append(continuation)
+                    resolveSeeks()
                 }
-                feed.pendingSeeks.append(continuation)
-                resolveSeeks()
             }
         }
     }
@@ -363,14 +370,20 @@ public final class AudioPlayer: Sendable {
                     if feed.join != nil, now.fileIndex != nil {
                         // The item heard fades out from where it is while the next one fades in.
                         _ = performJump(toItem: heardIndex, seconds: now.position, fadingOut: true)
+                        continuation.resume()
                     } else {
-                        _ = performJump(toItem: next, seconds: 0)
+                        afterFadingOut { [self] in
+                            _ = performJump(toItem: next, seconds: 0)
+                            continuation.resume()
+                        }
                     }
                 } else {
-                    feed.feeder = nil
-                    act { $0.stop() }
+                    afterFadingOut { [self] in
+                        feed.feeder = nil
+                        act { $0.stop() }
+                        continuation.resume()
+                    }
                 }
-                continuation.resume()
             }
         }
     }
@@ -432,48 +445,6 @@ public final class AudioPlayer: Sendable {
             act { $0.moreInput() }
             pump()
         }
-    }
-
-    /// Changes the play rate (0.25...4) and, optionally, the pitch shift in cents (-2400...2400;
-    /// spectral only) of what plays now and later, within about 20 ms. Needs `timePitch` at init.
-    /// ``Status/position`` stays the position in the item (source time).
-    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` for values out of range, or
-    ///   without time-pitch.
-    public func setPlayRate(_ rate: Float, pitch: Float? = nil) throws {
-        guard timePitch != nil else {
-            throw AudioQueueError(.invalidParameter, "the player was made without time-pitch: pass timePitch: to init")
-        }
-        if let pitch, pitch != 0, timePitch != .spectral {
-            throw AudioQueueError(.invalidParameter, "a pitch shift needs the spectral time-pitch algorithm")
-        }
-        let parameters = try AudioQueueParameters(playRate: rate, pitch: pitch).validated()
-        let queue = shared.withLock { s -> AudioQueue? in
-            s.playRate = rate
-            if let pitch { s.pitch = pitch }
-            return s.queue
-        }
-        try queue?.setParameters(parameters)
-    }
-
-    /// Changes the gain (0...1) of what plays now and later; the change glides over a few
-    /// milliseconds, as the queue's volume does.
-    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` outside 0...1.
-    public func setVolume(_ volume: Float) throws {
-        try setMix(AudioQueueParameters(volume: volume).validated()) { $0.volume = volume }
-    }
-
-    /// Changes the balance (-1 left only ... 1 right only; no effect on mono).
-    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` outside -1...1.
-    public func setPan(_ pan: Float) throws {
-        try setMix(AudioQueueParameters(pan: pan).validated()) { $0.pan = pan }
-    }
-
-    func setMix(_ parameters: AudioQueueParameters, _ keep: (inout Shared) -> Void) throws {
-        let queue = shared.withLock { s -> AudioQueue? in
-            keep(&s)
-            return s.queue
-        }
-        try queue?.setParameters(parameters)
     }
 
     /// The speaker of each channel the sink plays (and `record` receives), as the first item's

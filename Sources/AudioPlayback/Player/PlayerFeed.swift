@@ -33,6 +33,11 @@ final class PlayerFeed {
     var pendingSeeks: [CheckedContinuation<Double, any Error>] = []
     /// The next report of each time observer, scheduled while sound plays.
     var positionTicks: [Int: DispatchWorkItem] = [:]
+    /// What waits for the output's fade out to be heard (a pause, a stop, a seek), the next
+    /// check of it, and when the wait gives up (a sink that stopped taking frames).
+    var afterFade: [() -> Void] = []
+    var fadeCheck: DispatchWorkItem?
+    var fadeDeadline = DispatchTime.now()
 
     init(join: CrossfadeJoin?, start: Double) {
         self.join = join
@@ -71,6 +76,8 @@ final class PlayerFeed {
     func cancelTimers() {
         heardCheck?.cancel()
         heardCheck = nil
+        fadeCheck?.cancel()
+        fadeCheck = nil
         for tick in positionTicks.values { tick.cancel() }
         positionTicks.removeAll()
     }

@@ -197,3 +197,31 @@ extension AudioQueue {
         return (0..<channels).map { AudioLevelMeter(average: stage.meterAverage[$0], peak: stage.meterPeak[$0]) }
     }
 }
+
+// MARK: the output's hold (a player's pause, seek and stop without a click)
+extension AudioQueue {
+    /// Holds the output (`true`): the render fades out over `fadeFrames` output frames from the
+    /// next one it renders, then gives silence without taking frames, so the frame after the
+    /// fade is the next one played when the hold is let go (`false`: a fade in over `fadeFrames`).
+    /// Nothing is lost or repeated; the timeline stands still while the output is held. With 0
+    /// frames, or before anything was rendered since the last reset, the hold is at once.
+    package func setOutputHold(_ hold: Bool, fadeFrames: Int) {
+        stage.holdFadeFrames.store(max(fadeFrames, 0), ordering: .relaxed)
+        let generation = stage.holdGeneration.load(ordering: .relaxed)
+        guard (generation & 1 == 1) != hold else { return }
+        stage.holdGeneration.store(generation + 1, ordering: .releasing)
+    }
+
+    /// Whether the output is held (asked for by ``setOutputHold(_:fadeFrames:)``).
+    package var isOutputHoldRequested: Bool { stage.holdGeneration.load(ordering: .acquiring) & 1 == 1 }
+
+    /// Output frames until the hold's fade out is heard: nil while the render has not finished
+    /// it (or the output is not held), 0 once every frame before the silence has been played.
+    package func outputFramesUntilHoldIsHeard() -> Int? {
+        let generation = stage.holdGeneration.load(ordering: .acquiring)
+        guard generation & 1 == 1, stage.heldGeneration.load(ordering: .acquiring) == generation else { return nil }
+        let audible = control.withLock { !$0.lifecycle.offline && $0.lifecycle.sink != .closed }
+        let latency = audible ? sink.latencyFrames : 0
+        return max(latency - stage.silenceFramesSinceAudio.load(ordering: .relaxed), 0)
+    }
+}

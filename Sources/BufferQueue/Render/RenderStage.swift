@@ -39,6 +39,11 @@ final class RenderStage: @unchecked Sendable {
     let startGeneration = Atomic<Int>(0)
     /// Started and not paused: a short render then counts as an underrun.
     let playing = Atomic<Bool>(false)
+    /// The output's hold, for a pause or seek without a click: odd asks the render to fade out
+    /// over ``holdFadeFrames`` output frames and then give silence without taking frames (no
+    /// frame is lost: the next render goes on from the next one); even lets it go on, fading in.
+    let holdGeneration = Atomic<Int>(0)
+    let holdFadeFrames = Atomic<Int>(0)
 
     // MARK: written here, read elsewhere
     let timelineFrames = Atomic<Int>(0)
@@ -47,6 +52,8 @@ final class RenderStage: @unchecked Sendable {
     /// Silent frames rendered since the last frame of queue audio (underrun or past the end).
     let silenceFramesSinceAudio = Atomic<Int>(0)
     let startedGeneration = Atomic<Int>(0)
+    /// The hold generation whose fade-out the render has finished (it gives silence now).
+    let heldGeneration = Atomic<Int>(0)
     /// The start generation whose audio the sink reported as heard (sinks that report it).
     let heardGeneration = Atomic<Int>(0)
     /// Underruns, ends of stream rendered and resampler shortfalls, in the order they happened,
@@ -156,6 +163,17 @@ final class RenderStage: @unchecked Sendable {
     /// from then on; before it they apply at once (a fade-in from silence starts silent).
     private var renderedSinceDiscard = false
     private var holdAfterEnd = false
+    /// The output hold's side here: the hold generation seen, whether the fade-out is done (the
+    /// render takes no frames), and the fade under way (the multiplier, its step, frames left).
+    private var holdSeen = 0
+    private var outputHeld = false
+    private var fadeGain: Float = 1
+    /// The fade under way: from `fadeFrom` to `fadeTo` over `fadeLength` frames, `fadeLeft` to go
+    /// (each frame's gain computed from its index, not summed, so a full fade's i-th is 1 - i/N).
+    private var fadeFrom: Float = 1
+    private var fadeTo: Float = 1
+    private var fadeLength = 0
+    private var fadeLeft = 0
     /// Set when a format change swapped in prepared nodes during this render.
     private var nodesChanged = false
     private let meterScratch: UnsafeMutablePointer<Float>
@@ -462,7 +480,60 @@ final class RenderStage: @unchecked Sendable {
         }
         if applyDiscardIfNeeded() { signal = true }  // freed ring space: the producer may go on
         pickUpParameterChanges()
+        pickUpHold()
         return signal
+    }
+
+    /// Takes a change of the output's hold: a fade out from the level now (at once to silence when
+    /// nothing was rendered since the last discard: there is nothing to fade), or a fade in.
+    private func pickUpHold() {
+        let generation = holdGeneration.load(ordering: .acquiring)
+        guard generation != holdSeen else { return }
+        holdSeen = generation
+        let length = max(holdFadeFrames.load(ordering: .relaxed), 0)
+        if generation & 1 == 1 {
+            guard length > 0, renderedSinceDiscard, !outputHeld, fadeGain > 0 else {
+                fadeGain = 0
+                fadeLeft = 0
+                outputHeld = true
+                heldGeneration.store(generation, ordering: .releasing)
+                return
+            }
+            startFade(to: 0, over: max(Int((fadeGain * Float(length)).rounded(.up)), 1))
+        } else {
+            outputHeld = false
+            guard length > 0, fadeGain < 1 else { fadeGain = 1; fadeLeft = 0; return }
+            startFade(to: 1, over: max(Int(((1 - fadeGain) * Float(length)).rounded(.up)), 1))
+        }
+    }
+
+    private func startFade(to target: Float, over frames: Int) {
+        fadeFrom = fadeGain
+        fadeTo = target
+        fadeLength = frames
+        fadeLeft = frames
+    }
+
+    /// Whether a fade out is under way (a render then stops at its last frame).
+    private var fadingOut: Bool { fadeLeft > 0 && fadeTo == 0 }
+
+    /// Applies the hold's fade to `frames` rendered frames; the end of a fade out holds the output.
+    private func applyHoldFade(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels ch: Int) {
+        guard fadeLeft > 0 || fadeGain != 1 else { return }
+        var p = samples
+        for _ in 0..<frames {
+            if fadeLeft > 0 {
+                fadeLeft -= 1
+                let step = fadeLength - fadeLeft
+                fadeGain = fadeLeft == 0 ? fadeTo : fadeFrom + (fadeTo - fadeFrom) * (Float(step) / Float(fadeLength))
+            }
+            for c in 0..<ch { p[c] *= fadeGain }
+            p += ch
+        }
+        if fadeLeft == 0 && fadeGain == 0 && holdSeen & 1 == 1 && !outputHeld {
+            outputHeld = true
+            heldGeneration.store(holdSeen, ordering: .releasing)
+        }
     }
 
     /// Whether an offline render may take frames past the ring (``renderStraight(into:frames:from:)``):
@@ -470,7 +541,7 @@ final class RenderStage: @unchecked Sendable {
     /// nothing holds the render.
     var takesFramesStraight: Bool {
         converter == nil && timeStretch == nil && (tap == nil || tap?.position == .siphon)
-            && !holdAfterEnd && !waitingForFormat.load(ordering: .relaxed)
+            && !holdAfterEnd && !waitingForFormat.load(ordering: .relaxed) && fadeGain == 1 && fadeLeft == 0 && !outputHeld
     }
 
     /// Renders frames that `produce` writes straight into `out` (an offline render whose producer
@@ -495,12 +566,14 @@ final class RenderStage: @unchecked Sendable {
     }
 
     /// Renders up to `frames` frames; the caller is the stage's reader.
-    func renderAsReader(into out: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
+    func renderAsReader(into out: UnsafeMutablePointer<Float>, frames asked: Int, fillSilence: Bool) -> Int {
         var signal = beginRender()
         let ch = outputChannels
         var done = 0
         var consumed = 0
-        var blocked = holdAfterEnd || waitingForFormat.load(ordering: .relaxed)
+        var blocked = holdAfterEnd || outputHeld || waitingForFormat.load(ordering: .relaxed)
+        // A fade out ends exactly at its last frame: no frame past it is taken.
+        let frames = fadingOut ? min(asked, fadeLeft) : asked
         // Once more after new nodes were swapped in at a format change.
         while !blocked && done < frames {
             nodesChanged = false
@@ -532,7 +605,10 @@ final class RenderStage: @unchecked Sendable {
             let short = converter.takeShortfall()
             if short > 0 { events.push(.shortfall(frames: short)); signal = true }
         }
-        finishRender(out, frames: frames, done: done, consumed: consumed, fillSilence: fillSilence, blocked: blocked, signal: &signal)
+        if done > 0 { applyHoldFade(out, frames: done, channels: ch) }
+        // Past a fade out's end the rest is the hold's silence, not an underrun.
+        if outputHeld { blocked = true }
+        finishRender(out, frames: asked, done: done, consumed: consumed, fillSilence: fillSilence, blocked: blocked, signal: &signal)
         return done
     }
 
