@@ -189,21 +189,7 @@ struct Info: Encodable {
         } : []
     }
 
-    static func name(_ format: AudioStreamDescription) -> String {
-        switch format.formatID {
-        case .linearPCM: return "lpcm"
-        case .mpegLayer3: return "mp3"
-        case .mpegLayer2: return "mp2"
-        case .mpegLayer1: return "mp1"
-        case .aacLC: return "aac-lc"
-        case .heAAC: return "he-aac"
-        case .heAACv2: return "he-aac-v2"
-        case .opus: return "opus"
-        case .flac: return "flac"
-        case .vorbis: return "vorbis"
-        default: return String(format.formatID.description.filter { $0 != "'" })
-        }
-    }
+    static func name(_ format: AudioStreamDescription) -> String { format.formatID.shortName }
 
     static func profile(_ format: AudioStreamDescription) -> String {
         switch format.formatID {

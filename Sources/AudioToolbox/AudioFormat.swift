@@ -34,26 +34,7 @@ enum FormatInfo {
         return format
     }
 
-    static func name(_ id: CoreAudioTypes.AudioFormatID) -> String {
-        switch id {
-        case kAudioFormatLinearPCM: return "Linear PCM"
-        case kAudioFormatMPEG4AAC: return "AAC"
-        case kAudioFormatMPEG4AAC_HE: return "HE-AAC"
-        case kAudioFormatMPEG4AAC_HE_V2: return "HE-AAC v2"
-        case kAudioFormatMPEGLayer3: return "MPEG Layer 3"
-        case kAudioFormatMPEGLayer2: return "MPEG Layer 2"
-        case kAudioFormatMPEGLayer1: return "MPEG Layer 1"
-        case kAudioFormatAppleLossless: return "Apple Lossless"
-        case kAudioFormatAppleIMA4: return "IMA 4:1"
-        case kAudioFormatULaw: return "µLaw 2:1"
-        case kAudioFormatALaw: return "aLaw 2:1"
-        case kAudioFormatFLAC: return "FLAC"
-        case kAudioFormatOpus: return "Opus"
-        case kAudioFormatAMR: return "AMR Narrowband"
-        case kAudioFormatAMR_WB: return "AMR Wideband"
-        default: return BufferQueue.AudioFormatID(rawValue: id).description
-        }
-    }
+    static func name(_ id: CoreAudioTypes.AudioFormatID) -> String { BufferQueue.AudioFormatID(rawValue: id).name }
 }
 
 private func ids(_ formats: Set<BufferQueue.AudioFormatID>) -> [CoreAudioTypes.AudioFormatID] {

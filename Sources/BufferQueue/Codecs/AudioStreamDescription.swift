@@ -55,6 +55,35 @@ public struct AudioFormatID: RawRepresentable, Hashable, Sendable, CustomStringC
     /// 255 ended by one below 255), then the packets.
     public static let vorbis = AudioFormatID("vorb")
 
+    /// Each known format's name as Core Audio gives it (`kAudioFormatProperty_FormatName`) and a
+    /// short token for tools (aqinfo's `format`): one table, read by ``name`` and ``shortName``.
+    private static let names: [AudioFormatID: (name: String, short: String)] = [
+        .linearPCM: ("Linear PCM", "lpcm"),
+        .aacLC: ("AAC", "aac-lc"),
+        .heAAC: ("HE-AAC", "he-aac"),
+        .heAACv2: ("HE-AAC v2", "he-aac-v2"),
+        .mpegLayer3: ("MPEG Layer 3", "mp3"),
+        .mpegLayer2: ("MPEG Layer 2", "mp2"),
+        .mpegLayer1: ("MPEG Layer 1", "mp1"),
+        .appleLossless: ("Apple Lossless", "alac"),
+        .appleIMA4: ("IMA 4:1", "ima4"),
+        .uLaw: ("µLaw 2:1", "ulaw"),
+        .aLaw: ("aLaw 2:1", "alaw"),
+        .flac: ("FLAC", "flac"),
+        .opus: ("Opus", "opus"),
+        .vorbis: ("Vorbis", "vorbis"),
+        .amr: ("AMR Narrowband", "samr"),
+        .amrWideband: ("AMR Wideband", "sawb"),
+    ]
+
+    /// The format's name, as Core Audio gives it ("MPEG Layer 3", "Apple Lossless"); the four
+    /// characters for a format without one.
+    public var name: String { Self.names[self]?.name ?? description }
+
+    /// A short lowercase token ("mp3", "aac-lc", "lpcm"); the four characters without quotes for
+    /// a format without one.
+    public var shortName: String { Self.names[self]?.short ?? String(description.filter { $0 != "'" }) }
+
     /// The four characters, e.g. `'lpcm'`.
     public var description: String {
         var chars = ""

@@ -1,4 +1,3 @@
-import AudioFileStream
 import BufferQueue
 
 /// Writes an audio file from PCM, the way `ExtAudioFile` does: the caller's PCM (the client

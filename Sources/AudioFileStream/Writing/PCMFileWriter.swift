@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import AudioFileStream
 import BufferQueue
 
 /// Writes interleaved little-endian linear PCM as it comes (an input queue's buffers) to a

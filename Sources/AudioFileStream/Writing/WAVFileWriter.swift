@@ -1,4 +1,3 @@
-import AudioFileStream
 import BufferQueue
 
 /// Writes interleaved float frames to a RIFF/WAVE file as IEEE float32 or 16-bit PCM; the sizes
