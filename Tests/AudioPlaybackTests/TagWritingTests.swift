@@ -213,6 +213,20 @@ struct TagWritingTests {
             }
         }
         print("killed writes left: \(outcomes)")
+        // What a killed write left beside a file is removed by the next write of it; a temporary
+        // file of a process still running (this one) is left to it. A dead process's one is made
+        // here too, so there is one whatever the kills hit: the pid of a shell that has exited.
+        let exited = try await runTool("/bin/sh", ["-c", "sh -c 'echo $$'"])
+        let deadPID = try #require(Int32(String(decoding: exited.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        for trial in 0..<3 {
+            try Data([1, 2, 3]).write(to: URL(fileURLWithPath: directory + "/.t\(trial).flac.aqtags-\(deadPID)"))
+        }
+        let live = directory + "/.t0.flac.aqtags-\(getpid())"
+        try Data([1]).write(to: URL(fileURLWithPath: live))
+        let again = try await runTool(Self.aqgain, (0..<3).map { directory + "/t\($0).flac" })
+        #expect(again.status == 0, "\(String(decoding: again.errorOutput, as: UTF8.self))")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains(".aqtags-") }
+        #expect(leftovers == [(live as NSString).lastPathComponent], "\(leftovers)")
     }
 
     @Test func damagedTagsAndOtherContainersAreRefusedAndLeftAsTheyAre() async throws {

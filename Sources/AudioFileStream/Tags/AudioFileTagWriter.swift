@@ -42,6 +42,8 @@ public enum AudioFileTagWriter {
             throw AudioFileWriterError(.cannotCreate, path: path, underlying: error, "cannot open the file to write its tags")
         }
         defer { try? file.close() }
+        // Whether the change goes in place or through a new file, what a killed write left goes.
+        AudioFileRewrite.removeStaleTemporaries(of: path)
         var head = [UInt8](repeating: 0, count: 64)
         let got = (try? head.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in try file.readAll(into: raw, at: 0) }) ?? 0
         head = Array(head.prefix(got))
@@ -97,6 +99,23 @@ enum AudioFileRewrite {
         }
     }
 
+    /// Removes what an earlier write of the same file left when its process was killed: its
+    /// temporary file (`.NAME.aqtags-PID`) of a process that no longer exists. A running
+    /// process's file is left to it.
+    static func removeStaleTemporaries(of path: String) {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[..<$0]) } ?? "."
+        let prefix = temporaryPrefix(slash.map { String(path[path.index(after: $0)...]) } ?? path)
+        guard let names = try? FileDescriptor.directoryEntries(directory) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            guard let pid = pid_t(name.dropFirst(prefix.count)), pid > 0, !FileDescriptor.processExists(pid) else { continue }
+            try? FileDescriptor.remove(directory + "/" + name)
+        }
+    }
+
+    /// The start of a temporary file's name for file `name`; the writer's pid follows.
+    static func temporaryPrefix(_ name: String) -> String { ".\(name).aqtags-" }
+
     /// Writes what `produce` hands to its writer into a temporary file beside `path`, flushes it,
     /// gives it the original's permissions and renames it over `path`. On failure the temporary
     /// file is removed and the original is untouched.
@@ -104,7 +123,7 @@ enum AudioFileRewrite {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        let temporary = directory + "/.\(name).aqtags-\(getpid())"
+        let temporary = directory + "/" + temporaryPrefix(name) + "\(getpid())"
         let output: FileDescriptor
         do throws(SystemError) { output = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_EXCL, permissions: 0o600) } catch {
             throw AudioFileWriterError(.cannotCreate, path: temporary, underlying: error, "cannot create the file the tags are written into")

@@ -121,4 +121,23 @@ package struct FileDescriptor: Sendable, Hashable {
     package func setPermissions(_ mode: mode_t) throws(SystemError) {
         _ = try valueOrErrno("fchmod") { fchmod(rawValue, mode) }
     }
+
+    /// The names in directory `path` (`opendir(3)`/`readdir(3)`), without `.` and `..`.
+    package static func directoryEntries(_ path: String) throws(SystemError) -> [String] {
+        guard let directory = opendir(path) else { throw SystemError(call: "opendir", errno: errno) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) { pointer in
+                pointer.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: entry.pointee.d_name)) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Whether process `pid` exists (`kill(2)` with signal 0: only `ESRCH` says it does not).
+    package static func processExists(_ pid: pid_t) -> Bool {
+        Glibc.kill(pid, 0) == 0 || errno != ESRCH
+    }
 }
