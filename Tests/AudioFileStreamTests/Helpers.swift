@@ -70,7 +70,13 @@ func describe(_ stream: AudioFileStream, _ property: AudioFileStreamProperty) ->
     case .maximumPacketSize: return "max=\(String(describing: stream.maximumPacketSize))"
     case .channelLayout: return "layout=\(String(describing: stream.channelLayout))"
     case .packetTableInfo: return "table=\(String(describing: stream.packetTableInfo))"
-    case .metadata: return "metadata=\(stream.metadata)"
+    case .metadata:
+        // The tags sorted: two dictionaries with the same pairs may print them in other orders
+        // (their layout depends on how they were filled), which made this trace differ by chance.
+        var metadata = stream.metadata
+        let tags = metadata.tags.sorted { $0.key < $1.key }
+        metadata.tags = [:]
+        return "metadata=\(metadata) tags=\(tags)"
     case .readyToProducePackets: return "ready"
     }
 }
