@@ -164,7 +164,7 @@ final class RenderStage: @unchecked Sendable {
     private var renderedSinceDiscard = false
     private var holdAfterEnd = false
     /// The output hold's side here: the hold generation seen, whether the fade-out is done (the
-    /// render takes no frames), and the fade under way (the multiplier, its step, frames left).
+    /// render takes no frames), and the gain the last frame was given.
     private var holdSeen = 0
     private var outputHeld = false
     private var fadeGain: Float = 1
