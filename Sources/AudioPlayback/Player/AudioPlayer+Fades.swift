@@ -16,7 +16,9 @@ extension AudioPlayer {
     /// heard; at once otherwise. Bodies asked for meanwhile run after it, in order.
     func afterFadingOut(_ body: @escaping () -> Void) {
         let frames = transitionFadeFrames
-        guard frames > 0, let queue, queue.isRunning, soundRunning || !feed.afterFade.isEmpty else { return body() }
+        // The queue's own state, not the player's `soundRunning`: that follows the queue's events,
+        // which reach `work` after whatever feeding work was queued before them.
+        guard frames > 0, let queue, queue.isSinkPulling || !feed.afterFade.isEmpty else { return body() }
         feed.afterFade.append(body)
         guard feed.afterFade.count == 1 else { return }
         queue.setOutputHold(true, fadeFrames: frames)
@@ -32,7 +34,7 @@ extension AudioPlayer {
         feed.fadeCheck?.cancel()
         feed.fadeCheck = nil
         guard !feed.afterFade.isEmpty else { return }
-        guard let queue, queue.isRunning, let rate = queue.sinkStreamFormat?.sampleRate, rate > 0 else { return runAfterFade() }
+        guard let queue, queue.isSinkPulling, let rate = queue.sinkStreamFormat?.sampleRate, rate > 0 else { return runAfterFade() }
         let left = queue.outputFramesUntilHoldIsHeard()
         if left == 0 || DispatchTime.now() >= feed.fadeDeadline { return runAfterFade() }
         let frames = left ?? transitionFadeFrames

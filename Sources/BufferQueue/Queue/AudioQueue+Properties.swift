@@ -212,6 +212,9 @@ extension AudioQueue {
         stage.holdGeneration.store(generation + 1, ordering: .releasing)
     }
 
+    /// Whether the sink is started and not paused: it pulls, so a hold asked for now is rendered.
+    package var isSinkPulling: Bool { stage.playing.load(ordering: .acquiring) }
+
     /// Whether the output is held (asked for by ``setOutputHold(_:fadeFrames:)``).
     package var isOutputHoldRequested: Bool { stage.holdGeneration.load(ordering: .acquiring) & 1 == 1 }
 
