@@ -41,10 +41,12 @@ struct PlayerTransitionFadeTests {
                                  transitionFade: 0.01)
         let playing = Task { try await player.play() }
         #expect(await sink.waitForFrames(20_000))
-        player.pause()
         let pausedAt = sink.framesReceived
-        // Past the fade and the device's buffer: the device plays the hold's silence, then stops.
-        #expect(await sink.waitForFrames(pausedAt + fade + 882))
+        player.pause()
+        // The sink pauses once the fade and the device's buffer have played (the hold's silence
+        // after the fade): then it has pulled the fade at least.
+        #expect(await sink.waitUntilStopped())
+        #expect(sink.framesReceived >= pausedAt + fade)
         player.resume()
         let frames = try await playing.value
 
@@ -56,16 +58,23 @@ struct PlayerTransitionFadeTests {
         // then i/N, for i = 1 ... N.
         let first = try #require(heard.indices.first { abs(heard[$0] - source[$0]) > 1e-6 }) / 2
         #expect(first > 0 && first + 2 * fade <= source.count / 2)
-        var expected = source
-        for i in 1...fade {
-            let out = Float(1 - Double(i) / Double(fade)), into = Float(Double(i) / Double(fade))
-            for c in 0..<2 {
-                expected[(first - 1 + i) * 2 + c] *= out
-                expected[(first - 1 + fade + i) * 2 + c] *= into
+        func faded(from start: Int) -> [Float] {
+            var expected = source
+            for i in 1...fade {
+                let out = Float(1 - Double(i) / Double(fade)), into = Float(Double(i) / Double(fade))
+                for c in 0..<2 {
+                    expected[(start - 1 + i) * 2 + c] *= out
+                    expected[(start - 1 + fade + i) * 2 + c] *= into
+                }
             }
+            return expected
         }
-        // (The first frame of the fade out is the first that differs: its gain is 1 - 1/N.)
-        #expect(difference(heard, expected, tolerance: 1e-6) == nil)
+        // The first frame of the fade out is the first that differs (its gain is 1 - 1/N), or the
+        // one before when the tone is too near 0 there for a difference over 1e-6 (the 441 Hz
+        // tone crosses 0 every 50 frames).
+        let hidden = (0..<2).allSatisfy { abs(source[(first - 1) * 2 + $0]) <= 1e-6 * Float(fade) }
+        let start = hidden ? first - 1 : first
+        #expect(difference(heard, faded(from: start), tolerance: 1e-6) == nil)
         // What the device played: the tone, the fades and silence between, with no click.
         let device = sink.capturedSamples()
         #expect(device.count > heard.count)

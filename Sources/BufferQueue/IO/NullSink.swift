@@ -48,6 +48,8 @@ public final class NullSink: AudioSink, @unchecked Sendable {
     /// Uptime nanoseconds at which heard frame 0 played.
     private var originNanos: UInt64 = 0
     private var heardWhenPaused = 0
+    /// Who waits in ``waitUntilStopped(timeout:)``, by id.
+    private var stopWaiters: [Int: CheckedContinuation<Bool, Never>] = [:]
 
     /// - Parameters:
     ///   - pacing: on a clock, or as fast as fed.
@@ -95,6 +97,23 @@ public final class NullSink: AudioSink, @unchecked Sendable {
                 return true
             }
             if ready { continuation.resume(returning: true) }
+        }
+    }
+
+    /// Waits until the sink is not pulling: paused or closed by its queue (true), or until
+    /// `timeout` passes (false). At once when it is not pulling now. The sink's pause wakes the
+    /// waiter; nothing polls.
+    public func waitUntilStopped(timeout: Duration = .seconds(10)) async -> Bool {
+        let id = nextWaiter.add(1, ordering: .relaxed).newValue
+        let nanoseconds = Int(min(max(timeout.seconds, 0), 86_400) * 1e9)
+        return await withCheckedContinuation { continuation in
+            queue.async { [self] in
+                guard active else { return continuation.resume(returning: true) }
+                stopWaiters[id] = continuation
+                queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
+                    stopWaiters.removeValue(forKey: id)?.resume(returning: false)
+                }
+            }
         }
     }
 
@@ -159,6 +178,8 @@ public final class NullSink: AudioSink, @unchecked Sendable {
         queue.sync {
             guard active else { return }
             active = false
+            for waiter in stopWaiters.values { waiter.resume(returning: true) }
+            stopWaiters.removeAll()
             timer?.cancel()
             timer = nil
             heardWhenPaused = max(framesPulled - deviceFrames, heardWhenPaused)
