@@ -65,6 +65,38 @@ struct ADTSClassTests {
             #expect(same, "\(name), chunks \(chunks): the frames differ")
         }
     }
+
+    /// Issue 52, class 5b: the first frame sits between a leading ID3v2.4 tag and a second ID3
+    /// tag of 86 bytes. A frame followed by a tag is a frame (as for MPEG audio): none is lost,
+    /// whatever the chunking, and a file of it opens as ADTS.
+    @Test func aFirstFrameBetweenTwoID3TagsIsKept() async throws {
+        let frames = try await Self.frames()
+        func tag(_ size: Int) -> [UInt8] {
+            // Sizes are syncsafe: 7 bits a byte.
+            func syncsafe(_ value: Int) -> [UInt8] { [21, 14, 7, 0].map { UInt8(value >> $0 & 0x7F) } }
+            let body = size - 10
+            let frame: [UInt8] = Array("TXXX".utf8) + syncsafe(body - 10) + [0, 0, 3] + [UInt8](repeating: 0x41, count: body - 11)
+            return Array("ID3".utf8) + [4, 0, 0] + syncsafe(body) + frame
+        }
+        let second = tag(86)
+        #expect(second.count == 86)
+        let bytes = tag(300) + frames[0] + second + frames[1...].flatMap { $0 }
+        let payloads = frames.map { Array($0[7...]) }
+        for chunks in [[1], [7], [100], [4096], [3, 500, 17]] {
+            let result = trace(bytes, chunks: chunks)
+            #expect(result.error == nil, "chunks \(chunks): \(result.error ?? "")")
+            let packets = result.packets.map(\.bytes)
+            #expect(packets.count == frames.count, "chunks \(chunks): \(packets.count) of \(frames.count) frames")
+            let same = packets == payloads
+            #expect(same, "chunks \(chunks): the frames differ")
+        }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("adts-tags-\(UUID()).aac").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let file = try AudioFile(path: path)
+        #expect(file.fileType == .adts)
+        #expect(file.packetCount == Int64(frames.count))
+    }
 }
 
 /// Class 7 of issue 37: `aqinfo` on implicit HE-AAC in ADTS counts in the output rate it announces.

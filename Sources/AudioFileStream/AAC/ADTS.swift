@@ -37,7 +37,8 @@ struct ADTSHeader: Equatable {
         return ADTSHeader((input.u8(o), input.u8(o + 1), input.u8(o + 2), input.u8(o + 3), input.u8(o + 4), input.u8(o + 5), input.u8(o + 6)))
     }
 
-    /// A frame here is real when the next header follows it, or it ends exactly at the end of data.
+    /// A frame here is real when the next header follows it, a tag follows it (ID3v2, ID3v1, APE,
+    /// Lyrics3: the tags found around MPEG audio frames), or it ends exactly at the end of data.
     static func confirm(_ input: ByteInput, at offset: Int, matching lock: ADTSHeader?) -> Confirmation<ADTSHeader> {
         guard offset + 7 <= input.available else { return input.atEnd ? .no : .needMore(offset + 7) }
         guard let header = at(input, offset) else { return .no }
@@ -47,7 +48,7 @@ struct ADTSHeader: Equatable {
         let next = offset + header.frameLength
         if next + 7 <= input.available {
             if let following = at(input, next), following.sameStream(header) { return .yes(header) }
-            if input.matches("TAG", at: next) { return .yes(header) }
+            if MPEGHeader.tagFollows(input, at: next) { return .yes(header) }
             return .no
         }
         if !input.atEnd { return .needMore(next + 7) }
