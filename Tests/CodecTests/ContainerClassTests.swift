@@ -274,3 +274,48 @@ struct FreeFormatLayerIIClassTests {
         #expect(difference(ours, fixed) == nil)
     }
 }
+
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil && Where.tool("mpg123") != nil, "ffmpeg or mpg123 is missing (make deps installs them): one-frame MP3 test skipped"))
+struct OneFrameMP3ClassTests {
+    /// Issue 52, class 5d: one Layer III frame right after a 1 856-byte ID3v2 tag, ending exactly
+    /// at the end of the file (as ISO's conformance vectors are), is a file: it opens as MP3 with
+    /// that one packet and renders the frame's 1 152 samples, those mpg123 gives for it (decoded
+    /// with the frame after it, which changes nothing before it). It was refused as unconfirmed.
+    @Test func aLoneFrameAfterATagIsAFile() async throws {
+        let made = temporaryPath("mp3")
+        defer { try? FileManager.default.removeItem(atPath: made) }
+        // No bit reservoir: a frame decodes on its own.
+        try await ffmpegMake("sine=f=440:d=0.5:r=44100", made, ["-c:a", "libmp3lame", "-b:a", "128k", "-reservoir", "0",
+                                                               "-write_xing", "0", "-id3v2_version", "0"])
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: made)))
+        var frames: [[UInt8]] = []
+        var at = 0
+        let rates = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320]
+        while at + 4 <= bytes.count {
+            let length = 144 * rates[Int(bytes[at + 2] >> 4)] * 1000 / 44100 + Int(bytes[at + 2] >> 1 & 1)
+            try #require(length > 4 && at + length <= bytes.count)
+            frames.append(Array(bytes[at..<(at + length)]))
+            at += length
+        }
+        try #require(frames.count > 8)
+        // An ID3v2.4 tag of 1 856 bytes: a header and padding (sizes are syncsafe).
+        let body = 1856 - 10
+        let tag: [UInt8] = Array("ID3".utf8) + [4, 0, 0] + [21, 14, 7, 0].map { UInt8(body >> $0 & 0x7F) } + [UInt8](repeating: 0, count: body)
+        let one = try write(tag + frames[5], "mp3")
+        let two = try write(tag + frames[5] + frames[6], "mp3")
+        let reference = temporaryPath("wav")
+        defer { for path in [one, two, reference] { try? FileManager.default.removeItem(atPath: path) } }
+
+        let file = try AudioFile(path: one)
+        #expect(file.fileType == .mp3)
+        #expect(file.packetCount == 1)
+        #expect(file.dataOffset == 1856)
+        let ours = try await rendered(one).samples
+        #expect(ours.count == 1152)
+        _ = try await run(try #require(Where.tool("mpg123")), ["-q", "-e", "f32", "-w", reference, two])
+        let theirs = floats(wav: try Data(contentsOf: URL(fileURLWithPath: reference)))
+        try #require(theirs.count >= 1152)
+        #expect(difference(ours, Array(theirs.prefix(1152)), tolerance: 1e-6) == nil)
+        #expect(ours.contains { abs($0) > 0.1 })
+    }
+}

@@ -143,7 +143,11 @@ extension MPEGHeader {
     /// tag (ID3v1, APE, Lyrics3, ID3v2) follows a frame, or when the first frame carries a
     /// Xing/Info/VBRI tag. So a one-frame file is MP3 when tagged; a lone frame header with
     /// nothing after it is not (ffmpeg and mpg123 play nothing of it either).
-    static func confirmStream(_ input: ByteInput, at offset: Int) -> Confirmation<MPEGHeader> {
+    ///
+    /// With `followsTag` (the frame comes right after an ID3v2 tag at the stream's start), a lone
+    /// frame that ends exactly at the end of the stream is taken too: the tag already said this
+    /// is an MPEG audio file (ISO's one-frame conformance vectors are such files).
+    static func confirmStream(_ input: ByteInput, at offset: Int, followsTag: Bool = false) -> Confirmation<MPEGHeader> {
         let first: MPEGHeader
         switch confirmHeader(input, at: offset, lock: nil) {
         case .yes(let header): first = header
@@ -158,7 +162,7 @@ extension MPEGHeader {
                 if !input.atEnd { return .needMore(next + 4) }
                 // The stream ends after agreeing frames (right after one, or inside the last: a cut
                 // file). A lone untagged frame is not taken: ffmpeg and mpg123 play none either.
-                return agreeing > 1 ? .yes(first) : .no
+                return agreeing > 1 || (followsTag && agreeing == 1 && next == input.available) ? .yes(first) : .no
             }
             if Self.tagFollows(input, at: next) { return .yes(first) }
             // Bytes that may still become a tag's marker or an APE item's head: decide on more.
@@ -374,8 +378,12 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
     private var bitRates = Set<Int>()
     private var lastFrameStart: Int64 = 0
 
-    init(iTunSMPB: String?) {
+    /// Whether the stream began with an ID3v2 tag that the first frame follows directly.
+    private let followsTag: Bool
+
+    init(iTunSMPB: String?, followsTag: Bool = false) {
         self.iTunSMPB = iTunSMPB
+        self.followsTag = followsTag
     }
 
     func parse(_ input: ByteInput, _ out: StreamOutput) throws {
@@ -481,7 +489,9 @@ final class MPEGAudioParser: ContainerParser, PacketLocating {
                 continue
             }
             // The first frame meets the sniffer's test; later ones only need to fit the stream.
-            let found = lock == nil ? MPEGHeader.confirmStream(input, at: offset) : MPEGHeader.confirm(input, at: offset, matching: lock, lastFrameMayEnd: true)
+            let found = lock == nil
+                ? MPEGHeader.confirmStream(input, at: offset, followsTag: followsTag && offset + skippedJunk == 0 && framesSeen == 0)
+                : MPEGHeader.confirm(input, at: offset, matching: lock, lastFrameMayEnd: true)
             switch found {
             case .needMore(let count):
                 input.consume(offset)

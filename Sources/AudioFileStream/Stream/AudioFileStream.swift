@@ -381,7 +381,7 @@ public final class AudioFileStream {
                     firstCandidate = (input.position + Int64(offset), header.frameLength, header.summary)
                 }
                 let adts = ADTSHeader.confirm(input, at: offset, matching: nil)
-                let mpeg = MPEGHeader.confirmStream(input, at: offset)
+                let mpeg = MPEGHeader.confirmStream(input, at: offset, followsTag: id3 != nil && sniffedJunk + offset == 0)
                 if case .yes = adts {
                     skipJunk(offset)
                     start(.adts)
@@ -440,7 +440,7 @@ public final class AudioFileStream {
         }
         out.fileType = type
         switch type {
-        case .mp3: parser = MPEGAudioParser(iTunSMPB: id3?.iTunSMPB)
+        case .mp3: parser = MPEGAudioParser(iTunSMPB: id3?.iTunSMPB, followsTag: id3 != nil && sniffedJunk == 0)
         case .adts: parser = ADTSParser()
         case .mp4: parser = MP4Parser(seekable: sourceIsSeekable)
         case .caf: parser = CAFParser(seekable: sourceIsSeekable)
