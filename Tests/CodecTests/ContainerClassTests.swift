@@ -287,16 +287,7 @@ struct OneFrameMP3ClassTests {
         // No bit reservoir: a frame decodes on its own.
         try await ffmpegMake("sine=f=440:d=0.5:r=44100", made, ["-c:a", "libmp3lame", "-b:a", "128k", "-reservoir", "0",
                                                                "-write_xing", "0", "-id3v2_version", "0"])
-        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: made)))
-        var frames: [[UInt8]] = []
-        var at = 0
-        let rates = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320]
-        while at + 4 <= bytes.count {
-            let length = 144 * rates[Int(bytes[at + 2] >> 4)] * 1000 / 44100 + Int(bytes[at + 2] >> 1 & 1)
-            try #require(length > 4 && at + length <= bytes.count)
-            frames.append(Array(bytes[at..<(at + length)]))
-            at += length
-        }
+        let frames = try Self.frames(of: [UInt8](try Data(contentsOf: URL(fileURLWithPath: made))))
         try #require(frames.count > 8)
         // An ID3v2.4 tag of 1 856 bytes: a header and padding (sizes are syncsafe).
         let body = 1856 - 10
@@ -317,5 +308,64 @@ struct OneFrameMP3ClassTests {
         try #require(theirs.count >= 1152)
         #expect(difference(ours, Array(theirs.prefix(1152)), tolerance: 1e-6) == nil)
         #expect(ours.contains { abs($0) > 0.1 })
+    }
+}
+
+extension OneFrameMP3ClassTests {
+    /// The frames of an MPEG-1 Layer III stream at 44.1 kHz with no tag before them.
+    static func frames(of bytes: [UInt8]) throws -> [[UInt8]] {
+        var frames: [[UInt8]] = []
+        var at = 0
+        let rates = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320]
+        while at + 4 <= bytes.count, bytes[at] == 0xFF {
+            let length = 144 * rates[Int(bytes[at + 2] >> 4)] * 1000 / 44100 + Int(bytes[at + 2] >> 1 & 1)
+            try #require(length > 4 && at + length <= bytes.count)
+            frames.append(Array(bytes[at..<(at + length)]))
+            at += length
+        }
+        return frames
+    }
+
+    /// Issue 52, class 5c: a LAME 3.93 MP3 whose Info frame sets the CRC-protection bit while its
+    /// tag sits at the unprotected offset, with junk before the frames, Lyrics3v2 + APEv2 + ID3v1
+    /// at the end, and cut short: its gapless numbers are kept, so it plays what is present less
+    /// the 1 105 priming frames, exactly as mpg123 does. (They were lost: the whole frames played.)
+    @Test(.enabled(if: Where.tool("lame") != nil && Where.tool("sox") != nil, "lame or sox is missing"))
+    func aProtectedInfoFrameWithTheTagAtTheUnprotectedOffsetKeepsItsGaplessNumbers() async throws {
+        let wav = temporaryPath("wav"), encoded = temporaryPath("mp3")
+        defer { for path in [wav, encoded] { try? FileManager.default.removeItem(atPath: path) } }
+        _ = try await run(try #require(Where.tool("sox")), ["-n", "-r", "44100", "-c", "2", "-b", "16", wav, "synth", "3", "sine", "440", "sine", "660", "vol", "0.5"])
+        _ = try await run(try #require(Where.tool("lame")), ["--quiet", "-b", "128", "--id3v2-only", "--tt", "x", wav, encoded])
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: encoded)))
+        if bytes.starts(with: Array("ID3".utf8)) {
+            let size = bytes[6..<10].reduce(0) { $0 << 7 | Int($1) }
+            bytes.removeFirst(10 + size)
+        }
+        let frames = try Self.frames(of: bytes)
+        try #require(frames.count > 100)
+        var info = frames[0]
+        try #require(Array(info[36..<40]) == Array("Info".utf8), "lame wrote no Info tag")
+        info[1] &= 0xFE   // "protected by a CRC"; the tag stays where it is
+        let junk = (0..<300).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) & 0x7F }
+        let audio = frames[1...].flatMap { $0 }
+        let cut = Array(audio.prefix(audio.count * 6 / 10))
+        let lyrics = Array("LYRICSBEGIN".utf8) + Array("IND0000210".utf8) + Array("LYR00005hello".utf8)
+        let lyrics3 = lyrics + Array(String(format: "%06d", lyrics.count).utf8) + Array("LYRICS200".utf8)
+        func le32(_ value: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+        let item = le32(1) + le32(0) + Array("Title".utf8) + [0] + Array("x".utf8)
+        func apeBlock(_ flags: Int) -> [UInt8] { Array("APETAGEX".utf8) + le32(2000) + le32(item.count + 32) + le32(1) + le32(flags) + [UInt8](repeating: 0, count: 8) }
+        let ape = apeBlock(0xA000_0000) + item + apeBlock(0x8000_0000)
+        let id3v1 = Array("TAG".utf8) + [UInt8](repeating: 0x20, count: 125)
+        let path = try write(junk + info + cut + lyrics3 + ape + id3v1, "mp3")
+        let reference = temporaryPath("wav")
+        defer { for file in [path, reference] { try? FileManager.default.removeItem(atPath: file) } }
+
+        let (ours, _, renderer) = try await rendered(path)
+        #expect(renderer.file.packetTableInfo?.primingFrames == 1105)
+        _ = try await run(try #require(Where.tool("mpg123")), ["-q", "-e", "f32", "-w", reference, path])
+        let theirs = floats(wav: try Data(contentsOf: URL(fileURLWithPath: reference)))
+        let present = Int(renderer.file.packetCount) * 1152
+        #expect(ours.count / 2 == present - 1105)
+        #expect(difference(ours, theirs) == nil)
     }
 }

@@ -85,6 +85,11 @@ struct MPEGHeader: Equatable {
         return 4 + (hasCRC ? 2 : 0) + side
     }
 
+    /// Where a Xing/Info tag may start: after the side information, and for a frame that says it
+    /// has a CRC also where it would be without one (LAME 3.93 set the protection bit on its Info
+    /// frame but wrote the tag at the unprotected offset).
+    var xingOffsets: [Int] { hasCRC ? [xingOffset, xingOffset - 2] : [xingOffset] }
+
     var format: AudioStreamDescription {
         AudioStreamDescription(sampleRate: Double(sampleRate), formatID: formatID, bytesPerPacket: 0,
                                framesPerPacket: samplesPerFrame, bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 0)
@@ -317,12 +322,19 @@ enum MPEGTags {
     }
 
     static func hasTag(_ input: ByteInput, frameAt offset: Int, _ header: MPEGHeader) -> Bool {
-        let x = offset + header.xingOffset
-        return input.matches("Xing", at: x) || input.matches("Info", at: x) || input.matches("VBRI", at: offset + 36)
+        header.xingOffsets.contains { input.matches("Xing", at: offset + $0) || input.matches("Info", at: offset + $0) }
+            || input.matches("VBRI", at: offset + 36)
     }
 
     static func xing(_ frame: [UInt8], _ header: MPEGHeader) -> Xing? {
-        var r = FieldReader(frame, from: header.xingOffset, base: 0, container: .mp3)
+        for offset in header.xingOffsets {
+            if let xing = xing(frame, at: offset) { return xing }
+        }
+        return nil
+    }
+
+    private static func xing(_ frame: [UInt8], at offset: Int) -> Xing? {
+        var r = FieldReader(frame, from: offset, base: 0, container: .mp3)
         guard let tag = try? r.tag(), tag == "Xing" || tag == "Info", let flags = try? r.u32be() else { return nil }
         var xing = Xing(isInfo: tag == "Info")
         if flags & 1 != 0 { xing.frames = (try? r.u32be()).map(Int.init) }
