@@ -128,11 +128,13 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     }
                     guard input.available >= size else { return }
                     var frames = frames(ofSample: nextSample, track)
-                    // In segments (HLS), a shortened sample says how much of it is presented: its
-                    // reader trims the rest. (A file's trims come from its packet table instead.)
+                    // In segments (HLS), a shortened AAC or MP3 sample is not an end trim: ffmpeg's
+                    // muxer shortens the last one to its segment durations' total (the `EXTINF`s,
+                    // taken from the source's edit list in milliseconds), an estimate that can end
+                    // before the audio does. Every decoded frame plays, as ffmpeg plays it. (A file's
+                    // trims come from its packet table; segmented Opus's end is its link's, below.)
                     // Packets of varying frames keep every duration until here: taken as read.
                     let stated = track.framesPerPacket == 0 ? self.track?.shortSamples.removeValue(forKey: nextSample) : track.shortSamples[nextSample]
-                    if out.segmented, track.framesPerPacket > 0, let presented = stated { frames = presented }
                     switch track.format.formatID {
                     case .appleLossless: frames = input.alacPacketFrames(size: size, full: frames)
                     case .amr, .amrWideband: frames = input.amrPacketFrames(size: size, wideband: track.format.formatID == .amrWideband, fallback: frames)
