@@ -52,10 +52,14 @@ public final class FAADDecoder: AudioDecoder {
     /// Registers ``factory`` with a registry (the shared one by default).
     public static func register(in registry: AudioDecoderRegistry = .shared) { registry.register(factory) }
 
+    /// Without a cookie, the config the stream description implies (``AACConfig/implied(by:)``),
+    /// as Core Audio decodes AAC from its description alone.
     /// - Throws: ``AudioQueueError/Code/codecNotFound`` without a usable AudioSpecificConfig.
     public init(format: AudioStreamDescription, magicCookie: [UInt8]?) throws {
-        guard let cookie = magicCookie, cookie.count >= 2, cookie.count <= 64 else {
-            throw AudioQueueError(.codecNotFound, "AAC needs its AudioSpecificConfig as the magic cookie (got \(magicCookie?.count ?? 0) bytes)")
+        let given = magicCookie?.isEmpty == false ? magicCookie : AACConfig.implied(by: format)
+        guard let cookie = given, cookie.count >= 2, cookie.count <= 64 else {
+            throw AudioQueueError(.codecNotFound, "AAC needs its AudioSpecificConfig as the magic cookie (got \(magicCookie?.count ?? 0) bytes), "
+                + "or a stream description that implies one (this one: \(format.sampleRate) Hz, \(format.channelsPerFrame) channels)")
         }
         config = cookie
         declaredRate = format.sampleRate

@@ -131,3 +131,51 @@ func readAllPackets(_ file: AudioFileID) -> (bytes: [UInt8], descriptions: [Audi
         }
     }
 }
+
+/// What the stream's property listener saw of the magic cookie.
+final class CookieWatch {
+    var sizes: [AudioFileStreamPropertyID: UInt32] = [:]
+    var cookie: [UInt8] = []
+    var format = AudioStreamBasicDescription()
+}
+
+@Suite struct ADTSCookieTests {
+    /// Issue 52, class 6a: AudioFileStream opened with `kAudioFileAAC_ADTSType` offers the magic
+    /// cookie (the AudioSpecificConfig of the ADTS header) once the data format is known, so a
+    /// player that sets the cookie only when offered sets it.
+    @Test(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing"))
+    func anADTSStreamOffersItsCookie() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("aq-adts-\(UUID().uuidString.prefix(8)).aac").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        _ = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=0.5:r=48000",
+                                                               "-ac", "1", "-c:a", "aac", "-b:a", "64k", path])
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let watch = CookieWatch()
+        let listener: AudioFileStream_PropertyListenerProc = { data, stream, property, _ in
+            let watch = Unmanaged<CookieWatch>.fromOpaque(data).takeUnretainedValue()
+            guard property == kAudioFileStreamProperty_DataFormat || property == kAudioFileStreamProperty_ReadyToProducePackets else { return }
+            var size: UInt32 = 0
+            var writable: DarwinBoolean = false
+            guard AudioFileStreamGetPropertyInfo(stream, kAudioFileStreamProperty_MagicCookieData, &size, &writable) == noErr else { return }
+            watch.sizes[property] = size
+            watch.cookie = [UInt8](repeating: 0, count: Int(size))
+            _ = AudioFileStreamGetProperty(stream, kAudioFileStreamProperty_MagicCookieData, &size, &watch.cookie)
+            var formatSize = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
+            _ = AudioFileStreamGetProperty(stream, kAudioFileStreamProperty_DataFormat, &formatSize, &watch.format)
+        }
+        let packets: AudioFileStream_PacketsProc = { _, _, _, _, _ in }
+        var stream: AudioFileStreamID?
+        try #require(AudioFileStreamOpen(Unmanaged.passUnretained(watch).toOpaque(), listener, packets, kAudioFileAAC_ADTSType, &stream) == noErr)
+        let parser = try #require(stream)
+        defer { AudioFileStreamClose(parser) }
+        for start in stride(from: 0, to: bytes.count, by: 500) {
+            let chunk = Array(bytes[start..<min(start + 500, bytes.count)])
+            #expect(AudioFileStreamParseBytes(parser, UInt32(chunk.count), chunk, []) == noErr)
+        }
+        #expect(watch.sizes[kAudioFileStreamProperty_DataFormat] == 2)
+        #expect(watch.sizes[kAudioFileStreamProperty_ReadyToProducePackets] == 2)
+        // AAC LC (object type 2), 48 kHz (index 3), mono.
+        #expect(watch.cookie == [0x11, 0x88])
+        #expect(watch.format.mFormatID == kAudioFormatMPEG4AAC && watch.format.mSampleRate == 48_000)
+    }
+}

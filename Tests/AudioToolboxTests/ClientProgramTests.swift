@@ -232,6 +232,26 @@ func writeWAV16(_ samples: [Int16], channels: Int, rate: Int, to path: String) t
         let firstDifference = zip(written.samples, reference.samples).enumerated().first { $0.element.0 != $0.element.1 }?.offset
         #expect(firstDifference == nil, "\(name): the offline render differs from the Swift API's at sample \(firstDifference ?? -1)")
     }
+
+    /// Issue 52, class 6a: an AAC queue given no magic cookie decodes from its stream description
+    /// alone, as on a Mac (a player that sets the cookie only when its parser offers one): an ADTS
+    /// file renders the same without the cookie as with it. (Priming failed: "AAC needs its
+    /// AudioSpecificConfig as the magic cookie (got 0 bytes)".)
+    @Test(.enabled(if: Clients.built("atoffline") && Where.tool("ffmpeg") != nil, "atoffline or ffmpeg is missing"))
+    func anAACQueueWithoutACookieDecodesFromItsDescription() async throws {
+        let adts = FileManager.default.temporaryDirectory.appendingPathComponent("aq-nocookie-\(UUID().uuidString.prefix(8)).aac").path
+        let with = adts + ".with.wav", without = adts + ".without.wav"
+        defer { for path in [adts, with, without] { try? FileManager.default.removeItem(atPath: path) } }
+        _ = try await run(try #require(Where.tool("ffmpeg")), ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=1:r=44100",
+                                                               "-ac", "2", "-c:a", "aac", "-b:a", "96k", adts])
+        let printedWith = try await Clients.run("atoffline", [adts, with], environment: ["AQ_OUTPUT": "null"])
+        let printedWithout = try await Clients.run("atoffline", [adts, without, "--no-cookie"], environment: ["AQ_OUTPUT": "null"])
+        let frames = Clients.frames(in: printedWith, after: "rendered")
+        #expect((frames ?? 0) > 44_100, "\(printedWith)")
+        #expect(Clients.frames(in: printedWithout, after: "rendered") == frames, "\(printedWithout)")
+        let a = try await rendered(with).samples, b = try await rendered(without).samples
+        #expect(a.count == b.count && a == b)
+    }
 }
 
 @Suite(.serialized) struct ProcessingTapClientTests {

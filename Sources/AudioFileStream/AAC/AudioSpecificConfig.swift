@@ -2,7 +2,7 @@ import BufferQueue
 
 /// An MPEG-4 AudioSpecificConfig: the AAC magic cookie.
 public struct AudioSpecificConfig: Hashable, Sendable {
-    public static let sampleRates = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350]
+    public static let sampleRates = AACConfig.sampleRates
 
     /// Audio object type of the core (2 = AAC-LC).
     public var objectType: Int
@@ -66,8 +66,7 @@ public struct AudioSpecificConfig: Hashable, Sendable {
 
     /// A two-byte config for AAC with a sampling-frequency index and channel configuration (from ADTS).
     static func bytes(objectType: Int, rateIndex: Int, channels: Int) -> [UInt8] {
-        let bits = UInt16(objectType) << 11 | UInt16(rateIndex) << 7 | UInt16(channels) << 3
-        return [UInt8(bits >> 8), UInt8(bits & 0xFF)]
+        AACConfig.bytes(objectType: objectType, rateIndex: rateIndex, channels: channels)
     }
 
     /// The readings of this stream, best first: HE-AAC v2, HE-AAC, AAC-LC, as far as signalled.

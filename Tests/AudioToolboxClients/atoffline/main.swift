@@ -50,12 +50,16 @@ let outputCallback: AudioQueueOutputCallback = { userData, queue, buffer in
     source.nextPacket += Int64(packets)
 }
 
-guard CommandLine.arguments.count == 3 else {
-    fputs("usage: atoffline IN OUT.wav\n", stderr)
+// --no-cookie: give the queue no magic cookie, as players that set one only when their parser
+// offers it do when it does not (an AAC queue then decodes from its stream description).
+let arguments = CommandLine.arguments.filter { $0 != "--no-cookie" }
+let withCookie = arguments.count == CommandLine.arguments.count
+guard arguments.count == 3 else {
+    fputs("usage: atoffline IN OUT.wav [--no-cookie]\n", stderr)
     exit(2)
 }
 let source = Source()
-check(AudioFileOpenURL(URL(fileURLWithPath: CommandLine.arguments[1]) as CFURL, .readPermission, 0, &source.file), "AudioFileOpenURL")
+check(AudioFileOpenURL(URL(fileURLWithPath: arguments[1]) as CFURL, .readPermission, 0, &source.file), "AudioFileOpenURL")
 var size = UInt32(MemoryLayout<AudioStreamBasicDescription>.size)
 check(AudioFileGetProperty(source.file!, kAudioFilePropertyDataFormat, &size, &source.format), "DataFormat")
 var maxPacket: UInt32 = 0
@@ -75,7 +79,7 @@ let userData = Unmanaged.passUnretained(source).toOpaque()
 var queue: AudioQueueRef?
 check(AudioQueueNewOutput(&source.format, outputCallback, userData, nil, nil, 0, &queue), "AudioQueueNewOutput")
 var cookieSize: UInt32 = 0
-if AudioFileGetPropertyInfo(source.file!, kAudioFilePropertyMagicCookieData, &cookieSize, nil) == noErr, cookieSize > 0 {
+if withCookie, AudioFileGetPropertyInfo(source.file!, kAudioFilePropertyMagicCookieData, &cookieSize, nil) == noErr, cookieSize > 0 {
     var cookie = [UInt8](repeating: 0, count: Int(cookieSize))
     check(AudioFileGetProperty(source.file!, kAudioFilePropertyMagicCookieData, &cookieSize, &cookie), "MagicCookieData")
     check(AudioQueueSetProperty(queue!, kAudioQueueProperty_MagicCookie, cookie, cookieSize), "SetProperty(MagicCookie)")
@@ -102,7 +106,7 @@ check(AudioQueueAllocateBuffer(queue!, renderFrames * renderFormat.mBytesPerFram
 check(AudioQueueStart(queue!, nil), "AudioQueueStart")
 
 var output: AudioFileID?
-check(AudioFileCreateWithURL(URL(fileURLWithPath: CommandLine.arguments[2]) as CFURL, kAudioFileWAVEType, &renderFormat, .eraseFile, &output),
+check(AudioFileCreateWithURL(URL(fileURLWithPath: arguments[2]) as CFURL, kAudioFileWAVEType, &renderFormat, .eraseFile, &output),
       "AudioFileCreateWithURL")
 var stamp = AudioTimeStamp()
 stamp.mFlags = .sampleTimeValid
