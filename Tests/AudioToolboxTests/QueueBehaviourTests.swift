@@ -267,3 +267,38 @@ func fill(_ buffer: AudioQueueBufferRef, frames: Int) {
         #expect(log.all == ["on the loop's thread", "on the loop's thread"])
     }
 }
+
+@Suite struct UndecodableQueueTests {
+    /// A queue whose decoder cannot be made (an AAC cookie of one byte) says so when its frames
+    /// are asked for: the offline render fails with `kAudioQueueErr_CodecNotFound`, never a render
+    /// of nothing reported as success (it returned noErr and 0 bytes).
+    @Test func aQueueThatCannotDecodeSaysSo() throws {
+        var format = AudioStreamBasicDescription(mSampleRate: 44_100, mFormatID: kAudioFormatMPEG4AAC, mFormatFlags: 0, mBytesPerPacket: 0,
+                                                 mFramesPerPacket: 1024, mBytesPerFrame: 0, mChannelsPerFrame: 2, mBitsPerChannel: 0, mReserved: 0)
+        var queue: AudioQueueRef?
+        let quiet: AudioQueueOutputCallback = { _, _, _ in }
+        try #require(AudioQueueNewOutput(&format, quiet, nil, nil, nil, 0, &queue) == noErr)
+        let aq = try #require(queue)
+        defer { AudioQueueDispose(aq, true) }
+        let cookie: [UInt8] = [0x12]
+        _ = AudioQueueSetProperty(aq, kAudioQueueProperty_MagicCookie, cookie, 1)
+        var render = AudioStreamBasicDescription(mSampleRate: 44_100, mFormatID: kAudioFormatLinearPCM, mFormatFlags: kAudioFormatFlagsNativeFloatPacked,
+                                                 mBytesPerPacket: 8, mFramesPerPacket: 1, mBytesPerFrame: 8, mChannelsPerFrame: 2, mBitsPerChannel: 32, mReserved: 0)
+        var layout = AudioChannelLayout()
+        layout.mChannelLayoutTag = kAudioChannelLayoutTag_Stereo
+        #expect(AudioQueueSetOfflineRenderFormat(aq, &render, &layout) == noErr)
+        var buffer: AudioQueueBufferRef?
+        try #require(AudioQueueAllocateBuffer(aq, 4096, &buffer) == noErr)
+        let packet = try #require(buffer)
+        packet.pointee.mAudioDataByteSize = 200
+        var description = AudioStreamPacketDescription(mStartOffset: 0, mVariableFramesInPacket: 0, mDataByteSize: 200)
+        #expect(AudioQueueEnqueueBuffer(aq, packet, 1, &description) == noErr)
+        #expect(AudioQueueStart(aq, nil) == noErr)
+        var capture: AudioQueueBufferRef?
+        try #require(AudioQueueAllocateBuffer(aq, 4096 * 8, &capture) == noErr)
+        var stamp = AudioTimeStamp()
+        stamp.mFlags = .sampleTimeValid
+        #expect(AudioQueueOfflineRender(aq, &stamp, try #require(capture), 4096) == kAudioQueueErr_CodecNotFound)
+        #expect(capture?.pointee.mAudioDataByteSize == 0)
+    }
+}

@@ -96,7 +96,8 @@ extension AudioQueue {
     /// - Throws: ``AudioQueueError/Code/invalidOfflineMode`` without an offline render format or at
     ///   the wrong position, ``AudioQueueError/Code/codecNotFound`` when the decoded format changed
     ///   to a rate no registered resampler converts (the frames before the change were rendered by
-    ///   earlier calls), ``AudioQueueError/Code/disposalPending``.
+    ///   earlier calls) and when no decoder could be made for what is enqueued (with nothing rendered),
+    ///   ``AudioQueueError/Code/disposalPending``.
     public func offlineRender(at sampleTime: Int64, into destination: UnsafeMutableRawBufferPointer, frames: Int) throws -> Int {
         let (format, layout): (AudioStreamDescription, PCMSampleLayout) = try control.withLock { c in
             if c.lifecycle.isDisposed {
@@ -202,7 +203,12 @@ extension AudioQueue {
                         stage.acceptFormatChange()
                         continue
                     }
-                    if !produced { return }
+                    if !produced {
+                        // Nothing rendered because no decoder could be made: say so, never a
+                        // render of nothing that looks like the end of what was enqueued.
+                        if done == 0, let failure = producer.decoderFailure { throw failure }
+                        return
+                    }
                 }
             }
         }
