@@ -146,3 +146,58 @@ final class ObjectMonitors: @unchecked Sendable {
         return true
     }
 }
+
+// MARK: Darwin's C library, with its pointers as a Mac imports them
+//
+// Darwin declares these without nullability, so on a Mac their pointers are optional (implicitly
+// unwrapped); Glibc marks them non-null. Code from a Mac that passes an optional chain
+// (`memcpy(buffer?.pointee.mAudioData, source, count)`) finds these overloads; calls with
+// non-optional pointers still go to the C library's own (the closer match). A nil pointer with a
+// count of 0 does nothing; with more it stops the program with a message, where C would crash.
+
+#if canImport(Glibc) || canImport(Musl)
+@inline(__always) private func nonNil<P>(_ pointer: P?, _ count: Int, _ function: StaticString) -> P? {
+    precondition(pointer != nil || count == 0, "\(function) of \(count) bytes with a nil pointer")
+    return pointer
+}
+
+/// Darwin's `memcpy`, taking optional pointers.
+@discardableResult
+public func memcpy(_ destination: UnsafeMutableRawPointer?, _ source: UnsafeRawPointer?, _ count: Int) -> UnsafeMutableRawPointer? {
+    guard let to = nonNil(destination, count, "memcpy"), let from = nonNil(source, count, "memcpy") else { return destination }
+    to.copyMemory(from: from, byteCount: count)
+    return to
+}
+
+/// Darwin's `memmove`, taking optional pointers.
+@discardableResult
+public func memmove(_ destination: UnsafeMutableRawPointer?, _ source: UnsafeRawPointer?, _ count: Int) -> UnsafeMutableRawPointer? {
+    guard let to = nonNil(destination, count, "memmove"), let from = nonNil(source, count, "memmove") else { return destination }
+    to.copyMemory(from: from, byteCount: count)   // copyMemory allows overlapping regions
+    return to
+}
+
+/// Darwin's `memset`, taking an optional pointer.
+@discardableResult
+public func memset(_ destination: UnsafeMutableRawPointer?, _ value: Int32, _ count: Int) -> UnsafeMutableRawPointer? {
+    guard let to = nonNil(destination, count, "memset") else { return destination }
+    to.initializeMemory(as: UInt8.self, repeating: UInt8(truncatingIfNeeded: value), count: count)
+    return to
+}
+
+/// Darwin's `memcmp`, taking optional pointers.
+public func memcmp(_ first: UnsafeRawPointer?, _ second: UnsafeRawPointer?, _ count: Int) -> Int32 {
+    guard let a = nonNil(first, count, "memcmp"), let b = nonNil(second, count, "memcmp") else { return 0 }
+    for index in 0..<count {
+        let x = a.load(fromByteOffset: index, as: UInt8.self), y = b.load(fromByteOffset: index, as: UInt8.self)
+        if x != y { return Int32(x) - Int32(y) }
+    }
+    return 0
+}
+
+/// Darwin's `bzero`, taking an optional pointer.
+public func bzero(_ destination: UnsafeMutableRawPointer?, _ count: Int) {
+    guard let to = nonNil(destination, count, "bzero") else { return }
+    to.initializeMemory(as: UInt8.self, repeating: 0, count: count)
+}
+#endif

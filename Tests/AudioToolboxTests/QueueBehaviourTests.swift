@@ -302,3 +302,38 @@ func fill(_ buffer: AudioQueueBufferRef, frames: Int) {
         #expect(capture?.pointee.mAudioDataByteSize == 0)
     }
 }
+
+@Suite struct DarwinMemoryFunctionTests {
+    /// Issue 52, class 6c: code written on a Mac passes optional chains to `memcpy`, `memmove`,
+    /// `memset`, `memcmp` and `bzero` (Darwin's pointers are nullable); it compiles here with
+    /// `import AudioToolbox` and does what C does. Calls with non-optional pointers still compile.
+    @Test func optionalPointersGoToTheCLibrarysFunctions() throws {
+        var format = pcm16()
+        var queue: AudioQueueRef?
+        let quiet: AudioQueueOutputCallback = { _, _, _ in }
+        try #require(AudioQueueNewOutput(&format, quiet, nil, nil, nil, 0, &queue) == noErr)
+        defer { if let queue { AudioQueueDispose(queue, true) } }
+        var buffer: AudioQueueBufferRef?
+        try #require(AudioQueueAllocateBuffer(queue!, 64, &buffer) == noErr)
+        let source: [UInt8] = Array(1...16)
+        // As a Mac's code spells them: optional destinations.
+        memset(buffer?.pointee.mAudioData, 0x7F, 64)
+        memcpy(buffer?.pointee.mAudioData, source, 16)
+        memmove(buffer?.pointee.mAudioData.advanced(by: 4), buffer?.pointee.mAudioData, 8)
+        let data = try #require(buffer?.pointee.mAudioData)
+        let bytes = (0..<20).map { data.load(fromByteOffset: $0, as: UInt8.self) }
+        #expect(bytes == [1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8, 13, 14, 15, 16, 0x7F, 0x7F, 0x7F, 0x7F])
+        #expect(memcmp(buffer?.pointee.mAudioData, source, 4) == 0)
+        #expect(memcmp(buffer?.pointee.mAudioData.advanced(by: 4), source, 8) == 0)
+        #expect(memcmp(buffer?.pointee.mAudioData.advanced(by: 8), source, 4) > 0)
+        bzero(buffer?.pointee.mAudioData, 8)
+        #expect(data.load(as: UInt64.self) == 0)
+        // Nothing to copy through a nil pointer is nothing done.
+        let none: UnsafeMutableRawPointer? = nil
+        #expect(memcpy(none, source, 0) == nil)
+        // Non-optional pointers: the C library's own functions.
+        var plain = [UInt8](repeating: 0, count: 4)
+        plain.withUnsafeMutableBytes { _ = memcpy($0.baseAddress!, source, 4) }
+        #expect(plain == [1, 2, 3, 4])
+    }
+}
