@@ -369,3 +369,31 @@ extension OneFrameMP3ClassTests {
         #expect(difference(ours, theirs) == nil)
     }
 }
+
+@Suite(.enabled(if: Where.tool("ffmpeg") != nil, "ffmpeg is missing (make deps installs it): Ogg Theora test skipped"))
+struct OggWithVideoClassTests {
+    /// Issue 52, class 5a: an Ogg file multiplexing Theora video (its beginning page first) with
+    /// Vorbis audio plays the audio, exactly as the Vorbis stream alone (stream-copied by ffmpeg)
+    /// plays, and skips the video wherever its pages sit; an Ogg of Theora alone is refused with
+    /// the codec named. (The whole file was refused as "Ogg Theora audio".)
+    @Test func theVorbisOfATheoraFilePlays() async throws {
+        let both = temporaryPath("ogg"), audio = temporaryPath("ogg"), video = temporaryPath("ogg")
+        defer { for path in [both, audio, video] { try? FileManager.default.removeItem(atPath: path) } }
+        let ffmpeg = try #require(Where.tool("ffmpeg"))
+        _ = try await run(ffmpeg, ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10:duration=2", "-f", "lavfi",
+                                   "-i", "sine=f=440:d=2:r=44100", "-c:v", "libtheora", "-c:a", "libvorbis", "-q:a", "3", both])
+        _ = try await run(ffmpeg, ["-v", "error", "-y", "-i", both, "-map", "0:a", "-c", "copy", audio])
+        _ = try await run(ffmpeg, ["-v", "error", "-y", "-i", both, "-map", "0:v", "-c", "copy", video])
+        let file = try AudioFile(path: both)
+        #expect(file.dataFormat.formatID == .vorbis)
+        #expect(file.warnings.contains { $0.message.contains("Theora") })
+        let ours = try await rendered(both).samples
+        let alone = try await rendered(audio).samples
+        #expect(ours.count == 88_200)
+        #expect(ours == alone)
+        #expect(throws: AudioFileStreamError.self) { try AudioFile(path: video) }
+        do { _ = try AudioFile(path: video) } catch {
+            #expect("\(error)".contains("Theora"))
+        }
+    }
+}

@@ -162,14 +162,14 @@ public enum AudioSniffer {
     }
 
     /// An Ogg stream: played when its first packet is Opus, Vorbis or FLAC (or when the first
-    /// page is not there yet to tell), else named. A first stream that is not audio (Skeleton)
-    /// is followed by the others: the Ogg parser decides.
+    /// page is not there yet to tell), refused by name for Speex. A first stream that is not
+    /// audio (Skeleton, Theora video) is followed by the others: the Ogg parser plays the first
+    /// audio stream among them, or names what it found when there is none.
     private static func ogg(_ head: HeadBytes, atEnd: Bool) -> Magic {
         guard head.count >= 27 else { return atEnd ? .found(.audio(.ogg)) : .needMore(27) }
         let first = 27 + Int(head.byte(26))
         guard head.count >= first + 8 else { return atEnd ? .found(.audio(.ogg)) : .needMore(first + 8) }
         if head.matches("Speex   ", at: first) { return .found(.unsupported("Ogg Speex")) }
-        if head.byte(first) == 0x80 && head.matches("theora", at: first + 1) { return .found(.unsupported("Ogg Theora")) }
         return .found(.audio(.ogg))
     }
 
