@@ -51,7 +51,10 @@ extension AudioFileType {
         case kAudioFileAIFCType: self = .aifc
         case kAudioFileAMRType: self = .amr
         case kAudioFileFLACType: self = .flac
-        default: return nil
+        default:
+            // Ogg and transport streams, by the codes this library gives them.
+            guard let own = [AudioFileType.ogg, .mpegTransportStream].first(where: { $0.typeID == typeID }) else { return nil }
+            self = own
         }
     }
 

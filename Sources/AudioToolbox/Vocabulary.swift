@@ -42,6 +42,8 @@ public typealias CFString = NSString
 public typealias CFDictionary = NSDictionary
 /// `CFData`.
 public typealias CFData = NSData
+/// `CFArray`, for the lists of Audio File Services' global info.
+public typealias CFArray = NSArray
 public typealias CFIndex = Int
 public typealias CFTimeInterval = Double
 public typealias CFTypeRef = AnyObject

@@ -179,3 +179,97 @@ final class CookieWatch {
         #expect(watch.format.mFormatID == kAudioFormatMPEG4AAC && watch.format.mSampleRate == 48_000)
     }
 }
+
+@Suite struct GlobalInfoTests {
+    /// A list of `UInt32`s, asked as Apple's callers ask: the size, then the values.
+    static func ids(_ id: AudioFilePropertyID, specifier: UInt32? = nil) -> (OSStatus, [UInt32]) {
+        var given = specifier ?? 0
+        let size = UInt32(specifier == nil ? 0 : 4)
+        var bytes: UInt32 = 0
+        let sized = withUnsafeMutablePointer(to: &given) { AudioFileGetGlobalInfoSize(id, size, specifier == nil ? nil : UnsafeMutableRawPointer($0), &bytes) }
+        guard sized == noErr else { return (sized, []) }
+        var values = [UInt32](repeating: 0, count: Int(bytes) / 4)
+        let status = withUnsafeMutablePointer(to: &given) { AudioFileGetGlobalInfo(id, size, specifier == nil ? nil : UnsafeMutableRawPointer($0), &bytes, &values) }
+        return (status, values)
+    }
+
+    /// Issue 52, class 6b: `AudioFileGetGlobalInfoSize` and `AudioFileGetGlobalInfo` answer
+    /// Apple's selectors: readable and writable types, a type's name, formats and descriptions,
+    /// extensions, MIME types and UTIs, and the types for an extension or a MIME type.
+    @Test func globalInfoAnswersApplesSelectors() throws {
+        let (readStatus, readable) = Self.ids(kAudioFileGlobalInfo_ReadableTypes)
+        #expect(readStatus == noErr)
+        for type in [kAudioFileMP3Type, kAudioFileWAVEType, kAudioFileAIFFType, kAudioFileCAFType, kAudioFileM4AType, kAudioFileAAC_ADTSType, kAudioFileFLACType] {
+            #expect(readable.contains(type), "type \(type) is readable")
+        }
+        let (_, writable) = Self.ids(kAudioFileGlobalInfo_WritableTypes)
+        #expect(Set(writable).isSuperset(of: [kAudioFileWAVEType, kAudioFileCAFType, kAudioFileM4AType, kAudioFileFLACType, kAudioFileAIFFType]))
+        #expect(!writable.contains(kAudioFileMP3Type))
+
+        // A type's name: a CFString the caller owns (taken as Swift code on a Mac takes it).
+        var type = kAudioFileWAVEType
+        var name: Unmanaged<CFString>?
+        var size = UInt32(MemoryLayout<Unmanaged<CFString>?>.size)
+        #expect(AudioFileGetGlobalInfo(kAudioFileGlobalInfo_FileTypeName, 4, &type, &size, &name) == noErr)
+        #expect(name.map { $0.takeRetainedValue() as String } == "WAVE")
+
+        // Lists of strings: every extension, a type's, its MIME types, every UTI.
+        func strings(_ id: AudioFilePropertyID, _ type: AudioFileTypeID?) -> [String]? {
+            var specifier = type ?? 0
+            var array: Unmanaged<CFArray>?
+            var size = UInt32(MemoryLayout<Unmanaged<CFArray>?>.size)
+            let status = withUnsafeMutablePointer(to: &specifier) { pointer in
+                AudioFileGetGlobalInfo(id, type == nil ? 0 : 4, type == nil ? nil : UnsafeMutableRawPointer(pointer), &size, &array)
+            }
+            guard status == noErr else { return nil }
+            return array?.takeRetainedValue() as? [String]
+        }
+        let extensions = strings(kAudioFileGlobalInfo_AllExtensions, nil) ?? []
+        #expect(Set(["mp3", "wav", "aiff", "caf", "m4a", "aac", "flac", "ogg"]).isSubset(of: Set(extensions)))
+        #expect(strings(kAudioFileGlobalInfo_ExtensionsForType, kAudioFileM4AType)?.first == "m4a")
+        #expect(strings(kAudioFileGlobalInfo_MIMETypesForType, kAudioFileMP3Type)?.contains("audio/mpeg") == true)
+        #expect(strings(kAudioFileGlobalInfo_AllUTIs, nil)?.contains("public.mp3") == true)
+
+        // The types for an extension and for a MIME type (a CFString specifier).
+        var ext = Unmanaged.passRetained("M4A" as CFString)
+        defer { ext.release() }
+        let stringSize = UInt32(MemoryLayout<Unmanaged<CFString>>.size)
+        var bytes: UInt32 = 0
+        #expect(AudioFileGetGlobalInfoSize(kAudioFileGlobalInfo_TypesForExtension, stringSize, &ext, &bytes) == noErr)
+        var types = [UInt32](repeating: 0, count: Int(bytes) / 4)
+        #expect(AudioFileGetGlobalInfo(kAudioFileGlobalInfo_TypesForExtension, stringSize, &ext, &bytes, &types) == noErr)
+        #expect(types == [kAudioFileM4AType])
+        var mime = Unmanaged.passRetained("audio/x-wav" as CFString)
+        defer { mime.release() }
+        var one: UInt32 = 0
+        bytes = 4
+        #expect(AudioFileGetGlobalInfo(kAudioFileGlobalInfo_TypesForMIMEType, stringSize, &mime, &bytes, &one) == noErr)
+        #expect(one == kAudioFileWAVEType)
+
+        // Formats a type holds, and the descriptions it is written with.
+        let (_, wavFormats) = Self.ids(kAudioFileGlobalInfo_AvailableFormatIDs, specifier: kAudioFileWAVEType)
+        #expect(wavFormats.contains(kAudioFormatLinearPCM) && wavFormats.contains(kAudioFormatULaw))
+        func descriptions(_ file: AudioFileTypeID, _ format: AudioFormatID) -> (OSStatus, [AudioStreamBasicDescription]) {
+            var pair = AudioFileTypeAndFormatID(mFileType: file, mFormatID: format)
+            var bytes: UInt32 = 0
+            let sized = AudioFileGetGlobalInfoSize(kAudioFileGlobalInfo_AvailableStreamDescriptionsForFormat, UInt32(MemoryLayout<AudioFileTypeAndFormatID>.size), &pair, &bytes)
+            guard sized == noErr else { return (sized, []) }
+            var list = [AudioStreamBasicDescription](repeating: AudioStreamBasicDescription(), count: Int(bytes) / MemoryLayout<AudioStreamBasicDescription>.size)
+            return (AudioFileGetGlobalInfo(kAudioFileGlobalInfo_AvailableStreamDescriptionsForFormat, UInt32(MemoryLayout<AudioFileTypeAndFormatID>.size), &pair, &bytes, &list), list)
+        }
+        let (wavStatus, wavPCM) = descriptions(kAudioFileWAVEType, kAudioFormatLinearPCM)
+        #expect(wavStatus == noErr)
+        #expect(wavPCM.contains { $0.mBitsPerChannel == 16 && $0.mFormatFlags & kAudioFormatFlagIsSignedInteger != 0 && $0.mFormatFlags & kAudioFormatFlagIsBigEndian == 0 })
+        #expect(!wavPCM.contains { $0.mFormatFlags & kAudioFormatFlagIsBigEndian != 0 }, "a WAV is little-endian")
+        let (aiffStatus, aiffPCM) = descriptions(kAudioFileAIFFType, kAudioFormatLinearPCM)
+        #expect(aiffStatus == noErr && !aiffPCM.isEmpty && aiffPCM.allSatisfy { $0.mFormatFlags & kAudioFormatFlagIsFloat == 0 })
+        #expect(descriptions(kAudioFileM4AType, kAudioFormatLinearPCM).0 == kAudioFileUnsupportedDataFormatError)
+        #expect(descriptions(kAudioFileMP3Type, kAudioFormatMPEGLayer3).0 == kAudioFileUnsupportedFileTypeError)
+
+        var nothing: UInt32 = 0
+        bytes = 4
+        #expect(AudioFileGetGlobalInfo(fourCC("zzzz"), 0, nil, &bytes, &nothing) == kAudioFileUnsupportedPropertyError)
+        type = fourCC("xxxx")
+        #expect(AudioFileGetGlobalInfo(kAudioFileGlobalInfo_FileTypeName, 4, &type, &size, &name) == kAudioFileUnsupportedFileTypeError)
+    }
+}

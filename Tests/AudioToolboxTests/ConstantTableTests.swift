@@ -91,6 +91,15 @@ func fourCC(_ code: String) -> UInt32 { code.utf8.reduce(0) { $0 << 8 | UInt32($
             (kAudioFormatMPEGLayer3, ".mp3"), (kAudioFormatAppleIMA4, "ima4"), (kAudioFormatULaw, "ulaw"), (kAudioFormatALaw, "alaw"),
             (kAudioFormatAppleLossless, "alac"), (kAudioFormatMPEG4AAC_HE, "aach"), (kAudioFormatMPEG4AAC_HE_V2, "aacp"),
             (kAudioFormatAMR, "samr"), (kAudioFormatFLAC, "flac"), (kAudioFormatOpus, "opus"),
+            (kAudioFileGlobalInfo_ReadableTypes, "afrf"), (kAudioFileGlobalInfo_WritableTypes, "afwf"),
+            (kAudioFileGlobalInfo_FileTypeName, "ftnm"), (kAudioFileGlobalInfo_AvailableStreamDescriptionsForFormat, "sdid"),
+            (kAudioFileGlobalInfo_AvailableFormatIDs, "fmid"), (kAudioFileGlobalInfo_AllExtensions, "alxt"),
+            (kAudioFileGlobalInfo_AllHFSTypeCodes, "ahfs"), (kAudioFileGlobalInfo_AllUTIs, "auti"),
+            (kAudioFileGlobalInfo_AllMIMETypes, "amim"), (kAudioFileGlobalInfo_ExtensionsForType, "fext"),
+            (kAudioFileGlobalInfo_HFSTypeCodesForType, "fhfs"), (kAudioFileGlobalInfo_UTIsForType, "futi"),
+            (kAudioFileGlobalInfo_MIMETypesForType, "fmim"), (kAudioFileGlobalInfo_TypesForMIMEType, "tmim"),
+            (kAudioFileGlobalInfo_TypesForUTI, "tuti"), (kAudioFileGlobalInfo_TypesForHFSTypeCode, "thfs"),
+            (kAudioFileGlobalInfo_TypesForExtension, "text"),
         ]
         for (constant, code) in table { #expect(constant == fourCC(code), "\(code)") }
         let numbered: [(UInt32, UInt32)] = [

@@ -39,9 +39,12 @@ package final class MP4Writer: ContainerWriter {
         var movieDuration: Int64?, trackDuration: Int64?, mediaDuration: Int64?, editDuration: Int64?, smpbText: Int64?
     }
 
+    /// The formats an M4A is written with.
+    package static let formats: [AudioFormatID] = [.aacLC, .appleLossless, .opus, .flac]
+
     package init(output: AudioFileOutput, stream: ContainerStream, fragmented: Bool) throws {
         let id = stream.format.formatID
-        guard [.aacLC, .appleLossless, .opus, .flac].contains(id) else {
+        guard Self.formats.contains(id) else {
             throw AudioFileWriterError(.unsupportedFormat, path: output.path, "an M4A holds AAC, Apple Lossless, Opus or FLAC, not \(id)")
         }
         guard output.canSeek || fragmented else {

@@ -45,41 +45,22 @@ public enum AudioSniffer {
     /// The kind a MIME type (a `Content-Type` value, parameters allowed) names, if any; case-insensitive.
     public static func kind(contentType: String) -> AudioContentKind? {
         let type = contentType.split(separator: ";").first.map { $0.trimmingSpaces().lowercased() } ?? ""
+        if let container = AudioFileType(contentType: type) { return .audio(container) }
         switch type {
         case "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl": return .hlsPlaylist
-        case "audio/mpeg", "audio/mp3", "audio/mpeg3", "audio/x-mpeg": return .audio(.mp3)
-        case "audio/aac", "audio/aacp", "audio/x-aac": return .audio(.adts)
-        case "audio/mp4", "audio/x-m4a", "audio/m4a", "video/mp4": return .audio(.mp4)
-        case "audio/x-caf": return .audio(.caf)
-        case "audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave": return .audio(.wave)
-        case "audio/aiff", "audio/x-aiff": return .audio(.aiff)
-        case "audio/amr", "audio/amr-wb": return .audio(.amr)
-        case "video/mp2t", "audio/mp2t": return .audio(.mpegTransportStream)
         case "audio/ac3", "audio/vnd.dolby.dd-raw": return .unsupported("AC-3")
         case "audio/eac3", "audio/vnd.dolby.dd-plus", "audio/ec3": return .unsupported("E-AC-3")
-        case "audio/ogg", "application/ogg", "audio/opus", "audio/vorbis", "audio/x-vorbis+ogg", "audio/x-opus+ogg": return .audio(.ogg)
-        case "audio/flac", "audio/x-flac": return .audio(.flac)
         default: return nil
         }
     }
 
     /// The kind a file name's extension names, if any; case-insensitive.
     public static func kind(pathExtension: String) -> AudioContentKind? {
+        if let container = AudioFileType(pathExtension: pathExtension) { return .audio(container) }
         switch pathExtension.lowercased() {
         case "m3u8", "m3u": return .hlsPlaylist
-        case "mp3", "mp2", "mp1", "mpga": return .audio(.mp3)
-        case "aac", "adts": return .audio(.adts)
-        case "m4a", "mp4", "m4b", "3gp", "3g2": return .audio(.mp4)
-        case "caf": return .audio(.caf)
-        case "wav", "wave": return .audio(.wave)
-        case "aif", "aiff": return .audio(.aiff)
-        case "aifc": return .audio(.aifc)
-        case "amr", "awb": return .audio(.amr)
-        case "ts": return .audio(.mpegTransportStream)
         case "ac3": return .unsupported("AC-3")
         case "ec3", "eac3": return .unsupported("E-AC-3")
-        case "ogg", "oga", "opus": return .audio(.ogg)
-        case "flac": return .audio(.flac)
         default: return nil
         }
     }
@@ -223,20 +204,6 @@ extension AudioFormatID {
             guard name.hasPrefix("mp4a.40.") else { return nil }
             self = .aacLC
         }
-    }
-}
-
-extension AudioFileType {
-    /// The container a MIME type names, if any (see ``AudioSniffer/kind(contentType:)``).
-    public init?(contentType: String) {
-        guard case .audio(let type) = AudioSniffer.kind(contentType: contentType) else { return nil }
-        self = type
-    }
-
-    /// The container a file extension names, if any (see ``AudioSniffer/kind(pathExtension:)``).
-    public init?(pathExtension: String) {
-        guard case .audio(let type) = AudioSniffer.kind(pathExtension: pathExtension) else { return nil }
-        self = type
     }
 }
 

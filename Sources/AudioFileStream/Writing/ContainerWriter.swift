@@ -69,6 +69,20 @@ extension AudioFileType {
 
     /// Whether this module writes the container.
     public var isWritable: Bool { Self.writable.contains(self) }
+
+    /// Whether a file of this type is written in `format`: the checks its writer makes (a FLAC or
+    /// Ogg writer also needs the stream's cookie, which only the encoder makes).
+    public func isWritten(in format: AudioStreamDescription) -> Bool {
+        switch self {
+        case .wave: return (try? RIFFWriter.checkWAV(format, path: "")) != nil
+        case .aiff, .aifc: return (try? RIFFWriter.aifcCompression(format, aifc: self == .aifc, path: "")) != nil
+        case .caf: return true
+        case .mp4: return MP4Writer.formats.contains(format.formatID)
+        case .flac: return format.formatID == .flac
+        case .ogg: return format.formatID == .opus
+        case .mp3, .adts, .amr, .mpegTransportStream: return false
+        }
+    }
 }
 
 /// The writer of `type`'s container, its header laid down in `output`: one place that knows which

@@ -229,10 +229,24 @@ enum AQ_CF_ENUM_ATTRIBUTES : UInt32 {
     kAudioFileGlobalInfo_AvailableStreamDescriptionsForFormat = AQ_FOUR_CC('s', 'd', 'i', 'd'),
     kAudioFileGlobalInfo_AvailableFormatIDs = AQ_FOUR_CC('f', 'm', 'i', 'd'),
     kAudioFileGlobalInfo_AllExtensions = AQ_FOUR_CC('a', 'l', 'x', 't'),
-    kAudioFileGlobalInfo_ExtensionsForType = AQ_FOUR_CC('f', 't', 'e', 'x'),
-    kAudioFileGlobalInfo_TypesForExtension = AQ_FOUR_CC('t', 'e', 'x', 't'),
+    kAudioFileGlobalInfo_AllHFSTypeCodes = AQ_FOUR_CC('a', 'h', 'f', 's'),
+    kAudioFileGlobalInfo_AllUTIs = AQ_FOUR_CC('a', 'u', 't', 'i'),
+    kAudioFileGlobalInfo_AllMIMETypes = AQ_FOUR_CC('a', 'm', 'i', 'm'),
+    kAudioFileGlobalInfo_ExtensionsForType = AQ_FOUR_CC('f', 'e', 'x', 't'),
+    kAudioFileGlobalInfo_HFSTypeCodesForType = AQ_FOUR_CC('f', 'h', 'f', 's'),
+    kAudioFileGlobalInfo_UTIsForType = AQ_FOUR_CC('f', 'u', 't', 'i'),
+    kAudioFileGlobalInfo_MIMETypesForType = AQ_FOUR_CC('f', 'm', 'i', 'm'),
     kAudioFileGlobalInfo_TypesForMIMEType = AQ_FOUR_CC('t', 'm', 'i', 'm'),
+    kAudioFileGlobalInfo_TypesForUTI = AQ_FOUR_CC('t', 'u', 't', 'i'),
+    kAudioFileGlobalInfo_TypesForHFSTypeCode = AQ_FOUR_CC('t', 'h', 'f', 's'),
+    kAudioFileGlobalInfo_TypesForExtension = AQ_FOUR_CC('t', 'e', 'x', 't'),
 };
+
+/// The specifier of kAudioFileGlobalInfo_AvailableStreamDescriptionsForFormat.
+typedef struct AudioFileTypeAndFormatID {
+    AudioFileTypeID mFileType;
+    UInt32 mFormatID;
+} AudioFileTypeAndFormatID;
 
 typedef struct AudioFilePacketTableInfo {
     SInt64 mNumberValidFrames;
