@@ -164,10 +164,21 @@ struct SharedDecodingTests {
         #expect(samples[start..<(start + 2048)].allSatisfy { $0 == 0 })
     }
 
-    @Test func missingCookieAndWrongFormatsAreRefused() {
+    /// Without a cookie, AAC decodes from what its description implies (as on a Mac); a
+    /// description that implies no AudioSpecificConfig (a rate with no frequency index, nine
+    /// channels) is refused, as are a bad cookie and a format the decoder does not take.
+    @Test func missingCookieAndWrongFormatsAreRefused() throws {
         let aac = AudioStreamDescription(sampleRate: 44100, formatID: .aacLC, bytesPerPacket: 0, framesPerPacket: 1024, bytesPerFrame: 0, channelsPerFrame: 2, bitsPerChannel: 0)
-        #expect(throws: AudioQueueError.self) { _ = try FAADDecoder(format: aac, magicCookie: nil) }
-        #expect(throws: AudioQueueError.self) { _ = try AVCodecAACDecoder(format: aac, magicCookie: nil) }
+        _ = try FAADDecoder(format: aac, magicCookie: nil)
+        _ = try AVCodecAACDecoder(format: aac, magicCookie: nil)
+        #expect(AACConfig.implied(by: aac) == [0x12, 0x10])
+        var odd = aac
+        odd.sampleRate = 44_000
+        #expect(throws: AudioQueueError.self) { _ = try FAADDecoder(format: odd, magicCookie: nil) }
+        #expect(throws: AudioQueueError.self) { _ = try AVCodecAACDecoder(format: odd, magicCookie: nil) }
+        var wide = aac
+        wide.channelsPerFrame = 9
+        #expect(throws: AudioQueueError.self) { _ = try AVCodecAACDecoder(format: wide, magicCookie: nil) }
         #expect(throws: AudioQueueError.self) { _ = try AVCodecAACDecoder(format: aac, magicCookie: [0xFF, 0xFF]) }
         #expect(throws: AudioQueueError.self) { _ = try MPG123Decoder(format: aac) }
     }
