@@ -14,7 +14,7 @@ struct AQInfo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "aqinfo", abstract: "Describe an audio file or URL: format, packets, gapless numbers, metadata; an HLS playlist's variants.")
 
-    @Argument(help: "An audio file (MP3, ADTS, MP4/M4A, CAF, WAV, AIFF, AMR or MPEG-TS), or an http(s) URL (a file, a radio stream, an HLS .m3u8 playlist).")
+    @Argument(help: "An audio file (MP3, ADTS, MP4/M4A, CAF, WAV, AIFF, AMR, FLAC, Ogg or MPEG-TS), a .cue sheet (its tracks listed), or an http(s) URL (a file, a radio stream, an HLS .m3u8 playlist).")
     var file: String
 
     @Flag(help: "Print one JSON object instead of text.")
@@ -39,12 +39,31 @@ struct AQInfo: AsyncParsableCommand {
             writeError("aqinfo: \(error)\n")
             throw ExitCode(1)
         }
+        // A cue sheet: the album's (first) file described, with the sheet's tracks.
+        var sheetTracks: [CueSheet.PlacedTrack]?
+        var audioPath = path
+        if AudioSniffer.pathExtension(of: path) == "cue" {
+            do {
+                let placed = try CueSheet(contentsOfFile: path).tracks(ofSheetAt: path)
+                sheetTracks = placed
+                audioPath = placed[0].path
+            } catch {
+                writeError("aqinfo: \(file): \(error)\n")
+                throw ExitCode(1)
+            }
+        }
         let audio: AudioFile
-        do { audio = try AudioFile(path: path) } catch let error as AudioFileStreamError {
-            writeError("aqinfo: \(file): \(error)\n")
+        do { audio = try AudioFile(path: audioPath) } catch let error as AudioFileStreamError {
+            writeError("aqinfo: \(audioPath): \(error)\n")
             throw ExitCode(1)
         }
         var info = Info(audio)
+        if let sheetTracks {
+            let files = Set(sheetTracks.map(\.path))
+            info.tracks = sheetTracks.map { Info.Track($0.track, file: files.count > 1 ? $0.path : nil) }
+        } else if let embedded = audio.cueTracks {
+            info.tracks = embedded.map { Info.Track($0, file: nil) }
+        }
         if loudness {
             AudioCodecs.registerAll()
             do { info.loudness = Info.Loudness(try LoudnessMeter.measuring(audio).reading) } catch {
@@ -91,6 +110,28 @@ struct Info: Encodable {
     var pictures: [Picture]
     var links: [Link]
     var loudness: Loudness?
+    /// A cue sheet's tracks (a `.cue` file, or one embedded in the file); absent without one.
+    var tracks: [Track]?
+
+    /// A track of a cue sheet, in the sample frames of its file.
+    struct Track: Encodable {
+        var number: Int
+        var title: String?
+        var performer: String?
+        var startFrame: Int64
+        var frames: Int64
+        /// The track's file, when the sheet names several.
+        var file: String?
+
+        init(_ track: CueTrack, file: String?) {
+            number = track.number
+            title = track.title
+            performer = track.performer
+            startFrame = track.startFrame
+            frames = track.frames
+            self.file = file
+        }
+    }
 
     /// EBU R128 numbers; −∞ (nothing above the gate, silence) is null.
     struct Loudness: Encodable {
@@ -161,16 +202,9 @@ struct Info: Encodable {
         dataOffset = audio.dataOffset
         // In the best reading's output frames (an MP4's tables already are; ADTS counts HE-AAC
         // packets at the core rate).
-        let total = audio.totalFrames * Int64(audio.indexFrameScale)
-        if let table = audio.packetTableInfo {
-            validFrames = table.validFrames
-            primingFrames = table.primingFrames
-            remainderFrames = table.remainderFrames
-        } else {
-            validFrames = total
-            primingFrames = 0
-            remainderFrames = 0
-        }
+        validFrames = audio.validFrames
+        primingFrames = audio.packetTableInfo?.primingFrames ?? 0
+        remainderFrames = audio.packetTableInfo?.remainderFrames ?? 0
         durationSeconds = Double(validFrames) / best.sampleRate
         bitRate = audio.bitRate
         formatList = audio.formatList.map { Format(format: Self.name($0), sampleRate: $0.sampleRate, channels: $0.channelsPerFrame, framesPerPacket: $0.framesPerPacket) }
@@ -232,6 +266,17 @@ struct Info: Encodable {
                          + (picture.description.isEmpty ? "" : " (\(picture.description))"))
         }
         if let loudness { lines += loudness.text }
+        if let tracks {
+            let rate = (audio.formatList.first ?? audio.dataFormat).sampleRate
+            lines.append("tracks: \(tracks.count)")
+            for track in tracks {
+                let start = Double(track.startFrame) / rate, length = Double(track.frames) / rate
+                lines.append(formatted("  %02d  from %d:%06.3f  %d:%06.3f  ", track.number, Int(start) / 60, start.truncatingRemainder(dividingBy: 60),
+                                       Int(length) / 60, length.truncatingRemainder(dividingBy: 60))
+                             + [track.title, track.performer].compactMap { $0 }.joined(separator: " — ")
+                             + (track.file.map { "  (\($0))" } ?? ""))
+            }
+        }
         for warning in audio.warnings { lines.append("warning: \(warning)") }
         return lines.joined(separator: "\n")
     }

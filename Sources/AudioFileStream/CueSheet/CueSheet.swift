@@ -201,3 +201,38 @@ extension CueSheet {
         return resolved
     }
 }
+
+extension CueSheet {
+    /// A FLAC `CUESHEET` metadata block's tracks (the lead-out left out), their indexes in
+    /// sample frames from the start of the stream; nil when the block is malformed.
+    ///
+    /// The block: a 128-byte catalog number, 8 bytes of lead-in, 259 bytes of flags, the track
+    /// count; each track 36 bytes (offset, number, ISRC, flags, its index count), then its
+    /// indexes of 12 bytes (offset from the track's, number).
+    init?(flacBlock body: [UInt8]) {
+        func u64(_ at: Int) -> Int64 { Int64(bitPattern: body[at..<(at + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }) }
+        guard body.count >= 396 else { return nil }
+        let count = Int(body[395])
+        var at = 396
+        var tracks: [Track] = []
+        for _ in 0..<count {
+            guard at + 36 <= body.count else { return nil }
+            let offset = u64(at), number = Int(body[at + 8]), indexes = Int(body[at + 35])
+            at += 36
+            var start: Int64?, pregap: Int64?
+            for _ in 0..<indexes {
+                guard at + 12 <= body.count else { return nil }
+                let point = u64(at), index = body[at + 8]
+                if index == 1 { start = offset + point } else if index == 0 { pregap = offset + point }
+                at += 12
+            }
+            // The lead-out (170 on a CD, 255 otherwise) has no index: the end of the audio.
+            guard number != 170, number != 255, let start else { continue }
+            guard start >= 0, tracks.last.map({ number > $0.number }) ?? true else { return nil }
+            tracks.append(Track(number: number, title: nil, performer: nil, file: nil, start: .sampleFrame(start),
+                                pregap: pregap.map { .sampleFrame($0) }))
+        }
+        guard !tracks.isEmpty else { return nil }
+        self.init(tracks: tracks)
+    }
+}

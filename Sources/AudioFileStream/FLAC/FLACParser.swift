@@ -116,10 +116,18 @@ final class FLACParser: ContainerParser, PacketLocating {
             }
         case .vorbisComment:
             if let fields = VorbisComment.fields(body) {
-                let pictures = metadata.pictures
+                let pictures = metadata.pictures, block = metadata.cueSheet
                 metadata = VorbisComment.metadata(fields)
                 metadata.pictures = pictures + metadata.pictures
+                // A CUESHEET block's exact sample offsets win over a CUESHEET comment.
+                if let block { metadata.cueSheet = block }
             }
+        case .cueSheet:
+            guard let sheet = CueSheet(flacBlock: body) else {
+                out.warn(AudioFileStreamError(.invalidData, .flac, offset, "the CUESHEET block (\(body.count) bytes) is invalid; ignored"))
+                return
+            }
+            metadata.cueSheet = sheet
         case .picture:
             if let picture = FLACPicture.parse(body) { metadata.pictures.append(picture) }
         default:

@@ -93,14 +93,18 @@ public struct AudioFileMetadata: Hashable, Sendable {
     public var tags: [String: String]
     /// Embedded pictures (a FLAC PICTURE block, an Ogg comment's `METADATA_BLOCK_PICTURE`).
     public var pictures: [AudioFilePicture]
-    public var isEmpty: Bool { title == nil && artist == nil && album == nil && tags.isEmpty && pictures.isEmpty }
+    /// An embedded cue sheet: a FLAC `CUESHEET` block, else a `CUESHEET` Vorbis comment (its
+    /// tracks' files are this file: ``CueSheet/Track/file`` is nil or ignored).
+    public var cueSheet: CueSheet?
+    public var isEmpty: Bool { title == nil && artist == nil && album == nil && tags.isEmpty && pictures.isEmpty && cueSheet == nil }
     public init(title: String? = nil, artist: String? = nil, album: String? = nil, tags: [String: String] = [:],
-                pictures: [AudioFilePicture] = []) {
+                pictures: [AudioFilePicture] = [], cueSheet: CueSheet? = nil) {
         self.title = title
         self.artist = artist
         self.album = album
         self.tags = tags
         self.pictures = pictures
+        self.cueSheet = cueSheet
     }
 }
 

@@ -71,6 +71,10 @@ enum VorbisComment {
             case "TITLE" where metadata.title == nil: metadata.title = value
             case "ARTIST" where metadata.artist == nil: metadata.artist = value
             case "ALBUM" where metadata.album == nil: metadata.album = value
+            case "CUESHEET" where metadata.cueSheet == nil:
+                // The sheet of the album this file holds (its FILE lines name this file).
+                metadata.cueSheet = try? CueSheet(text: value)
+                metadata.tags[name] = value
             default: metadata.tags[name] = metadata.tags[name].map { "\($0); \(value)" } ?? value
             }
         }
