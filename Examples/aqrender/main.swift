@@ -47,6 +47,9 @@ struct AQRender: ParsableCommand {
     @Option(name: .customLong("true-peak-ceiling"), parsing: .unconditional, help: "With --normalize: the highest true peak the output may reach, in dBTP (default -1).")
     var truePeakCeiling: Double = -1
 
+    @Option(help: "Render only this track of a cue sheet, exactly its samples: INPUT is a .cue file, or a file with a sheet embedded (a FLAC CUESHEET block, a CUESHEET comment).")
+    var track: Int?
+
     @Flag(help: "Say on stderr whether the render was split and why not.")
     var verbose = false
 
@@ -58,6 +61,7 @@ struct AQRender: ParsableCommand {
         if let quality, !(0...10).contains(quality) { throw ValidationError("--quality must be 0...10") }
         if let normalize, !(-70...0).contains(normalize) { throw ValidationError("--normalize takes a loudness of -70...0 LUFS") }
         if !(-70...6).contains(truePeakCeiling) { throw ValidationError("--true-peak-ceiling must be -70...6 dBTP") }
+        if track != nil && loops != 1 { throw ValidationError("--track renders one track once: leave out --loops") }
         if outputType == nil { throw ValidationError("\(output): the extension names no container written (.wav, .caf, .aif, .aiff, .aifc, .flac, .opus, .ogg, .m4a)") }
     }
 
@@ -81,14 +85,13 @@ struct AQRender: ParsableCommand {
     func run() throws {
         // Every codec this program links; libavcodec's AAC decoder ahead of libfaad2's unless libfaad2 is asked for.
         AudioCodecsGPL.registerAll(aac: aacDecoder == .libavcodec ? .libavcodec : .libfaad2)
-        let file: AudioFile
-        do { file = try AudioFile(path: input) } catch { fail("\(input): \(error)") }
+        let (file, range) = openInput()
         let transforms = loops != 1 || sampleRate != nil || channels != nil || (timePitchOptions.rate ?? 1) != 1 || timePitchOptions.pitch != nil
-            || !eq.isEmpty
-        let gain = normalize.map { normalizationGain(file, target: $0) } ?? 1
+            || !eq.isEmpty || range != nil
+        let gain = normalize.map { normalizationGain(file, range: range, target: $0) } ?? 1
         if encodes {
             if verbose { note("decoding on one thread; encoding on \(jobs) where the format's packets encode on their own") }
-            renderEncoding(file, gain: gain)
+            renderEncoding(file, range: range, gain: gain)
         } else if jobs > 1 && !transforms && outputIsFile && normalize == nil {
             renderConcurrently(file)
         } else {
@@ -96,9 +99,37 @@ struct AQRender: ParsableCommand {
                 note(jobs == 1 ? "one thread: --jobs 1" : transforms ? "one thread: a loop, rate, channel, play-rate change or equaliser joins chunks inexactly"
                     : normalize != nil ? "one thread: --normalize scales every frame as it is rendered" : "one thread: \(output) is not a file that can seek")
             }
-            renderSequentially(file, gain: gain)
+            renderSequentially(file, range: range, gain: gain)
         }
         for warning in file.warnings { note("warning: \(warning)") }
+    }
+
+    /// The audio file to render and, with `--track`, the track's frames in it: from a `.cue`
+    /// sheet (the track's FILE) or the sheet embedded in the input.
+    func openInput() -> (AudioFile, Range<Int64>?) {
+        let isSheet = AudioSniffer.pathExtension(of: input) == "cue"
+        guard let number = track else {
+            if isSheet { fail("\(input) is a cue sheet: render one of its tracks with --track N") }
+            do { return (try AudioFile(path: input), nil) } catch { fail("\(input): \(error)") }
+        }
+        do {
+            if isSheet {
+                let placed = try CueSheet(contentsOfFile: input).tracks(ofSheetAt: input)
+                guard let chosen = placed.first(where: { $0.track.number == number }) else {
+                    fail("\(input) has no track \(number) (its tracks: \(placed.map { String($0.track.number) }.joined(separator: ", ")))")
+                }
+                let start = chosen.track.startFrame
+                return (try AudioFile(path: chosen.path), start..<(start + chosen.track.frames))
+            }
+            let file = try AudioFile(path: input)
+            guard let tracks = file.cueTracks else { fail("\(input) has no cue sheet embedded (a FLAC CUESHEET block or a CUESHEET comment): give the .cue file") }
+            guard let chosen = tracks.first(where: { $0.number == number }) else {
+                fail("\(input) has no track \(number) (its tracks: \(tracks.map { String($0.number) }.joined(separator: ", ")))")
+            }
+            return (file, chosen.startFrame..<(chosen.startFrame + chosen.frames))
+        } catch {
+            fail("\(input): \(error)")
+        }
     }
 
     /// Whether the output is (or will be) a regular file, which a split render writes at positions.
@@ -111,9 +142,10 @@ struct AQRender: ParsableCommand {
     }
 
     /// The renderer for the options: loops, rate, channels, play rate and pitch.
-    func makeRenderer(_ file: AudioFile) -> AudioFileRenderer {
+    func makeRenderer(_ file: AudioFile, range: Range<Int64>?) -> AudioFileRenderer {
         do {
-            return try AudioFileRenderer(file: file, loops: loops, sampleRate: sampleRate.map(Double.init), channels: channels,
+            return try AudioFileRenderer(file: file, loops: loops, startFrame: range?.lowerBound ?? 0, endFrame: range?.upperBound,
+                                         sampleRate: sampleRate.map(Double.init), channels: channels,
                                          playRate: timePitchOptions.rate, timePitch: timePitchOptions.algorithm,
                                          pitch: timePitchOptions.pitch)
         } catch {
@@ -123,8 +155,8 @@ struct AQRender: ParsableCommand {
 
     /// The linear gain `--normalize` asks for: the rendered output (every option applied) measured
     /// in a first pass. A silent output is left as it is, and said.
-    func normalizationGain(_ file: AudioFile, target: Double) -> Float {
-        let renderer = makeRenderer(file)
+    func normalizationGain(_ file: AudioFile, range: Range<Int64>?, target: Double) -> Float {
+        let renderer = makeRenderer(file, range: range)
         let rendered = renderer.outputFormat
         let layout = file.channelLayout?.channelCount == rendered.channelsPerFrame ? file.channelLayout : nil
         var meter: LoudnessMeter
@@ -147,8 +179,8 @@ struct AQRender: ParsableCommand {
         return Float(normalization.linearGain)
     }
 
-    func renderSequentially(_ file: AudioFile, gain: Float) {
-        let renderer = makeRenderer(file)
+    func renderSequentially(_ file: AudioFile, range: Range<Int64>?, gain: Float) {
+        let renderer = makeRenderer(file, range: range)
         let writer = makeWriter(renderer.outputFormat, layout: file.channelLayout)
         let progress = isatty(2) != 0 ? Progress(total: renderer.expectedFrames) : nil
         let failure = pump(renderer, progress: progress, gain: gain) { try writer.write($0) }
@@ -163,8 +195,8 @@ struct AQRender: ParsableCommand {
     }
 
     /// Renders into a writer that encodes (CAF, AIFF, compressed WAV): the rendered frames are the file's valid frames.
-    func renderEncoding(_ file: AudioFile, gain: Float) {
-        let renderer = makeRenderer(file)
+    func renderEncoding(_ file: AudioFile, range: Range<Int64>?, gain: Float) {
+        let renderer = makeRenderer(file, range: range)
         let rendered = renderer.outputFormat
         let layout = file.channelLayout?.channelCount == rendered.channelsPerFrame ? file.channelLayout : nil
         let target = dataFormat(rate: rendered.sampleRate, channels: rendered.channelsPerFrame, sourceBits: sourceBits(file))
