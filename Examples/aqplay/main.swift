@@ -124,7 +124,13 @@ struct AQPlay: ParsableCommand {
             }
         }
         let items: [AudioPlayerItem]
-        do { items = try paths.map { try AudioPlayerItem.location($0, configuration: http) } } catch {
+        // A cue sheet's tracks are items of their own (the album gapless, seeks by track).
+        do {
+            items = try paths.flatMap { path -> [AudioPlayerItem] in
+                AudioSniffer.pathExtension(of: path) == "cue" && !path.contains("://")
+                    ? try AudioPlayerItem.tracks(ofCueSheet: path) : [try AudioPlayerItem.location(path, configuration: http)]
+            }
+        } catch {
             throw ValidationError("\(error)")
         }
         let algorithm = timePitchOptions.requested

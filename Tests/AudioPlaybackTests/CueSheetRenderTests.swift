@@ -5,6 +5,7 @@ import AudioPlayback
 import BufferQueue
 import CodecTestSupport
 import TestSupport
+import MPG123Decoder
 
 /// A FLAC album with a cue sheet (a `.cue` file, and the same sheet imported into the FLAC by
 /// `metaflac`): `aqinfo --json` lists the tracks; `aqrender SHEET OUT --track N` writes exactly
@@ -80,6 +81,58 @@ struct CueSheetRenderTests {
             let a = try await rendered(ours).samples, b = try await rendered(theirs).samples
             #expect(a.count == Int(end - start) * 2, "track \(number)")
             #expect(difference(a, b) == nil, "track \(number)")
+        }
+    }
+}
+
+/// The player takes a sheet's tracks as items (`AudioPlayerItem.tracks(ofCueSheet:)`): one after
+/// the other they are the album, bit for bit; a track of a codec with a decoder delay is its
+/// slice of the whole render.
+@Suite(.enabled(if: Where.tool("sox") != nil && Where.tool("flac") != nil && Where.tool("metaflac") != nil, "sox, flac or metaflac is missing"))
+struct CueSheetPlayerTests {
+    @Test(arguments: ["album.cue", "embedded.flac"])
+    func theTracksPlayAsTheAlbumGapless(_ input: String) async throws {
+        let folder = try await CueSheetRenderTests.album()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let album = try await rendered("\(folder)/album.flac").samples
+        let items = try AudioPlayerItem.tracks(ofCueSheet: "\(folder)/\(input)")
+        #expect(items.count == 3)
+        let collector = SinkCollector()
+        let player = AudioPlayer(items: items, makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) })
+        let frames = try await player.play()
+        #expect(frames == CueSheetRenderTests.total)
+        #expect(collector.recording == album)
+        #expect(items.map(\.name).allSatisfy { $0.contains("#") })
+    }
+
+    /// A start inside a track lands on the album's frame there: track 2 from 1 s in.
+    @Test func aStartInsideATrackIsTheAlbumFromThere() async throws {
+        let folder = try await CueSheetRenderTests.album()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let album = try await rendered("\(folder)/album.flac").samples
+        let items = try AudioPlayerItem.tracks(ofCueSheet: "\(folder)/album.cue")
+        let collector = SinkCollector()
+        let player = AudioPlayer(items: [items[1]], startSeconds: 1.0, makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) })
+        _ = try await player.play()
+        let from = Int(CueSheetRenderTests.starts[1]) + 44_100, to = Int(CueSheetRenderTests.starts[2])
+        #expect(collector.recording == Array(album[(from * 2)..<(to * 2)]))
+    }
+
+    /// A track of an MP3 (a codec with a decoder delay and a bit reservoir) is exactly its slice of
+    /// the whole file's gapless render: the range source starts decoding the pre-roll early.
+    @Test func aTrackOfAnMP3IsItsSliceOfTheWholeRender() async throws {
+        let path = Where.fixture("lame-vbr-v2-44k-stereo.mp3")
+        let whole = try await rendered(path).samples
+        let file = try AudioFile(path: path)
+        MPG123Decoder.register()
+        for range in [Int64(30_000)..<40_000, 1..<1153, 12_345..<Int64(whole.count / 2)] {
+            let item = AudioPlayerItem(name: "slice") { _ in try FrameRangePacketSource(base: FilePacketSource(file: file), range: range) }
+            let collector = SinkCollector()
+            let player = AudioPlayer(items: [item], makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) })
+            let frames = try await player.play()
+            #expect(frames == Int64(range.count))
+            let out = collector.recording
+            #expect(difference(out, Array(whole[Int(range.lowerBound * 2)..<Int(range.upperBound * 2)])) == nil, "\(range)")
         }
     }
 }

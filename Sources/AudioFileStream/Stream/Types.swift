@@ -66,6 +66,8 @@ public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConverti
         case containerFrameCount = "container frame count"
         /// Ogg granule positions (with Opus's pre-skip).
         case granulePosition = "granule position"
+        /// A stretch of a longer item (a cue sheet's track): its frames, and the item's around them.
+        case frameRange = "frame range"
     }
 
     public init(validFrames: Int64, primingFrames: Int, remainderFrames: Int, source: Source, note: String? = nil) {

@@ -193,3 +193,53 @@ public struct AudioPlayerItem: Sendable, Identifiable {
     }
 }
 
+
+extension AudioPlayerItem {
+    /// A cue sheet's track: its stretch of `path` (``FrameRangePacketSource``), named by its title
+    /// and performer. The file is opened and indexed when the item is first played.
+    public static func track(_ track: CueTrack, in path: String) -> AudioPlayerItem {
+        .track(track, in: path, file: Lock(nil))
+    }
+
+    /// A track whose file is opened once for every track made with `file`.
+    static func track(_ track: CueTrack, in path: String, file: Lock<AudioFile?>) -> AudioPlayerItem {
+        let name = track.title.map { "\(path) #\(track.number) \($0)" } ?? "\(path) #\(track.number)"
+        return AudioPlayerItem(name: name) { _ in
+            let opened = try file.withLock { cached -> AudioFile in
+                if let cached { return cached }
+                let made = try AudioFile(path: path)
+                cached = made
+                return made
+            }
+            var metadata = opened.metadata
+            metadata.title = track.title ?? metadata.title
+            metadata.artist = track.performer ?? metadata.artist
+            metadata.cueSheet = nil
+            return try FrameRangePacketSource(base: FilePacketSource(file: opened), range: track.startFrame..<(track.startFrame + track.frames),
+                                              metadata: metadata)
+        }
+    }
+
+    /// The tracks of a `.cue` sheet (each file it names opened once), or of the sheet embedded in
+    /// an audio file (a FLAC `CUESHEET` block, a `CUESHEET` comment), in order: played one after
+    /// the other they are the album, gapless.
+    /// - Throws: ``CueSheetError``, what opening a file throws, and ``AudioQueueError`` for an
+    ///   audio file with no sheet embedded.
+    public static func tracks(ofCueSheet path: String) throws -> [AudioPlayerItem] {
+        if AudioSniffer.pathExtension(of: path) == "cue" {
+            let placed = try CueSheet(contentsOfFile: path).tracks(ofSheetAt: path)
+            var files: [String: Lock<AudioFile?>] = [:]
+            return placed.map { entry in
+                let file = files[entry.path] ?? Lock(nil)
+                files[entry.path] = file
+                return .track(entry.track, in: entry.path, file: file)
+            }
+        }
+        let file = try AudioFile(path: path)
+        guard let tracks = file.cueTracks else {
+            throw AudioQueueError(.invalidParameter, "\(path) has no cue sheet embedded (a FLAC CUESHEET block or a CUESHEET comment)")
+        }
+        let shared = Lock<AudioFile?>(file)
+        return tracks.map { .track($0, in: path, file: shared) }
+    }
+}
