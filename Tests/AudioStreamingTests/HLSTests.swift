@@ -228,6 +228,30 @@ final class NginxServer: @unchecked Sendable {
         #expect(Self.same(Array(capture.samples[(1024 * 2)..<(1024 * 2 + rendered.count)]), rendered) == true)
     }
 
+    /// Issue 52, part 3: a playlist on disk plays as it does over HTTP, its relative segment,
+    /// init-section and key URIs read beside it: the segments' join, bit for bit (AES-128 too);
+    /// `aqinfo` describes it; a missing segment is an error naming it. (It was refused: "an HLS
+    /// playlist, not audio".)
+    @Test(arguments: ["ts", "fmp4", "mp3", "packed", "aes"])
+    func aPlaylistOnDiskPlaysAsOverHTTP(_ folder: String) async throws {
+        guard let root = try await Self.presentation() else { return }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let (capture, frames) = try await playStream([try AudioPlayerItem.location("\(root)/\(folder)/index.m3u8")])
+        let expected = try Self.localJoin(root, folder == "aes" ? "ts" : folder)
+        #expect(frames == (folder == "mp3" ? 44 * 1152 : 174 * 1024))
+        #expect(Self.sameAsJoin(capture.samples, expected, folder), "\(folder): \(capture.samples.count / 2) frames heard, \(expected.count / 2) rendered")
+        if folder == "fmp4" {
+            let aqinfo = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("aqinfo").path
+            let result = try await runTool(aqinfo, ["\(root)/\(folder)/index.m3u8"])
+            let text = String(decoding: result.output, as: UTF8.self)
+            #expect(result.status == 0 && text.contains("HLS media playlist") && text.contains("AAC"), "aqinfo: \(result.status) \(text)")
+            // A segment gone from the disk: the error names it.
+            try FileManager.default.removeItem(atPath: "\(root)/\(folder)/seg002.m4s")
+            let (_, outcome) = await playStreamToTheEnd([try AudioPlayerItem.location("\(root)/\(folder)/index.m3u8")])
+            #expect("\(outcome)".contains("seg002.m4s"), "\(outcome)")
+        }
+    }
+
     @Test(arguments: ["ts", "fmp4", "packed"])
     func seekingLandsWhereALocalSeekLands(_ folder: String) async throws {
         guard let root = try await Self.presentation() else { return }

@@ -71,10 +71,11 @@ public final class HLSAudioSource: PacketSource {
     private var resumeDue = false
 
     /// Starts loading `url` (a master or media playlist); returns at once.
-    /// - Throws: ``HTTPStreamError`` when it is not an http(s) URL.
+    /// A `file:` URL is a playlist on disk: it and what it names relative to it are read from there.
+    /// - Throws: ``HTTPStreamError`` when it is not an http(s) or file URL.
     public init(url: URL, configuration: HLSConfiguration = HLSConfiguration(), context: AudioSourceContext = AudioSourceContext()) throws {
-        guard url.scheme?.lowercased() == "http" || url.scheme?.lowercased() == "https" else {
-            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "not an http(s) URL")
+        guard ["http", "https", "file"].contains(url.scheme?.lowercased() ?? "") else {
+            throw HTTPStreamError(url: url.absoluteString, byteOffset: 0, message: "not an http(s) or file URL")
         }
         self.url = url
         self.context = context

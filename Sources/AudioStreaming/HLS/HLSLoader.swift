@@ -373,6 +373,10 @@ final class HLSLoader: Sendable {
     /// A whole (small) resource, retried within the configured attempts.
     /// Returns the bytes and the URL they came from (after redirects).
     func fetchWhole(_ url: URL, range: HLSByteRange?, what: String, limit: Int = 1 << 20) async throws -> (bytes: [UInt8], url: URL) {
+        // A playlist on disk names files beside it: read, not fetched (nothing to retry).
+        if url.isFileURL {
+            return (try await LocalResource.read(url, range: range.map { $0.offset..<($0.offset + $0.length) }, limit: limit, what: what), url)
+        }
         var attempt = 0
         while true {
             do {
@@ -432,7 +436,7 @@ final class HLSLoader: Sendable {
     /// dropped connection. Returns nil once delivered, or why it stayed unavailable after the retries.
     private func fetchSegment(_ segment: HLSMediaPlaylist.Segment, cacheable: Bool, generation: Int) async throws -> String? {
         var entry: AudioDiskCache.Entry?
-        if cacheable, let cache = configuration.http.cache { entry = try? await cache.entry(forKey: Self.cacheKey(segment.url, segment.byteRange)) }
+        if cacheable, !segment.url.isFileURL, let cache = configuration.http.cache { entry = try? await cache.entry(forKey: Self.cacheKey(segment.url, segment.byteRange)) }
         do {
             let outcome = try await fetchSegment(segment, entry: entry, generation: generation)
             await entry?.release()
@@ -484,6 +488,9 @@ final class HLSLoader: Sendable {
         }
         let start = segment.byteRange?.offset ?? 0
         let end = segment.byteRange.map { $0.offset + $0.length }
+        if segment.url.isFileURL {
+            return try await readLocalSegment(segment, from: start, to: end, decryptor: decryptor, generation: generation)
+        }
         var received: Int64 = 0
         var attempt = 0
         // What the cache holds of the segment from its start is delivered from the disk; the rest
@@ -581,6 +588,42 @@ final class HLSLoader: Sendable {
                 try await backOff(attempt)
             }
         }
+    }
+
+    /// A segment of a playlist on disk, read in pieces into the channel. Returns nil once
+    /// delivered, or why the file could not be read (a missing segment, as an HTTP 404 would be).
+    private func readLocalSegment(_ segment: HLSMediaPlaylist.Segment, from start: Int64, to end: Int64?, decryptor: SegmentDecryptor?,
+                                  generation: Int) async throws -> String? {
+        let what = "segment \(segment.sequence)"
+        let stop: Int64
+        if let end {
+            stop = end
+        } else {
+            do { stop = try await LocalResource.length(segment.url, what: what) } catch let error as HTTPStreamError { return error.message }
+        }
+        var at = start
+        while at < stop {
+            if Task.isCancelled { throw CancellationError() }
+            let piece: [UInt8]
+            do { piece = try await LocalResource.read(segment.url, range: at..<min(stop, at + (256 << 10)), what: what) } catch let error as HTTPStreamError {
+                if at == start { return error.message }
+                throw error
+            }
+            at += Int64(piece.count)
+            let plain: [UInt8]
+            do { plain = try decryptor.map { try $0.decrypt(piece) } ?? piece } catch let error as SegmentDecryptor.Failure {
+                throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: at, message: error.message)
+            }
+            if !plain.isEmpty { guard await channel.push(.bytes(plain), generation: generation) else { throw CancellationError() } }
+        }
+        if let decryptor {
+            let last: [UInt8]
+            do { last = try decryptor.finish() } catch let error as SegmentDecryptor.Failure {
+                throw HTTPStreamError(url: segment.url.absoluteString, byteOffset: at, message: error.message)
+            }
+            if !last.isEmpty { guard await channel.push(.bytes(last), generation: generation) else { throw CancellationError() } }
+        }
+        return nil
     }
 
     private func keyBytes(at url: URL) async throws -> [UInt8] {

@@ -9,7 +9,8 @@ import FoundationEssentials
 /// An `http(s)` URL whose name ends in `.m3u8` or `.m3u` is HLS; any other is fetched, and turns
 /// into HLS when the server says it is a playlist (its `Content-Type`, or a body that starts with
 /// `#EXTM3U`) — see ``AudioPlayerItem/url(_:configuration:)``. Anything without a scheme, or with
-/// `file:`, is a path.
+/// `file:`, is a path; a path named `.m3u8` or `.m3u` is an HLS playlist on disk, played as over
+/// HTTP with its relative URIs read beside it.
 public enum AudioLocation: Hashable, Sendable {
     case file(path: String)
     /// A resource over HTTP(S): a file, a radio stream, or a playlist the server names as one.
@@ -22,7 +23,7 @@ public enum AudioLocation: Hashable, Sendable {
     public init(_ text: String) throws {
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://"),
               text[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }) else {
-            self = .file(path: text)
+            self = Self.local(text)
             return
         }
         let scheme = text[..<colon].lowercased()
@@ -31,7 +32,7 @@ public enum AudioLocation: Hashable, Sendable {
         }
         switch scheme {
         case "file":
-            self = .file(path: url.path)
+            self = Self.local(url.path)
         case "http", "https":
             self = AudioSniffer.kind(pathExtension: AudioSniffer.pathExtension(of: url.path)) == .hlsPlaylist ? .hls(url) : .http(url)
         default:
@@ -39,7 +40,14 @@ public enum AudioLocation: Hashable, Sendable {
         }
     }
 
-    /// The http(s) URL `text` names.
+    /// A path: an HLS playlist on disk (named `.m3u8` or `.m3u`) is played as over HTTP, its
+    /// segments read from beside it; anything else is a file.
+    private static func local(_ path: String) -> AudioLocation {
+        guard AudioSniffer.kind(pathExtension: AudioSniffer.pathExtension(of: path)) == .hlsPlaylist else { return .file(path: path) }
+        return .hls(URL(fileURLWithPath: path).standardizedFileURL)
+    }
+
+    /// The http(s) URL `text` names (or the `file:` URL of a playlist on disk).
     /// - Throws: ``HTTPStreamError`` for anything else.
     public static func httpURL(_ text: String) throws -> URL {
         switch try AudioLocation(text) {
@@ -50,8 +58,10 @@ public enum AudioLocation: Hashable, Sendable {
 
     /// Whether the audio comes over the network.
     public var isRemote: Bool {
-        if case .file = self { return false }
-        return true
+        switch self {
+        case .file: return false
+        case .http(let url), .hls(let url): return !url.isFileURL
+        }
     }
 }
 
