@@ -56,7 +56,7 @@ struct AQPlay: ParsableCommand {
     var fade: Double = 10
     @Option(help: "The crossfade's curve: linear or equal-power.")
     var crossfadeCurve: AudioFadeCurve = .equalPower
-    @Option(help: "Apply each item's ReplayGain tags (Opus: R128 tags): off (the default), track, or album (the track's gain where there is no album gain). The tagged peak is kept at or under full scale.")
+    @Option(help: "Apply each item's ReplayGain tags (Opus: R128 tags): off (the default), track, album (the track's gain where there is no album gain), or auto (album among items of the same album, track otherwise). The tagged peak is kept at or under full scale.")
     var replaygain: ReplayGainSettings.Mode = .off
     @Option(parsing: .unconditional, help: "With --replaygain: dB added to every tagged gain.")
     var preamp: Double = 0

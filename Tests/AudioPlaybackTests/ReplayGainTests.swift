@@ -86,6 +86,44 @@ import TestSupport
         #expect(difference(off, plain) == nil)
     }
 
+    /// `auto`: the album's gain for an item played next to another of its album (same ALBUM and
+    /// album artist), the track's for one alone: [A1, A2, B] gives A1 and A2 their album gain and
+    /// B, of another album, its track gain.
+    @Test func autoUsesTheAlbumGainAmongTheAlbum() async throws {
+        let metaflac = "/usr/bin/metaflac"
+        guard FileManager.default.isExecutableFile(atPath: metaflac) else { print("metaflac is not installed: skipped"); return }
+        let directory = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var paths: [String] = []
+        for (name, album, hz) in [("a1", "First", 440), ("a2", "First", 550), ("b", "Second", 660)] {
+            let path = directory + "/\(name).flac"
+            let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=\(hz):duration=1", "-ac", "2",
+                                                             "-af", "volume=-12dB", "-c:a", "flac", path])
+            try #require(made.status == 0)
+            let tagged = try await runTool(metaflac, ["--set-tag=ALBUM=\(album)", "--set-tag=ALBUMARTIST=Band",
+                                                      "--set-tag=REPLAYGAIN_TRACK_GAIN=-6.00 dB", "--set-tag=REPLAYGAIN_TRACK_PEAK=0.25",
+                                                      "--set-tag=REPLAYGAIN_ALBUM_GAIN=-3.00 dB", "--set-tag=REPLAYGAIN_ALBUM_PEAK=0.25", path])
+            try #require(tagged.status == 0)
+            paths.append(path)
+        }
+        AudioCodecs.registerAll()
+        let plain = try paths.map { try render($0).samples }
+        let collector = SinkCollector()
+        let player = AudioPlayer(items: paths.map { .file($0) }, makeSink: { collector.make() }, replayGain: ReplayGainSettings(mode: .auto))
+        _ = try await player.play()
+        let heard = collector.captured.first ?? []
+        try #require(heard.count == plain.map(\.count).reduce(0, +))
+        func close(_ a: ArraySlice<Float>, _ b: [Float], _ decibels: Double) -> Bool {
+            let factor = Float(pow(10, decibels / 20))
+            return zip(a, b).allSatisfy { abs($0 - $1 * factor) <= 1e-6 }
+        }
+        var at = 0
+        for (index, decibels) in [-3.0, -3.0, -6.0].enumerated() {
+            #expect(close(heard[at..<(at + plain[index].count)], plain[index], decibels), "item \(index): \(decibels) dB expected")
+            at += plain[index].count
+        }
+    }
+
     @Test func tagTextIsReadAsTaggersWriteIt() throws {
         let upper = AudioFileMetadata(tags: ["REPLAYGAIN_TRACK_GAIN": "+2.10 dB", "REPLAYGAIN_TRACK_PEAK": " 0.891 "])
         #expect(ReplayGain(metadata: upper, format: .flac) == ReplayGain(trackGain: 2.1, trackPeak: 0.891))

@@ -99,6 +99,14 @@ public struct AudioFileMetadata: Hashable, Sendable {
     /// tracks' files are this file: ``CueSheet/Track/file`` is nil or ignored).
     public var cueSheet: CueSheet?
     public var isEmpty: Bool { title == nil && artist == nil && album == nil && tags.isEmpty && pictures.isEmpty && cueSheet == nil }
+
+    /// What tells an album apart, for ReplayGain's `auto` mode: the album's title with its album
+    /// artist where tagged (`ALBUMARTIST`, `ALBUM ARTIST`, ID3's `TPE2`); nil without an album.
+    public var albumKey: String? {
+        guard let album, !album.isEmpty else { return nil }
+        let artist = tags["ALBUMARTIST"] ?? tags["ALBUM ARTIST"] ?? tags["TPE2"] ?? tags["aART"]
+        return album + "\u{1F}" + (artist ?? "")
+    }
     public init(title: String? = nil, artist: String? = nil, album: String? = nil, tags: [String: String] = [:],
                 pictures: [AudioFilePicture] = [], cueSheet: CueSheet? = nil) {
         self.title = title

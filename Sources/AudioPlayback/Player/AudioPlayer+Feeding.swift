@@ -30,14 +30,17 @@ extension AudioPlayer {
         feed.nextStart = 0
         do {
             let source = try item.open(context(forItem: item.id))
+            let neighbours = replayGain?.mode == .auto ? albumNeighbours(of: feed.itemIndex) : []
             if let join = feed.join {
-                feed.feeder = crossfadeFeeder(source, item: item, seconds: seconds, join: join, fadingOut: fadingOut)
+                feed.feeder = crossfadeFeeder(source, item: item, seconds: seconds, join: join, fadingOut: fadingOut, neighbours: neighbours)
             } else {
                 let packets = PacketFeeder(source: source, startSeconds: seconds, registry: decoders)
                 // Every item sets its gain (the one before it stays in force otherwise); its tags'
                 // gain once the source knows them.
-                let (gain, settings) = (item.gain, replayGain)
-                packets.parametersAtStart = { source in AudioQueueParameters(gain: Self.gain(gain, settings, source)) }
+                let (gain, settings, ownKey) = (item.gain, replayGain, item.albumKey)
+                packets.parametersAtStart = { source in
+                    AudioQueueParameters(gain: Self.gain(gain, settings, source, amongItsAlbum: Self.amongItsAlbum(ownKey, source, neighbours)))
+                }
                 feed.feeder = packets
             }
             feed.feedingID = item.id
@@ -55,16 +58,29 @@ extension AudioPlayer {
     }
 
     /// An item's gain: its own times what its tags say for `settings` (at most 16).
-    static func gain(_ own: Float, _ settings: ReplayGainSettings?, _ source: any PacketSource) -> Float {
+    static func gain(_ own: Float, _ settings: ReplayGainSettings?, _ source: any PacketSource, amongItsAlbum: Bool = false) -> Float {
         guard let settings, settings.mode != .off else { return own }
         let tags = source.metadata.flatMap { ReplayGain(metadata: $0, format: source.format.formatID) }
-        return min(own * settings.linearGain(tags), 16)
+        return min(own * settings.linearGain(tags, amongItsAlbum: amongItsAlbum), 16)
+    }
+
+    /// The album keys of the items before and after `index` in the list, as far as they can be
+    /// read ahead (ReplayGain's `auto` mode). On `work`.
+    func albumNeighbours(of index: Int) -> [String] {
+        let around = shared.withLock { s in [index - 1, index + 1].filter { s.items.indices.contains($0) }.map { s.items[$0].albumKey } }
+        return around.compactMap { $0?() }
+    }
+
+    /// Whether an item is among its album: its key (read ahead, else its source's tags) is a neighbour's.
+    static func amongItsAlbum(_ own: (@Sendable () -> String?)?, _ source: any PacketSource, _ neighbours: [String]) -> Bool {
+        guard !neighbours.isEmpty, let key = own?() ?? source.metadata?.albumKey else { return false }
+        return neighbours.contains(key)
     }
 
     /// A crossfading item's feeder: decoded and converted to the output format (the first item's,
     /// or the fixed one); `fadingOut`: only its next D frames (the item heard, on a skip).
     func crossfadeFeeder(_ source: any PacketSource, item: AudioPlayerItem, seconds: Double, join: CrossfadeJoin,
-                                 fadingOut: Bool) -> CrossfadeItemFeeder {
+                                 fadingOut: Bool, neighbours: [String] = []) -> CrossfadeItemFeeder {
         var target: (rate: Double, channels: Int)?
         if let format = join.format {
             target = (format.sampleRate, format.channelsPerFrame)
@@ -73,7 +89,8 @@ extension AudioPlayer {
         }
         let index = feed.itemIndex, id = item.id
         let (decoders, resamplers, engines) = (self.decoders, self.resamplers, timePitchEngines)
-        return CrossfadeItemFeeder(source: source, join: join, gain: Self.gain(item.gain, replayGain, source), limit: fadingOut ? Int64(join.frames) : nil,
+        let gain = Self.gain(item.gain, replayGain, source, amongItsAlbum: Self.amongItsAlbum(item.albumKey, source, neighbours))
+        return CrossfadeItemFeeder(source: source, join: join, gain: gain, limit: fadingOut ? Int64(join.frames) : nil,
                                    hasNext: { [unowned self] in feed.itemIndex + 1 < shared.withLock { $0.items.count } || feed.loop + 1 < loops },
                                    shortened: { [unowned self] frames in
                                        emit(.crossfadeShortened(index: index, id: id, frames: frames, requested: join.frames))

@@ -172,6 +172,11 @@ public struct AudioPlayerItem: Sendable, Identifiable {
         return item
     }
 
+    /// The item's album (``AudioFileMetadata/albumKey``) read before it plays, for ReplayGain's
+    /// `auto` mode to see whether its neighbours are of the same album; nil when it cannot be
+    /// known ahead (a stream). Local files and cue tracks give it.
+    public var albumKey: (@Sendable () -> String?)?
+
     public init(name: String, open: @escaping @Sendable (_ context: AudioSourceContext) throws -> any PacketSource) {
         id = ID(value: Self.nextID.withLock { $0 += 1; return $0 })
         self.name = name
@@ -181,15 +186,17 @@ public struct AudioPlayerItem: Sendable, Identifiable {
     /// A local file; it is opened and indexed once, however often the item is played.
     public static func file(_ path: String) -> AudioPlayerItem {
         let cache = Lock<AudioFile?>(nil)
-        return AudioPlayerItem(name: path) { _ in
-            let file = try cache.withLock { cached -> AudioFile in
+        @Sendable func opened() throws -> AudioFile {
+            try cache.withLock { cached -> AudioFile in
                 if let cached { return cached }
-                let opened = try AudioFile(path: path)
-                cached = opened
-                return opened
+                let made = try AudioFile(path: path)
+                cached = made
+                return made
             }
-            return FilePacketSource(file: file)
         }
+        var item = AudioPlayerItem(name: path) { _ in FilePacketSource(file: try opened()) }
+        item.albumKey = { (try? opened())?.metadata.albumKey }
+        return item
     }
 }
 
@@ -204,13 +211,17 @@ extension AudioPlayerItem {
     /// A track whose file is opened once for every track made with `file`.
     static func track(_ track: CueTrack, in path: String, file: Lock<AudioFile?>) -> AudioPlayerItem {
         let name = track.title.map { "\(path) #\(track.number) \($0)" } ?? "\(path) #\(track.number)"
-        return AudioPlayerItem(name: name) { _ in
-            let opened = try file.withLock { cached -> AudioFile in
+        @Sendable func open() throws -> AudioFile {
+            try file.withLock { cached -> AudioFile in
                 if let cached { return cached }
                 let made = try AudioFile(path: path)
                 cached = made
                 return made
             }
+        }
+        // The tracks of one file are one album, tagged or not.
+        var item = AudioPlayerItem(name: name) { _ in
+            let opened = try open()
             var metadata = opened.metadata
             metadata.title = track.title ?? metadata.title
             metadata.artist = track.performer ?? metadata.artist
@@ -218,6 +229,8 @@ extension AudioPlayerItem {
             return try FrameRangePacketSource(base: FilePacketSource(file: opened), range: track.startFrame..<(track.startFrame + track.frames),
                                               metadata: metadata)
         }
+        item.albumKey = { (try? open())?.metadata.albumKey ?? "cue sheet of \(path)" }
+        return item
     }
 
     /// The tracks of a `.cue` sheet (each file it names opened once), or of the sheet embedded in

@@ -17,6 +17,9 @@ public struct ReplayGainSettings: Sendable, Hashable {
         case track
         /// The album's gain, the track's where the album has none.
         case album
+        /// The album's gain when the item plays among its album — the item before or after it in
+        /// the list has the same album tags (``AudioFileMetadata/albumKey``) — else the track's.
+        case auto
     }
     public var mode: Mode
     /// dB added to every tagged gain.
@@ -33,14 +36,17 @@ public struct ReplayGainSettings: Sendable, Hashable {
         self.preventClipping = preventClipping
     }
 
-    /// The linear gain for an item whose tags say `gains` (nil: it has none).
-    public func linearGain(_ gains: ReplayGain?) -> Float {
+    /// The linear gain for an item whose tags say `gains` (nil: it has none); `amongItsAlbum`
+    /// decides ``Mode/auto`` (an item played next to another of its album).
+    public func linearGain(_ gains: ReplayGain?, amongItsAlbum: Bool = false) -> Float {
         guard mode != .off else { return 1 }
+        let track = gains?.trackGain.map { ($0, gains?.trackPeak) }
         let chosen: (gain: Double, peak: Double?)?
         switch mode {
         case .off: chosen = nil
-        case .track: chosen = gains?.trackGain.map { ($0, gains?.trackPeak) }
-        case .album: chosen = gains?.albumGain.map { ($0, gains?.albumPeak) } ?? gains?.trackGain.map { ($0, gains?.trackPeak) }
+        case .track: chosen = track
+        case .album: chosen = gains?.albumGain.map { ($0, gains?.albumPeak) } ?? track
+        case .auto: chosen = amongItsAlbum ? gains?.albumGain.map { ($0, gains?.albumPeak) } ?? track : track
         }
         guard let chosen else { return fallback.map { Float(Self.linear($0)) } ?? 1 }
         var linear = Self.linear(chosen.gain + preamp)
