@@ -10,8 +10,7 @@ import Synchronization
 ///
 /// With `capturing: true` it keeps every frame it received, so tests can compare what was
 /// "played" against the queue's offline render.
-// @unchecked: device state is touched only on its own dispatch queue; what others read is atomic or locked.
-public final class NullSink: AudioSink, @unchecked Sendable {
+public final class NullSink: AudioSink, Sendable {
     /// How the sink pulls frames.
     public enum Pacing: Sendable, Hashable {
         /// On a clock at the stream's sample rate.
@@ -28,28 +27,42 @@ public final class NullSink: AudioSink, @unchecked Sendable {
     /// Whether received frames are kept.
     public let isCapturing: Bool
 
-    private let queue = DispatchQueue(label: "BufferQueue.NullSink")
+    private let queue: DispatchQueue
     private let captured = Lock<[Float]>([])
     private let latencyFramesNow = Atomic<Int>(0)
     private let pulledTotal = Atomic<Int>(0)
     private let waiterCount = Atomic<Int>(0)
     private let waiters = Lock<[Int: (frames: Int, continuation: CheckedContinuation<Bool, Never>)]>([:])
     private let nextWaiter = Atomic<Int>(0)
+    /// The simulated device, owned by `queue`.
+    private let device: QueueBound<Device>
 
-    // Touched only on `queue`.
-    private var source: AudioRenderSource?
-    private var format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
-    private var scratch: UnsafeMutablePointer<Float>?
-    private var scratchFrames = 0
-    private var active = false
-    private var timer: DispatchSourceTimer?
-    private var framesPulled = 0
-    private var deviceFrames = 0
-    /// Uptime nanoseconds at which heard frame 0 played.
-    private var originNanos: UInt64 = 0
-    private var heardWhenPaused = 0
-    /// Who waits in ``waitUntilStopped(timeout:)``, by id.
-    private var stopWaiters: [Int: CheckedContinuation<Bool, Never>] = [:]
+    /// What the simulated device holds between its pulls: only on the sink's queue.
+    private struct Device {
+        var source: AudioRenderSource?
+        var format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
+        var scratch: Scratch?
+        var active = false
+        var timer: DispatchSourceTimer?
+        var framesPulled = 0
+        var deviceFrames = 0
+        /// Uptime nanoseconds at which heard frame 0 played.
+        var originNanos: UInt64 = 0
+        var heardWhenPaused = 0
+        /// Who waits in ``waitUntilStopped(timeout:)``, by id.
+        var stopWaiters: [Int: CheckedContinuation<Bool, Never>] = [:]
+    }
+
+    /// The memory a pull renders into, freed with the device.
+    private final class Scratch {
+        let samples: UnsafeMutablePointer<Float>
+        let frames: Int
+        init(frames: Int, channels: Int) {
+            self.frames = frames
+            samples = .allocate(capacity: frames * channels)
+        }
+        deinit { samples.deallocate() }
+    }
 
     /// - Parameters:
     ///   - pacing: on a clock, or as fast as fed.
@@ -62,10 +75,9 @@ public final class NullSink: AudioSink, @unchecked Sendable {
         self.latency = max(latency, .zero)
         self.period = min(max(period, .milliseconds(1)), .milliseconds(100))
         isCapturing = capturing
-    }
-
-    deinit {
-        scratch?.deallocate()
+        let queue = DispatchQueue(label: "BufferQueue.NullSink")
+        self.queue = queue
+        device = QueueBound(Device(), on: queue)
     }
 
     /// Every sample received so far, interleaved (empty unless capturing).
@@ -108,10 +120,10 @@ public final class NullSink: AudioSink, @unchecked Sendable {
         let nanoseconds = Int(min(max(timeout.seconds, 0), 86_400) * 1e9)
         return await withCheckedContinuation { continuation in
             queue.async { [self] in
-                guard active else { return continuation.resume(returning: true) }
-                stopWaiters[id] = continuation
+                guard device.value.active else { return continuation.resume(returning: true) }
+                device.value.stopWaiters[id] = continuation
                 queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [self] in
-                    stopWaiters.removeValue(forKey: id)?.resume(returning: false)
+                    device.value.stopWaiters.removeValue(forKey: id)?.resume(returning: false)
                 }
             }
         }
@@ -143,30 +155,28 @@ public final class NullSink: AudioSink, @unchecked Sendable {
             throw AudioQueueError(.invalidPropertyValue, "the null sink takes interleaved float32, not \(format)")
         }
         queue.sync {
-            self.format = format
-            self.source = source
-            scratchFrames = max(Int(format.sampleRate * period.seconds) * 2, 1024)
-            scratch?.deallocate()
-            scratch = .allocate(capacity: scratchFrames * format.channelsPerFrame)
-            deviceFrames = Int((latency.seconds * format.sampleRate).rounded())
-            framesPulled = 0
-            heardWhenPaused = 0
+            device.value.format = format
+            device.value.source = source
+            device.value.scratch = Scratch(frames: max(Int(format.sampleRate * period.seconds) * 2, 1024), channels: format.channelsPerFrame)
+            device.value.deviceFrames = Int((latency.seconds * format.sampleRate).rounded())
+            device.value.framesPulled = 0
+            device.value.heardWhenPaused = 0
             latencyFramesNow.store(0, ordering: .relaxed)
         }
     }
 
     public func start() throws {
         queue.sync {
-            guard !active, source != nil else { return }
-            active = true
+            guard !device.value.active, device.value.source != nil else { return }
+            device.value.active = true
             let now = DispatchTime.now().uptimeNanoseconds
-            originNanos = now &- UInt64(Double(heardWhenPaused) / format.sampleRate * 1e9)
+            device.value.originNanos = now &- UInt64(Double(device.value.heardWhenPaused) / device.value.format.sampleRate * 1e9)
             switch pacing {
             case .realTime:
                 let timer = DispatchSource.makeTimerSource(flags: .strict, queue: queue)
                 timer.schedule(deadline: .now(), repeating: .nanoseconds(Int(period.seconds * 1e9)), leeway: .microseconds(200))
                 timer.setEventHandler { [weak self] in self?.tick() }
-                self.timer = timer
+                device.value.timer = timer
                 timer.activate()
             case .unpaced:
                 pullAvailable()
@@ -176,15 +186,16 @@ public final class NullSink: AudioSink, @unchecked Sendable {
 
     public func pause() {
         queue.sync {
-            guard active else { return }
-            active = false
-            for waiter in stopWaiters.values { waiter.resume(returning: true) }
-            stopWaiters.removeAll()
-            timer?.cancel()
-            timer = nil
-            heardWhenPaused = max(framesPulled - deviceFrames, heardWhenPaused)
+            guard device.value.active else { return }
+            device.value.active = false
+            for waiter in device.value.stopWaiters.values { waiter.resume(returning: true) }
+            device.value.stopWaiters.removeAll()
+            device.value.timer?.cancel()
+            device.value.timer = nil
+            let d = device.value
+            device.value.heardWhenPaused = max(d.framesPulled - d.deviceFrames, d.heardWhenPaused)
             if pacing == .realTime {
-                heardWhenPaused = min(heardFrames(at: DispatchTime.now().uptimeNanoseconds), framesPulled)
+                device.value.heardWhenPaused = min(heardFrames(at: DispatchTime.now().uptimeNanoseconds), d.framesPulled)
             }
         }
     }
@@ -192,16 +203,18 @@ public final class NullSink: AudioSink, @unchecked Sendable {
     public func flush() {
         queue.sync {
             // The device buffer is gone: what was pulled counts as heard, and the next pull refills.
-            heardWhenPaused = framesPulled
-            originNanos = DispatchTime.now().uptimeNanoseconds &- UInt64(Double(framesPulled) / format.sampleRate * 1e9)
+            let pulled = device.value.framesPulled
+            device.value.heardWhenPaused = pulled
+            device.value.originNanos = DispatchTime.now().uptimeNanoseconds &- UInt64(Double(pulled) / device.value.format.sampleRate * 1e9)
             latencyFramesNow.store(0, ordering: .relaxed)
         }
     }
 
     public func drain(_ completion: @escaping @Sendable () -> Void) {
         queue.async { [self] in
-            guard pacing == .realTime, active else { completion(); return }
-            let doneAt = originNanos &+ UInt64(Double(framesPulled) / format.sampleRate * 1e9)
+            let d = device.value
+            guard pacing == .realTime, d.active else { completion(); return }
+            let doneAt = d.originNanos &+ UInt64(Double(d.framesPulled) / d.format.sampleRate * 1e9)
             queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: doneAt)) { completion() }
         }
     }
@@ -209,9 +222,9 @@ public final class NullSink: AudioSink, @unchecked Sendable {
     public func close() {
         pause()
         queue.sync {
-            source = nil
-            framesPulled = 0
-            heardWhenPaused = 0
+            device.value.source = nil
+            device.value.framesPulled = 0
+            device.value.heardWhenPaused = 0
             latencyFramesNow.store(0, ordering: .relaxed)
         }
     }
@@ -223,38 +236,42 @@ public final class NullSink: AudioSink, @unchecked Sendable {
         queue.async { [weak self] in self?.pullAvailable() }
     }
 
+    /// Frames heard by `nanos` (on the queue).
     private func heardFrames(at nanos: UInt64) -> Int {
-        Int(Double(nanos &- originNanos) / 1e9 * format.sampleRate)
+        let d = device.value
+        return Int(Double(nanos &- d.originNanos) / 1e9 * d.format.sampleRate)
     }
 
+    /// A real-time pull: what the clock says the device has played since the last (on the queue).
     private func tick() {
-        guard active, let source, let scratch else { return }
+        guard device.value.active, let source = device.value.source, let scratch = device.value.scratch else { return }
         let heard = heardFrames(at: DispatchTime.now().uptimeNanoseconds)
-        var wanted = heard + deviceFrames - framesPulled
+        var wanted = heard + device.value.deviceFrames - device.value.framesPulled
         while wanted > 0 {
-            let frames = min(wanted, scratchFrames)
-            _ = source.render(into: scratch, frames: frames, fillSilence: true)
-            keep(scratch, frames: frames)
-            framesPulled += frames
+            let frames = min(wanted, scratch.frames)
+            _ = source.render(into: scratch.samples, frames: frames, fillSilence: true)
+            keep(scratch.samples, frames: frames)
+            device.value.framesPulled += frames
             wanted -= frames
         }
-        latencyFramesNow.store(max(min(framesPulled - heard, deviceFrames), 0), ordering: .relaxed)
+        latencyFramesNow.store(max(min(device.value.framesPulled - heard, device.value.deviceFrames), 0), ordering: .relaxed)
     }
 
+    /// An unpaced pull: everything the queue has (on the queue).
     private func pullAvailable() {
-        guard active, let source, let scratch else { return }
-        while active {
-            let frames = source.render(into: scratch, frames: scratchFrames, fillSilence: false)
+        guard device.value.active, let source = device.value.source, let scratch = device.value.scratch else { return }
+        while device.value.active {
+            let frames = source.render(into: scratch.samples, frames: scratch.frames, fillSilence: false)
             if frames == 0 { break }
-            keep(scratch, frames: frames)
-            framesPulled += frames
+            keep(scratch.samples, frames: frames)
+            device.value.framesPulled += frames
         }
-        latencyFramesNow.store(deviceFrames, ordering: .relaxed)
+        latencyFramesNow.store(device.value.deviceFrames, ordering: .relaxed)
     }
 
     private func keep(_ samples: UnsafeMutablePointer<Float>, frames: Int) {
         if isCapturing {
-            let buffer = UnsafeBufferPointer(start: samples, count: frames * format.channelsPerFrame)
+            let buffer = UnsafeBufferPointer(start: samples, count: frames * device.value.format.channelsPerFrame)
             captured.withLock { $0.append(contentsOf: buffer) }
         }
         pulledTotal.add(frames, ordering: .sequentiallyConsistent)
