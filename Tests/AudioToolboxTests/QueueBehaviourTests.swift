@@ -270,8 +270,8 @@ func fill(_ buffer: AudioQueueBufferRef, frames: Int) {
 
 @Suite struct UndecodableQueueTests {
     /// A queue whose decoder cannot be made (an AAC cookie of one byte) says so when its frames
-    /// are asked for: the offline render fails with `kAudioQueueErr_CodecNotFound`, never a render
-    /// of nothing reported as success (it returned noErr and 0 bytes).
+    /// are asked for: prime and the offline render fail with `kAudioQueueErr_CodecNotFound`, never
+    /// a render of nothing reported as success (it returned noErr and 0 bytes).
     @Test func aQueueThatCannotDecodeSaysSo() throws {
         var format = AudioStreamBasicDescription(mSampleRate: 44_100, mFormatID: kAudioFormatMPEG4AAC, mFormatFlags: 0, mBytesPerPacket: 0,
                                                  mFramesPerPacket: 1024, mBytesPerFrame: 0, mChannelsPerFrame: 2, mBitsPerChannel: 0, mReserved: 0)
@@ -293,6 +293,8 @@ func fill(_ buffer: AudioQueueBufferRef, frames: Int) {
         packet.pointee.mAudioDataByteSize = 200
         var description = AudioStreamPacketDescription(mStartOffset: 0, mVariableFramesInPacket: 0, mDataByteSize: 200)
         #expect(AudioQueueEnqueueBuffer(aq, packet, 1, &description) == noErr)
+        var prepared: UInt32 = 0
+        #expect(AudioQueuePrime(aq, 0, &prepared) == kAudioQueueErr_CodecNotFound)
         #expect(AudioQueueStart(aq, nil) == noErr)
         var capture: AudioQueueBufferRef?
         try #require(AudioQueueAllocateBuffer(aq, 4096 * 8, &capture) == noErr)
