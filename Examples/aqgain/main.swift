@@ -22,6 +22,12 @@ struct AQGain: ParsableCommand {
     var album = false
     @Flag(name: .customLong("dry-run"), help: "Measure and print; write nothing.")
     var dryRun = false
+    @Option(parsing: .unconditional, help: "The gain in dB written for a silent file (nothing above -70 LUFS: no loudness to measure), with a peak of 0; without it a silent file gets no gain.")
+    var fallback: Double?
+
+    func validate() throws {
+        if let fallback, !(-60...60).contains(fallback) { throw ValidationError("--fallback takes -60...60 dB") }
+    }
 
     struct Measured {
         let path: String
@@ -50,18 +56,24 @@ struct AQGain: ParsableCommand {
         var albumGain: Double?, albumPeak = 0.0
         if album && !measured.isEmpty {
             let integrated = LoudnessMeter.integrated(of: measured.map(\.meter))
-            albumGain = integrated.isFinite ? ReplayGain.referenceLoudness - integrated : nil
+            albumGain = integrated.isFinite ? ReplayGain.referenceLoudness - integrated : fallback
             albumPeak = measured.map(\.peak).max() ?? 0
         }
         for item in measured {
             let reading = item.reading
-            guard let gain = item.gain else {
-                writeOutput("\(item.path): silent (nothing above -70 LUFS): no gain written" + "\n")
+            let gain: Double
+            if let measured = item.gain {
+                gain = measured
+                // Each file's line as it is done, before its tags are written.
+                writeOutput("\(item.path): " + formatted("%.2f LUFS, true peak %.2f dBTP, range %.2f LU; track gain %+.2f dB, peak %.6f\n",
+                                                           reading.integrated, reading.truePeak, reading.range, gain, item.peak))
+            } else if let fallback {
+                gain = fallback
+                writeOutput("\(item.path): " + formatted("silent (nothing above -70 LUFS): the fallback gain %+.2f dB, peak %.6f\n", gain, item.peak))
+            } else {
+                writeOutput("\(item.path): silent (nothing above -70 LUFS): no gain written (--fallback DB writes one)" + "\n")
                 continue
             }
-            // Each file's line as it is done, before its tags are written.
-            writeOutput("\(item.path): " + formatted("%.2f LUFS, true peak %.2f dBTP, range %.2f LU; track gain %+.2f dB, peak %.6f\n",
-                                                       reading.integrated, reading.truePeak, reading.range, gain, item.peak))
             guard !dryRun else { continue }
             do {
                 try AudioFileTagWriter.update(path: item.path, setting: tags(item, gain: gain, albumGain: albumGain, albumPeak: albumPeak))

@@ -256,6 +256,26 @@ struct TagWritingTests {
         #expect(throws: AudioFileWriterError.self) { try AudioFileTagWriter.update(path: directory + "/missing.flac", setting: []) }
     }
 
+    /// A silent file has no loudness: aqgain says so and writes no gain, unless `--fallback DB`
+    /// gives one (with a peak of 0).
+    @Test func aSilentFileGetsAGainOnlyWithAFallback() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.aqgain), "aqgain is built with the tests")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("aq-silent-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/silence.flac"
+        let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "anullsrc=r=44100:cl=stereo", "-t", "2", "-c:a", "flac", path])
+        try #require(made.status == 0)
+        let plain = try await runTool(Self.aqgain, [path])
+        #expect(plain.status == 0)
+        #expect(String(decoding: plain.output, as: UTF8.self).contains("silent"))
+        #expect(try await Self.tag("REPLAYGAIN_TRACK_GAIN", path).isEmpty)
+        let given = try await runTool(Self.aqgain, ["--fallback", "-3", path])
+        #expect(given.status == 0, "\(String(decoding: given.errorOutput, as: UTF8.self))")
+        #expect(try await Self.tag("REPLAYGAIN_TRACK_GAIN", path) == ["REPLAYGAIN_TRACK_GAIN=-3.00 dB"])
+        #expect(try await Self.tag("REPLAYGAIN_TRACK_PEAK", path) == ["REPLAYGAIN_TRACK_PEAK=0.000000"])
+    }
+
     @Test func aqgainWritesWhatLoudgainMeasures() async throws {
         guard FileManager.default.isExecutableFile(atPath: LoudnessScanTests.loudgain), FileManager.default.isExecutableFile(atPath: Self.metaflac) else {
             print("loudgain or metaflac is not installed (make test installs them): skipped"); return
