@@ -183,10 +183,9 @@ public struct AudioPlayerItem: Sendable, Identifiable {
         self.open = open
     }
 
-    /// A local file; it is opened and indexed once, however often the item is played.
-    public static func file(_ path: String) -> AudioPlayerItem {
-        let cache = Lock<AudioFile?>(nil)
-        @Sendable func opened() throws -> AudioFile {
+    /// Opens `path` once (kept in `cache`, which several items may share), however often it is asked.
+    static func opener(_ path: String, _ cache: Lock<AudioFile?>) -> @Sendable () throws -> AudioFile {
+        {
             try cache.withLock { cached -> AudioFile in
                 if let cached { return cached }
                 let made = try AudioFile(path: path)
@@ -194,6 +193,11 @@ public struct AudioPlayerItem: Sendable, Identifiable {
                 return made
             }
         }
+    }
+
+    /// A local file; it is opened and indexed once, however often the item is played.
+    public static func file(_ path: String) -> AudioPlayerItem {
+        let opened = opener(path, Lock(nil))
         var item = AudioPlayerItem(name: path) { _ in FilePacketSource(file: try opened()) }
         item.albumKey = { (try? opened())?.metadata.albumKey }
         return item
@@ -211,14 +215,7 @@ extension AudioPlayerItem {
     /// A track whose file is opened once for every track made with `file`.
     static func track(_ track: CueTrack, in path: String, file: Lock<AudioFile?>) -> AudioPlayerItem {
         let name = track.title.map { "\(path) #\(track.number) \($0)" } ?? "\(path) #\(track.number)"
-        @Sendable func open() throws -> AudioFile {
-            try file.withLock { cached -> AudioFile in
-                if let cached { return cached }
-                let made = try AudioFile(path: path)
-                cached = made
-                return made
-            }
-        }
+        let open = opener(path, file)
         // The tracks of one file are one album, tagged or not.
         var item = AudioPlayerItem(name: name) { _ in
             let opened = try open()
