@@ -83,13 +83,17 @@ final class EventDelivery: Sendable {
     /// Runs everything in line, in order (on the delivery queue).
     private func drain() {
         while true {
-            var items = line.withLock { line -> [Outgoing] in
+            // Nothing in line leaves both arrays where they are: swapping an empty line out would
+            // drop one of the two reserved arrays, and a later `post` from a rendering thread
+            // would then allocate.
+            let taken = line.withLock { line -> [Outgoing]? in
+                guard !line.items.isEmpty else { return nil }
                 let items = line.items
                 line.items = line.spare
                 line.spare = []
                 return items
             }
-            if items.isEmpty { return }
+            guard var items = taken else { return }
             for index in items.indices {
                 guard !closed.load(ordering: .acquiring) else {
                     Self.releaseBuffers(in: items[index...])
@@ -130,6 +134,12 @@ final class EventDelivery: Sendable {
         // What is still in line only has its buffers handed back.
         if !isCurrent { queue.sync { drain() } }
         streams.finishAll()
+    }
+
+    /// The capacities of the line and of its spare array (for tests: neither may drop to zero,
+    /// or putting items in line allocates).
+    var reservedCapacities: (line: Int, spare: Int) {
+        line.withLock { ($0.items.capacity, $0.spare.capacity) }
     }
 
     /// Waits until everything delivered so far has been handled (for tests and orderly shutdown).
