@@ -7,7 +7,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev librubberband-dev libopencore-amrnb-dev libopencore-amrwb-dev libasound2-dev \
                 libopus-dev libvorbis-dev libflac-dev libavcodec-dev \
                 pulseaudio pulseaudio-utils libasound2-plugins \
-                lame ffmpeg sox mpg123 faad flac opus-tools vorbis-tools time icecast2 nginx-light loudgain
+                lame ffmpeg sox mpg123 faad flac opus-tools vorbis-tools time icecast2 nginx-light loudgain mkvtoolnix
 # What the benchmarks compare against besides: Rubber Band's own command, and a speech synthesiser.
 BENCH_PACKAGES := rubberband-cli espeak-ng valgrind loudgain
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

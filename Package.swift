@@ -420,7 +420,7 @@ if ProcessInfo.processInfo.environment["AQ_FUZZ"] != nil {
                                                                        "OpusDecoder", "VorbisDecoder", "FLACDecoder"],
                                    path: "Fuzz/Support"))
     for name in ["mp3", "adts", "mp4", "caf", "riff", "amr", "decode-mp3", "decode-aac", "decode-apple", "icy", "ts", "hls-playlist",
-                 "ogg", "flac", "decode-xiph"] {
+                 "ogg", "flac", "decode-xiph", "matroska"] {
         package.targets.append(.executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzSupport", "AudioFileStream", "AudioStreaming"],
                                                  path: "Fuzz/Targets/fuzz-\(name)"))
         package.products.append(.executable(name: "fuzz-\(name)", targets: ["fuzz-\(name)"]))

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"mp3 adts mp4 caf riff amr decode-mp3 decode-aac decode-apple icy ts hls-playlist ogg flac decode-xiph"}
+targets=${FUZZ_TARGETS:-"mp3 adts mp4 caf riff amr decode-mp3 decode-aac decode-apple icy ts hls-playlist ogg flac decode-xiph matroska"}
 mkdir -p .fuzz Fuzz/crashes
 summary=.fuzz/summary.tsv
 printf 'target\truns\tseconds\truns/s\tcoverage (edges)\tfeatures\tcorpus\tresult\n' > "$summary"
@@ -39,6 +39,15 @@ for t in $targets; do
         head -c 8192 .fuzz/demo-melody.ts > .fuzz/demo-melody-head.ts
         seed "$t" .fuzz/demo-melody-head.ts ;;
     hls-playlist) seed "$t" Fuzz/Seeds/hls/*.m3u8 ;;
+    matroska)
+        # Two seconds of the demo melody as WebM Opus (ffmpeg's, and a live one of unknown sizes)
+        # and as Matroska FLAC, AAC and PCM.
+        ffmpeg -v error -y -t 2 -i Fixtures/demo-melody.m4a -c:a libopus .fuzz/demo-melody.webm
+        ffmpeg -v error -y -t 2 -i Fixtures/demo-melody.m4a -c:a libopus -live 1 -f webm .fuzz/demo-melody-live.webm
+        for spec in "flac:-c:a flac" "aac:-c:a copy" "pcm:-c:a pcm_s16le"; do
+          ffmpeg -v error -y -t 2 -i Fixtures/demo-melody.m4a ${spec#*:} ".fuzz/demo-melody-${spec%%:*}.mka"
+        done
+        seed "$t" .fuzz/demo-melody.webm .fuzz/demo-melody-live.webm .fuzz/demo-melody-*.mka ;;
     ogg|flac|decode-xiph)
         # Two seconds of the demo melody in each Xiph format, a chain of two Opus links among them.
         for spec in "opus:-c:a libopus" "ogg:-c:a libvorbis" "oga:-c:a flac -f ogg" "flac:-c:a flac"; do

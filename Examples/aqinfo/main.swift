@@ -14,7 +14,7 @@ struct AQInfo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "aqinfo", abstract: "Describe an audio file or URL: format, packets, gapless numbers, metadata; an HLS playlist's variants.")
 
-    @Argument(help: "An audio file (MP3, ADTS, MP4/M4A, CAF, WAV, AIFF, AMR, FLAC, Ogg or MPEG-TS), a .cue sheet (its tracks listed), or an http(s) URL (a file, a radio stream, an HLS .m3u8 playlist).")
+    @Argument(help: "An audio file (MP3, ADTS, MP4/M4A, CAF, WAV, AIFF, AMR, FLAC, Ogg, Matroska/WebM or MPEG-TS), a .cue sheet (its tracks listed), or an http(s) URL (a file, a radio stream, an HLS .m3u8 playlist).")
     var file: String
 
     @Flag(help: "Print one JSON object instead of text.")

@@ -15,7 +15,7 @@ struct AQRender: ParsableCommand {
         commandName: "aqrender",
         abstract: "Render an audio file offline through the queue to a WAV file, with exact gapless trims.")
 
-    @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711, PCM, FLAC, Opus or Vorbis in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS/FLAC/Ogg.")
+    @Argument(help: "An audio file: MP3, AAC, ALAC, AMR, IMA4, G.711, PCM, FLAC, Opus or Vorbis in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS/FLAC/Ogg/Matroska/WebM.")
     var input: String
     @Argument(help: "The file to write; its extension names the container: .wav, .caf, .aif/.aiff, .aifc, .flac, .opus/.ogg, .m4a.")
     var output: String

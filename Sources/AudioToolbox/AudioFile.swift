@@ -52,8 +52,8 @@ extension AudioFileType {
         case kAudioFileAMRType: self = .amr
         case kAudioFileFLACType: self = .flac
         default:
-            // Ogg and transport streams, by the codes this library gives them.
-            guard let own = [AudioFileType.ogg, .mpegTransportStream].first(where: { $0.typeID == typeID }) else { return nil }
+            // Ogg, transport streams and Matroska, by the codes this library gives them.
+            guard let own = [AudioFileType.ogg, .mpegTransportStream, .matroska].first(where: { $0.typeID == typeID }) else { return nil }
             self = own
         }
     }
@@ -70,7 +70,7 @@ extension AudioFileType {
         case .aifc: return kAudioFileAIFCType
         case .amr: return kAudioFileAMRType
         case .flac: return kAudioFileFLACType
-        case .ogg, .mpegTransportStream:
+        case .ogg, .mpegTransportStream, .matroska:
             let code = Array(rawValue.utf8)
             return code.reduce(0) { $0 << 8 | AudioFileTypeID($1) }
         }

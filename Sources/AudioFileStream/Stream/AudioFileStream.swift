@@ -448,6 +448,7 @@ public final class AudioFileStream {
         case .amr: parser = AMRParser()
         case .mpegTransportStream: parser = TransportStreamParser()
         case .ogg: parser = OggParser()
+        case .matroska: parser = MatroskaParser()
         case .flac: parser = FLACParser()
         }
     }

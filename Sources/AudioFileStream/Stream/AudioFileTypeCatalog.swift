@@ -17,6 +17,7 @@ extension AudioFileType {
         case .amr: return ["amr", "awb"]
         case .ogg: return ["ogg", "oga", "opus"]
         case .flac: return ["flac"]
+        case .matroska: return ["mka", "webm", "mkv"]
         case .mpegTransportStream: return ["ts"]
         }
     }
@@ -34,6 +35,7 @@ extension AudioFileType {
         case .amr: return ["audio/amr", "audio/amr-wb"]
         case .ogg: return ["audio/ogg", "application/ogg", "audio/opus", "audio/vorbis", "audio/x-vorbis+ogg", "audio/x-opus+ogg"]
         case .flac: return ["audio/flac", "audio/x-flac"]
+        case .matroska: return ["audio/webm", "audio/x-matroska", "video/webm", "video/x-matroska"]
         case .mpegTransportStream: return ["video/mp2t", "audio/mp2t"]
         }
     }
@@ -51,6 +53,7 @@ extension AudioFileType {
         case .amr: return ["org.3gpp.adaptive-multi-rate-audio"]
         case .ogg: return ["org.xiph.ogg-audio"]
         case .flac: return ["org.xiph.flac"]
+        case .matroska: return ["org.webmproject.webm", "org.matroska.mka"]
         case .mpegTransportStream: return ["public.mpeg-2-transport-stream"]
         }
     }
@@ -68,6 +71,7 @@ extension AudioFileType {
         case .amr: return "AMR"
         case .ogg: return "Ogg"
         case .flac: return "FLAC"
+        case .matroska: return "Matroska"
         case .mpegTransportStream: return "MPEG-2 Transport Stream"
         }
     }
@@ -88,6 +92,7 @@ extension AudioFileType {
         case .amr: return [.amr, .amrWideband]
         case .ogg: return [.opus, .vorbis, .flac]
         case .flac: return [.flac]
+        case .matroska: return [.opus, .vorbis, .flac, .aacLC, .heAAC, .heAACv2, .mpegLayer1, .mpegLayer2, .mpegLayer3, .linearPCM]
         case .mpegTransportStream: return aac + mpeg
         }
     }

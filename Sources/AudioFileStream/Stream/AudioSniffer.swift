@@ -127,7 +127,7 @@ public enum AudioSniffer {
         }
         if head.matches("OggS", at: 0) { return ogg(head, atEnd: atEnd) }
         if head.matches("fLaC", at: 0) { return .found(.audio(.flac)) }
-        if head.u32be(0) == 0x1A45_DFA3 { return .found(.unsupported("Matroska/WebM")) }
+        if head.u32be(0) == 0x1A45_DFA3 { return .found(.audio(.matroska)) }
         if head.u32be(0) == 0x3026_B275 && head.u32be(4) == 0x8E66_CF11 { return .found(.unsupported("ASF (WMA)")) }
         if head.u32be(0) == 0x7FFE_8001 || head.u32be(0) == 0xFE7F_0180 { return .found(.unsupported("DTS")) }
         if head.matches("MThd", at: 0) { return .found(.unsupported("MIDI")) }

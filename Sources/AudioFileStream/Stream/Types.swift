@@ -12,6 +12,9 @@ public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
     /// An MPEG-2 transport stream (`.ts`, HLS segments) carrying ADTS AAC or MPEG audio; packet
     /// byte offsets are positions in the elementary stream.
     case mpegTransportStream = "MP2T"
+    /// Matroska or WebM (EBML) carrying Opus, Vorbis, FLAC, AAC, MPEG audio or PCM (Core Audio
+    /// has no constant for it).
+    case matroska = "mkva"
 
     /// Whether packets' bytes are interleaved with the container's own (transport packet headers,
     /// Ogg page headers), so a packet cannot be read again from its file offset alone.
@@ -34,6 +37,7 @@ public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
         case .mpegTransportStream: return "MPEG transport stream"
         case .ogg: return "Ogg"
         case .flac: return "FLAC"
+        case .matroska: return "Matroska"
         }
     }
 }
@@ -68,6 +72,8 @@ public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConverti
         case granulePosition = "granule position"
         /// A stretch of a longer item (a cue sheet's track): its frames, and the item's around them.
         case frameRange = "frame range"
+        /// Matroska's `CodecDelay` (the priming) and the last block's `DiscardPadding` (the end trim).
+        case codecDelay = "CodecDelay/DiscardPadding"
     }
 
     public init(validFrames: Int64, primingFrames: Int, remainderFrames: Int, source: Source, note: String? = nil) {

@@ -80,7 +80,7 @@ extension AudioFileType {
         case .mp4: return MP4Writer.formats.contains(format.formatID)
         case .flac: return format.formatID == .flac
         case .ogg: return format.formatID == .opus
-        case .mp3, .adts, .amr, .mpegTransportStream: return false
+        case .mp3, .adts, .amr, .mpegTransportStream, .matroska: return false
         }
     }
 }
@@ -98,7 +98,7 @@ package func makeContainerWriter(_ type: AudioFileType, output: AudioFileOutput,
     case .ogg: return try OggOpusWriter(output: output, stream: stream)
     case .mp4: return try MP4Writer(output: output, stream: stream, fragmented: stream.recording)
     case .flac: return try FLACWriter(output: output, stream: stream)
-    case .mp3, .adts, .amr, .mpegTransportStream:
+    case .mp3, .adts, .amr, .mpegTransportStream, .matroska:
         throw AudioFileWriterError(.unsupportedFormat, path: output.path, "\(type.displayName) files are not written")
     }
 }
