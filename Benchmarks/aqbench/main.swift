@@ -409,6 +409,40 @@ func xiphBenchmarks() throws -> [String] {
     return lines
 }
 
+// MARK: 2c. Matroska and WebM against ffmpeg
+
+func matroskaBenchmarks() throws -> [String] {
+    let folder = NSTemporaryDirectory() + "aqbench-files"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let aqrender = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("aqrender").path
+    guard FileManager.default.isExecutableFile(atPath: aqrender) else { return ["matroska: \(aqrender) not built (make bench builds it)"] }
+    let ffmpeg = "/usr/bin/ffmpeg"
+    guard FileManager.default.isExecutableFile(atPath: ffmpeg) else { return ["matroska: ffmpeg missing (make deps)"] }
+    let source = try makeFile("ten-minutes.wav", seconds: 600, in: folder)
+    func encode(_ name: String, _ arguments: [String]) throws -> String {
+        let path = folder + "/" + name
+        if !FileManager.default.fileExists(atPath: path) { try runTool(ffmpeg, ["-v", "error", "-y", "-i", source] + arguments + [path]) }
+        return path
+    }
+    let rows = [
+        ("WebM Opus", try encode("ten-minutes.webm", ["-c:a", "libopus"])),
+        ("Matroska FLAC", try encode("ten-minutes-flac.mka", ["-c:a", "flac"])),
+        ("Matroska AAC", try encode("ten-minutes-aac.mka", ["-c:a", "aac"])),
+    ]
+    let out = folder + "/matroska-out.wav"
+    var lines = ["decode 10-minute Matroska files to a 16-bit WAV: aqrender FILE OUT --format s16 [--jobs 1] against ffmpeg -i FILE -c:a pcm_s16le OUT (best of 3)"]
+    for (name, path) in rows {
+        let one = try bestOf(3) { try runTool(aqrender, [path, out, "--format", "s16", "--jobs", "1"]) }
+        let two = try bestOf(3) { try runTool(aqrender, [path, out, "--format", "s16"]) }
+        let reference = try bestOf(3) { try runTool(ffmpeg, ["-v", "error", "-y", "-i", path, "-c:a", "pcm_s16le", out]) }
+        lines.append(String(format: "  %-15@ ours %5.0f ms one thread, %5.0f ms default (2 jobs)   ffmpeg %5.0f ms   ratios %4.2f / %4.2f",
+                            name as NSString, seconds(one) * 1000, seconds(two) * 1000, seconds(reference) * 1000,
+                            seconds(one) / seconds(reference), seconds(two) / seconds(reference)))
+    }
+    try? FileManager.default.removeItem(atPath: out)
+    return lines
+}
+
 // MARK: 3a. encoding: whole commands against the reference encoders
 
 func encodeBenchmarks() throws -> [String] {
@@ -865,7 +899,7 @@ print("output callback round trips (enqueue -> decode -> unpaced null sink -> ca
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
 // The sections run when no section is named, in this order.
 let namedSections: [(name: String, run: () throws -> [String])] = [
-    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("encode", encodeBenchmarks), ("toolbox", toolboxBenchmarks), ("transform", transformBenchmarks), ("mix", mixBenchmarks), ("loudness", loudnessBenchmarks),
+    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("matroska", matroskaBenchmarks), ("encode", encodeBenchmarks), ("toolbox", toolboxBenchmarks), ("transform", transformBenchmarks), ("mix", mixBenchmarks), ("loudness", loudnessBenchmarks),
     ("timepitch", timePitchBenchmarks), ("playback", playbackBenchmarks), ("commands", commandBenchmarks),
     ("recording", recordingBenchmarks),
 ]

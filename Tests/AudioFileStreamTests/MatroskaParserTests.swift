@@ -37,6 +37,51 @@ struct MatroskaParserTests {
         }
     }
 
+    /// A seek beyond the clusters read: the plan, a probe of bytes from the middle of the file, and
+    /// the resume land on the packet the whole parse numbers there, at its exact decoded frame
+    /// (constant packets: the timestamp snaps to the packet grid); what follows is the same packets.
+    @Test(arguments: ["libopus", "aac", "flac"])
+    func aSeekByTimeLandsOnTheExactPacket(_ codec: String) async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("mkv-seek-\(UUID()).mka").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=12.3:r=48000",
+                                                           "-ac", "2", "-c:a", codec, "-cluster_time_limit", "500", path])
+        try #require(result.status == 0, "ffmpeg: \(String(decoding: result.errorOutput, as: UTF8.self))")
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let whole = XiphContainerTests.stream(bytes, chunk: bytes.count)
+        let packets = whole.trace.packets
+        // The head only: up to the second cluster's end.
+        let stream = AudioFileStream()
+        let clusterID: [UInt8] = [0x1F, 0x43, 0xB6, 0x75]
+        let clusters = bytes.indices.dropLast(4).filter { bytes[$0..<($0 + 4)].elementsEqual(clusterID) }
+        try #require(clusters.count > 10)
+        _ = try stream.parse(bytes[0..<clusters[2]])
+        let frame: Int64 = 7 * 48_000 + 123
+        let plan = try #require(stream.seekPlan(forFrame: frame, preRollPackets: 2))
+        #expect(plan.low.offset < Int64(clusters[2]))
+        // A probe in the second half of the file finds a cluster and its timestamp.
+        let middle = bytes.count / 2
+        let found = try #require(stream.seekProbe(in: Array(bytes[middle...]), plan: plan))
+        let offset = Int64(middle + found.offset)
+        #expect(clusters.contains(Int(offset)))
+        let decoded = try #require(stream.resume(at: offset, position: found.position, skippingFound: true))
+        let events = try stream.parse(bytes[Int(offset)...])
+        var read: [(index: Int64, bytes: [UInt8])] = []
+        for case .packets(let batch) in events {
+            for (i, d) in batch.descriptions.enumerated() {
+                read.append((batch.firstPacketIndex + Int64(i), Array(batch.data[d.startOffset..<(d.startOffset + d.dataByteSize)])))
+            }
+        }
+        let first = try #require(read.first)
+        // The packet the whole parse has at that index is the same packet, and begins at that frame.
+        let index = Int(first.index)
+        try #require(index < packets.count)
+        #expect(packets[index].bytes == first.bytes, "packet \(index)")
+        let framesBefore = packets[..<index].reduce(Int64(0)) { $0 + Int64($1.frames) }
+        #expect(decoded == framesBefore, "resumed at frame \(decoded), the packet begins at \(framesBefore)")
+        #expect(read.map(\.bytes) == packets[index..<(index + read.count)].map(\.bytes))
+    }
+
     @Test func theSnifferKnowsMatroskaByBytesTypeAndName() {
         let head: [UInt8] = [0x1A, 0x45, 0xDF, 0xA3, 0x9F, 0x42, 0x86, 0x81, 0x01, 0x42, 0xF7, 0x81]
         #expect(AudioSniffer.kind(ofHead: head) == .audio(.matroska))

@@ -44,7 +44,46 @@ struct XiphStreamingTests {
             #expect(capture.samples.count == local.count, "from \(seconds) s: \(capture.samples.count / 2) frames, \(local.count / 2) expected; \(server.ranges.suffix(12))")
             #expect(difference(capture.samples, local) == nil, "from \(seconds) s")
             // The header from the start, then the probes of the bisection and the resumed read.
-            #expect(server.ranges.count - before >= 3, "from \(seconds) s: \(server.ranges.suffix(server.ranges.count - before))")
+            // The head, then the probes and the resumed read (or, when the seek falls among the clusters
+            // read, one request from the cluster that holds it): how far the head got decides.
+            #expect(server.ranges.count - before >= 2, "from \(seconds) s: \(server.ranges.suffix(server.ranges.count - before))")
+        }
+    }
+}
+
+/// Matroska and WebM over HTTP: a seek beyond the clusters read is found by bisection on cluster
+/// timestamps with `Range` requests (ffmpeg writes the Cues at the end, not read when streaming)
+/// and plays what a local seek plays: where a packet's frames are constant (Opus 960, AAC 1024,
+/// FLAC 4608 here) the cluster's timestamp lands on the packet grid exactly; Vorbis, whose
+/// packets vary, reads on from the last cluster read.
+@Suite(.timeLimit(.minutes(2)), .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/ffmpeg"), "ffmpeg is missing (make deps installs it)"))
+struct MatroskaStreamingTests {
+    @Test(arguments: [("libopus", "webm"), ("flac", "mka"), ("aac", "mka"), ("libvorbis", "webm")])
+    func aStreamAndItsSeeksPlayAsTheLocalFile(_ codec: String, _ ext: String) async throws {
+        OpusDecoder.register()
+        FLACDecoder.register()
+        VorbisDecoder.register()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("mkv-http-\(UUID()).\(ext)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=20.0071:r=48000",
+                                                           "-f", "lavfi", "-i", "sine=f=660:d=20.0071:r=48000", "-filter_complex", "amerge",
+                                                           "-c:a", codec, "-cluster_time_limit", "1000", path])
+        try #require(result.status == 0, "ffmpeg could not write \(ext)")
+        let server = try LoopbackServer(body: Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+        defer { server.shutdown() }
+        let (whole, frames) = try await playStream([.url(server.url("a.\(ext)"), configuration: quick)])
+        let expected = try localRender(path)
+        #expect(Int(frames) * 2 == expected.count)
+        #expect(difference(whole.samples, expected) == nil, "from the start: \(whole.samples.count / 2) frames, \(expected.count / 2) expected")
+        for seconds in [3.3, 12.71, 19.5] {
+            let before = server.ranges.count
+            let (capture, _) = try await playStream([.url(server.url("a.\(ext)"), configuration: quick)], seek: seconds)
+            let local = try localRender(path, startSeconds: seconds)
+            #expect(capture.samples.count == local.count, "from \(seconds) s: \(capture.samples.count / 2) frames, \(local.count / 2) expected; \(server.ranges.suffix(12))")
+            #expect(difference(capture.samples, local) == nil, "from \(seconds) s")
+            // The head, then the probes and the resumed read (or, when the seek falls among the clusters
+            // read, one request from the cluster that holds it): how far the head got decides.
+            #expect(server.ranges.count - before >= 2, "from \(seconds) s: \(server.ranges.suffix(server.ranges.count - before))")
         }
     }
 }

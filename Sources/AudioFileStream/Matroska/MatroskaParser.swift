@@ -49,11 +49,19 @@ final class MatroskaParser: ContainerParser {
     private var packetsToDrop: Int64 = 0
     /// The index of the next packet of the track, emitted or not.
     private var packetCursor: Int64 = 0
+    /// The decoded frame the next packet begins at (an estimate after a seek by time into clusters not read).
+    private var decodedCursor: Int64 = 0
     /// PCM's packets are its frames: counted, not listed.
     private var pcmFrames: Int64 = 0
     private var isPCM: Bool { if case .pcm = codec?.kind { return true }; return false }
-    /// Frames decoded by all packets read.
+    /// Frames decoded by all packets read from the start.
     private var decodedTotal: Int64 { isPCM ? pcmFrames : framesBefore.total }
+    /// False after a seek by time into clusters not read: the packets' numbers are estimates from
+    /// there on, and neither the frame index nor the cluster list grows.
+    private var indexIsWhole = true
+    /// Frames every packet read so far decodes to, while they are all alike (nil: they vary, or none read).
+    private var constantPacketFrames: Int?
+    private var packetFramesVary = false
     private var skippedTracks: [String] = []
     private var resyncs = 0
 
@@ -129,8 +137,8 @@ final class MatroskaParser: ContainerParser {
             input.consume(header.length)
             stack.append(Open(id: header.id, end: header.size.map { input.position + $0 }))
             clusterTimestamp = nil
-            if clusters.last.map({ start > $0.offset }) ?? true {
-                clusters.append((start, nil, packetCursor, isPCM ? packetCursor : framesBefore.total))
+            if indexIsWhole, clusters.last.map({ start > $0.offset }) ?? true {
+                clusters.append((start, nil, packetCursor, decodedCursor))
             }
             return true
         case (EBML.ID.segment, EBML.ID.info), (EBML.ID.segment, EBML.ID.tracks), (EBML.ID.segment, EBML.ID.tags),
@@ -570,11 +578,11 @@ final class MatroskaParser: ContainerParser {
         if let padding = discardPadding, padding > 0 {
             let trim = Int((Double(padding) * codec.format.sampleRate / 1e9).rounded())
             endTrim = Int(min(Int64(trim), blockFrames))
-            end(decoded: decodedTotal + blockFrames, out)
+            end(decoded: decodedCursor + blockFrames, out)
         } else if endTrim > 0 {
             // A block after the one that ended the stream: the trim was not the end after all.
             endTrim = 0
-            end(decoded: decodedTotal + blockFrames, out)
+            end(decoded: decodedCursor + blockFrames, out)
         }
         input.consume(at + tagBytes)
         for (size, count) in zip(sizes, frames) {
@@ -591,10 +599,19 @@ final class MatroskaParser: ContainerParser {
                     out.emitConstantPackets(from: input, count: count, bytesPerPacket: bytesPerFrame)
                 }
                 packetCursor += Int64(count)
-                pcmFrames = max(pcmFrames, packetCursor)
+                decodedCursor += Int64(count)
+                if indexIsWhole { pcmFrames = max(pcmFrames, packetCursor) }
             } else {
-                if packetCursor == Int64(framesBefore.count) { framesBefore.append(count) }
+                if indexIsWhole, packetCursor == Int64(framesBefore.count) {
+                    framesBefore.append(count)
+                    if let constant = constantPacketFrames {
+                        if constant != count { packetFramesVary = true; constantPacketFrames = nil }
+                    } else if !packetFramesVary {
+                        constantPacketFrames = count
+                    }
+                }
                 packetCursor += 1
+                decodedCursor += Int64(count)
                 if packetsToDrop > 0 {
                     packetsToDrop -= 1
                     input.consume(size)
@@ -632,7 +649,7 @@ final class MatroskaParser: ContainerParser {
         guard track != nil else {
             throw AudioFileStreamError(.noAudio, .matroska, input.position, "the stream ends before its Tracks element")
         }
-        let total = decodedTotal
+        let total = indexIsWhole ? decodedTotal : decodedCursor
         if endTrim == 0, lamePadding > 0 { endTrim = Int(min(Int64(lamePadding), max(total - Int64(priming), 0))) }
         guard out.isReady, total > 0 else {
             throw AudioFileStreamError(.noAudio, .matroska, input.position, "the \(codec?.name ?? "audio") track has no block")
@@ -643,6 +660,7 @@ final class MatroskaParser: ContainerParser {
         }
         end(decoded: total, out)
         out.announce(.packetTableInfo)
+        guard indexIsWhole else { return }
         out.audioDataPacketCount = packetCursor
         out.announce(.audioDataPacketCount)
         let seconds = Double(total) / max(out.dataFormat?.sampleRate ?? 1, 1)
@@ -672,6 +690,10 @@ final class MatroskaParser: ContainerParser {
             packetBytes = 0
             packetsToDrop = 0
             packetCursor = 0
+            decodedCursor = 0
+            indexIsWhole = true
+            constantPacketFrames = nil
+            packetFramesVary = false
             sawFirstFrame = false
             lamePadding = 0
             gaplessSource = .codecDelay
@@ -690,10 +712,118 @@ final class MatroskaParser: ContainerParser {
         clusterTimestamp = nil
         codec?.restart()
         packetCursor = cluster.firstPacket
+        decodedCursor = cluster.firstFrame
+        indexIsWhole = true
         packetsToDrop = packet - cluster.firstPacket
         endTrim = 0
         out.nextPacketIndex = packet
         return AudioFileStreamSeekResult(byteOffset: cluster.offset, isEstimated: false)
+    }
+
+    // MARK: seeking by time (over HTTP)
+
+    /// Where the decode of the last seek planned should start: a resume drops the packets before
+    /// it, so a seek decodes from the same packet wherever the cluster found begins.
+    private var plannedStart: Int64?
+
+    /// Frames a timestamp tick lasts, at the track's output rate.
+    private var framesPerTick: Double { (codec?.format.sampleRate ?? 48_000) * Double(timestampScale) / 1e9 }
+
+    /// The last cluster read whose timestamp is known: the reference a timestamp is turned into
+    /// decoded frames by.
+    private var reference: (offset: Int64, timestamp: Int64, firstFrame: Int64)? {
+        clusters.last(where: { $0.timestamp != nil }).map { ($0.offset, $0.timestamp ?? 0, $0.firstFrame) }
+    }
+
+    /// Where to look for a decode that starts `preRollPackets` packets before decoded frame
+    /// `frame`, when it lies beyond the clusters read (nil: among them, where
+    /// ``seek(toPacket:_:_:)`` finds it exactly). Positions are cluster timestamps; the cues,
+    /// when read, narrow the window, else the reader bisects on cluster timestamps. Where the
+    /// packets' frame counts vary, the plan is the last cluster read, from which reading counts on.
+    func seekPlan(forFrame frame: Int64, preRollPackets: Int) -> AudioStreamSeekPlan? {
+        guard codec != nil, indexIsWhole, let reference else { return nil }
+        let average = framesBefore.count > 0 ? max(framesBefore.total / Int64(framesBefore.count), 1) : 1
+        let start = max(frame - Int64(preRollPackets) * (isPCM ? 0 : average), 0)
+        guard start >= decodedTotal else { return nil }
+        plannedStart = start
+        guard constantPacketFrames != nil || isPCM else {
+            // Packets of varying frames (Vorbis, Opus of mixed frame sizes): a timestamp cannot say
+            // which decoded frame a cluster begins at, so reading goes on from the last cluster
+            // read, counting every packet: exact, and as long as the distance.
+            return AudioStreamSeekPlan(serial: nil, target: reference.timestamp, low: (reference.offset, reference.timestamp),
+                                       highOffset: reference.offset, lowIsFound: true)
+        }
+        let target = reference.timestamp + Int64((Double(start - reference.firstFrame) / framesPerTick).rounded(.down))
+        var low = (offset: reference.offset, position: reference.timestamp)
+        if let cue = cues.last(where: { $0.time <= target }), cue.offset > low.offset { low = (cue.offset, cue.time) }
+        let high = cues.first(where: { $0.time > target && $0.offset > low.offset })?.offset
+        return AudioStreamSeekPlan(serial: nil, target: target, low: low, highOffset: high, lowIsFound: true)
+    }
+
+    /// The first cluster in `bytes` (read from anywhere in the resource) whose start is whole
+    /// enough to show its timestamp: its offset in `bytes` and its timestamp.
+    static func probe(_ bytes: [UInt8]) -> (offset: Int, position: Int64)? {
+        var from = 0
+        while let found = bytes[from...].firstIndex(of: 0x1F) {
+            from = found + 1
+            guard found + 4 <= bytes.count, bytes[found + 1] == 0x43, bytes[found + 2] == 0xB6, bytes[found + 3] == 0x75 else { continue }
+            guard case .value(let cluster) = EBML.header(at: found, count: bytes.count, { bytes[$0] }) else { continue }
+            var at = found + cluster.length
+            // A CRC-32 or Void element may come first; then the Timestamp.
+            for _ in 0..<3 {
+                guard case .value(let child) = EBML.header(at: at, count: bytes.count, { bytes[$0] }), let size = child.size else { break }
+                if child.id == EBML.ID.crc32 || child.id == EBML.ID.void {
+                    at += child.length + Int(size)
+                    continue
+                }
+                if child.id == EBML.ID.timestamp, size <= 8, at + child.length + Int(size) <= bytes.count {
+                    let body = (at + child.length)..<(at + child.length + Int(size))
+                    return (found, Int64(clamping: EBML.uint(bytes, body)))
+                }
+                break
+            }
+        }
+        return nil
+    }
+
+    /// The next pushed byte is the start of the cluster at `offset` whose timestamp is
+    /// `timestamp`: returns the decoded frame its first packet begins at — exact for a cluster
+    /// read before; otherwise from the timestamp, snapped to the packet grid while every packet
+    /// read decoded to the same frame count (a timestamp is rounded to the timestamp scale).
+    func resume(atCluster offset: Int64, timestamp: Int64, _ input: ByteInput, _ out: StreamOutput) -> Int64? {
+        guard let reference, let segment = stack.first(where: { $0.id == EBML.ID.segment }) else { return nil }
+        if let known = clusters.first(where: { $0.offset == offset }) {
+            packetCursor = known.firstPacket
+            decodedCursor = known.firstFrame
+        } else {
+            let estimate = Double(reference.firstFrame) + Double(timestamp - reference.timestamp) * framesPerTick
+            if let grid = constantPacketFrames ?? (isPCM ? 1 : nil) {
+                packetCursor = max(Int64((estimate / Double(grid)).rounded()), 0)
+                decodedCursor = packetCursor * Int64(grid)
+            } else {
+                decodedCursor = max(Int64(estimate.rounded()), 0)
+                let average = framesBefore.count > 0 ? max(framesBefore.total / Int64(framesBefore.count), 1) : 1
+                packetCursor = decodedCursor / average
+            }
+            indexIsWhole = false
+        }
+        input.reset(to: offset)
+        stack = [segment]
+        clusterTimestamp = nil
+        codec?.restart()
+        packetsToDrop = 0
+        endTrim = 0
+        var first = (packet: packetCursor, frame: decodedCursor)
+        if let start = plannedStart, let grid = constantPacketFrames ?? (isPCM ? 1 : nil) {
+            let startPacket = start / Int64(grid)
+            if startPacket > packetCursor {
+                packetsToDrop = startPacket - packetCursor
+                first = (startPacket, decodedCursor + packetsToDrop * Int64(grid))
+            }
+        }
+        plannedStart = nil
+        out.nextPacketIndex = first.packet
+        return first.frame
     }
 
     func discontinuity(_ input: ByteInput, _ out: StreamOutput) {

@@ -249,24 +249,28 @@ public final class AudioFileStream {
         return rest
     }
 
-    // MARK: seeking by position (Ogg, FLAC)
+    // MARK: seeking by position (Ogg, FLAC, Matroska)
 
     /// For a stream a reader finds its place in by probing (Ogg by granule position, native FLAC
-    /// by sample number), where to look for a decode that starts `preRollPackets` packets (on
-    /// average) before decoded frame `frame`; nil for other containers, or before the stream is
-    /// ready.
+    /// by sample number, Matroska by cluster timestamp beyond the clusters read), where to look
+    /// for a decode that starts `preRollPackets` packets (on average) before decoded frame
+    /// `frame`; nil for other containers, before the stream is ready, or where a seek by packet
+    /// finds the frame (a Matroska cluster read already).
     public func seekPlan(forFrame frame: Int64, preRollPackets: Int) -> AudioStreamSeekPlan? {
         if let ogg = parser as? OggParser { return ogg.seekPlan(forFrame: frame, preRollPackets: preRollPackets) }
         if let flac = parser as? FLACParser { return flac.seekPlan(forFrame: frame) }
+        if let matroska = parser as? MatroskaParser { return matroska.seekPlan(forFrame: frame, preRollPackets: preRollPackets) }
         return nil
     }
 
     /// The first place in `bytes` (read from anywhere in the resource) that the plan's container
     /// can start from: an Ogg page of the plan's stream that carries a granule position, a FLAC
-    /// frame header of this stream. Its offset in `bytes` and its position.
+    /// frame header of this stream, a Matroska cluster with its timestamp. Its offset in `bytes`
+    /// and its position.
     public func seekProbe(in bytes: [UInt8], plan: AudioStreamSeekPlan) -> (offset: Int, position: Int64)? {
         if parser is OggParser { return Self.oggPage(in: bytes, serial: plan.serial).map { ($0.offset, $0.granule) } }
         if let flac = parser as? FLACParser { return flac.probe(bytes) }
+        if parser is MatroskaParser { return MatroskaParser.probe(bytes) }
         return nil
     }
 
@@ -287,14 +291,17 @@ public final class AudioFileStream {
     /// Moves the stream to the page or frame at byte `offset` whose position is `position` (found
     /// by ``seekPlan(forFrame:preRollPackets:)`` and probing): the next bytes pushed start there.
     /// With `skippingFound`, an Ogg page's own packets are skipped (they end at its granule
-    /// position); FLAC frames are decoded from the one found. Without it, `offset` is where the
-    /// audio data begins. Returns the decoded frame (priming included) the packets read next
-    /// begin at; nil for other containers, or before the stream is ready.
+    /// position); FLAC frames and Matroska clusters are read from the one found. Without it,
+    /// `offset` is where the audio data begins. Returns the decoded frame (priming included) the
+    /// packets read next begin at (for a Matroska cluster not read before, from its timestamp:
+    /// exact where the packets' frame counts are constant); nil for other containers, or before
+    /// the stream is ready.
     public func resume(at offset: Int64, position: Int64, skippingFound: Bool) -> Int64? {
         finished = false
         justSeeked = true
         if let ogg = parser as? OggParser { return ogg.resume(atPage: offset, granule: position, skippingPage: skippingFound, input, out) }
         if let flac = parser as? FLACParser { return flac.resume(atFrame: offset, sample: position, input, out) }
+        if let matroska = parser as? MatroskaParser { return matroska.resume(atCluster: offset, timestamp: position, input, out) }
         return nil
     }
 
