@@ -94,9 +94,50 @@ struct OggPageTests {
             #expect(!result.pages.contains { $0.sequence == third.sequence }, "chunk \(chunk)")
             #expect(result.reader.skipped.contains { $0.why.contains("CRC") }, "chunk \(chunk)")
             #expect(result.reader.skipped.count >= 3, "chunk \(chunk): \(result.reader.skipped.map(\.why))")
-            // The packets of every other page are all there.
-            let lost = clean.packets.filter { packet in !result.packets.contains(packet) }
+            // The packets of every other page are all there (their bytes: junk moved their offsets).
+            let lost = clean.packets.filter { packet in !result.packets.contains { $0.data == packet.data && $0.granulePosition == packet.granulePosition } }
             #expect(lost.count <= third.segments.filter { $0 < 255 }.count + 1, "chunk \(chunk): \(lost.count) packets lost")
         }
+    }
+}
+
+extension OggPageTests {
+    /// Each packet says where its bytes lie: the pieces, read from the stream, are its bytes
+    /// (packets spanning pages included), so an indexed file can read them again by offset.
+    @Test func everyPacketsPiecesAreItsBytes() async throws {
+        // A comment header of 70 000 bytes spans two pages (a page holds at most 65 025).
+        let wav = FileManager.default.temporaryDirectory.appendingPathComponent("ogg-\(UUID()).wav").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ogg-\(UUID()).opus").path
+        defer { try? FileManager.default.removeItem(atPath: path); try? FileManager.default.removeItem(atPath: wav) }
+        let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=1:r=48000", wav])
+        try #require(made.status == 0)
+        let opusenc = "/usr/bin/opusenc"
+        try #require(FileManager.default.isExecutableFile(atPath: opusenc), "opus-tools is missing (make deps installs it)")
+        let result = try await runTool(opusenc, ["--quiet", "--comment", "BIG=" + String(repeating: "a", count: 70_000), wav, path])
+        try #require(result.status == 0, "opusenc failed")
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let packets = Self.read(bytes, chunk: 777).packets
+        #expect(packets.contains { $0.pieces.count > 1 }, "no packet spans pages: at most \(packets.map(\.pieces.count).max() ?? 0) pieces")
+        for packet in packets {
+            let gathered = packet.pieces.flatMap { bytes[Int($0.offset)..<(Int($0.offset) + $0.length)] }
+            #expect(gathered == packet.data)
+        }
+    }
+}
+
+/// The map from an Ogg file's packets back to back to the stretches of its pages.
+@Suite struct PieceTableTests {
+    @Test func stretchesFollowThePages() {
+        var table = PieceTable()
+        table.append(fileOffset: 100, length: 50)    // packets 0…49
+        table.append(fileOffset: 150, length: 10)    // contiguous in the file: the same stretch
+        table.append(fileOffset: 300, length: 40)    // after a page header
+        table.append(fileOffset: 400, length: 5)
+        #expect(table.totalLength == 105)
+        #expect(table.stretches(from: 0, count: 60).map { [$0.fileOffset, Int64($0.length)] } == [[100, 60]])
+        #expect(table.stretches(from: 55, count: 20).map { [$0.fileOffset, Int64($0.length)] } == [[155, 5], [300, 15]])
+        #expect(table.stretches(from: 98, count: 7).map { [$0.fileOffset, Int64($0.length)] } == [[338, 2], [400, 5]])
+        #expect(table.stretches(from: 104, count: 10).map { [$0.fileOffset, Int64($0.length)] } == [[404, 1]])
+        #expect(table.stretches(from: 105, count: 1).isEmpty)
     }
 }

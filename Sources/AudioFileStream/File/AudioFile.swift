@@ -9,8 +9,9 @@ import BufferQueue
 ///
 /// Opening parses the whole file once with ``AudioFileStream`` (seeking where the container asks,
 /// so MP4 files with the index at the end work) and keeps an index of where every packet lies, not
-/// the audio itself. ``readPackets(from:count:)`` then reads any run of packets. (A transport
-/// stream interleaves its packets' bytes with headers, so its audio is kept in memory.)
+/// the audio itself. ``readPackets(from:count:)`` then reads any run of packets. (An Ogg file's
+/// packets are spread over pages: where each stretch of them lies is indexed, about one entry a
+/// page. A transport stream's audio is kept in memory.)
 ///
 /// It does not change once opened and reads with `pread`, so several threads may read one file at
 /// once (AudioPlayback's `ConcurrentFileRenderer` does).
@@ -47,6 +48,9 @@ public final class AudioFile: Sendable {
     /// The packets' bytes when the file does not hold them contiguously (a transport stream);
     /// `index` then points into this.
     private let resident: [UInt8]?
+    /// Where an Ogg file's packets lie: `index` then holds offsets into their bytes back to back,
+    /// and this maps those to the stretches of the file's pages.
+    private let pieces: PieceTable?
     public let packetCount: Int64
 
     /// Opens and indexes a file.
@@ -126,8 +130,23 @@ public final class AudioFile: Sendable {
         var runs: [(Int64, Int64, Int64)] = []
         var damage: AudioFileStreamError?
         var resident: [UInt8] = []
+        var pieces = PieceTable()
+        // The packets' bytes back to back so far (Ogg): the offset of the next packet among them.
+        var packetBytes: Int64 = 0
         func handle(_ event: AudioFileStreamEvent) {
             guard case .packets(let packets) = event else { return }
+            if stream.fileType == .ogg {
+                // (The pieces taken may run ahead of this batch, into batches still to come: only
+                // their order matters.)
+                for piece in stream.takePacketPieces() { pieces.append(fileOffset: piece.offset, length: piece.length) }
+                let perPacket = stream.dataFormat?.framesPerPacket ?? 0
+                for description in packets.descriptions {
+                    index.append(offset: packetBytes, size: description.dataByteSize,
+                                 frames: description.variableFramesInPacket > 0 ? description.variableFramesInPacket : perPacket)
+                    packetBytes += Int64(description.dataByteSize)
+                }
+                return
+            }
             if stream.fileType?.interleavesPacketBytes == true {
                 // Packet bytes are spread over transport packets or Ogg pages: keep them.
                 let base = Int64(resident.count)
@@ -204,7 +223,8 @@ public final class AudioFile: Sendable {
         self.damage = damage
         self.index = index
         self.runs = runs
-        self.resident = type.interleavesPacketBytes ? resident : nil
+        self.resident = type == .mpegTransportStream ? resident : nil
+        self.pieces = type == .ogg ? pieces : nil
         packetCount = index.isEmpty ? runs.reduce(0) { $0 + $1.2 } : Int64(index.count)
         audioDataByteCount = index.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : index.totalBytes
     }
@@ -325,6 +345,12 @@ public final class AudioFile: Sendable {
             guard offset < Int64(resident.count) else { return [] }
             return Array(resident[Int(offset)..<min(resident.count, Int(offset) + count)])
         }
+        if let pieces {
+            guard offset < pieces.totalLength else { return [] }
+            var data: [UInt8] = []
+            try read(at: offset, count: Int(min(Int64(count), pieces.totalLength - offset)), into: &data)
+            return data
+        }
         let available = Int(max(0, min(Int64(count), fileSize - offset)))
         var data: [UInt8] = []
         if available > 0 { try read(at: offset, count: available, into: &data) }
@@ -336,6 +362,17 @@ public final class AudioFile: Sendable {
             data.append(contentsOf: resident[Int(offset)..<(Int(offset) + count)])
             return
         }
+        if let pieces {
+            // The packets' bytes back to back: each stretch read from its page.
+            for stretch in pieces.stretches(from: offset, count: count) {
+                try readFile(at: stretch.fileOffset, count: stretch.length, into: &data)
+            }
+            return
+        }
+        try readFile(at: offset, count: count, into: &data)
+    }
+
+    private func readFile(at offset: Int64, count: Int, into data: inout [UInt8]) throws {
         let start = data.count
         data.append(contentsOf: repeatElement(0, count: count))
         var done = 0
@@ -357,3 +394,49 @@ public final class AudioFile: Sendable {
         }
     }
 }
+
+/// Where an Ogg file's packets lie: their bytes back to back (a "packet offset") mapped to the
+/// stretches of the file's pages that hold them. Stretches that follow each other in both are one
+/// entry, so a file costs about one entry a page.
+struct PieceTable: Sendable {
+    /// Packet offset, file offset and length of each stretch, in packet-offset order.
+    private var starts: [Int64] = []
+    private var fileOffsets: [Int64] = []
+    private var lengths: [Int32] = []
+    private(set) var totalLength: Int64 = 0
+
+    mutating func append(fileOffset: Int64, length: Int) {
+        guard length > 0 else { return }
+        if let last = lengths.indices.last, fileOffsets[last] + Int64(lengths[last]) == fileOffset, Int64(lengths[last]) + Int64(length) <= Int64(Int32.max) {
+            lengths[last] += Int32(length)
+        } else {
+            starts.append(totalLength)
+            fileOffsets.append(fileOffset)
+            lengths.append(Int32(length))
+        }
+        totalLength += Int64(length)
+    }
+
+    /// The file stretches holding `count` bytes from packet offset `offset`, in order.
+    func stretches(from offset: Int64, count: Int) -> [(fileOffset: Int64, length: Int)] {
+        guard count > 0, offset >= 0, offset < totalLength else { return [] }
+        // The last stretch starting at or before `offset`.
+        var low = 0, high = starts.count
+        while low + 1 < high {
+            let middle = (low + high) / 2
+            if starts[middle] <= offset { low = middle } else { high = middle }
+        }
+        var out: [(fileOffset: Int64, length: Int)] = []
+        var at = offset, left = Int64(count), k = low
+        while left > 0, k < starts.count {
+            let into = at - starts[k]
+            let take = min(Int64(lengths[k]) - into, left)
+            out.append((fileOffsets[k] + into, Int(take)))
+            left -= take
+            at += take
+            k += 1
+        }
+        return out
+    }
+}
+

@@ -19,10 +19,18 @@ struct OggPage: Equatable {
     var offset: Int64
 }
 
+/// A stretch of a packet's bytes in the stream (a packet spans pages, so it may have several).
+struct OggPiece: Equatable {
+    var offset: Int64
+    var length: Int
+}
+
 /// One packet of a logical stream.
 struct OggPacket: Equatable {
     var serial: UInt32
     var data: [UInt8]
+    /// Where its bytes lie in the stream, in order (they add up to `data`).
+    var pieces: [OggPiece]
     /// The page's granule position when this packet is the last to end on its page; else -1.
     var granulePosition: Int64
     /// The first packet of its logical stream (on a BOS page).
@@ -92,8 +100,8 @@ struct OggPageReader {
 
 /// Packets from pages, per logical stream.
 struct OggPacketAssembler {
-    /// A packet begun on an earlier page, per serial.
-    private var partial: [UInt32: [UInt8]] = [:]
+    /// A packet begun on an earlier page, per serial, with where its bytes lie.
+    private var partial: [UInt32: (data: [UInt8], pieces: [OggPiece])] = [:]
     /// Next page sequence number expected per serial (a gap loses the packet in progress).
     private var nextSequence: [UInt32: UInt32] = [:]
 
@@ -115,24 +123,35 @@ struct OggPacketAssembler {
         }
         nextSequence[page.serial] = page.sequence &+ 1
         var packets: [OggPacket] = []
-        var current = page.continued ? partial[page.serial] ?? [] : []
+        var current = page.continued ? partial[page.serial]?.data ?? [] : []
+        var pieces = page.continued ? partial[page.serial]?.pieces ?? [] : []
         var orphan = page.continued && partial[page.serial] == nil
         partial[page.serial] = nil
+        let bodyOffset = page.offset + 27 + Int64(page.segments.count)
         var at = 0
         for (index, lacing) in page.segments.enumerated() {
             current += page.body[at..<(at + Int(lacing))]
+            if lacing > 0 {
+                let start = bodyOffset + Int64(at)
+                if let last = pieces.last, last.offset + Int64(last.length) == start {
+                    pieces[pieces.count - 1].length += Int(lacing)
+                } else {
+                    pieces.append(OggPiece(offset: start, length: Int(lacing)))
+                }
+            }
             at += Int(lacing)
             guard lacing < 255 else { continue }
             if !orphan {
                 let lastEnding = !page.segments[(index + 1)...].contains { $0 < 255 }
-                packets.append(OggPacket(serial: page.serial, data: current, granulePosition: lastEnding ? page.granulePosition : -1,
+                packets.append(OggPacket(serial: page.serial, data: current, pieces: pieces, granulePosition: lastEnding ? page.granulePosition : -1,
                                          beginsStream: page.beginsStream && packets.isEmpty, endsStream: page.endsStream && lastEnding))
             }
             orphan = false
             current = []
+            pieces = []
         }
         // A packet that goes on to the next page (unless it is the rest of one whose start was lost).
-        if page.segments.last == 255, !orphan { partial[page.serial] = current }
+        if page.segments.last == 255, !orphan { partial[page.serial] = (current, pieces) }
         if page.endsStream {
             partial[page.serial] = nil
             nextSequence[page.serial] = nil

@@ -92,7 +92,7 @@ final class OggParser: ContainerParser {
             current = link
             return
         }
-        var audio: [[UInt8]] = []
+        var audio: [OggPacket] = []
         for packet in packets {
             if !link.headersDone {
                 if packet.beginsStream { continue }   // the identification header, read by `begin`
@@ -101,7 +101,7 @@ final class OggParser: ContainerParser {
                 continue
             }
             // An empty packet holds no audio (ffmpeg ends Ogg FLAC with one on the last page).
-            if !packet.data.isEmpty { audio.append(packet.data) }
+            if !packet.data.isEmpty { audio.append(packet) }
         }
         if link.headersDone, !audio.isEmpty || page.endsStream {
             try emit(audio, page: page, &link, out)
@@ -169,12 +169,12 @@ final class OggParser: ContainerParser {
     }
 
     /// Emits a page's audio packets; the first audio page fixes the link's start, the last its end.
-    private func emit(_ packets: [[UInt8]], page: OggPage, _ link: inout Current, _ out: StreamOutput) throws {
+    private func emit(_ packets: [OggPacket], page: OggPage, _ link: inout Current, _ out: StreamOutput) throws {
         var frames: [Int] = []
         for packet in packets {
-            guard let count = link.mapping.frames(ofPacket: packet) else {
+            guard let count = link.mapping.frames(ofPacket: packet.data) else {
                 throw AudioFileStreamError(.invalidData, .ogg, page.offset,
-                    "a \(link.mapping.name) packet of \(packet.count) bytes on the page at byte \(page.offset) is malformed (its frame count cannot be read)")
+                    "a \(link.mapping.name) packet of \(packet.data.count) bytes on the page at byte \(page.offset) is malformed (its frame count cannot be read)")
             }
             frames.append(count)
         }
@@ -212,9 +212,9 @@ final class OggParser: ContainerParser {
         link.decoded += pageFrames
         if endsLink { try end(&link, at: page.offset, out) }
         for (packet, count) in zip(packets, frames) {
-            out.emitPacket(packet, frames: count, fileOffset: page.offset)
+            out.emitPacket(packet.data, frames: count, fileOffset: page.offset, pieces: packet.pieces)
             if indexIsWhole { framesBefore.append(count) }
-            packetBytes += Int64(packet.count)
+            packetBytes += Int64(packet.data.count)
             parsedFrames += Int64(count)
             parsedPackets += 1
         }

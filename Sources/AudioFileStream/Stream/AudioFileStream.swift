@@ -61,6 +61,10 @@ public final class AudioFileStream {
         set { out.keepsPacketBytes = newValue }
     }
 
+    /// While packet bytes are not kept: where the bytes of the packets emitted since the last
+    /// call lie in the file, in order, for a container that spreads them over its own (Ogg pages).
+    package func takePacketPieces() -> [(offset: Int64, length: Int)] { out.takePieces() }
+
     // MARK: properties
 
     public var fileType: AudioFileType? { out.fileType }

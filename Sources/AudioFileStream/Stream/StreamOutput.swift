@@ -43,7 +43,19 @@ final class StreamOutput {
     var keepsPacketBytes = true
     /// Bytes the current batch describes (its data's length when bytes are kept).
     private var batchBytes = 0
-    private var copiesBytes: Bool { keepsPacketBytes || fileType?.interleavesPacketBytes == true }
+    /// A transport stream's packet bytes are copied even while indexing (nothing says where its
+    /// packets' pieces lie); an Ogg stream's say where their pieces lie instead (``pieces``).
+    private var copiesBytes: Bool { keepsPacketBytes || fileType == .mpegTransportStream }
+    /// While indexing (bytes not kept), where the bytes of the packets emitted lie in the file, in
+    /// order, for containers that interleave them with their own (Ogg pages): a packet's bytes
+    /// are the next pieces adding up to its size. ``takePieces()`` hands them over.
+    private(set) var pieces: [(offset: Int64, length: Int)] = []
+
+    /// The pieces recorded since the last call.
+    func takePieces() -> [(offset: Int64, length: Int)] {
+        defer { pieces.removeAll(keepingCapacity: true) }
+        return pieces
+    }
     /// Index of the next packet to emit.
     var nextPacketIndex: Int64 = 0
     /// Frames per packet of the current format (0 when packets carry their own count).
@@ -112,9 +124,13 @@ final class StreamOutput {
         input.consume(size)
     }
 
-    /// Emits a packet from bytes already in hand.
-    func emitPacket(_ bytes: [UInt8], frames: Int, fileOffset: Int64) {
+    /// Emits a packet from bytes already in hand; `pieces`, where they lie in the file when they
+    /// are spread over it (recorded while indexing instead of the bytes).
+    func emitPacket(_ bytes: [UInt8], frames: Int, fileOffset: Int64, pieces: [OggPiece] = []) {
         appendToBatch(frames: frames, fileOffset: fileOffset, size: bytes.count) { $0.append(contentsOf: bytes) }
+        if !copiesBytes {
+            for piece in pieces { self.pieces.append((piece.offset, piece.length)) }
+        }
     }
 
     /// Emits `count` constant-size packets of `bytesPerPacket` from `input` and consumes them.
