@@ -326,7 +326,7 @@ final class MatroskaParser: ContainerParser {
         }
         // Priming: CodecDelay, or the Opus pre-skip when it is absent.
         let rate = (codec.formatList.first ?? codec.format).sampleRate
-        priming = track.codecDelay > 0 ? Int((Double(track.codecDelay) * rate / 1e9).rounded()) : codec.headerPriming
+        priming = track.codecDelay > 0 ? Int(clampedInt64((Double(track.codecDelay) * rate / 1e9).rounded())) : codec.headerPriming
         if !skippedTracks.isEmpty {
             out.warn(AudioFileStreamError(.unsupportedDataFormat, .matroska, offset,
                 "\(track.label) is played; skipped: \(skippedTracks.joined(separator: "; "))"))
@@ -411,7 +411,7 @@ final class MatroskaParser: ContainerParser {
             let rate = codec.format.sampleRate
             let tracks = chapters.enumerated().map { index, chapter in
                 CueSheet.Track(number: index + 1, title: chapter.title, performer: nil, file: nil,
-                               start: .sampleFrame(Int64((Double(chapter.start) * rate / 1e9).rounded())), pregap: nil)
+                               start: .sampleFrame(clampedInt64((Double(chapter.start) * rate / 1e9).rounded())), pregap: nil)
             }
             let sheet = CueSheet(title: metadata.album ?? metadata.title, performer: metadata.artist, tracks: tracks)
             metadata.cueSheet = sheet
@@ -515,15 +515,21 @@ final class MatroskaParser: ContainerParser {
                 }
                 at += first.length
                 var size = first.value
-                sizes.append(Int(clamping: size))
+                guard size <= Int64(count - at) else {
+                    throw AudioFileStreamError(.invalidData, .matroska, start, "an EBML lace size (\(size)) does not fit in its block")
+                }
+                sizes.append(Int(size))
                 for _ in 0..<max(frames - 2, 0) {
                     guard let delta = EBML.vint(at: at, count: count, byte) else {
                         throw AudioFileStreamError(.invalidData, .matroska, start, "an EBML lace runs past its block")
                     }
                     at += delta.length
                     let bias = (Int64(1) << (7 * Int64(delta.length) - 1)) - 1
-                    size += delta.value - bias
-                    sizes.append(Int(clamping: size))
+                    size = size &+ (delta.value - bias)
+                    guard size >= 0, size <= Int64(count - at) else {
+                        throw AudioFileStreamError(.invalidData, .matroska, start, "an EBML lace size (\(size)) does not fit in its block")
+                    }
+                    sizes.append(Int(size))
                 }
             default:   // fixed
                 let each = (count - at) / frames
@@ -576,7 +582,7 @@ final class MatroskaParser: ContainerParser {
         self.codec = codec
         let blockFrames = Int64(frames.reduce(0, +))
         if let padding = discardPadding, padding > 0 {
-            let trim = Int((Double(padding) * codec.format.sampleRate / 1e9).rounded())
+            let trim = Int(clampedInt64((Double(padding) * codec.format.sampleRate / 1e9).rounded()))
             endTrim = Int(min(Int64(trim), blockFrames))
             end(decoded: decodedCursor + blockFrames, out)
         } else if endTrim > 0 {
@@ -753,7 +759,7 @@ final class MatroskaParser: ContainerParser {
             return AudioStreamSeekPlan(serial: nil, target: reference.timestamp, low: (reference.offset, reference.timestamp),
                                        highOffset: reference.offset, lowIsFound: true)
         }
-        let target = reference.timestamp + Int64((Double(start - reference.firstFrame) / framesPerTick).rounded(.down))
+        let target = reference.timestamp &+ clampedInt64((Double(start - reference.firstFrame) / framesPerTick).rounded(.down))
         var low = (offset: reference.offset, position: reference.timestamp)
         if let cue = cues.last(where: { $0.time <= target }), cue.offset > low.offset { low = (cue.offset, cue.time) }
         let high = cues.first(where: { $0.time > target && $0.offset > low.offset })?.offset
@@ -798,10 +804,10 @@ final class MatroskaParser: ContainerParser {
         } else {
             let estimate = Double(reference.firstFrame) + Double(timestamp - reference.timestamp) * framesPerTick
             if let grid = constantPacketFrames ?? (isPCM ? 1 : nil) {
-                packetCursor = max(Int64((estimate / Double(grid)).rounded()), 0)
-                decodedCursor = packetCursor * Int64(grid)
+                packetCursor = max(clampedInt64((estimate / Double(grid)).rounded()), 0)
+                decodedCursor = packetCursor.multipliedReportingOverflow(by: Int64(grid)).overflow ? .max / 2 : packetCursor * Int64(grid)
             } else {
-                decodedCursor = max(Int64(estimate.rounded()), 0)
+                decodedCursor = max(clampedInt64(estimate.rounded()), 0)
                 let average = framesBefore.count > 0 ? max(framesBefore.total / Int64(framesBefore.count), 1) : 1
                 packetCursor = decodedCursor / average
             }

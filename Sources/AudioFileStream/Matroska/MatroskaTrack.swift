@@ -103,9 +103,23 @@ struct MatroskaCodec {
         }
     }
 
+    /// The rates and channel counts a track's own fields may state (for the codecs whose header
+    /// does not: PCM, MPEG audio, AAC without CodecPrivate).
+    static let rates: ClosedRange<Double> = 1...1_536_000
+    static let channelCounts: ClosedRange<Int> = 1...64
+
     private init(reading track: MatroskaTrackEntry) throws {
         let id = track.codecID
         let rate = track.samplingFrequency, channels = max(track.channels, 1)
+        let fieldsUsed = id.hasPrefix("A_PCM/") || id.hasPrefix("A_MPEG/") || (id.hasPrefix("A_AAC") && track.codecPrivate.isEmpty)
+        if fieldsUsed {
+            guard Self.rates.contains(rate) else {
+                throw AudioFileStreamError(.invalidData, .matroska, track.offset, "\(track.label): a sampling frequency of \(rate) Hz")
+            }
+            guard Self.channelCounts.contains(track.channels) else {
+                throw AudioFileStreamError(.invalidData, .matroska, track.offset, "\(track.label): \(track.channels) channels")
+            }
+        }
         func refuse(_ why: String) -> AudioFileStreamError {
             AudioFileStreamError(.unsupportedDataFormat, .matroska, track.offset, "\(track.label): \(why)")
         }
@@ -264,9 +278,9 @@ struct MatroskaCodec {
         }
         let sbr = parts.count >= 4 && parts[3] == "SBR"
         let rates = AudioSpecificConfig.sampleRates
-        guard let core = rates.firstIndex(of: Int(rate)), channels <= 7 else { return nil }
+        guard MatroskaCodec.rates.contains(rate), let core = rates.firstIndex(of: Int(rate)), channels <= 7 else { return nil }
         guard sbr else { return AACConfig.bytes(objectType: objectType, rateIndex: core, channels: channels) }
-        let extended = outputRate.map { Int($0) } ?? Int(rate) * 2
+        let extended = outputRate.flatMap { MatroskaCodec.rates.contains($0) ? Int($0) : nil } ?? Int(rate) * 2
         guard let outIndex = rates.firstIndex(of: extended) else { return nil }
         // 5 bits object type 5 (SBR), 4 core rate, 4 channels, 4 extension rate, 5 object type, 3 zero bits.
         let bits = UInt32(5) << 27 | UInt32(core) << 23 | UInt32(channels) << 19 | UInt32(outIndex) << 15 | UInt32(objectType) << 10
