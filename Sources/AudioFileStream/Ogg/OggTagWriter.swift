@@ -1,7 +1,7 @@
 import BufferQueue
 
-/// Rewrites the comment header of an Ogg Opus or Ogg Vorbis file (its first logical stream): the
-/// header packets after the identification header are laid out in new pages, which the file gets
+/// Rewrites the comment header of an Ogg Opus, Vorbis or FLAC file (its first logical stream):
+/// the header packets after the identification header are laid out in new pages, which the file gets
 /// in place of the old ones (written anew beside it and renamed over it). The identification page
 /// and every audio page keep their bytes when the header takes as many pages as before; otherwise
 /// the stream's later pages are renumbered (sequence and CRC only: granule positions and packets
@@ -54,16 +54,26 @@ enum OggTagWriter {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "the file is empty")
         }
         let serial = first.serial
+        let firstPage = first.bytes
         let identification = Array(first.body)
-        let headerPackets: Int
+        // Header packets after the identification packet: a count, or (Ogg FLAC's count 0) until
+        // the metadata block flagged last.
+        var expected: Int?
         let commentMagic: [UInt8]
+        var flac = false
         if identification.starts(with: Array("OpusHead".utf8)) {
-            (headerPackets, commentMagic) = (2, Array("OpusTags".utf8))
+            (expected, commentMagic) = (1, Array("OpusTags".utf8))
         } else if identification.starts(with: [1] + Array("vorbis".utf8)) {
-            (headerPackets, commentMagic) = (3, [3] + Array("vorbis".utf8))
+            (expected, commentMagic) = (2, [3] + Array("vorbis".utf8))
+        } else if identification.starts(with: [0x7F] + Array("FLAC".utf8)), identification.count >= 51,
+                  identification[9..<13].elementsEqual("fLaC".utf8) {
+            // Ogg FLAC: the mapping packet carries STREAMINFO; each other metadata block is a packet.
+            flac = true
+            commentMagic = []
+            let declared = Int(identification[7]) << 8 | Int(identification[8])
+            expected = identification[13] & 0x80 != 0 ? 0 : declared == 0 ? nil : declared
         } else {
-            let name = identification.starts(with: [0x7F] + Array("FLAC".utf8)) ? "Ogg FLAC" : "this Ogg codec's"
-            throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into \(name) files is not built yet (Ogg Opus and Ogg Vorbis are)")
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into this Ogg codec's files is not built (Ogg Opus, Vorbis and FLAC are)")
         }
         guard first.lacing.last.map({ $0 < 255 }) == true, first.lacing.filter({ $0 < 255 }).count == 1 else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "the first Ogg page holds more than the identification header: the file is left as it is")
@@ -72,7 +82,11 @@ enum OggTagWriter {
         var current: [UInt8] = []
         var offset = Int64(first.bytes.count)
         var oldHeaderPages = 0
-        while packets.count < headerPackets - 1 {
+        func moreHeaders() -> Bool {
+            if let expected { return packets.count < expected }
+            return packets.last.map { ($0.first ?? 0x80) & 0x80 == 0 } ?? true
+        }
+        while moreHeaders() {
             guard let page = try readPage(file, path: path, at: offset) else {
                 throw AudioFileWriterError(.unsupportedFormat, path: path, byteOffset: offset, "the file ends inside its Ogg headers: the file is left as it is")
             }
@@ -90,23 +104,31 @@ enum OggTagWriter {
             }
             offset += Int64(page.bytes.count)
             oldHeaderPages += 1
-            if packets.count >= headerPackets - 1 && !current.isEmpty || packets.count > headerPackets - 1 {
+            if !moreHeaders(), !current.isEmpty || (expected.map { packets.count > $0 } ?? false) {
                 throw AudioFileWriterError(.unsupportedFormat, path: path, byteOffset: offset,
                                            "audio shares a page with the last Ogg header: not rewritten (the file is left as it is)")
             }
         }
-        // The comment: after its magic, a Vorbis comment (and, for Vorbis, a framing bit; for Opus
-        // perhaps binary data after it, kept).
-        guard packets[0].starts(with: commentMagic), let raw = VorbisComment.rawFields(packets[0], from: commentMagic.count) else {
-            throw AudioFileWriterError(.unsupportedFormat, path: path, byteOffset: Int64(first.bytes.count),
-                                       "the Ogg comment header is damaged: the file is left as it is")
+        if expected == nil, packets.firstIndex(where: { ($0.first ?? 0x80) & 0x80 != 0 }) != packets.count - 1 {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, byteOffset: offset,
+                                       "audio shares a page with the last Ogg header: not rewritten (the file is left as it is)")
         }
-        let trailing = Array(packets[0][raw.end...])
-        packets[0] = commentMagic + VorbisComment.encode(vendor: raw.vendor, fields: VorbisComment.applying(changes, to: raw.fields)) + trailing
+        if flac {
+            try rewriteFLACComment(&packets, changes, path: path)
+        } else {
+            // The comment: after its magic, a Vorbis comment (and, for Vorbis, a framing bit; for
+            // Opus perhaps binary data after it, kept).
+            guard packets[0].starts(with: commentMagic), let raw = VorbisComment.rawFields(packets[0], from: commentMagic.count) else {
+                throw AudioFileWriterError(.unsupportedFormat, path: path, byteOffset: Int64(first.bytes.count),
+                                           "the Ogg comment header is damaged: the file is left as it is")
+            }
+            let trailing = Array(packets[0][raw.end...])
+            packets[0] = commentMagic + VorbisComment.encode(vendor: raw.vendor, fields: VorbisComment.applying(changes, to: raw.fields)) + trailing
+        }
         let pages = headerPages(packets, serial: serial)
         let shift = Int64(pages.count - oldHeaderPages)
         try AudioFileRewrite.replace(path: path, original: file) { write in
-            try first.bytes.withUnsafeBytes { try write($0) }
+            try firstPage.withUnsafeBytes { try write($0) }
             for page in pages { try page.withUnsafeBytes { try write($0) } }
             if shift == 0 { return try AudioFileRewrite.copy(file, path: path, from: offset, write) }
             // The stream's later pages renumbered; other streams' (a chain's next links) as they are.
@@ -122,6 +144,29 @@ enum OggTagWriter {
             }
         }
         return .rewritten
+    }
+
+    /// Ogg FLAC's comment: the VORBIS_COMMENT block among the header packets, rewritten (its
+    /// last-block flag kept).
+    static func rewriteFLACComment(_ packets: inout [[UInt8]], _ changes: [(name: String, value: String?)], path: String) throws {
+        func block(_ type: UInt8, last: Bool, _ body: [UInt8]) throws -> [UInt8] {
+            guard body.count < 1 << 24 else {
+                throw AudioFileWriterError(.unsupportedFormat, path: path, "the tags take \(body.count) bytes, more than a FLAC metadata block holds")
+            }
+            return [type | (last ? 0x80 : 0), UInt8(body.count >> 16), UInt8((body.count >> 8) & 0xFF), UInt8(body.count & 0xFF)] + body
+        }
+        if let index = packets.firstIndex(where: { ($0.first ?? 0) & 0x7F == FLACMetadataType.vorbisComment.rawValue }) {
+            let packet = packets[index]
+            guard packet.count >= 4, let raw = VorbisComment.rawFields(Array(packet[4...])) else {
+                throw AudioFileWriterError(.unsupportedFormat, path: path, "the Ogg FLAC comment block is damaged: the file is left as it is")
+            }
+            packets[index] = try block(FLACMetadataType.vorbisComment.rawValue, last: packet[0] & 0x80 != 0,
+                                       VorbisComment.encode(vendor: raw.vendor, fields: VorbisComment.applying(changes, to: raw.fields)))
+            return
+        }
+        // The mapping requires the comment as the first header packet after it: a stream without
+        // one is not one to guess about.
+        throw AudioFileWriterError(.unsupportedFormat, path: path, "the Ogg FLAC stream has no VORBIS_COMMENT block: the file is left as it is")
     }
 
     /// Pages (sequence 1 on) holding `packets` in order, the first starting a page and the last

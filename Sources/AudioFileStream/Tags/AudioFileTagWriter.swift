@@ -18,9 +18,9 @@ public enum AudioFileTagUpdate: Sendable, Hashable {
 /// before and after, and every other tag and picture is kept.
 ///
 /// Supported today: native FLAC (its VORBIS_COMMENT block), MP3 (ID3v2.3 and 2.4 `TXXX` frames,
-/// a new ID3v2.4 tag where there is none), Ogg Opus and Ogg Vorbis (the comment header's pages
-/// rebuilt) and MP4/M4A (iTunes freeform items in `moov/udta/meta/ilst`). Ogg FLAC, fragmented MP4
-/// and the other containers are refused by name: they are not built yet.
+/// a new ID3v2.4 tag where there is none), Ogg Opus, Vorbis and FLAC (the comment header's pages
+/// rebuilt) and MP4/M4A (iTunes freeform items in `moov/udta/meta/ilst`). Fragmented MP4 and the
+/// other containers are refused by name: they are not built yet.
 public enum AudioFileTagWriter {
     /// Sets each named tag — every field of that name, in any case, is replaced — or removes it
     /// when its value is nil; the other tags keep their order and bytes.
