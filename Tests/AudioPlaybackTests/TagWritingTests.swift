@@ -152,6 +152,27 @@ struct TagWritingTests {
         }
     }
 
+    /// Fragmented MP4 (ffmpeg's, with explicit `tfhd` base data offsets, and with offsets relative
+    /// to each `moof`; an `mfra` index at the end): `moov` grows, and every absolute offset after
+    /// it moves with the fragments, so the audio renders the same and ffmpeg reads the tags.
+    @Test(arguments: ["frag_keyframe+empty_moov", "frag_keyframe+empty_moov+default_base_moof"])
+    func fragmentedMP4TagsAreWritten(_ flags: String) async throws {
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try await LoudnessScanTests.make("f.m4a", in: directory, rate: 44100, layout: "stereo",
+                                                    codec: ["-c:a", "aac", "-metadata", "title=Original", "-movflags", flags, "-frag_duration", "500000"])
+        AudioCodecs.registerAll()
+        let decodedBefore = try render(path).samples
+        #expect(try AudioFileTagWriter.update(path: path, setting: [("replaygain_track_gain", "-3.21 dB"), ("LYRICS", String(repeating: "la ", count: 600))]) == .rewritten)
+        let tags = try await Self.probedTags(path)
+        #expect(tags["replaygain_track_gain"] == "-3.21 dB", "\(tags)")
+        #expect(difference(try render(path).samples, decodedBefore) == nil, "the fragments lead to the same audio")
+        let check = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-i", path, "-f", "null", "-"])
+        #expect(check.status == 0 && check.errorOutput.isEmpty, "\(String(decoding: check.errorOutput, as: UTF8.self))")
+        #expect(ReplayGain(metadata: try AudioFile(path: path).metadata, format: .aacLC)?.trackGain == -3.21)
+    }
+
     /// M4A with `moov` after the media (it grows at the end) and before it (`-movflags +faststart`:
     /// every chunk offset moves); a second change fits the `free` box the first one left.
     @Test(arguments: [false, true])

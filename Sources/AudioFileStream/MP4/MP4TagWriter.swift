@@ -5,6 +5,8 @@ import BufferQueue
 /// the grown or shrunk `moov` fits with the `free` box after it; otherwise the file is written anew
 /// beside it (with 1 KiB of `free` after `moov` for the next change) and renamed over it, and when
 /// `moov` precedes the media data every `stco`/`co64` chunk offset is moved by what `moov` grew.
+/// In a fragmented MP4 the fragments move with it: their absolute offsets (`tfhd` base data
+/// offsets, `mfra`'s `moof` offsets) are moved too.
 enum MP4TagWriter {
     struct Box {
         var type: String
@@ -102,6 +104,52 @@ enum MP4TagWriter {
         }
     }
 
+    /// A `moof` or `mfra` box with its absolute file offsets moved by `shift`: each `traf/tfhd`'s
+    /// base data offset (when its flag 0x000001 says it is there) and each `tfra` entry's `moof` offset.
+    static func shiftingFragmentOffsets(_ box: [UInt8], by shift: Int64, path: String) throws -> [UInt8] {
+        var bytes = box
+        func damaged(_ what: String) -> AudioFileWriterError {
+            AudioFileWriterError(.unsupportedFormat, path: path, "the `\(what)` box is damaged: the file is left as it is")
+        }
+        func u(_ at: Int, _ width: Int) -> Int64 { bytes[at..<(at + width)].reduce(Int64(0)) { $0 << 8 | Int64($1) } }
+        func put(_ value: Int64, at: Int, _ width: Int) throws {
+            guard value >= 0, width == 8 || value <= Int64(UInt32.max) else { throw damaged("tfra") }
+            for byte in 0..<width { bytes[at + byte] = UInt8(truncatingIfNeeded: value >> (8 * Int64(width - 1 - byte))) }
+        }
+        guard let top = children(bytes, 0..<bytes.count), top.count == 1 else { throw damaged("moof") }
+        let outer = top[0]
+        guard let inner = children(bytes, (outer.start + outer.header)..<outer.end) else { throw damaged(outer.type) }
+        for child in inner {
+            let body = (child.start + child.header)..<child.end
+            if child.type == "traf" {
+                guard let parts = children(bytes, body) else { throw damaged("traf") }
+                for tfhd in parts where tfhd.type == "tfhd" {
+                    let at = tfhd.start + tfhd.header
+                    guard tfhd.end - at >= 8 else { throw damaged("tfhd") }
+                    let flags = u(at + 1, 3)
+                    guard flags & 1 != 0 else { continue }
+                    guard tfhd.end - at >= 16 else { throw damaged("tfhd") }
+                    try put(u(at + 8, 8) + shift, at: at + 8, 8)
+                }
+            }
+            if child.type == "tfra" {
+                guard body.count >= 16 else { throw damaged("tfra") }
+                let version = bytes[body.lowerBound]
+                let sizes = u(body.lowerBound + 8, 4)
+                let count = Int(u(body.lowerBound + 12, 4))
+                let width = version == 1 ? 8 : 4
+                let rest = Int((sizes >> 4) & 3) + Int((sizes >> 2) & 3) + Int(sizes & 3) + 3
+                let entry = 2 * width + rest
+                guard count >= 0, count <= (body.count - 16) / max(entry, 1) else { throw damaged("tfra") }
+                for index in 0..<count {
+                    let at = body.lowerBound + 16 + index * entry + width
+                    try put(u(at, width) + shift, at: at, width)
+                }
+            }
+        }
+        return bytes
+    }
+
     /// Adds `shift` to every chunk offset (`stco`, `co64`) of every track in `moov`.
     static func shiftingChunkOffsets(_ moov: [UInt8], by shift: Int, path: String) throws -> [UInt8] {
         var moov = moov
@@ -168,8 +216,9 @@ enum MP4TagWriter {
         guard let moovIndex = top.firstIndex(where: { $0.type == "moov" }) else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "the MP4 has no `moov` box: the file is left as it is")
         }
-        if top.contains(where: { $0.type == "moof" }) {
-            throw AudioFileWriterError(.unsupportedFormat, path: path, "writing tags into fragmented MP4 files is not built yet")
+        let fragmented = top.contains(where: { $0.type == "moof" })
+        if fragmented, top[..<moovIndex].contains(where: { $0.type == "moof" || $0.type == "mdat" }) {
+            throw AudioFileWriterError(.unsupportedFormat, path: path, "a fragmented MP4 with media before `moov`: not rewritten")
         }
         let moov = top[moovIndex]
         let edited = try editedMovie(try read(Int(moov.end - moov.start), at: moov.start), path: path, changes)
@@ -197,7 +246,17 @@ enum MP4TagWriter {
         try AudioFileRewrite.replace(path: path, original: file) { write in
             try before.withUnsafeBytes { try write($0) }
             try (movie + padding).withUnsafeBytes { try write($0) }
-            try AudioFileRewrite.copy(file, path: path, from: moov.end, write)
+            guard fragmented else { return try AudioFileRewrite.copy(file, path: path, from: moov.end, write) }
+            // Fragments: a `moof`'s offsets relative to itself hold; its absolute ones (a `tfhd`
+            // base data offset) and the `mfra` index's `moof` offsets move with it.
+            for box in top[(moovIndex + 1)...] {
+                if box.type == "moof" || box.type == "mfra" {
+                    let moved = try shiftingFragmentOffsets(try read(Int(box.end - box.start), at: box.start), by: Int64(shift), path: path)
+                    try moved.withUnsafeBytes { try write($0) }
+                } else {
+                    try AudioFileRewrite.copy(file, path: path, from: box.start, to: box.end, write)
+                }
+            }
         }
         return .rewritten
     }

@@ -19,7 +19,7 @@ public enum AudioFileTagUpdate: Sendable, Hashable {
 ///
 /// Supported today: native FLAC (its VORBIS_COMMENT block), MP3 (ID3v2.3 and 2.4 `TXXX` frames,
 /// a new ID3v2.4 tag where there is none), Ogg Opus, Vorbis and FLAC (the comment header's pages
-/// rebuilt) and MP4/M4A (iTunes freeform items in `moov/udta/meta/ilst`). Fragmented MP4 and the
+/// rebuilt) and MP4/M4A, fragmented too (iTunes freeform items in `moov/udta/meta/ilst`). The
 /// other containers are refused by name: they are not built yet.
 public enum AudioFileTagWriter {
     /// Sets each named tag — every field of that name, in any case, is replaced — or removes it
@@ -84,13 +84,15 @@ enum AudioFileRewrite {
         }
     }
 
-    /// Copies the original's bytes from `offset` to its end through `write`.
-    static func copy(_ original: FileDescriptor, path: String, from offset: Int64, _ write: (UnsafeRawBufferPointer) throws -> Void) throws {
+    /// Copies the original's bytes from `offset` to its end (or to `end`) through `write`.
+    static func copy(_ original: FileDescriptor, path: String, from offset: Int64, to end: Int64? = nil,
+                     _ write: (UnsafeRawBufferPointer) throws -> Void) throws {
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         var from = offset
-        while true {
+        while end.map({ from < $0 }) ?? true {
             let count: Int
-            do { count = try chunk.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in try original.read(into: raw, at: from) } } catch {
+            let want = end.map { Int(min(Int64(chunk.count), $0 - from)) } ?? chunk.count
+            do { count = try chunk.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in try original.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<want]), at: from) } } catch {
                 throw AudioFileWriterError(.cannotCreate, path: path, byteOffset: from, underlying: error as? SystemError, "cannot read the audio to copy")
             }
             if count == 0 { break }
