@@ -152,6 +152,30 @@ struct TagWritingTests {
         }
     }
 
+    /// Title, artist, album and track number are the format's own tags (ID3 `TIT2`/`TPE1`/`TALB`/
+    /// `TRCK` in 2.4 and 2.3, iTunes `©nam`/`©ART`/`©alb`/`trkn`), replacing the old ones, as
+    /// ffprobe and this library read them back; the audio is untouched.
+    @Test(arguments: [("t4.mp3", ["-c:a", "libmp3lame", "-id3v2_version", "4"]), ("t3.mp3", ["-c:a", "libmp3lame", "-id3v2_version", "3"]),
+                      ("t.m4a", ["-c:a", "aac"])])
+    func standardNamesAreTheFormatsOwnTags(_ name: String, _ codec: [String]) async throws {
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try await LoudnessScanTests.make(name, in: directory, rate: 44100, layout: "stereo",
+                                                    codec: codec + ["-metadata", "title=Original", "-metadata", "artist=Someone"])
+        AudioCodecs.registerAll()
+        let decodedBefore = try render(path).samples
+        try AudioFileTagWriter.update(path: path, setting: [("TITLE", "Nachtmusik Ä"), ("ARTIST", "The Testers"), ("ALBUM", "Tests"),
+                                                            ("TRACKNUMBER", "3/12")])
+        let tags = try await Self.probedTags(path)
+        #expect(tags["title"] == "Nachtmusik Ä" && tags["artist"] == "The Testers" && tags["album"] == "Tests", "\(tags)")
+        #expect(tags["track"] == "3/12", "\(tags)")
+        #expect(!tags.values.contains("Original") && !tags.values.contains("Someone"), "the old title and artist are replaced: \(tags)")
+        let metadata = try AudioFile(path: path).metadata
+        #expect(metadata.title == "Nachtmusik Ä" && metadata.artist == "The Testers" && metadata.album == "Tests", "\(metadata)")
+        #expect(difference(try render(path).samples, decodedBefore) == nil)
+    }
+
     /// Fragmented MP4 (ffmpeg's, with explicit `tfhd` base data offsets, and with offsets relative
     /// to each `moof`; an `mfra` index at the end): `moov` grows, and every absolute offset after
     /// it moves with the fragments, so the audio renders the same and ffmpeg reads the tags.

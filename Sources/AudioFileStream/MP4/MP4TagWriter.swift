@@ -1,6 +1,7 @@
 import BufferQueue
 
-/// Rewrites iTunes freeform items (`----:com.apple.iTunes:NAME`) in an MP4's `moov/udta/meta/ilst`,
+/// Rewrites iTunes items in an MP4's `moov/udta/meta/ilst` — the standard names as iTunes' own
+/// items (`©nam`, `©ART`, `©alb`, `trkn` …), others as freeform items (`----:com.apple.iTunes:NAME`) —
 /// creating the boxes where missing; every other item and box is kept byte for byte. In place when
 /// the grown or shrunk `moov` fits with the `free` box after it; otherwise the file is written anew
 /// beside it (with 1 KiB of `free` after `moov` for the next change) and renamed over it, and when
@@ -42,6 +43,43 @@ enum MP4TagWriter {
             + Array(type.utf8) + body
     }
 
+    /// The item type of a standard name (every other name is a freeform item).
+    static func itemType(for name: String) -> String? {
+        switch name.uppercased() {
+        case "TITLE": return "\u{A9}nam"
+        case "ARTIST": return "\u{A9}ART"
+        case "ALBUM": return "\u{A9}alb"
+        case "ALBUMARTIST", "ALBUM ARTIST": return "aART"
+        case "DATE", "YEAR": return "\u{A9}day"
+        case "GENRE": return "\u{A9}gen"
+        case "COMPOSER": return "\u{A9}wrt"
+        case "TRACKNUMBER", "TRACK": return "trkn"
+        case "DISCNUMBER", "DISC": return "disk"
+        default: return nil
+        }
+    }
+
+    /// An item for a change: a standard item (text, or `trkn`/`disk`'s numbers from "N" or "N/TOTAL"),
+    /// else a freeform one.
+    static func item(_ name: String, _ value: String) -> [UInt8] {
+        guard let type = itemType(for: name) else { return freeform(name, value) }
+        // Item types are Latin-1 (iTunes' © is the byte 0xA9).
+        let typeBytes = type.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }
+        if type == "trkn" || type == "disk" {
+            let parts = value.split(separator: "/").map { Int($0.trimmingSpaces()) ?? 0 }
+            let number = min(max(parts.first ?? 0, 0), 0xFFFF), total = min(max(parts.count > 1 ? parts[1] : 0, 0), 0xFFFF)
+            let numbers: [UInt8] = [0, 0, UInt8(number >> 8), UInt8(number & 0xFF), UInt8(total >> 8), UInt8(total & 0xFF)] + (type == "trkn" ? [0, 0] : [])
+            return rawBox(typeBytes, box("data", [0, 0, 0, 0, 0, 0, 0, 0] + numbers))
+        }
+        return rawBox(typeBytes, box("data", [0, 0, 0, 1, 0, 0, 0, 0] + Array(value.utf8)))
+    }
+
+    static func rawBox(_ type: [UInt8], _ body: [UInt8]) -> [UInt8] {
+        let size = 8 + body.count
+        return [UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16), UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size)]
+            + type + body
+    }
+
     /// A freeform item: `mean` com.apple.iTunes, `name`, `data` of UTF-8 text.
     static func freeform(_ name: String, _ value: String) -> [UInt8] {
         box("----", box("mean", [0, 0, 0, 0] + Array("com.apple.iTunes".utf8)) + box("name", [0, 0, 0, 0] + Array(name.utf8))
@@ -80,14 +118,18 @@ enum MP4TagWriter {
     /// `moov` with the changes made in its `udta/meta/ilst`.
     static func editedMovie(_ moov: [UInt8], path: String, _ changes: [(name: String, value: String?)]) throws -> [UInt8] {
         let names = Set(changes.map { $0.name.uppercased() })
-        let added = changes.compactMap { change in change.value.map { freeform(change.name, $0) } }.flatMap { $0 }
+        let types = Set(changes.compactMap { itemType(for: $0.name) }.map { Array($0.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }) })
+        let added = changes.compactMap { change in change.value.map { item(change.name, $0) } }.flatMap { $0 }
         func ilst(_ old: [UInt8]?) throws -> [UInt8] {
             guard let old else { return box("ilst", added) }
             guard let items = children(old, 8..<old.count) else {
                 throw AudioFileWriterError(.unsupportedFormat, path: path, "the MP4 `ilst` box is damaged: the file is left as it is")
             }
             var body: [UInt8] = []
-            for item in items where !(freeformName(old, item).map { names.contains($0.uppercased()) } ?? false) { body += old[item.start..<item.end] }
+            for item in items {
+                let replaced = freeformName(old, item).map { names.contains($0.uppercased()) } ?? types.contains(Array(old[(item.start + 4)..<(item.start + 8)]))
+                if !replaced { body += old[item.start..<item.end] }
+            }
             return box("ilst", body + added)
         }
         func meta(_ old: [UInt8]?) throws -> [UInt8] {

@@ -1,16 +1,40 @@
 import BufferQueue
 
-/// Rewrites the user text frames (`TXXX`) of the ID3v2 tag at the front of an MP3 (or ADTS) file,
+/// Rewrites the text frames of the ID3v2 tag at the front of an MP3 (or ADTS) file — the standard
+/// names as ID3's own frames (`TIT2`, `TPE1`, `TALB`, `TRCK` …), others as user frames (`TXXX`) —
 /// or puts a new ID3v2.4 tag there: in place when the frames fit the old tag's size (the padding
 /// shrinks or grows), else the file is written anew beside it (the tag with 4 KiB of padding, the
 /// audio copied byte for byte) and renamed over it. Every other frame is kept byte for byte.
 enum ID3TagWriter {
     static let rewritePadding = 4096
 
+    /// The standard names written as ID3's own text frames (every other name is a `TXXX` frame);
+    /// `DATE` is `TDRC` in 2.4 and `TYER` in 2.3.
+    static func frameID(for name: String, version: UInt8) -> String? {
+        switch name.uppercased() {
+        case "TITLE": return "TIT2"
+        case "ARTIST": return "TPE1"
+        case "ALBUM": return "TALB"
+        case "ALBUMARTIST", "ALBUM ARTIST": return "TPE2"
+        case "TRACKNUMBER", "TRACK": return "TRCK"
+        case "DISCNUMBER", "DISC": return "TPOS"
+        case "DATE", "YEAR": return version == 4 ? "TDRC" : "TYER"
+        case "GENRE": return "TCON"
+        case "COMPOSER": return "TCOM"
+        default: return nil
+        }
+    }
+
+    /// A frame for a change: its own text frame for a standard name, else `TXXX`.
+    static func frame(_ name: String, _ value: String, version: UInt8) -> [UInt8] {
+        frameID(for: name, version: version).map { textFrame(id: $0, value: value, version: version) }
+            ?? textFrame(description: name, value: value, version: version)
+    }
+
     static func update(_ file: FileDescriptor, path: String, head: [UInt8], _ changes: [(name: String, value: String?)]) throws -> AudioFileTagUpdate {
         guard head.starts(with: Array("ID3".utf8)) else {
             // No tag: a new ID3v2.4 tag in front of the audio.
-            let frames = changes.compactMap { change in change.value.map { textFrame(description: change.name, value: $0, version: 4) } }
+            let frames = changes.compactMap { change in change.value.map { frame(change.name, $0, version: 4) } }
             let tag = encode(frames: frames.flatMap { $0 }, version: 4, padding: rewritePadding)
             try AudioFileRewrite.replace(path: path, original: file, head: tag, copyingFrom: 0)
             return .rewritten
@@ -35,8 +59,9 @@ enum ID3TagWriter {
         guard got == bodySize else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, byteOffset: 10, "the ID3v2 tag claims \(bodySize) bytes and the file ends first: the file is left as it is")
         }
-        // The frames, each kept as its bytes unless it is a TXXX being replaced.
+        // The frames, each kept as its bytes unless it is a TXXX or standard frame being replaced.
         let names = Set(changes.map { $0.name.uppercased() })
+        let ids = Set(changes.compactMap { frameID(for: $0.name, version: version) })
         var kept: [UInt8] = []
         var at = 0
         while at + 10 <= bodySize, body[at] != 0 {
@@ -48,7 +73,7 @@ enum ID3TagWriter {
                                            "the ID3v2 frame here is damaged: the file is left as it is")
             }
             let frame = body[at..<(at + 10 + size)]
-            var replaced = false
+            var replaced = ids.contains(id)
             if id == "TXXX", body[at + 9] & (version == 4 ? 0x4F : 0xE0) == 0,
                let (description, _) = ID3v2.describedText(Array(frame.dropFirst(10)), hasLanguage: false) {
                 replaced = names.contains(description.uppercased())
@@ -56,7 +81,7 @@ enum ID3TagWriter {
             if !replaced { kept += frame }
             at += 10 + size
         }
-        for (name, value) in changes { if let value { kept += textFrame(description: name, value: value, version: version) } }
+        for (name, value) in changes { if let value { kept += frame(name, value, version: version) } }
         if kept.count <= bodySize {
             // In place: the same size, the rest padding; one write of the whole tag.
             let tag = encode(frames: kept, version: version, padding: bodySize - kept.count, flags: flags)
@@ -76,16 +101,21 @@ enum ID3TagWriter {
 
     /// A TXXX frame: UTF-8 in 2.4; in 2.3 Latin-1 when the text is ASCII, else UTF-16 with a BOM.
     static func textFrame(description: String, value: String, version: UInt8) -> [UInt8] {
+        textFrame(id: "TXXX", description: description, value: value, version: version)
+    }
+
+    /// A text frame `id` (with a description for `TXXX`), encoded as ``textFrame(description:value:version:)`` says.
+    static func textFrame(id: String, description: String? = nil, value: String, version: UInt8) -> [UInt8] {
         var payload: [UInt8]
         if version == 4 {
-            payload = [3] + Array(description.utf8) + [0] + Array(value.utf8)
-        } else if (description + value).utf8.allSatisfy({ $0 < 0x80 }) {
-            payload = [0] + Array(description.utf8) + [0] + Array(value.utf8)
+            payload = [3] + (description.map { Array($0.utf8) + [0] } ?? []) + Array(value.utf8)
+        } else if ((description ?? "") + value).utf8.allSatisfy({ $0 < 0x80 }) {
+            payload = [0] + (description.map { Array($0.utf8) + [0] } ?? []) + Array(value.utf8)
         } else {
             func utf16(_ text: String) -> [UInt8] { [0xFF, 0xFE] + text.utf16.flatMap { [UInt8(truncatingIfNeeded: $0), UInt8(truncatingIfNeeded: $0 >> 8)] } }
-            payload = [1] + utf16(description) + [0, 0] + utf16(value)
+            payload = [1] + (description.map { utf16($0) + [0, 0] } ?? []) + utf16(value)
         }
-        var frame = Array("TXXX".utf8)
+        var frame = Array(id.utf8)
         frame += version == 4 ? syncsafe(payload.count) : [UInt8(truncatingIfNeeded: payload.count >> 24), UInt8(truncatingIfNeeded: payload.count >> 16),
                                                           UInt8(truncatingIfNeeded: payload.count >> 8), UInt8(truncatingIfNeeded: payload.count)]
         frame += [0, 0]
