@@ -82,6 +82,44 @@ struct MatroskaParserTests {
         #expect(read.map(\.bytes) == packets[index..<(index + read.count)].map(\.bytes))
     }
 
+    /// An EBML element: its ID bytes, a size of 8 bytes (or unknown), its body.
+    static func element(_ id: [UInt8], _ body: [UInt8], unknownSize: Bool = false) -> [UInt8] {
+        let size = unknownSize ? [UInt8](repeating: 0xFF, count: 8) : [0x01] + (0..<7).map { UInt8(truncatingIfNeeded: body.count >> (8 * (6 - $0))) }
+        return id + (unknownSize ? [0x01] + Array(size.dropFirst()) : size) + body
+    }
+
+    /// A hand-made file of 16-bit mono PCM whose blocks use every lacing — none, Xiph, EBML and
+    /// fixed — in a Segment and Cluster of unknown size: every frame is a packet, in order, each
+    /// the bytes laced, at any chunking.
+    @Test func everyLacingGivesItsFrames() {
+        let header = Self.element([0x1A, 0x45, 0xDF, 0xA3], Self.element([0x42, 0x82], Array("matroska".utf8)))
+        let audio = Self.element([0xE1], Self.element([0xB5], [0x40, 0xBF, 0x40, 0, 0, 0, 0, 0]) + Self.element([0x9F], [1]) + Self.element([0x62, 0x64], [16]))
+        let entry = Self.element([0xAE], Self.element([0xD7], [1]) + Self.element([0x83], [2]) + Self.element([0x86], Array("A_PCM/INT/LIT".utf8)) + audio)
+        let tracks = Self.element([0x16, 0x54, 0xAE, 0x6B], entry)
+        // Frame k's bytes are k repeated; sizes in bytes (even: whole 16-bit frames).
+        func frames(_ sizes: [Int], from first: Int) -> [[UInt8]] { sizes.enumerated().map { [UInt8](repeating: UInt8(first + $0.offset), count: $0.element) } }
+        let plain = frames([6], from: 1)
+        let xiph = frames([300, 4, 10], from: 2)
+        let ebml = frames([4, 260, 2, 8], from: 5)
+        let fixed = frames([6, 6, 6], from: 9)
+        func block(_ lacing: UInt8, _ laced: [[UInt8]], _ sizes: [UInt8]) -> [UInt8] {
+            Self.element([0xA3], [0x81, 0, 0, 0x80 | lacing << 1] + (lacing == 0 ? [] : [UInt8(laced.count - 1)]) + sizes + laced.flatMap { $0 })
+        }
+        // Xiph: 300 = 255 + 45, then 4. EBML: 4 (1-byte vint 0x84), then +256 (2 bytes, bias 8191),
+        // then -258 (2 bytes); the last size is what remains.
+        let cluster = Self.element([0x1F, 0x43, 0xB6, 0x75], Self.element([0xE7], [0])
+            + block(0, plain, []) + block(1, xiph, [255, 45, 4]) + block(3, ebml, [0x84, 0x60, 0xFF, 0x5E, 0xFD]) + block(2, fixed, []),
+            unknownSize: true)
+        let file = header + Self.element([0x18, 0x53, 0x80, 0x67], tracks + cluster, unknownSize: true)
+        let expected = (plain + xiph + ebml + fixed).flatMap { $0 }
+        for chunk in [1, 5, file.count] {
+            let result = trace(file, chunks: [chunk])
+            #expect(result.error == nil && result.warnings.isEmpty, "chunk \(chunk): \(result.error ?? "") \(result.warnings)")
+            #expect(result.packets.flatMap(\.bytes) == expected, "chunk \(chunk): \(result.packets.count) packets")
+            #expect(result.packets.count == expected.count / 2, "chunk \(chunk)")
+        }
+    }
+
     @Test func theSnifferKnowsMatroskaByBytesTypeAndName() {
         let head: [UInt8] = [0x1A, 0x45, 0xDF, 0xA3, 0x9F, 0x42, 0x86, 0x81, 0x01, 0x42, 0xF7, 0x81]
         #expect(AudioSniffer.kind(ofHead: head) == .audio(.matroska))
