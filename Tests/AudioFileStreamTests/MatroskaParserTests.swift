@@ -139,3 +139,23 @@ struct MatroskaParserTests {
         #expect(trace.trace.error?.contains("\"other\"") == true, "\(trace.trace.error ?? "no error")")
     }
 }
+
+extension MatroskaParserTests {
+    /// A Cluster whose size field is invalid (a zero byte) is skipped to the next Cluster, not
+    /// found again where it is: the parse ends, with a warning, and the next cluster's frames come.
+    @Test func aClusterWithAnInvalidSizeIsSkipped() {
+        let header = Self.element([0x1A, 0x45, 0xDF, 0xA3], Self.element([0x42, 0x82], Array("webm".utf8)))
+        let audio = Self.element([0xE1], Self.element([0xB5], [0x40, 0xBF, 0x40, 0, 0, 0, 0, 0]) + Self.element([0x9F], [1]) + Self.element([0x62, 0x64], [16]))
+        let entry = Self.element([0xAE], Self.element([0xD7], [1]) + Self.element([0x83], [2]) + Self.element([0x86], Array("A_PCM/INT/LIT".utf8)) + audio)
+        let tracks = Self.element([0x16, 0x54, 0xAE, 0x6B], entry)
+        let good = Self.element([0x1F, 0x43, 0xB6, 0x75], Self.element([0xE7], [0]) + Self.element([0xA3], [0x81, 0, 0, 0x80, 1, 2, 3, 4]))
+        let broken: [UInt8] = [0x1F, 0x43, 0xB6, 0x75, 0x00, 0xE7, 0x81, 0x00]
+        let file = header + Self.element([0x18, 0x53, 0x80, 0x67], tracks + good + broken + good, unknownSize: true)
+        for chunk in [1, 3, file.count] {
+            let result = trace(file, chunks: [chunk])
+            #expect(result.error == nil, "chunk \(chunk): \(result.error ?? "")")
+            #expect(result.packets.flatMap(\.bytes) == [1, 2, 3, 4, 1, 2, 3, 4], "chunk \(chunk): \(result.warnings) \(result.items)")
+            #expect(result.warnings.contains { $0.contains("reading resumed at the next Cluster") }, "chunk \(chunk): \(result.warnings)")
+        }
+    }
+}

@@ -63,7 +63,6 @@ final class MatroskaParser: ContainerParser {
     private var constantPacketFrames: Int?
     private var packetFramesVary = false
     private var skippedTracks: [String] = []
-    private var resyncs = 0
 
     /// The largest element read whole (a block, the Tracks or Tags element); larger ones are skipped
     /// (blocks: refused) with a warning.
@@ -208,7 +207,8 @@ final class MatroskaParser: ContainerParser {
         guard codec != nil, stack.contains(where: { $0.id == EBML.ID.segment }) else {
             throw AudioFileStreamError(.invalidData, .matroska, start, why)
         }
-        var from = 0
+        // From the next byte: a Cluster ID here whose size is what failed must not be found again.
+        var from = 1
         while let index = input.firstIndex(of: 0x1F, from: from) {
             if input.available < index + 4 && !input.atEnd {
                 input.consume(index)
@@ -216,7 +216,7 @@ final class MatroskaParser: ContainerParser {
                 report(skipped: Int64(index), at: start, why, out)
                 return false
             }
-            if input.matches("\u{1F}\u{43}\u{B6}\u{75}", at: index) {
+            if input.u8(index + 1) == 0x43, input.u8(index + 2) == 0xB6, input.u8(index + 3) == 0x75 {
                 input.consume(index)
                 while let top = stack.last, top.id != EBML.ID.segment { close(stack.removeLast()) }
                 report(skipped: Int64(index), at: start, why, out)
@@ -232,7 +232,6 @@ final class MatroskaParser: ContainerParser {
 
     private func report(skipped bytes: Int64, at offset: Int64, _ why: String, _ out: StreamOutput) {
         guard bytes > 0 else { return }
-        resyncs += 1
         out.warn(AudioFileStreamError(.invalidData, .matroska, offset,
             "skipped \(bytes) bytes: \(why); reading resumed at the next Cluster"))
     }
