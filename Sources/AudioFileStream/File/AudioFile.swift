@@ -135,7 +135,7 @@ public final class AudioFile: Sendable {
         var packetBytes: Int64 = 0
         func handle(_ event: AudioFileStreamEvent) {
             guard case .packets(let packets) = event else { return }
-            if stream.fileType == .ogg {
+            if stream.fileType?.locatesPacketPieces == true {
                 // (The pieces taken may run ahead of this batch, into batches still to come: only
                 // their order matters.)
                 for piece in stream.takePacketPieces() { pieces.append(fileOffset: piece.offset, length: piece.length) }
@@ -223,8 +223,8 @@ public final class AudioFile: Sendable {
         self.damage = damage
         self.index = index
         self.runs = runs
-        self.resident = type == .mpegTransportStream ? resident : nil
-        self.pieces = type == .ogg ? pieces : nil
+        self.resident = type.interleavesPacketBytes && !type.locatesPacketPieces ? resident : nil
+        self.pieces = type.locatesPacketPieces ? pieces : nil
         packetCount = index.isEmpty ? runs.reduce(0) { $0 + $1.2 } : Int64(index.count)
         audioDataByteCount = index.isEmpty ? packetCount * Int64(max(format.bytesPerPacket, 0)) : index.totalBytes
     }

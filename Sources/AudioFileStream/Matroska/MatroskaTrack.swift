@@ -130,26 +130,18 @@ struct MatroskaCodec {
         case "A_OPUS":
             // CodecPrivate is the OpusHead packet.
             let mapping = try OggOpusMapping(track.codecPrivate, at: track.offset)
-            kind = .opus(mapping)
-            format = mapping.format
-            magicCookie = mapping.magicCookie
-            channelLayout = mapping.channelLayout
-            headerPriming = mapping.headerPriming
-            name = "Opus"
+            self = Self(.opus(mapping), taking: mapping)
+            return
         case "A_VORBIS":
             // CodecPrivate: the three header packets in Xiph lacing.
-            guard let packets = Self.xiphLaced(track.codecPrivate), packets.count == 3 else {
+            guard let packets = VorbisHeaders.unlace(track.codecPrivate), packets.count == 3 else {
                 throw invalid("CodecPrivate does not hold the three Vorbis headers in Xiph lacing")
             }
             var mapping = OggVorbisMapping(packets[0])
             _ = try mapping.takeHeader(packets[1], at: track.offset)
             guard try mapping.takeHeader(packets[2], at: track.offset) else { throw invalid("the Vorbis headers are incomplete") }
-            kind = .vorbis(mapping)
-            format = mapping.format
-            magicCookie = mapping.magicCookie
-            channelLayout = mapping.channelLayout
-            metadata = mapping.metadata
-            name = "Vorbis"
+            self = Self(.vorbis(mapping), taking: mapping)
+            return
         case "A_FLAC":
             // CodecPrivate: `fLaC` and the metadata blocks, STREAMINFO first.
             guard let info = FLACStreamInfo(magicCookie: track.codecPrivate) else {
@@ -209,6 +201,18 @@ struct MatroskaCodec {
         formatList = [format]
     }
 
+    /// A Xiph codec: the format, cookie, layout, comments and header priming its Ogg mapping read.
+    private init(_ kind: Kind, taking mapping: some OggMapping) {
+        self.kind = kind
+        format = mapping.format
+        formatList = [mapping.format]
+        magicCookie = mapping.magicCookie
+        channelLayout = mapping.channelLayout
+        metadata = mapping.metadata
+        headerPriming = mapping.headerPriming
+        name = mapping.name
+    }
+
     /// Frames a block's frame decodes to (nil: malformed). Vorbis follows the frames before it.
     mutating func frames(of packet: UnsafeRawBufferPointer) -> Int? {
         switch kind {
@@ -233,33 +237,6 @@ struct MatroskaCodec {
             mapping.restart()
             kind = .vorbis(mapping)
         }
-    }
-
-    /// The packets of Xiph-laced data: a count less one, the sizes of all but the last (each a run
-    /// of 255s and a final byte below 255), then the packets.
-    static func xiphLaced(_ bytes: [UInt8]) -> [[UInt8]]? {
-        guard let first = bytes.first else { return nil }
-        var at = 1
-        var sizes: [Int] = []
-        for _ in 0..<Int(first) {
-            var size = 0
-            while true {
-                guard at < bytes.count else { return nil }
-                let b = Int(bytes[at])
-                at += 1
-                size += b
-                if b < 255 { break }
-            }
-            sizes.append(size)
-        }
-        var packets: [[UInt8]] = []
-        for size in sizes {
-            guard at + size <= bytes.count else { return nil }
-            packets.append(Array(bytes[at..<(at + size)]))
-            at += size
-        }
-        packets.append(Array(bytes[at...]))
-        return packets
     }
 
     /// The AudioSpecificConfig of the old codec IDs that name the profile instead of carrying one

@@ -43,9 +43,11 @@ final class StreamOutput {
     var keepsPacketBytes = true
     /// Bytes the current batch describes (its data's length when bytes are kept).
     private var batchBytes = 0
-    /// A transport stream's packet bytes are copied even while indexing (nothing says where its
-    /// packets' pieces lie); an Ogg stream's say where their pieces lie instead (``pieces``).
-    private var copiesBytes: Bool { keepsPacketBytes || fileType == .mpegTransportStream }
+    /// Interleaved packet bytes are copied even while indexing, unless the parser says where their
+    /// pieces lie instead (``pieces``).
+    private var copiesBytes: Bool {
+        keepsPacketBytes || (fileType.map { $0.interleavesPacketBytes && !$0.locatesPacketPieces } ?? false)
+    }
     /// While indexing (bytes not kept), where the bytes of the packets emitted lie in the file, in
     /// order, for containers that interleave them with their own (Ogg pages): a packet's bytes
     /// are the next pieces adding up to its size. ``takePieces()`` hands them over.

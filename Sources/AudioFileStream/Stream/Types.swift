@@ -20,6 +20,11 @@ public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
     /// Ogg page headers), so a packet cannot be read again from its file offset alone.
     public var interleavesPacketBytes: Bool { self == .mpegTransportStream || self == .ogg }
 
+    /// Whether, where packets' bytes are interleaved, the parser still says where each packet's
+    /// pieces lie in the file (Ogg pages), so an index need not keep the bytes (a transport
+    /// stream's packets are positions in its elementary stream: their bytes are kept).
+    var locatesPacketPieces: Bool { self == .ogg }
+
     /// The four-character type id, e.g. `MPG3`.
     public var typeID: String { rawValue }
 
