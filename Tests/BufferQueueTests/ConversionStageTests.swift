@@ -109,6 +109,14 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
         #expect(try queue.renderRest(channels: 1, chunk: 333) == doubled(mono))
     }
 
+    /// The worker the render wakes races the rendering thread to act on the end (the timeline
+    /// restarts at 0); a render that passed the end returns only once that is done, so the next
+    /// render at `offlineRenderPosition` is never refused. (Failed within 0.1 s of repeats when
+    /// the render returned while the worker was still restarting the timeline.)
+    @Test func theEndIsActedOnBeforeTheRenderReturns() throws {
+        for _ in 0..<500 { try anAsynchronousStopDrainsTheConverter() }
+    }
+
     /// A reset throws away what the converter holds: the next frames start clean.
     @Test func aResetEmptiesTheConverter() throws {
         let queue = try AudioQueue(format: .float32(sampleRate: 1000, channels: 1),
@@ -273,3 +281,4 @@ func doublingRegistry(hold: Int, losesTail: Bool = false) -> AudioResamplerRegis
         #expect(try queue.renderRest(channels: 1, chunk: 10) == next)
     }
 }
+

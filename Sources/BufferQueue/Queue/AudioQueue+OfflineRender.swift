@@ -118,6 +118,7 @@ extension AudioQueue {
         // its order among deliveries is fixed) and, with `.beforeReturning`, delivered on this
         // thread once the lock is released (a callback may enqueue, stop or reset).
         var posted = false
+        var passedEnd = false
         var shortfall: AudioQueueError?
         defer {
             if posted { delivery.drainOnCallingThread() }
@@ -145,7 +146,9 @@ extension AudioQueue {
                 producer.offlineScratch = [Float](repeating: 0, count: frames * channels)
             }
             let done: Int? = try stage.tryExclusiveAccess {
-                try renderOffline(producer, into: base, direct: direct, frames: frames, channels: channels)
+                let ends = stage.endsPassed
+                defer { passedEnd = stage.endsPassed != ends }
+                return try renderOffline(producer, into: base, direct: direct, frames: frames, channels: channels)
             }
             guard let done else {
                 throw AudioQueueError(.invalidOfflineMode, "the sink is rendering; offline render needs the queue switched to offline first")
@@ -164,6 +167,10 @@ extension AudioQueue {
         // The end of an asynchronous stop completes with the call that rendered it.
         takeRenderEvents()
         if takenRenderEvents.withLock({ $0.endsOfStream > 0 }) { handleRenderSignals(offline: true) }
+        // The worker this render woke may have taken the end first and be acting on it (the
+        // timeline restarts at 0): the render returns once that is done, so the position the
+        // caller reads next is the one the next render must pass.
+        if passedEnd { serial.withLock { _ in } }
         return rendered
     }
 

@@ -163,6 +163,9 @@ final class RenderStage: @unchecked Sendable {
     /// from then on; before it they apply at once (a fade-in from silence starts silent).
     private var renderedSinceDiscard = false
     private var holdAfterEnd = false
+    /// Ends of stream this stage has passed, counted by its reader (an offline render compares
+    /// the count before and after, to know that it rendered an end).
+    private(set) var endsPassed = 0
     /// The output hold's side here: the hold generation seen, whether the fade-out is done (the
     /// render takes no frames), and the gain the last frame was given.
     private var holdSeen = 0
@@ -814,6 +817,7 @@ final class RenderStage: @unchecked Sendable {
         case .endOfStream:
             markers.pop()
             holdAfterEnd = true
+            endsPassed &+= 1
             events.push(.endOfStream)
             signal = true
             return true
