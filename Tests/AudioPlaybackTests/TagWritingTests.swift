@@ -222,6 +222,95 @@ struct TagWritingTests {
         #expect(gains?.trackGain == -4 && gains?.trackPeak == 0.501187, "\(String(describing: gains))")
     }
 
+    /// The attached pictures ffprobe finds: (codec, width, height) of each `attached_pic` stream.
+    static func probedPictures(_ path: String) async throws -> [String] {
+        let run = try await runTool("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,width,height:stream_disposition=attached_pic",
+                                                         "-of", "json", path])
+        let streams = ((try JSONSerialization.jsonObject(with: run.output) as? [String: Any])?["streams"] as? [[String: Any]]) ?? []
+        return streams.compactMap { stream in
+            guard (stream["disposition"] as? [String: Any])?["attached_pic"] as? Int == 1 else { return nil }
+            return "\(stream["codec_name"] ?? "?") \(stream["width"] ?? 0)x\(stream["height"] ?? 0)"
+        }.sorted()
+    }
+
+    /// Pictures replace the file's own (a cover that metaflac or ffmpeg attached, read first) in
+    /// every container: ffprobe finds them (FLAC PICTURE blocks, ID3v2.4 and 2.3 `APIC`, MP4
+    /// `covr`, Ogg `METADATA_BLOCK_PICTURE`; Ogg FLAC's PICTURE packets, which ffmpeg does not
+    /// read, are checked by `flac -t` and this library), this library reads them back byte for
+    /// byte, the other tags and the audio are kept, and an empty list removes them.
+    @Test(arguments: [("a.flac", ["-c:a", "flac"]), ("t4.mp3", ["-c:a", "libmp3lame", "-id3v2_version", "4"]),
+                      ("t3.mp3", ["-c:a", "libmp3lame", "-id3v2_version", "3"]), ("t.m4a", ["-c:a", "aac"]),
+                      ("o.opus", ["-c:a", "libopus"]), ("v.ogg", ["-c:a", "libvorbis"]), ("f.oga", ["-c:a", "flac"])])
+    func picturesAreReplacedAndRemoved(_ name: String, _ codec: [String]) async throws {
+        let directory = NSTemporaryDirectory() + "tags-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var images: [String: [UInt8]] = [:]
+        for (file, size, colour) in [("front.png", "16x8", "red"), ("back.jpg", "8x4", "blue"), ("old.png", "4x4", "green")] {
+            let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "color=\(colour):s=\(size)", "-frames:v", "1",
+                                                             directory + "/" + file])
+            try #require(made.status == 0, "\(String(decoding: made.errorOutput, as: UTF8.self))")
+            images[file] = Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/" + file)))
+        }
+        var path = try await LoudnessScanTests.make(name, in: directory, rate: 48000, layout: "stereo", codec: codec + ["-metadata", "title=Original"])
+        // A cover attached by another tool, where that tool can.
+        if name.hasSuffix(".flac") {
+            let tagged = try await runTool(Self.metaflac, ["--import-picture-from=\(directory)/old.png", path])
+            try #require(tagged.status == 0)
+        } else if name.hasSuffix(".mp3") || name.hasSuffix(".m4a") {
+            let covered = directory + "/covered-" + name
+            let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", path, "-i", directory + "/old.png", "-map", "0:a", "-map", "1",
+                                                             "-c", "copy", "-disposition:v", "attached_pic"] + codec.suffix(2) + [covered])
+            try #require(made.status == 0, "\(String(decoding: made.errorOutput, as: UTF8.self))")
+            path = covered
+        }
+        let attached = !name.hasSuffix(".opus") && !name.hasSuffix(".ogg") && !name.hasSuffix(".oga")
+        #expect(try AudioFile(path: path).metadata.pictures.map(\.data) == (attached ? [images["old.png"] ?? []] : []), "the other tool's cover is read")
+        AudioCodecs.registerAll()
+        let decodedBefore = try render(path).samples
+
+        let front = try #require(AudioFilePicture(image: images["front.png"] ?? [], type: 3, description: "Vorderseite ü"))
+        let back = try #require(AudioFilePicture(image: images["back.jpg"] ?? [], type: 4, description: "Back"))
+        #expect(front.mimeType == "image/png" && front.width == 16 && front.height == 8)
+        #expect(back.mimeType == "image/jpeg" && back.width == 8 && back.height == 4)
+        try AudioFileTagWriter.update(path: path, setting: [("ALBUM", "With pictures")], pictures: [front, back])
+        var metadata = try AudioFile(path: path).metadata
+        let isMP4 = name.hasSuffix(".m4a")
+        // MP4's covr keeps neither type nor description: read back as front covers.
+        #expect(metadata.pictures == (isMP4 ? [front, back].map { picture in
+            var read = picture
+            read.type = 3
+            read.description = ""
+            return read
+        } : [front, back]), "\(metadata.pictures.map { ($0.type, $0.mimeType, $0.description, $0.width, $0.height, $0.data.count) })")
+        #expect(metadata.title == "Original" && metadata.album == "With pictures", "\(metadata)")
+        if name.hasSuffix(".oga") {
+            let check = try await runTool("/usr/bin/flac", ["-t", "-s", path])
+            let said = String(decoding: check.errorOutput, as: UTF8.self)
+                .replacingOccurrences(of: "WARNING, cannot check MD5 signature since it was unset in the STREAMINFO", with: "")
+            #expect(check.status == 0 && !said.contains("ERROR"), "\(said)")
+        } else {
+            #expect(try await Self.probedPictures(path) == ["mjpeg 8x4", "png 16x8"])
+        }
+        #expect(difference(try render(path).samples, decodedBefore) == nil)
+
+        if isMP4 {
+            // A GIF does not fit an MP4: refused, naming both, the file left as it is.
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            let gif = try #require(AudioFilePicture(image: Array("GIF89a".utf8) + [2, 0, 3, 0, 0, 0, 0, 0, 0x3B]))
+            #expect(gif.mimeType == "image/gif" && gif.width == 2 && gif.height == 3)
+            #expect { try AudioFileTagWriter.update(path: path, setting: [], pictures: [gif]) } throws: {
+                "\($0)".contains("image/gif") && "\($0)".contains("covr")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+        }
+        try AudioFileTagWriter.update(path: path, setting: [], pictures: [])
+        metadata = try AudioFile(path: path).metadata
+        #expect(metadata.pictures.isEmpty && metadata.title == "Original" && metadata.album == "With pictures", "\(metadata)")
+        if !name.hasSuffix(".oga") { #expect(try await Self.probedPictures(path).isEmpty) }
+        #expect(difference(try render(path).samples, decodedBefore) == nil)
+    }
+
     /// aqgain killed (SIGKILL) while it writes: the file is the original or the new one, never a
     /// mix. A 1 s FLAC without padding and with an 8 MiB picture: the tags make it rewritten, and
     /// the copy takes long enough to be interrupted. The kill comes as soon as aqgain prints the

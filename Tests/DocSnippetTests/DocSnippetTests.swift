@@ -69,6 +69,7 @@ import Testing
             let queue = try AudioQueue(format: .float32(sampleRate: 48000, channels: 2))
             let reading = LoudnessReading.silent
             let paths = ["a.flac", "b.mp3"]
+            let pngBytes: [UInt8] = []
             """),
         "FileStreams.md": (["BufferQueue"], """
             let chunks: [[UInt8]] = []

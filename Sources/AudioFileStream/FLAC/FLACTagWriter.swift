@@ -5,10 +5,10 @@ import Darwin
 #endif
 import BufferQueue
 
-/// Rewrites a native FLAC file's VORBIS_COMMENT block without touching its audio: in place when the
-/// new block fits in the old one and the padding after it (the padding shrinks or grows), else the
-/// whole file is written anew beside it (new metadata with 8 KiB of padding, the audio frames copied
-/// byte for byte) and renamed over it.
+/// Rewrites a native FLAC file's VORBIS_COMMENT block (and, when asked, its PICTURE blocks)
+/// without touching its audio: in place when the new blocks fit in the old ones and the padding
+/// (the padding shrinks or grows), else the whole file is written anew beside it (new metadata
+/// with 8 KiB of padding, the audio frames copied byte for byte) and renamed over it.
 enum FLACTagWriter {
     /// One metadata block as the file holds it.
     struct Block {
@@ -19,7 +19,8 @@ enum FLACTagWriter {
     /// Padding given to a rewritten file, so that the next change fits in place.
     static let rewritePadding = 8192
 
-    static func update(_ file: FileDescriptor, path: String, _ changes: [(name: String, value: String?)]) throws -> AudioFileTagUpdate {
+    static func update(_ file: FileDescriptor, path: String, _ changes: [(name: String, value: String?)],
+                       pictures: [AudioFilePicture]?) throws -> AudioFileTagUpdate {
         let (blocks, audioStart) = try readBlocks(file, path: path)
         // The comment: the old one's vendor and fields, changed; a new one after STREAMINFO otherwise.
         var vendor = Array("AudioFileStream".utf8), fields: [[UInt8]] = []
@@ -40,6 +41,19 @@ enum FLACTagWriter {
         }
         let before = blocks[..<commentIndex].filter { $0.type != FLACMetadataType.padding.rawValue && $0.type != FLACMetadataType.vorbisComment.rawValue }
         kept = Array(before) + [comment] + kept.dropFirst(before.count)
+        if let pictures {
+            // The new pictures replace the old ones, right after the comment.
+            let blocks = try pictures.map { picture in
+                let body = FLACPicture.encode(picture)
+                guard body.count < 1 << 24 else {
+                    throw AudioFileWriterError(.unsupportedFormat, path: path,
+                                               "the picture \"\(picture.description)\" takes \(body.count) bytes, more than a FLAC PICTURE block holds (16 MiB)")
+                }
+                return Block(type: FLACMetadataType.picture.rawValue, body: body)
+            }
+            kept.removeAll { $0.type == FLACMetadataType.picture.rawValue }
+            kept.insert(contentsOf: blocks, at: before.count + 1)
+        }
         let room = Int(audioStart) - 4
         let needed = kept.reduce(0) { $0 + 4 + $1.body.count }
         if needed == room || room - needed >= 4 {

@@ -395,6 +395,16 @@ final class MP4Parser: ContainerParser, PacketLocating {
                     var freeform = false
                     var value: String?
                     for field in try boxes(body, item.body, base: base) {
+                        if item.type == "covr", field.type == "data", field.body.count >= 8 {
+                            // Cover art: the data type code says JPEG, PNG or BMP; no picture type.
+                            let code = body[field.body.lowerBound + 3]
+                            let image = Array(body[(field.body.lowerBound + 8)..<field.body.upperBound])
+                            let facts = AudioFilePicture.imageFacts(image)
+                            let mime = MP4TagWriter.coverTypes.first { $0.code == code }?.mimeType ?? facts?.mimeType ?? "image/"
+                            out.metadata.pictures.append(AudioFilePicture(type: 3, mimeType: mime, description: "", width: facts?.width ?? 0,
+                                                                          height: facts?.height ?? 0, data: image))
+                            continue
+                        }
                         if field.type == "name", field.body.count >= 4 {
                             name = String(decoding: body[(field.body.lowerBound + 4)..<field.body.upperBound], as: UTF8.self)
                             freeform = true

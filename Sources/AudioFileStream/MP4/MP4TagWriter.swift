@@ -1,7 +1,8 @@
 import BufferQueue
 
 /// Rewrites iTunes items in an MP4's `moov/udta/meta/ilst` — the standard names as iTunes' own
-/// items (`©nam`, `©ART`, `©alb`, `trkn` …), others as freeform items (`----:com.apple.iTunes:NAME`) —
+/// items (`©nam`, `©ART`, `©alb`, `trkn` …), others as freeform items (`----:com.apple.iTunes:NAME`),
+/// pictures as `covr` —
 /// creating the boxes where missing; every other item and box is kept byte for byte. In place when
 /// the grown or shrunk `moov` fits with the `free` box after it; otherwise the file is written anew
 /// beside it (with 1 KiB of `free` after `moov` for the next change) and renamed over it, and when
@@ -74,6 +75,18 @@ enum MP4TagWriter {
         return rawBox(typeBytes, box("data", [0, 0, 0, 1, 0, 0, 0, 0] + Array(value.utf8)))
     }
 
+    /// The `data` type codes of the images a `covr` item holds.
+    static let coverTypes: [(code: UInt8, mimeType: String)] = [(13, "image/jpeg"), (14, "image/png"), (27, "image/bmp")]
+
+    /// A `covr` item's `data` box for `picture`; only JPEG, PNG and BMP fit.
+    static func coverData(_ picture: AudioFilePicture, path: String) throws -> [UInt8] {
+        guard let code = coverTypes.first(where: { $0.mimeType == picture.mimeType.lowercased() })?.code else {
+            throw AudioFileWriterError(.unsupportedFormat, path: path,
+                                       "the picture \"\(picture.description)\" is \(picture.mimeType); an MP4 `covr` item holds JPEG, PNG or BMP only")
+        }
+        return box("data", [0, 0, 0, code, 0, 0, 0, 0] + picture.data)
+    }
+
     static func rawBox(_ type: [UInt8], _ body: [UInt8]) -> [UInt8] {
         let size = 8 + body.count
         return [UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16), UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size)]
@@ -116,10 +129,15 @@ enum MP4TagWriter {
     }
 
     /// `moov` with the changes made in its `udta/meta/ilst`.
-    static func editedMovie(_ moov: [UInt8], path: String, _ changes: [(name: String, value: String?)]) throws -> [UInt8] {
+    static func editedMovie(_ moov: [UInt8], path: String, _ changes: [(name: String, value: String?)],
+                            pictures: [AudioFilePicture]? = nil) throws -> [UInt8] {
         let names = Set(changes.map { $0.name.uppercased() })
-        let types = Set(changes.compactMap { itemType(for: $0.name) }.map { Array($0.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }) })
-        let added = changes.compactMap { change in change.value.map { item(change.name, $0) } }.flatMap { $0 }
+        var types = Set(changes.compactMap { itemType(for: $0.name) }.map { Array($0.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) }) })
+        var added = changes.compactMap { change in change.value.map { item(change.name, $0) } }.flatMap { $0 }
+        if let pictures {
+            types.insert(Array("covr".utf8))
+            if !pictures.isEmpty { added += box("covr", try pictures.map { try coverData($0, path: path) }.flatMap { $0 }) }
+        }
         func ilst(_ old: [UInt8]?) throws -> [UInt8] {
             guard let old else { return box("ilst", added) }
             guard let items = children(old, 8..<old.count) else {
@@ -227,7 +245,8 @@ enum MP4TagWriter {
         return moov
     }
 
-    static func update(_ file: FileDescriptor, path: String, _ changes: [(name: String, value: String?)]) throws -> AudioFileTagUpdate {
+    static func update(_ file: FileDescriptor, path: String, _ changes: [(name: String, value: String?)],
+                       pictures: [AudioFilePicture]?) throws -> AudioFileTagUpdate {
         // The top-level boxes, from their headers.
         let length: Int64
         do { length = Int64(try file.status().st_size) } catch {
@@ -263,7 +282,7 @@ enum MP4TagWriter {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "a fragmented MP4 with media before `moov`: not rewritten")
         }
         let moov = top[moovIndex]
-        let edited = try editedMovie(try read(Int(moov.end - moov.start), at: moov.start), path: path, changes)
+        let edited = try editedMovie(try read(Int(moov.end - moov.start), at: moov.start), path: path, changes, pictures: pictures)
         // In place: the new moov and a `free` box (or nothing) in the old moov's place and any `free` after it.
         let nextFree = moovIndex + 1 < top.count && (top[moovIndex + 1].type == "free" || top[moovIndex + 1].type == "skip") ? top[moovIndex + 1] : nil
         let room = Int((nextFree?.end ?? moov.end) - moov.start)

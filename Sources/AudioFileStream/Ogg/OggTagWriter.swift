@@ -48,13 +48,14 @@ enum OggTagWriter {
         return Page(bytes: page)
     }
 
-    static func update(_ file: FileDescriptor, path: String, _ changes: [(name: String, value: String?)]) throws -> AudioFileTagUpdate {
+    static func update(_ file: FileDescriptor, path: String, _ changes: [(name: String, value: String?)],
+                       pictures: [AudioFilePicture]?) throws -> AudioFileTagUpdate {
         // The header pages: the identification page, then pages until the last header packet ends.
         guard let first = try readPage(file, path: path, at: 0) else {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "the file is empty")
         }
         let serial = first.serial
-        let firstPage = first.bytes
+        var firstPage = first.bytes
         let identification = Array(first.body)
         // Header packets after the identification packet: a count, or (Ogg FLAC's count 0) until
         // the metadata block flagged last.
@@ -115,6 +116,19 @@ enum OggTagWriter {
         }
         if flac {
             try rewriteFLACComment(&packets, changes, path: path)
+            if let pictures {
+                try replaceFLACPictures(&packets, with: pictures, path: path)
+                // The mapping packet counts the header packets after it (0: not counted).
+                let bodyStart = firstPage.count - identification.count
+                if Int(identification[7]) << 8 | Int(identification[8]) != 0 {
+                    guard packets.count <= 0xFFFF else {
+                        throw AudioFileWriterError(.unsupportedFormat, path: path, "\(packets.count) header packets are more than Ogg FLAC counts")
+                    }
+                    firstPage[bodyStart + 7] = UInt8(packets.count >> 8)
+                    firstPage[bodyStart + 8] = UInt8(packets.count & 0xFF)
+                    OggOpusWriter.seal(&firstPage)
+                }
+            }
         } else {
             // The comment: after its magic, a Vorbis comment (and, for Vorbis, a framing bit; for
             // Opus perhaps binary data after it, kept).
@@ -123,7 +137,11 @@ enum OggTagWriter {
                                            "the Ogg comment header is damaged: the file is left as it is")
             }
             let trailing = Array(packets[0][raw.end...])
-            packets[0] = commentMagic + VorbisComment.encode(vendor: raw.vendor, fields: VorbisComment.applying(changes, to: raw.fields)) + trailing
+            // Pictures are `METADATA_BLOCK_PICTURE` fields: a FLAC PICTURE block in base64.
+            let pictureChanges: [(name: String, value: String?)] = pictures.map { pictures in
+                [(Self.pictureField, nil)] + pictures.map { (Self.pictureField, VorbisComment.base64(FLACPicture.encode($0))) }
+            } ?? []
+            packets[0] = commentMagic + VorbisComment.encode(vendor: raw.vendor, fields: VorbisComment.applying(changes + pictureChanges, to: raw.fields)) + trailing
         }
         let pages = headerPages(packets, serial: serial)
         let shift = Int64(pages.count - oldHeaderPages)
@@ -167,6 +185,29 @@ enum OggTagWriter {
         // The mapping requires the comment as the first header packet after it: a stream without
         // one is not one to guess about.
         throw AudioFileWriterError(.unsupportedFormat, path: path, "the Ogg FLAC stream has no VORBIS_COMMENT block: the file is left as it is")
+    }
+
+    /// The comment field that carries a picture in Ogg Vorbis and Opus.
+    static let pictureField = "METADATA_BLOCK_PICTURE"
+
+    /// Ogg FLAC's pictures: its PICTURE packets replaced by `pictures`, after the comment block,
+    /// the last packet flagged last.
+    static func replaceFLACPictures(_ packets: inout [[UInt8]], with pictures: [AudioFilePicture], path: String) throws {
+        let type = FLACMetadataType.picture.rawValue
+        let blocks = try pictures.map { picture -> [UInt8] in
+            let body = FLACPicture.encode(picture)
+            guard body.count < 1 << 24 else {
+                throw AudioFileWriterError(.unsupportedFormat, path: path,
+                                           "the picture \"\(picture.description)\" takes \(body.count) bytes, more than a FLAC PICTURE block holds (16 MiB)")
+            }
+            return [type, UInt8(body.count >> 16), UInt8((body.count >> 8) & 0xFF), UInt8(body.count & 0xFF)] + body
+        }
+        packets.removeAll { ($0.first ?? 0) & 0x7F == type }
+        let comment = packets.firstIndex { ($0.first ?? 0) & 0x7F == FLACMetadataType.vorbisComment.rawValue } ?? 0
+        packets.insert(contentsOf: blocks, at: comment + 1)
+        for index in packets.indices where !packets[index].isEmpty {
+            packets[index][0] = packets[index][0] & 0x7F | (index == packets.count - 1 ? 0x80 : 0)
+        }
     }
 
     /// Pages (sequence 1 on) holding `packets` in order, the first starting a page and the last

@@ -104,7 +104,8 @@ public struct AudioFileMetadata: Hashable, Sendable {
     /// (`TRACKNUMBER`, `DATE`, `REPLAYGAIN_TRACK_GAIN`, `R128_TRACK_GAIN` …); several values of
     /// one name joined by `"; "`.
     public var tags: [String: String]
-    /// Embedded pictures (a FLAC PICTURE block, an Ogg comment's `METADATA_BLOCK_PICTURE`).
+    /// Embedded pictures (FLAC PICTURE blocks, Ogg comments' `METADATA_BLOCK_PICTURE`, ID3v2
+    /// `APIC` frames, MP4 `covr` items).
     public var pictures: [AudioFilePicture]
     /// An embedded cue sheet: a FLAC `CUESHEET` block, else a `CUESHEET` Vorbis comment (its
     /// tracks' files are this file: ``CueSheet/Track/file`` is nil or ignored).
@@ -129,8 +130,8 @@ public struct AudioFileMetadata: Hashable, Sendable {
     }
 }
 
-/// A picture embedded in a file: FLAC's PICTURE block, which Ogg streams carry base64-encoded
-/// in a `METADATA_BLOCK_PICTURE` comment.
+/// A picture embedded in a file: FLAC's PICTURE block (which Ogg streams carry base64-encoded in
+/// a `METADATA_BLOCK_PICTURE` comment), an ID3v2 `APIC` frame or an MP4 `covr` item.
 public struct AudioFilePicture: Hashable, Sendable {
     /// The ID3v2 APIC picture type: 3 is the front cover, 4 the back, 0 other (see ``typeName``).
     public var type: Int

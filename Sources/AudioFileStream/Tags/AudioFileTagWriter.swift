@@ -17,10 +17,11 @@ public enum AudioFileTagUpdate: Sendable, Hashable {
 /// Writes tags into an existing file without touching its audio: the audio decodes bit-identically
 /// before and after, and every other tag and picture is kept.
 ///
-/// Supported today: native FLAC (its VORBIS_COMMENT block), MP3 (ID3v2.3 and 2.4 `TXXX` frames,
-/// a new ID3v2.4 tag where there is none), Ogg Opus, Vorbis and FLAC (the comment header's pages
-/// rebuilt) and MP4/M4A, fragmented too (iTunes freeform items in `moov/udta/meta/ilst`). The
-/// other containers are refused by name: they are not built yet.
+/// Supported: native FLAC (its VORBIS_COMMENT and PICTURE blocks), MP3 (ID3v2.3 and 2.4 text,
+/// `TXXX` and `APIC` frames, a new ID3v2.4 tag where there is none), Ogg Opus, Vorbis and FLAC (the
+/// comment header's pages rebuilt; pictures as `METADATA_BLOCK_PICTURE` comments, in Ogg FLAC as
+/// PICTURE packets) and MP4/M4A, fragmented too (iTunes items and freeform items in
+/// `moov/udta/meta/ilst`, pictures in `covr`). The other containers are refused by name.
 public enum AudioFileTagWriter {
     /// Sets each named tag — every field of that name, in any case, is replaced — or removes it
     /// when its value is nil; the other tags keep their order and bytes.
@@ -34,6 +35,25 @@ public enum AudioFileTagWriter {
     ///   left as it is; the error says where), or a write fails.
     @discardableResult
     public static func update(path: String, setting changes: [(name: String, value: String?)]) throws -> AudioFileTagUpdate {
+        try update(path: path, setting: changes, pictures: nil)
+    }
+
+    /// Sets tags as ``update(path:setting:)`` does and, unless `pictures` is nil, replaces every
+    /// embedded picture by `pictures` (an empty array removes them).
+    ///
+    /// Each format stores what it can: FLAC and Ogg keep a picture's type, MIME type, description
+    /// and size; ID3v2 (`APIC`) its type, MIME type and description; MP4 (`covr`) only JPEG, PNG
+    /// and BMP images, without type or description (read back as front covers). Make a picture
+    /// from an image file's bytes with ``AudioFilePicture/init(image:type:description:)``.
+    /// - Throws: as ``update(path:setting:)``; and ``AudioFileWriterError`` naming the picture and
+    ///   the format when a picture does not fit it (a GIF in MP4, a type above 255 in ID3v2).
+    @discardableResult
+    public static func update(path: String, setting changes: [(name: String, value: String?)],
+                              pictures: [AudioFilePicture]?) throws -> AudioFileTagUpdate {
+        for picture in pictures ?? [] where picture.mimeType.isEmpty || !picture.mimeType.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E }) || picture.type < 0 {
+            throw AudioFileWriterError(.unsupportedFormat, path: path,
+                                       "the picture \"\(picture.description)\" (\(picture.typeName)) needs a MIME type of printable ASCII and a type of 0 or more")
+        }
         for (name, _) in changes where name.isEmpty || name.contains("=") || name.utf8.contains(where: { $0 < 0x20 || $0 > 0x7D }) {
             throw AudioFileWriterError(.unsupportedFormat, path: path, "\"\(name)\" is not a tag name (printable ASCII without '=')")
         }
@@ -48,18 +68,18 @@ public enum AudioFileTagWriter {
         let got = (try? head.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) in try file.readAll(into: raw, at: 0) }) ?? 0
         head = Array(head.prefix(got))
         if head.starts(with: Array("fLaC".utf8)) {
-            return try FLACTagWriter.update(file, path: path, changes)
+            return try FLACTagWriter.update(file, path: path, changes, pictures: pictures)
         }
         if head.count >= 8, String(decoding: head[4..<8], as: UTF8.self) == "ftyp" {
-            return try MP4TagWriter.update(file, path: path, changes)
+            return try MP4TagWriter.update(file, path: path, changes, pictures: pictures)
         }
         if head.starts(with: Array("OggS".utf8)) {
-            return try OggTagWriter.update(file, path: path, changes)
+            return try OggTagWriter.update(file, path: path, changes, pictures: pictures)
         }
         // An ID3v2 tag in front (MP3, ADTS), or an MP3 by its name that starts with a frame.
         let mpegFrame = head.count >= 2 && head[0] == 0xFF && head[1] & 0xE0 == 0xE0
         if head.starts(with: Array("ID3".utf8)) || (mpegFrame && AudioSniffer.kind(pathExtension: extensionOf(path)) == .audio(.mp3)) {
-            return try ID3TagWriter.update(file, path: path, head: head, changes)
+            return try ID3TagWriter.update(file, path: path, head: head, changes, pictures: pictures)
         }
         let kind = AudioSniffer.kind(ofHead: head, isComplete: got < 64).map { "\($0)" }
             ?? (head.starts(with: Array("ID3".utf8)) ? "MP3 (ID3v2)" : "this")

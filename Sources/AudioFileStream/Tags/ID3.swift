@@ -1,8 +1,9 @@
-/// ID3v2 tags (2.2, 2.3, 2.4): their size, and the title/artist/album, user text (TXXX) and
-/// iTunSMPB they carry.
+/// ID3v2 tags (2.2, 2.3, 2.4): their size, and the title/artist/album, user text (TXXX), attached
+/// pictures (APIC) and iTunSMPB they carry.
 enum ID3v2 {
-    /// Most bytes of a tag kept for reading frames; the rest of a larger tag (cover art) is skipped.
-    static let readCap = 1 << 20
+    /// Most bytes of a tag kept for reading frames, cover art included (FLAC's metadata is read to
+    /// the same size); the rest of a larger tag is skipped.
+    static let readCap = 16 << 20
 
     /// Total size of the tag starting at `header` (10 bytes), including a footer; nil if not a tag.
     static func totalSize(header: [UInt8]) -> Int? {
@@ -73,6 +74,8 @@ enum ID3v2 {
             case "TIT2", "TT2": contents.metadata.title = contents.metadata.title ?? text(data)
             case "TPE1", "TP1": contents.metadata.artist = contents.metadata.artist ?? text(data)
             case "TALB", "TAL": contents.metadata.album = contents.metadata.album ?? text(data)
+            case "APIC", "PIC":
+                if let picture = picture(data, version: version) { contents.metadata.pictures.append(picture) }
             case "PRIV":
                 let owner = Self.transportStreamTimestampOwner
                 if data.count == owner.count + 8, data.starts(with: owner) {
@@ -90,6 +93,41 @@ enum ID3v2 {
             }
         }
         return contents
+    }
+
+    /// An attached picture: `APIC` (encoding, MIME type, picture type, description, image) or
+    /// ID3v2.2's `PIC` (a three-letter image format instead of the MIME type).
+    static func picture(_ data: [UInt8], version: UInt8) -> AudioFilePicture? {
+        guard let encoding = data.first else { return nil }
+        var at = 1
+        let mime: String
+        if version == 2 {
+            guard data.count >= 4 else { return nil }
+            let format = String(decoding: data[1..<4], as: UTF8.self).uppercased()
+            mime = format == "JPG" ? "image/jpeg" : format == "-->" ? "-->" : "image/" + format.lowercased()
+            at = 4
+        } else {
+            guard let end = data[1...].firstIndex(of: 0) else { return nil }
+            mime = String(String.UnicodeScalarView(data[1..<end].map { Unicode.Scalar($0) }))
+            at = end + 1
+        }
+        guard at < data.count else { return nil }
+        let type = Int(data[at])
+        at += 1
+        // The description ends at the encoding's terminator: one zero byte, or two on a pair boundary.
+        var end = at
+        if encoding == 1 || encoding == 2 {
+            while end + 1 < data.count, data[end] != 0 || data[end + 1] != 0 { end += 2 }
+            guard end + 1 < data.count else { return nil }
+        } else {
+            guard let zero = data[at...].firstIndex(of: 0) else { return nil }
+            end = zero
+        }
+        let description = decode(Array(data[at..<end]), encoding: encoding).first ?? ""
+        let image = Array(data[(end + (encoding == 1 || encoding == 2 ? 2 : 1))...])
+        let facts = AudioFilePicture.imageFacts(image)
+        return AudioFilePicture(type: type, mimeType: mime.isEmpty ? facts?.mimeType ?? "image/" : mime, description: description,
+                                width: facts?.width ?? 0, height: facts?.height ?? 0, data: image)
     }
 
     static func removeUnsynchronisation(_ bytes: [UInt8]) -> [UInt8] {

@@ -1,7 +1,8 @@
 import BufferQueue
 
 /// Rewrites the text frames of the ID3v2 tag at the front of an MP3 (or ADTS) file — the standard
-/// names as ID3's own frames (`TIT2`, `TPE1`, `TALB`, `TRCK` …), others as user frames (`TXXX`) —
+/// names as ID3's own frames (`TIT2`, `TPE1`, `TALB`, `TRCK` …), others as user frames (`TXXX`),
+/// pictures as `APIC` frames —
 /// or puts a new ID3v2.4 tag there: in place when the frames fit the old tag's size (the padding
 /// shrinks or grows), else the file is written anew beside it (the tag with 4 KiB of padding, the
 /// audio copied byte for byte) and renamed over it. Every other frame is kept byte for byte.
@@ -31,10 +32,16 @@ enum ID3TagWriter {
             ?? textFrame(description: name, value: value, version: version)
     }
 
-    static func update(_ file: FileDescriptor, path: String, head: [UInt8], _ changes: [(name: String, value: String?)]) throws -> AudioFileTagUpdate {
+    static func update(_ file: FileDescriptor, path: String, head: [UInt8], _ changes: [(name: String, value: String?)],
+                       pictures: [AudioFilePicture]?) throws -> AudioFileTagUpdate {
+        for picture in pictures ?? [] where picture.type > 255 {
+            throw AudioFileWriterError(.unsupportedFormat, path: path,
+                                       "the picture \"\(picture.description)\" has type \(picture.type); an ID3v2 APIC frame holds types 0 to 255")
+        }
         guard head.starts(with: Array("ID3".utf8)) else {
             // No tag: a new ID3v2.4 tag in front of the audio.
             let frames = changes.compactMap { change in change.value.map { frame(change.name, $0, version: 4) } }
+                + (pictures ?? []).map { pictureFrame($0, version: 4) }
             let tag = encode(frames: frames.flatMap { $0 }, version: 4, padding: rewritePadding)
             try AudioFileRewrite.replace(path: path, original: file, head: tag, copyingFrom: 0)
             return .rewritten
@@ -73,7 +80,7 @@ enum ID3TagWriter {
                                            "the ID3v2 frame here is damaged: the file is left as it is")
             }
             let frame = body[at..<(at + 10 + size)]
-            var replaced = ids.contains(id)
+            var replaced = ids.contains(id) || (pictures != nil && id == "APIC")
             if id == "TXXX", body[at + 9] & (version == 4 ? 0x4F : 0xE0) == 0,
                let (description, _) = ID3v2.describedText(Array(frame.dropFirst(10)), hasLanguage: false) {
                 replaced = names.contains(description.uppercased())
@@ -82,6 +89,7 @@ enum ID3TagWriter {
             at += 10 + size
         }
         for (name, value) in changes { if let value { kept += frame(name, value, version: version) } }
+        for picture in pictures ?? [] { kept += pictureFrame(picture, version: version) }
         if kept.count <= bodySize {
             // In place: the same size, the rest padding; one write of the whole tag.
             let tag = encode(frames: kept, version: version, padding: bodySize - kept.count, flags: flags)
@@ -115,11 +123,30 @@ enum ID3TagWriter {
             func utf16(_ text: String) -> [UInt8] { [0xFF, 0xFE] + text.utf16.flatMap { [UInt8(truncatingIfNeeded: $0), UInt8(truncatingIfNeeded: $0 >> 8)] } }
             payload = [1] + (description.map { utf16($0) + [0, 0] } ?? []) + utf16(value)
         }
+        return frame(id: id, payload: payload, version: version)
+    }
+
+    /// An `APIC` frame: the description in UTF-8 (2.4), else Latin-1 when ASCII or UTF-16 with a BOM.
+    static func pictureFrame(_ picture: AudioFilePicture, version: UInt8) -> [UInt8] {
+        let mime = Array(picture.mimeType.utf8) + [0]
+        let description: [UInt8]
+        if version == 4 {
+            description = [3] + mime + [UInt8(picture.type)] + Array(picture.description.utf8) + [0]
+        } else if picture.description.utf8.allSatisfy({ $0 < 0x80 }) {
+            description = [0] + mime + [UInt8(picture.type)] + Array(picture.description.utf8) + [0]
+        } else {
+            description = [1] + mime + [UInt8(picture.type), 0xFF, 0xFE]
+                + picture.description.utf16.flatMap { [UInt8(truncatingIfNeeded: $0), UInt8(truncatingIfNeeded: $0 >> 8)] } + [0, 0]
+        }
+        return frame(id: "APIC", payload: description + picture.data, version: version)
+    }
+
+    /// A frame's header (size syncsafe in 2.4, plain in 2.3; no flags) and payload.
+    static func frame(id: String, payload: [UInt8], version: UInt8) -> [UInt8] {
         var frame = Array(id.utf8)
         frame += version == 4 ? syncsafe(payload.count) : [UInt8(truncatingIfNeeded: payload.count >> 24), UInt8(truncatingIfNeeded: payload.count >> 16),
                                                           UInt8(truncatingIfNeeded: payload.count >> 8), UInt8(truncatingIfNeeded: payload.count)]
-        frame += [0, 0]
-        return frame + payload
+        return frame + [0, 0] + payload
     }
 
     static func syncsafe(_ value: Int) -> [UInt8] {

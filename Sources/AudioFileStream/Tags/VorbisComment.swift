@@ -106,25 +106,22 @@ enum VorbisComment {
         }
         return out
     }
-}
 
-/// FLAC's PICTURE metadata block (big-endian lengths).
-enum FLACPicture {
-    static func parse(_ bytes: [UInt8]) -> AudioFilePicture? {
+    /// Encodes base64 (RFC 4648, with padding), as `METADATA_BLOCK_PICTURE` carries a picture.
+    static func base64(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var at = 0
-        func u32() -> Int? {
-            guard at + 4 <= bytes.count else { return nil }
-            defer { at += 4 }
-            return bytes[at..<(at + 4)].reduce(0) { $0 << 8 | Int($1) }
+        while at < bytes.count {
+            let count = min(3, bytes.count - at)
+            var group = 0
+            for index in 0..<3 { group = group << 8 | (index < count ? Int(bytes[at + index]) : 0) }
+            for index in 0..<4 {
+                out.append(index <= count ? alphabet[(group >> (18 - 6 * index)) & 0x3F] : UInt8(ascii: "="))
+            }
+            at += 3
         }
-        func text() -> String? {
-            guard let length = u32(), at + length <= bytes.count else { return nil }
-            defer { at += length }
-            return String(decoding: bytes[at..<(at + length)], as: UTF8.self)
-        }
-        guard let type = u32(), let mime = text(), let description = text(), let width = u32(), let height = u32(),
-              u32() != nil, u32() != nil, let length = u32(), at + length <= bytes.count else { return nil }
-        return AudioFilePicture(type: type, mimeType: mime, description: description, width: width, height: height,
-                                data: Array(bytes[at..<(at + length)]))
+        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -10,10 +10,12 @@ func docSnippets_Loudness() async throws {
     let queue = try AudioQueue(format: .float32(sampleRate: 48000, channels: 2))
     let reading = LoudnessReading.silent
     let paths = ["a.flac", "b.mp3"]
+    let pngBytes: [UInt8] = []
     _ = samples
     _ = queue
     _ = reading
     _ = paths
+    _ = pngBytes
     do { // Docs/Loudness.md, snippet 1
 
         AudioCodecs.registerAll()
@@ -46,4 +48,8 @@ func docSnippets_Loudness() async throws {
     // Docs/Loudness.md, snippet 6
     try AudioFileTagWriter.update(path: "track.flac", setting: [("REPLAYGAIN_TRACK_GAIN", "-6.20 dB"),
                                                               ("REPLAYGAIN_TRACK_PEAK", "0.891251")])
+    // Docs/Loudness.md, snippet 7
+    if let cover = AudioFilePicture(image: pngBytes, type: 3, description: "Front") {
+        try AudioFileTagWriter.update(path: "track.m4a", setting: [("ALBUM", "Live")], pictures: [cover])
+    }
 }
