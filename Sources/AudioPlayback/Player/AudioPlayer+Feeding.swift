@@ -263,12 +263,14 @@ extension AudioPlayer {
             let (rate, pitch) = shared.withLock { ($0.playRate, $0.pitch) }
             try made.setParameters(.init(playRate: rate, pitch: pitch))
         }
-        feed.bufferCount = max(4, Int((buffering.maximumSeconds / 0.5).rounded(.up)))
+        // PCM of a crossfade: a second a buffer (each enqueue wakes the queue's worker: half as
+        // many wake-ups as half-second buffers); compressed buffers hold about half a second.
+        let bufferSeconds = crossfading == nil ? 0.5 : 1.0
+        feed.bufferCount = max(4, Int((buffering.maximumSeconds / bufferSeconds).rounded(.up)))
         // 32 KiB holds many packets of most formats; a format with larger packets (multichannel
         // ALAC) gets buffers that hold two of its largest, or four times a decoded packet's PCM.
         let largest = source.maximumPacketSize ?? source.format.framesPerPacket * source.format.channelsPerFrame * 4
-        // PCM of a crossfade: half a second a buffer, as the compressed buffers hold about.
-        let capacity = crossfading.map { Int(($0.sampleRate / 2).rounded(.up)) * $0.channelsPerFrame * 4 }
+        let capacity = crossfading.map { Int(($0.sampleRate * bufferSeconds).rounded(.up)) * $0.channelsPerFrame * 4 }
             ?? max(1 << 15, 2 * min(max(largest, 0), 1 << 22))
         for _ in 0..<feed.bufferCount { feed.free.append(try made.allocateBuffer(capacity: capacity, packetDescriptionCapacity: 128)) }
         shared.withLock { $0.queue = made }

@@ -76,6 +76,13 @@ final class CrossfadeJoin {
     private var end = 0
     /// Frames at the end that are the current item's alone (not mixed with the previous one).
     private(set) var pureFrames = 0
+    /// The curve's gains for a join of D frames (fade-out, fade-in, interleaved), computed by the
+    /// first join and used by every later one: the same numbers, without a sine and a cosine
+    /// per frame each time.
+    private var gains: [Float] = []
+    /// The incoming item's first frames, gathered before the mix (by its feeder; kept from join to
+    /// join, so allocated and zeroed once).
+    var head: [Float] = []
 
     init(crossfade: AudioPlayerCrossfade) {
         self.crossfade = crossfade
@@ -106,9 +113,12 @@ final class CrossfadeJoin {
     private func makeRoom(_ samples: Int) {
         guard end + samples > capacity else { return }
         let held = end - start
-        if held + samples <= capacity / 4 {
-            // Moved once three quarters of the storage were passed through: at most a third of a
-            // copy of what passes (memmove: the two regions may overlap).
+        if held + samples <= capacity / 2 {
+            // Moved when the end is reached. Memory grows to four times what is held, so in
+            // steady state a move copies about a third of what passed since the last one
+            // (memmove: the two regions may overlap). Moving only below a quarter made a join
+            // holding what it held at the last growth grow again and again, each time into
+            // fresh pages.
             UnsafeMutableRawPointer(storage).copyMemory(from: storage + start, byteCount: held * 4)
         } else {
             capacity = 4 * (held + samples)
@@ -138,10 +148,24 @@ final class CrossfadeJoin {
         let headFrames = head.count / channels
         let mixed = min(frames, pureFrames, headFrames)
         let held = storage + end - mixed * channels
-        for i in 0..<mixed {
-            let out = curve.gain(.out, frame: i, of: mixed), gain = curve.gain(.in, frame: i, of: mixed)
-            let frame = held + i * channels
-            for c in 0..<channels { frame[c] = frame[c] * out + head[i * channels + c] * gain }
+        if mixed == frames && gains.count != 2 * mixed {
+            gains = (0..<(2 * mixed)).map { curve.gain($0 & 1 == 0 ? .out : .in, frame: $0 >> 1, of: mixed) }
+        }
+        if mixed == frames {
+            gains.withUnsafeBufferPointer { gains in
+                for i in 0..<mixed {
+                    let out = gains[2 * i], gain = gains[2 * i + 1]
+                    let frame = held + i * channels
+                    for c in 0..<channels { frame[c] = frame[c] * out + head[i * channels + c] * gain }
+                }
+            }
+        } else {
+            // A shortened join: its own curve of D' frames.
+            for i in 0..<mixed {
+                let out = curve.gain(.out, frame: i, of: mixed), gain = curve.gain(.in, frame: i, of: mixed)
+                let frame = held + i * channels
+                for c in 0..<channels { frame[c] = frame[c] * out + head[i * channels + c] * gain }
+            }
         }
         let rest = (headFrames - mixed) * channels
         makeRoom(rest)
@@ -179,8 +203,6 @@ final class CrossfadeItemFeeder: ItemFeeding {
     /// Called with D' when the mix into the previous item was shorter than D.
     private let shortened: (Int) -> Void
     private var mixPending: Bool
-    /// The incoming item's first frames, gathered before the mix.
-    private var head: [Float] = []
     private var headFrames = 0
     private var renderDone: Bool
     private var followed: Bool?
@@ -255,10 +277,10 @@ final class CrossfadeItemFeeder: ItemFeeding {
         let channels = join.channels
         if mixPending, renderer != nil {
             let wanted = min(join.frames, join.pureFrames)
-            if head.count != wanted * channels { head = [Float](repeating: 0, count: wanted * channels) }
+            if join.head.count < wanted * channels { join.head = [Float](repeating: 0, count: wanted * channels) }
             while headFrames < wanted {
                 let had = headFrames
-                let n = try head.withUnsafeMutableBufferPointer { try render(wanted - had, into: UnsafeMutableBufferPointer(rebasing: $0[(had * channels)...])) }
+                let n = try join.head.withUnsafeMutableBufferPointer { try render(wanted - had, into: UnsafeMutableBufferPointer(rebasing: $0[(had * channels)...])) }
                 headFrames += n
                 if n == 0 {
                     if renderDone { break }
@@ -266,10 +288,9 @@ final class CrossfadeItemFeeder: ItemFeeding {
                 }
             }
             let held = join.heldFrames, count = headFrames * channels
-            let mixed = head.withUnsafeBufferPointer { join.mix(head: UnsafeBufferPointer(rebasing: $0[0..<count])) }
+            let mixed = join.head.withUnsafeBufferPointer { join.mix(head: UnsafeBufferPointer(rebasing: $0[0..<count])) }
             leadFrames = Int64(held - mixed)
             if mixed < join.frames { shortened(mixed) }
-            head = []
             headFrames = 0
             mixPending = false
         }
