@@ -80,6 +80,9 @@ final class CrossfadeJoin {
     /// first join and used by every later one: the same numbers, without a sine and a cosine
     /// per frame each time.
     private var gains: [Float] = []
+    /// An item rendered straight into the queue's buffers ended before the frames it was known to
+    /// have: nothing of it was held, so the next item's join is a crossfade of 0 frames (said).
+    var endedEarly = false
     /// The incoming item's first frames, gathered before the mix (by its feeder; kept from join to
     /// join, so allocated and zeroed once).
     var head: [Float] = []
@@ -107,6 +110,7 @@ final class CrossfadeJoin {
         start = 0
         end = 0
         pureFrames = 0
+        endedEarly = false
     }
 
     /// Room for `samples` more at the end: what is held moves to the front, or into more memory.
@@ -221,7 +225,8 @@ final class CrossfadeItemFeeder: ItemFeeding {
         self.makeRenderer = makeRenderer
         // Anything held is the end of the item before: this one is mixed into it (over 0 frames
         // when nothing of that item is left unmixed).
-        mixPending = join.heldFrames > 0
+        mixPending = join.heldFrames > 0 || join.endedEarly
+        join.endedEarly = false
         renderDone = false
         isTail = false
     }
@@ -295,6 +300,37 @@ final class CrossfadeItemFeeder: ItemFeeding {
             mixPending = false
         }
         let capacity = buffer.capacity / (channels * 4)
+        if join.heldFrames == 0, !renderDone, let renderer, let expected = renderer.expectedFrames {
+            // The frames before the item's last D, when its length is known and nothing is held,
+            // go straight into the queue's buffer: not through the join's storage.
+            let end = limit.map { min($0, expected) } ?? expected
+            let before = end - Int64(join.frames) - renderer.framesRendered
+            if before > 0 {
+                let wanted = Int(min(Int64(capacity), before))
+                // Filled in steps of 8192 frames, as the join is (what one offline render bridges).
+                let n = try buffer.withUnsafeMutableBytes { raw -> Int in
+                    let samples = raw.bindMemory(to: Float.self)
+                    var filled = 0
+                    while filled < wanted {
+                        let step = min(8192, wanted - filled)
+                        let got = try render(step, into: UnsafeMutableBufferPointer(rebasing: samples[(filled * channels)..<((filled + step) * channels)]))
+                        if got == 0 { break }
+                        filled += got
+                    }
+                    return filled
+                }
+                if n > 0 {
+                    try buffer.setByteSize(n * channels * 4)
+                    try queue.enqueue(buffer)
+                    framesKept += Int64(n)
+                    return .enqueued
+                }
+                if !renderDone { return .waiting }
+                // Fewer frames than the source said: the next item's crossfade has nothing to
+                // mix into, and says so.
+                join.endedEarly = true
+            }
+        }
         var waiting = false
         while !renderDone && join.heldFrames - join.frames < capacity {
             // Rendered straight into the held frames: no copy on the way.

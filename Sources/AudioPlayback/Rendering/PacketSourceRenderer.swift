@@ -21,6 +21,8 @@ final class PacketSourceRenderer {
     /// The file name or URL, for messages.
     let name: String
     let loops: Int
+    /// The valid frame the render ends before (nil: the source's end).
+    private let endFrame: Int64?
     let queue: AudioQueue
     /// The format of the frames handed out (float32; decided by the decoder's first output).
     private(set) var outputFormat: AudioStreamDescription
@@ -59,6 +61,7 @@ final class PacketSourceRenderer {
         self.source = source
         self.name = name
         self.loops = loops
+        self.endFrame = endFrame
         let format = source.format
         guard registry.factory(for: format.formatID) != nil else {
             throw AudioQueueError(.codecNotFound, "\(format.formatID) is not supported: no decoder is registered for it")
@@ -109,6 +112,16 @@ final class PacketSourceRenderer {
     func outputFrames(forValidFrames frames: Int64) -> Int64 {
         guard decodedRate > 0, outputFormat.sampleRate != decodedRate || playRate != 1 else { return frames }
         return Int64((Double(frames) * outputFormat.sampleRate / decodedRate / playRate).rounded())
+    }
+
+    /// Output frames the whole render gives, when the source knows its valid frames exactly (nil
+    /// otherwise): the render gives exactly these (the library's promise), so a caller can tell
+    /// which frames are the last ones before rendering them.
+    var expectedFrames: Int64? {
+        guard started, decodedRate > 0, let duration = source.duration, !duration.isEstimated else { return nil }
+        let valid = duration.frames * Int64(loops)
+        let end = endFrame.map { min($0, valid) } ?? valid
+        return outputFrames(forValidFrames: max(end - startFrame, 0))
     }
 
     /// Enqueues into every free buffer; at the end of a pass the next one begins as a new stream,
