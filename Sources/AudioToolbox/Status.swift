@@ -42,11 +42,11 @@ extension AudioQueueError.Code {
 }
 
 /// The part of Apple's API a call belongs to: it decides the status a library error becomes.
-enum StatusFamily {
+package enum StatusFamily {
     case queue, file, stream, format, converter, extendedFile, hardware
 
     /// Apple's status for an error the library threw.
-    func status(for error: any Error) -> (OSStatus, String) {
+    package func status(for error: any Error) -> (OSStatus, String) {
         switch (self, error) {
         case (_, let failure as StatusError): return (failure.status, failure.message)
         case (.queue, let error as AudioQueueError): return (error.code.audioQueueStatus, error.message)
@@ -95,32 +95,12 @@ func extStatus(_ function: String, _ body: () throws -> Void) -> OSStatus { call
 func hardwareStatus(_ function: String, _ body: () throws -> Void) -> OSStatus { callStatus(function, .hardware, body) }
 
 /// A failure that already knows its Apple status.
-struct StatusError: Error {
-    var status: OSStatus
-    var message: String
-    init(_ status: OSStatus, _ message: String) {
+package struct StatusError: Error {
+    package var status: OSStatus
+    package var message: String
+    package init(_ status: OSStatus, _ message: String) {
         self.status = status
         self.message = message
-    }
-}
-
-// MARK: format conversions
-
-extension AudioStreamBasicDescription {
-    init(_ format: BufferQueue.AudioStreamDescription) {
-        self.init(mSampleRate: format.sampleRate, mFormatID: format.formatID.rawValue, mFormatFlags: format.formatFlags.rawValue,
-                  mBytesPerPacket: UInt32(clamping: format.bytesPerPacket), mFramesPerPacket: UInt32(clamping: format.framesPerPacket),
-                  mBytesPerFrame: UInt32(clamping: format.bytesPerFrame), mChannelsPerFrame: UInt32(clamping: format.channelsPerFrame),
-                  mBitsPerChannel: UInt32(clamping: format.bitsPerChannel), mReserved: 0)
-    }
-
-    /// The library's description of the same format.
-    var library: BufferQueue.AudioStreamDescription {
-        BufferQueue.AudioStreamDescription(
-            sampleRate: mSampleRate, formatID: BufferQueue.AudioFormatID(rawValue: mFormatID),
-            formatFlags: BufferQueue.AudioFormatFlags(rawValue: mFormatFlags),
-            bytesPerPacket: Int(mBytesPerPacket), framesPerPacket: Int(mFramesPerPacket), bytesPerFrame: Int(mBytesPerFrame),
-            channelsPerFrame: Int(mChannelsPerFrame), bitsPerChannel: Int(mBitsPerChannel))
     }
 }
 
