@@ -32,6 +32,10 @@ let package = Package(
         // GPL-2.0-or-later (links libfaad2 and the Rubber Band Library): AudioCodecs and those two.
         .library(name: "AudioCodecsGPL", targets: ["AudioCodecsGPL"]),
         .library(name: "CoreAudioTypes", targets: ["CoreAudioTypes"]),
+        // Apple's AVFAudio over the library (LGPL codecs only, as AudioToolbox).
+        .library(name: "AVFAudio", targets: ["AVFAudio"]),
+        // The audio part of AVFoundation: AVFAudio, AudioToolbox and CoreAudioTypes.
+        .library(name: "AVFoundation", targets: ["AVFoundation"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
         .executable(name: "aqgain", targets: ["aqgain"]),
@@ -71,6 +75,16 @@ let package = Package(
             dependencies: ["CoreAudioTypes", "CAudioToolbox", "BufferQueue", "AudioFileStream", "AudioPlayback", "AudioCodecs",
                            "PulseAudioSink", "ALSASink"],
             path: "Sources/AudioToolbox"
+        ),
+        .target(
+            name: "AVFAudio",
+            dependencies: ["AudioToolbox", "CoreAudioTypes", "BufferQueue", "AudioFileStream", "AudioPlayback", "AudioCodecs"],
+            path: "Sources/AVFAudio"
+        ),
+        .target(
+            name: "AVFoundation",
+            dependencies: ["AVFAudio", "AudioToolbox", "CoreAudioTypes"],
+            path: "Sources/AVFoundation"
         ),
         .target(
             name: "AudioPlayback",
@@ -241,6 +255,10 @@ let package = Package(
         // Programs written against Apple's C API only (Swift 5 mode, no Linux-specific line), run
         // by AudioToolboxTests.
     ] + ["atplayfile", "atstream", "atrecord", "attone", "atoffline", "attap", "atconvert"].map(appleAPIClient) + [
+        // A program written against Apple's AVFAudio only, built as a Mac would build it (Swift 5 mode).
+        .executableTarget(name: "avlevels", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avlevels",
+                          swiftSettings: [.swiftLanguageMode(.v5)]),
+    ] + [
         .executableTarget(
             name: "playpcm",
             dependencies: [
@@ -378,6 +396,11 @@ let package = Package(
             path: "Tests/RealtimeTests"
         ),
         .testTarget(
+            name: "AVFAudioTests",
+            dependencies: ["AVFAudio", "TestSupport"],
+            path: "Tests/AVFAudioTests"
+        ),
+        .testTarget(
             name: "AudioToolboxTests",
             dependencies: ["AudioToolbox", "AudioPlayback", "AudioFileStream", "BufferQueue", "AVCodecAAC", "CodecTestSupport", "TestSupport"],
             path: "Tests/AudioToolboxTests"
@@ -387,7 +410,7 @@ let package = Package(
             name: "DocSnippetTests",
             dependencies: ["BufferQueue", "AudioCodecs", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder",
                            "OpenCoreAMRDecoder", "OpusDecoder", "VorbisDecoder", "FLACDecoder", "PulseAudioSink", "ALSASink",
-                           "SoxrConverter", "RubberBandTimePitch", "AudioToolbox"],
+                           "SoxrConverter", "RubberBandTimePitch", "AudioToolbox", "AVFAudio"],
             path: "Tests/DocSnippetTests",
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),

@@ -1,0 +1,137 @@
+import Foundation
+internal import BufferQueue
+
+/// A buffer of audio in a format (Apple's `AVAudioBuffer`): its bytes described by an
+/// `AudioBufferList`.
+open class AVAudioBuffer: NSObject {
+    /// The buffer's format.
+    public let format: AVAudioFormat
+    private let list: UnsafeMutableRawPointer
+
+    init(format: AVAudioFormat, buffers: Int) {
+        self.format = format
+        let size = MemoryLayout<AudioBufferList>.size + max(buffers - 1, 0) * MemoryLayout<AudioBuffer>.stride
+        list = .allocate(byteCount: size, alignment: MemoryLayout<AudioBufferList>.alignment)
+        list.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        list.bindMemory(to: AudioBufferList.self, capacity: 1).pointee.mNumberBuffers = UInt32(buffers)
+        super.init()
+    }
+
+    deinit { list.deallocate() }
+
+    /// The buffer list (do not change its sizes: use ``mutableAudioBufferList`` to write samples).
+    public var audioBufferList: UnsafePointer<AudioBufferList> { UnsafePointer(mutableAudioBufferList) }
+    /// The buffer list, writable: a `mDataByteSize` set here is what a consumer of the list takes.
+    public var mutableAudioBufferList: UnsafeMutablePointer<AudioBufferList> { list.assumingMemoryBound(to: AudioBufferList.self) }
+}
+
+/// A buffer of PCM frames (Apple's `AVAudioPCMBuffer`): one buffer per channel in a deinterleaved
+/// format, one for all in an interleaved one. New buffers are zero-filled.
+open class AVAudioPCMBuffer: AVAudioBuffer {
+    /// Frames the buffer holds at most.
+    public let frameCapacity: AVAudioFrameCount
+    private let samples: UnsafeMutableRawPointer
+    private let channelPointers: UnsafeMutablePointer<UnsafeMutableRawPointer>
+    private let bytesPerSample: Int
+    private var length: AVAudioFrameCount = 0
+
+    /// A buffer of `frameCapacity` frames of `format`; nil when the format is not PCM or the
+    /// capacity does not fit in memory.
+    public init?(pcmFormat format: AVAudioFormat, frameCapacity: AVAudioFrameCount) {
+        let asbd = format.streamDescription.pointee
+        guard asbd.mFormatID == kAudioFormatLinearPCM, asbd.mBytesPerFrame > 0 else { return nil }
+        let deinterleaved = !format.isInterleaved
+        let channels = Int(format.channelCount)
+        let buffers = deinterleaved ? channels : 1
+        let bytesPerFrame = Int(asbd.mBytesPerFrame)
+        let (total, overflow) = Int(frameCapacity).multipliedReportingOverflow(by: bytesPerFrame * buffers)
+        guard !overflow, total < 1 << 40 else { return nil }
+        self.frameCapacity = frameCapacity
+        bytesPerSample = Int(asbd.mBitsPerChannel + 7) / 8
+        samples = .allocate(byteCount: max(total, 1), alignment: 16)
+        samples.initializeMemory(as: UInt8.self, repeating: 0, count: max(total, 1))
+        channelPointers = .allocate(capacity: buffers)
+        for index in 0..<buffers { (channelPointers + index).initialize(to: samples + index * Int(frameCapacity) * bytesPerFrame) }
+        super.init(format: format, buffers: buffers)
+        let list = UnsafeMutableAudioBufferListPointer(mutableAudioBufferList)
+        for index in 0..<buffers {
+            list[index] = AudioBuffer(mNumberChannels: UInt32(deinterleaved ? 1 : channels), mDataByteSize: 0, mData: channelPointers[index])
+        }
+    }
+
+    deinit {
+        samples.deallocate()
+        channelPointers.deallocate()
+    }
+
+    /// Frames that hold audio (at most ``frameCapacity``); setting it sets each buffer's
+    /// `mDataByteSize`.
+    public var frameLength: AVAudioFrameCount {
+        get { length }
+        set {
+            precondition(newValue <= frameCapacity, "AVAudioPCMBuffer: frameLength \(newValue) exceeds frameCapacity \(frameCapacity)")
+            length = newValue
+            let bytes = UInt32(Int(newValue) * Int(format.streamDescription.pointee.mBytesPerFrame))
+            for index in 0..<Int(mutableAudioBufferList.pointee.mNumberBuffers) {
+                UnsafeMutableAudioBufferListPointer(mutableAudioBufferList)[index].mDataByteSize = bytes
+            }
+        }
+    }
+
+    /// Samples from one frame of a channel to the next: the channel count when interleaved, else 1.
+    public var stride: Int { format.isInterleaved ? Int(format.channelCount) : 1 }
+
+    /// Each channel's samples (one pointer when interleaved) for a float32 format, else nil.
+    public var floatChannelData: UnsafePointer<UnsafeMutablePointer<Float>>? { channels(.pcmFormatFloat32) }
+    /// Each channel's samples for an int16 format, else nil.
+    public var int16ChannelData: UnsafePointer<UnsafeMutablePointer<Int16>>? { channels(.pcmFormatInt16) }
+    /// Each channel's samples for an int32 format, else nil.
+    public var int32ChannelData: UnsafePointer<UnsafeMutablePointer<Int32>>? { channels(.pcmFormatInt32) }
+
+    private func channels<T>(_ kind: AVAudioCommonFormat) -> UnsafePointer<UnsafeMutablePointer<T>>? {
+        guard format.commonFormat == kind else { return nil }
+        return UnsafeRawPointer(channelPointers).assumingMemoryBound(to: UnsafeMutablePointer<T>.self)
+    }
+
+    /// How one channel's samples are stored: the library's conversions to and from float32.
+    private var sampleLayout: PCMSampleLayout? {
+        var one = format.streamDescription.pointee.library
+        one.formatFlags.remove(.isNonInterleaved)
+        one.channelsPerFrame = 1
+        one.bytesPerFrame = bytesPerSample
+        one.bytesPerPacket = bytesPerSample
+        return try? PCMSampleLayout(one)
+    }
+
+    /// The samples of frames `start..<start + count` as interleaved float32, into `destination`.
+    func interleavedFloats(into destination: UnsafeMutablePointer<Float>, from start: Int, count: Int) {
+        guard let layout = sampleLayout, count > 0 else { return }
+        let channels = Int(format.channelCount)
+        if format.isInterleaved {
+            layout.toFloat(channelPointers[0] + start * channels * bytesPerSample, count: count * channels, into: destination)
+            return
+        }
+        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: count)
+        defer { scratch.deallocate() }
+        for channel in 0..<channels {
+            layout.toFloat(channelPointers[channel] + start * bytesPerSample, count: count, into: scratch)
+            for frame in 0..<count { destination[frame * channels + channel] = scratch[frame] }
+        }
+    }
+
+    /// Puts `count` interleaved float32 frames into frames `start…` of the buffer, in its sample format.
+    func setInterleavedFloats(_ source: UnsafePointer<Float>, at start: Int, count: Int) {
+        guard let layout = sampleLayout, count > 0 else { return }
+        let channels = Int(format.channelCount)
+        if format.isInterleaved {
+            layout.fromFloat(source, count: count * channels, into: channelPointers[0] + start * channels * bytesPerSample)
+            return
+        }
+        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: count)
+        defer { scratch.deallocate() }
+        for channel in 0..<channels {
+            for frame in 0..<count { scratch[frame] = source[frame * channels + channel] }
+            layout.fromFloat(scratch, count: count, into: channelPointers[channel] + start * bytesPerSample)
+        }
+    }
+}

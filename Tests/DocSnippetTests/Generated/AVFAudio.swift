@@ -1,0 +1,15 @@
+// Generated from Docs/AVFAudio.md by DocSnippetTests (AQ_WRITE_SNIPPETS=1 swift test --filter DocSnippetTests): do not edit.
+import AVFAudio
+
+// Compiled, never called.
+func docSnippets_AVFAudio() async throws {
+    // Docs/AVFAudio.md, snippet 1
+
+    let file = try AVAudioFile(forReading: URL(fileURLWithPath: "song.mp3"))
+    if let buffer = AVAudioPCMBuffer(pcmFormat: file.processingFormat, frameCapacity: 4096) {
+        try file.read(into: buffer)
+        let left = buffer.floatChannelData?[0]
+        print(file.length, buffer.frameLength, left?[0] ?? 0)
+    }
+    _ = file
+}
