@@ -397,7 +397,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AVFAudioTests",
-            dependencies: ["AVFAudio", "TestSupport"],
+            dependencies: ["AVFAudio", "BufferQueue", "AudioCodecs", "TestSupport"],
             path: "Tests/AVFAudioTests"
         ),
         .testTarget(

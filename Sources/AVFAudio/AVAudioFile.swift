@@ -53,7 +53,7 @@ open class AVAudioFile: NSObject {
             let output = renderer.outputFormat
             guard let processing = AVAudioFormat(commonFormat: format, sampleRate: output.sampleRate,
                                                  channels: AVAudioChannelCount(output.channelsPerFrame), interleaved: interleaved) else {
-                throw StatusError(-50, "\(format) is not a processing format")
+                throw StatusError(kAudio_ParamError, "\(format) is not a processing format")
             }
             processingFormat = processing
             var stored = AudioStreamBasicDescription(file.dataFormat)
@@ -83,11 +83,11 @@ open class AVAudioFile: NSObject {
         do {
             guard let rate = AVAudioFormat.number(settings[AVSampleRateKey]), rate > 0,
                   let channels = AVAudioFormat.number(settings[AVNumberOfChannelsKey]), channels >= 1, channels <= 64 else {
-                throw StatusError(-50, "the settings need AVSampleRateKey and AVNumberOfChannelsKey (1 to 64)")
+                throw StatusError(kAudio_ParamError, "the settings need AVSampleRateKey and AVNumberOfChannelsKey (1 to 64)")
             }
             guard let processing = AVAudioFormat(commonFormat: format, sampleRate: rate, channels: AVAudioChannelCount(channels),
                                                  interleaved: interleaved) else {
-                throw StatusError(-50, "\(format) is not a processing format")
+                throw StatusError(kAudio_ParamError, "\(format) is not a processing format")
             }
             let writer = try AudioFileWriter(path: fileURL.path, encoding: Self.encoding(settings),
                                              clientFormat: .float32(sampleRate: rate, channels: Int(channels)))
@@ -135,9 +135,9 @@ open class AVAudioFile: NSObject {
     /// - Throws: an `NSError` in `NSOSStatusErrorDomain`: the buffer's format is not the
     ///   processing format, the file is open for writing, or its data is damaged.
     open func read(into buffer: AVAudioPCMBuffer, frameCount frames: AVAudioFrameCount) throws {
-        guard case .reading(let file, let current) = mode else { throw statusError(-50, "the file is open for writing") }
+        guard case .reading(let file, let current) = mode else { throw statusError(kAudio_ParamError, "the file is open for writing") }
         guard buffer.format.isEqual(processingFormat) || Self.samePCM(buffer.format, processingFormat) else {
-            throw statusError(-50, "the buffer's format \(buffer.format) is not the processing format \(processingFormat)")
+            throw statusError(kAudio_ParamError, "the buffer's format \(buffer.format) is not the processing format \(processingFormat)")
         }
         let wanted = Int(min(frames, buffer.frameCapacity))
         let channels = Int(processingFormat.channelCount)
@@ -171,9 +171,9 @@ open class AVAudioFile: NSObject {
     /// - Throws: an `NSError` in `NSOSStatusErrorDomain`: the buffer's format is not the
     ///   processing format, the file is open for reading or closed, or the write failed.
     open func write(from buffer: AVAudioPCMBuffer) throws {
-        guard case .writing(let writer) = mode, let writer else { throw statusError(-50, "the file is not open for writing") }
+        guard case .writing(let writer) = mode, let writer else { throw statusError(kAudio_ParamError, "the file is not open for writing") }
         guard buffer.format.isEqual(processingFormat) || Self.samePCM(buffer.format, processingFormat) else {
-            throw statusError(-50, "the buffer's format \(buffer.format) is not the processing format \(processingFormat)")
+            throw statusError(kAudio_ParamError, "the buffer's format \(buffer.format) is not the processing format \(processingFormat)")
         }
         let count = Int(buffer.frameLength), channels = Int(processingFormat.channelCount)
         if scratch.count < count * channels { scratch = [Float](repeating: 0, count: count * channels) }

@@ -66,3 +66,7 @@ public let AVChannelLayoutKey = "AVChannelLayoutKey"
 func statusError(_ status: OSStatus, _ message: String) -> NSError {
     NSError(domain: NSOSStatusErrorDomain, code: Int(status), userInfo: [NSLocalizedDescriptionKey: message])
 }
+
+/// Where a call that reports errors Objective-C's way puts its error (`var error: NSError?`,
+/// passed as `&error`): Foundation on Linux does not declare Apple's `NSErrorPointer`.
+public typealias NSErrorPointer = UnsafeMutablePointer<NSError?>?

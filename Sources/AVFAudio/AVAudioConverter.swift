@@ -1,0 +1,238 @@
+import Foundation
+internal import BufferQueue
+
+/// What an input block says about the buffer it returns (Apple's raw values).
+public enum AVAudioConverterInputStatus: Int, Sendable {
+    /// The buffer holds data.
+    case haveData = 0
+    /// No data now; more may come (the conversion returns ``AVAudioConverterOutputStatus/inputRanDry``).
+    case noDataNow = 1
+    /// No more data: the conversion flushes what it holds.
+    case endOfStream = 2
+}
+
+/// How a conversion with an input block ended (Apple's raw values).
+public enum AVAudioConverterOutputStatus: Int, Sendable {
+    /// The output buffer holds data (filled, or the last frames before the end).
+    case haveData = 0
+    /// The input block had no data now; the output holds what could be made (perhaps nothing).
+    case inputRanDry = 1
+    /// The end was reached and nothing more came out.
+    case endOfStream = 2
+    /// The conversion failed (the error says why).
+    case error = 3
+}
+
+/// How a sample-rate converter is primed (Apple's raw values). The converter here always works
+/// as ``normal``: the first output frame is the first input frame's time, nothing is lost at
+/// the end, and N input frames give round(N × out / in) output frames.
+public enum AVAudioConverterPrimeMethod: Int, Sendable {
+    case pre = 0
+    case normal = 1
+    case none = 2
+}
+
+/// Leading and trailing frames of a converter's priming (Apple's `AVAudioConverterPrimeInfo`).
+public struct AVAudioConverterPrimeInfo: Sendable, Equatable {
+    public var leadingFrames: AVAudioFrameCount
+    public var trailingFrames: AVAudioFrameCount
+    public init() { (leadingFrames, trailingFrames) = (0, 0) }
+    public init(leadingFrames: AVAudioFrameCount, trailingFrames: AVAudioFrameCount) {
+        self.leadingFrames = leadingFrames
+        self.trailingFrames = trailingFrames
+    }
+}
+
+/// The block a converter pulls input from: the number of packets it wants, and where to say
+/// whether data came (Apple's `AVAudioConverterInputBlock`).
+public typealias AVAudioConverterInputBlock = (AVAudioPacketCount, UnsafeMutablePointer<AVAudioConverterInputStatus>) -> AVAudioBuffer?
+
+/// Converts PCM between sample formats, interleaving, channel counts and sample rates (Apple's
+/// `AVAudioConverter`), with the library's converter: channels mixed by its documented matrix
+/// (stereo to mono is (L + R) / 2), rates by libsoxr at very high quality unless
+/// ``sampleRateConverterQuality`` asks for less.
+///
+/// This first part converts PCM to PCM; compressed formats (encoding and decoding) are not
+/// built yet: the initialiser returns nil for them.
+open class AVAudioConverter: NSObject {
+    /// The format of the buffers converted from.
+    public let inputFormat: AVAudioFormat
+    /// The format of the buffers converted to.
+    public let outputFormat: AVAudioFormat
+    /// How the sample-rate converter is primed (see ``AVAudioConverterPrimeMethod``).
+    open var primeMethod: AVAudioConverterPrimeMethod = .normal
+    /// The priming frames (the converter here needs none: it is exact at both ends).
+    open var primeInfo = AVAudioConverterPrimeInfo()
+    /// Whether more channels are mixed down to fewer (the library always mixes by its matrix).
+    open var downmix = false
+    /// Whether integer output is dithered (it is not: samples are rounded).
+    open var dither = false
+    /// The sample-rate converter's quality, an ``AVAudioQuality`` raw value (max by default).
+    open var sampleRateConverterQuality: Int = AVAudioQuality.max.rawValue {
+        didSet { converter = nil }
+    }
+
+    private var converter: BufferQueue.AudioConverter?
+    private let decoded: DecodedAudio
+    private var pending: [Float] = []
+    private var pendingStart = 0
+    private var inputEnded = false
+    private var scratch: [Float] = []
+
+    /// A converter between two PCM formats; nil when either is not linear PCM of a common format.
+    public init?(from fromFormat: AVAudioFormat, to toFormat: AVAudioFormat) {
+        guard fromFormat.commonFormat != .otherFormat, toFormat.commonFormat != .otherFormat else { return nil }
+        inputFormat = fromFormat
+        outputFormat = toFormat
+        decoded = DecodedAudio(format: .float32(sampleRate: toFormat.sampleRate, channels: Int(toFormat.channelCount)))
+        super.init()
+        guard (try? makeConverter()) != nil else { return nil }
+    }
+
+    /// Forgets what is held (a new stream begins: after an end of stream, or a seek).
+    open func reset() {
+        converter?.reset()
+        decoded.removeAll()
+        pending.removeAll(keepingCapacity: true)
+        pendingStart = 0
+        inputEnded = false
+    }
+
+    /// Converts all of `inputBuffer` into `outputBuffer`: sample format, interleaving and channel
+    /// count, at one sample rate (as Apple's, this call converts no rate: use
+    /// ``convert(to:error:withInputFrom:)``).
+    /// - Throws: an `NSError` in `NSOSStatusErrorDomain` when the rates differ, a buffer's format
+    ///   is not the converter's, or the output cannot hold the input's frames.
+    open func convert(to outputBuffer: AVAudioPCMBuffer, from inputBuffer: AVAudioPCMBuffer) throws {
+        guard inputFormat.sampleRate == outputFormat.sampleRate else {
+            throw statusError(kAudio_ParamError,
+                              "convert(to:from:) converts no sample rate (\(inputFormat.sampleRate) to \(outputFormat.sampleRate) Hz): use convert(to:error:withInputFrom:)")
+        }
+        try check(inputBuffer, is: inputFormat, "input")
+        try check(outputBuffer, is: outputFormat, "output")
+        let frames = Int(inputBuffer.frameLength)
+        guard frames <= Int(outputBuffer.frameCapacity) else {
+            throw statusError(kAudio_ParamError, "the output buffer holds \(outputBuffer.frameCapacity) frames, the input has \(frames)")
+        }
+        reset()
+        try feed(inputBuffer)
+        try finish()
+        try deliver(into: outputBuffer, upTo: frames)
+        reset()
+    }
+
+    /// Fills `outputBuffer` with converted frames, pulling input from `inputBlock` as needed.
+    ///
+    /// - Returns: ``AVAudioConverterOutputStatus/haveData`` when the buffer was filled, or holds
+    ///   the last frames after the input ended; ``AVAudioConverterOutputStatus/inputRanDry`` when
+    ///   the block had no data now; ``AVAudioConverterOutputStatus/endOfStream`` when the input
+    ///   ended and nothing more came out; ``AVAudioConverterOutputStatus/error`` with `outError`
+    ///   set when a buffer's format is not the converter's or the conversion failed.
+    open func convert(to outputBuffer: AVAudioBuffer, error outError: NSErrorPointer,
+                      withInputFrom inputBlock: AVAudioConverterInputBlock) -> AVAudioConverterOutputStatus {
+        do {
+            guard let output = outputBuffer as? AVAudioPCMBuffer else {
+                throw statusError(kAudio_ParamError, "the output buffer is not a PCM buffer (compressed output is not built yet)")
+            }
+            try check(output, is: outputFormat, "output")
+            let capacity = Int(output.frameCapacity)
+            var ranDry = false
+            while pendingFrames < capacity && !inputEnded {
+                var status = AVAudioConverterInputStatus.haveData
+                let wanted = max(capacity - pendingFrames, 1)
+                let buffer = inputBlock(AVAudioPacketCount(clamping: wanted), &status)
+                switch status {
+                case .haveData:
+                    guard let input = buffer as? AVAudioPCMBuffer else {
+                        throw statusError(kAudio_ParamError, "the input block said it had data and returned no PCM buffer")
+                    }
+                    try check(input, is: inputFormat, "input")
+                    try feed(input)
+                case .noDataNow:
+                    ranDry = true
+                case .endOfStream:
+                    try finish()
+                }
+                if ranDry { break }
+            }
+            let delivered = try deliver(into: output, upTo: capacity)
+            if ranDry { return .inputRanDry }
+            return delivered > 0 || !inputEnded ? .haveData : .endOfStream
+        } catch {
+            outError?.pointee = error as NSError
+            return .error
+        }
+    }
+
+    // MARK: helpers
+
+    private var pendingFrames: Int { (pending.count - pendingStart) / Int(outputFormat.channelCount) }
+
+    private func quality() -> AudioConverterQuality {
+        switch sampleRateConverterQuality {
+        case ..<AVAudioQuality.low.rawValue: return .quick
+        case ..<AVAudioQuality.medium.rawValue: return .low
+        case ..<AVAudioQuality.high.rawValue: return .medium
+        case ..<AVAudioQuality.max.rawValue: return .high
+        default: return .veryHigh
+        }
+    }
+
+    @discardableResult
+    private func makeConverter() throws -> BufferQueue.AudioConverter {
+        if let converter { return converter }
+        let made = try BufferQueue.AudioConverter(from: .float32(sampleRate: inputFormat.sampleRate, channels: Int(inputFormat.channelCount)),
+                                                  to: .float32(sampleRate: outputFormat.sampleRate, channels: Int(outputFormat.channelCount)),
+                                                  quality: quality())
+        converter = made
+        return made
+    }
+
+    private func check(_ buffer: AVAudioPCMBuffer, is format: AVAudioFormat, _ side: String) throws {
+        let same = buffer.format.commonFormat == format.commonFormat && buffer.format.channelCount == format.channelCount
+            && buffer.format.sampleRate == format.sampleRate && buffer.format.isInterleaved == format.isInterleaved
+        guard same else { throw statusError(kAudio_ParamError, "the \(side) buffer's format \(buffer.format) is not the converter's \(format)") }
+    }
+
+    /// Converts a buffer's frames into the pending output.
+    private func feed(_ input: AVAudioPCMBuffer) throws {
+        let converter = try makeConverter()
+        let frames = Int(input.frameLength), channels = Int(inputFormat.channelCount)
+        guard frames > 0 else { return }
+        if scratch.count < frames * channels { scratch = [Float](repeating: 0, count: frames * channels) }
+        try scratch.withUnsafeMutableBufferPointer { samples in
+            guard let base = samples.baseAddress else { return }
+            input.interleavedFloats(into: base, from: 0, count: frames)
+            try converter.convert(UnsafeBufferPointer(rebasing: samples[0..<(frames * channels)]), into: decoded)
+        }
+        takeDecoded()
+    }
+
+    /// The input ended: what the converter holds comes out.
+    private func finish() throws {
+        try makeConverter().finish(into: decoded)
+        takeDecoded()
+        inputEnded = true
+    }
+
+    private func takeDecoded() {
+        if pendingStart > 0 && pendingStart * 2 >= pending.count {
+            pending.removeFirst(pendingStart)
+            pendingStart = 0
+        }
+        decoded.withUnsafeSamples { pending.append(contentsOf: $0) }
+        decoded.removeAll()
+    }
+
+    /// Moves up to `frames` pending frames into `output`; returns how many.
+    @discardableResult
+    private func deliver(into output: AVAudioPCMBuffer, upTo frames: Int) throws -> Int {
+        let count = min(frames, pendingFrames), channels = Int(outputFormat.channelCount)
+        pending.withUnsafeBufferPointer { samples in
+            if let base = samples.baseAddress { output.setInterleavedFloats(base + pendingStart, at: 0, count: count) }
+        }
+        output.frameLength = AVAudioFrameCount(count)
+        pendingStart += count * channels
+        return count
+    }
+}
