@@ -335,7 +335,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "aqbench",
-            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder", "PulseAudioSink", "TestSupport"],
+            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder", "PulseAudioSink", "TestSupport",
+                           "AVFAudio", "AudioCodecs"],
             path: "Benchmarks/aqbench"
         ),
         .systemLibrary(

@@ -911,7 +911,7 @@ print("output callback round trips (enqueue -> decode -> unpaced null sink -> ca
 print(String(format: "  %d round trips in %.1f ms : %.0f per second", roundTrips, seconds(loopTime) * 1000, Double(roundTrips) / seconds(loopTime)))
 // The sections run when no section is named, in this order.
 let namedSections: [(name: String, run: () throws -> [String])] = [
-    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("matroska", matroskaBenchmarks), ("encode", encodeBenchmarks), ("toolbox", toolboxBenchmarks), ("transform", transformBenchmarks), ("mix", mixBenchmarks), ("loudness", loudnessBenchmarks),
+    ("codecs", codecBenchmarks), ("apple", appleFormatBenchmarks), ("xiph", xiphBenchmarks), ("matroska", matroskaBenchmarks), ("encode", encodeBenchmarks), ("toolbox", toolboxBenchmarks), ("avfaudio", avfaudioBenchmarks), ("transform", transformBenchmarks), ("mix", mixBenchmarks), ("loudness", loudnessBenchmarks),
     ("timepitch", timePitchBenchmarks), ("playback", playbackBenchmarks), ("commands", commandBenchmarks),
     ("recording", recordingBenchmarks),
 ]
