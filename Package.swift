@@ -398,7 +398,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AVFAudioTests",
-            dependencies: ["AVFAudio", "BufferQueue", "AudioCodecs", "TestSupport"],
+            dependencies: ["AVFAudio", "BufferQueue", "AudioCodecs", "AudioFileStream", "AudioPlayback", "TestSupport"],
             path: "Tests/AVFAudioTests"
         ),
         .testTarget(

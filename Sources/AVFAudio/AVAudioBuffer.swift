@@ -135,3 +135,50 @@ open class AVAudioPCMBuffer: AVAudioBuffer {
         }
     }
 }
+
+/// A buffer of compressed packets (Apple's `AVAudioCompressedBuffer`): their bytes back to back
+/// in ``data``, with a description of each when the format's packets vary in size.
+open class AVAudioCompressedBuffer: AVAudioBuffer {
+    /// Packets the buffer holds at most.
+    public let packetCapacity: AVAudioPacketCount
+    /// The largest packet, in bytes.
+    public let maximumPacketSize: Int
+    /// Bytes the buffer holds at most.
+    public let byteCapacity: UInt32
+    /// The packets' bytes.
+    public let data: UnsafeMutableRawPointer
+    /// One description per packet (nil for a format whose packets are all one size).
+    public let packetDescriptions: UnsafeMutablePointer<AudioStreamPacketDescription>?
+    /// Packets held.
+    open var packetCount: AVAudioPacketCount = 0
+    /// Bytes held; setting it sets the buffer list's `mDataByteSize`.
+    open var byteLength: UInt32 = 0 {
+        didSet { UnsafeMutableAudioBufferListPointer(mutableAudioBufferList)[0].mDataByteSize = byteLength }
+    }
+
+    /// A buffer of `packetCapacity` packets of at most `maximumPacketSize` bytes.
+    public init(format: AVAudioFormat, packetCapacity: AVAudioPacketCount, maximumPacketSize: Int) {
+        let asbd = format.streamDescription.pointee
+        self.packetCapacity = packetCapacity
+        self.maximumPacketSize = max(maximumPacketSize, 1)
+        let bytes = Int(packetCapacity) * self.maximumPacketSize
+        byteCapacity = UInt32(clamping: bytes)
+        data = .allocate(byteCount: max(bytes, 1), alignment: 16)
+        data.initializeMemory(as: UInt8.self, repeating: 0, count: max(bytes, 1))
+        let varies = asbd.mBytesPerPacket == 0 || asbd.mFramesPerPacket == 0
+        packetDescriptions = varies ? .allocate(capacity: max(Int(packetCapacity), 1)) : nil
+        packetDescriptions?.initialize(repeating: AudioStreamPacketDescription(), count: max(Int(packetCapacity), 1))
+        super.init(format: format, buffers: 1)
+        UnsafeMutableAudioBufferListPointer(mutableAudioBufferList)[0] = AudioBuffer(mNumberChannels: asbd.mChannelsPerFrame, mDataByteSize: 0, mData: data)
+    }
+
+    /// A buffer for a format whose packets are all one size (`mBytesPerPacket`).
+    public convenience init(format: AVAudioFormat, packetCapacity: AVAudioPacketCount) {
+        self.init(format: format, packetCapacity: packetCapacity, maximumPacketSize: Int(format.streamDescription.pointee.mBytesPerPacket))
+    }
+
+    deinit {
+        data.deallocate()
+        packetDescriptions?.deallocate()
+    }
+}

@@ -52,8 +52,10 @@ public typealias AVAudioConverterInputBlock = (AVAudioPacketCount, UnsafeMutable
 /// (stereo to mono is (L + R) / 2), rates by libsoxr at very high quality unless
 /// ``sampleRateConverterQuality`` asks for less.
 ///
-/// This first part converts PCM to PCM; compressed formats (encoding and decoding) are not
-/// built yet: the initialiser returns nil for them.
+/// Compressed input is decoded by the library's decoder for its format (the converter's
+/// ``magicCookie``, else the input format's, configures it); as Apple's, nothing is trimmed:
+/// an encoder's priming frames come out first. Encoding into a compressed format is not built
+/// yet: the initialiser returns nil for a compressed output format.
 open class AVAudioConverter: NSObject {
     /// The format of the buffers converted from.
     public let inputFormat: AVAudioFormat
@@ -72,26 +74,43 @@ open class AVAudioConverter: NSObject {
         didSet { converter = nil }
     }
 
+    /// What a compressed input's decoder needs (nil: the input format's `magicCookie`).
+    open var magicCookie: Data?
+
     private var converter: BufferQueue.AudioConverter?
     private let decoded: DecodedAudio
+    /// Compressed input: its decoder, and the frames it made before conversion.
+    private var decoder: (any AudioDecoder)?
+    private var decodedInput: DecodedAudio?
     private var pending: [Float] = []
     private var pendingStart = 0
     private var inputEnded = false
     private var scratch: [Float] = []
 
     /// A converter between two PCM formats; nil when either is not linear PCM of a common format.
+    /// A converter from PCM or a decodable compressed format to PCM; nil when the output is not
+    /// linear PCM of a common format, or no decoder is registered for the input's format.
     public init?(from fromFormat: AVAudioFormat, to toFormat: AVAudioFormat) {
-        guard fromFormat.commonFormat != .otherFormat, toFormat.commonFormat != .otherFormat else { return nil }
+        guard toFormat.commonFormat != .otherFormat else { return nil }
+        let compressed = fromFormat.streamDescription.pointee.mFormatID != kAudioFormatLinearPCM
+        if compressed {
+            _ = codecsRegistered
+            guard AudioDecoderRegistry.shared.factory(for: fromFormat.streamDescription.pointee.library.formatID) != nil else { return nil }
+        } else if fromFormat.commonFormat == .otherFormat {
+            return nil
+        }
         inputFormat = fromFormat
         outputFormat = toFormat
         decoded = DecodedAudio(format: .float32(sampleRate: toFormat.sampleRate, channels: Int(toFormat.channelCount)))
         super.init()
-        guard (try? makeConverter()) != nil else { return nil }
+        if !compressed { guard (try? makeConverter(rate: fromFormat.sampleRate, channels: Int(fromFormat.channelCount))) != nil else { return nil } }
     }
 
     /// Forgets what is held (a new stream begins: after an end of stream, or a seek).
     open func reset() {
         converter?.reset()
+        decoder?.reset()
+        decodedInput?.removeAll()
         decoded.removeAll()
         pending.removeAll(keepingCapacity: true)
         pendingStart = 0
@@ -143,8 +162,12 @@ open class AVAudioConverter: NSObject {
                 let buffer = inputBlock(AVAudioPacketCount(clamping: wanted), &status)
                 switch status {
                 case .haveData:
-                    guard let input = buffer as? AVAudioPCMBuffer else {
-                        throw statusError(kAudio_ParamError, "the input block said it had data and returned no PCM buffer")
+                    if let packets = buffer as? AVAudioCompressedBuffer, isDecoding {
+                        try feed(packets)
+                        break
+                    }
+                    guard let input = buffer as? AVAudioPCMBuffer, !isDecoding else {
+                        throw statusError(kAudio_ParamError, "the input block said it had data and returned no \(isDecoding ? "compressed" : "PCM") buffer")
                     }
                     try check(input, is: inputFormat, "input")
                     try feed(input)
@@ -178,14 +201,57 @@ open class AVAudioConverter: NSObject {
         }
     }
 
+    private var isDecoding: Bool { inputFormat.streamDescription.pointee.mFormatID != kAudioFormatLinearPCM }
+
+    /// The library's converter from frames of `rate` and `channels` to the output format.
     @discardableResult
-    private func makeConverter() throws -> BufferQueue.AudioConverter {
-        if let converter { return converter }
-        let made = try BufferQueue.AudioConverter(from: .float32(sampleRate: inputFormat.sampleRate, channels: Int(inputFormat.channelCount)),
+    private func makeConverter(rate: Double, channels: Int) throws -> BufferQueue.AudioConverter {
+        if let converter, converter.inputFormat.sampleRate == rate, converter.inputFormat.channelsPerFrame == channels { return converter }
+        let made = try BufferQueue.AudioConverter(from: .float32(sampleRate: rate, channels: channels),
                                                   to: .float32(sampleRate: outputFormat.sampleRate, channels: Int(outputFormat.channelCount)),
                                                   quality: quality())
         converter = made
         return made
+    }
+
+    /// Decodes a compressed buffer's packets and converts the frames into the pending output.
+    private func feed(_ input: AVAudioCompressedBuffer) throws {
+        let format = inputFormat.streamDescription.pointee
+        let decoder: any AudioDecoder
+        if let made = self.decoder {
+            decoder = made
+        } else {
+            let cookie = (magicCookie ?? inputFormat.magicCookie).map { [UInt8]($0) }
+            decoder = try AudioDecoderRegistry.shared.makeDecoder(for: format.library, magicCookie: cookie)
+            self.decoder = decoder
+        }
+        let frames = decodedInput ?? DecodedAudio(format: decoder.outputFormat)
+        decodedInput = frames
+        let length = Int(input.byteLength)
+        for index in 0..<Int(input.packetCount) {
+            let (offset, size, count): (Int, Int, Int)
+            if let descriptions = input.packetDescriptions {
+                let description = descriptions[index]
+                (offset, size, count) = (Int(description.mStartOffset), Int(description.mDataByteSize),
+                                         Int(description.mVariableFramesInPacket == 0 ? format.mFramesPerPacket : description.mVariableFramesInPacket))
+            } else {
+                (offset, size, count) = (index * Int(format.mBytesPerPacket), Int(format.mBytesPerPacket), Int(format.mFramesPerPacket))
+            }
+            guard offset >= 0, size >= 0, offset + size <= length else {
+                throw statusError(kAudio_ParamError, "packet \(index) lies at bytes \(offset)..<\(offset + size), past the buffer's \(length) bytes")
+            }
+            try decoder.decode(packet: UnsafeRawBufferPointer(start: input.data + offset, count: size), frames: count, into: frames)
+        }
+        try convertDecodedInput()
+    }
+
+    /// Converts what the decoder made into the pending output.
+    private func convertDecodedInput() throws {
+        guard let frames = decodedInput, frames.sampleCount > 0 else { return }
+        let converter = try makeConverter(rate: frames.format.sampleRate, channels: frames.format.channelsPerFrame)
+        try frames.withUnsafeSamples { try converter.convert($0, into: decoded) }
+        frames.removeAll()
+        takeDecoded()
     }
 
     private func check(_ buffer: AVAudioPCMBuffer, is format: AVAudioFormat, _ side: String) throws {
@@ -196,7 +262,7 @@ open class AVAudioConverter: NSObject {
 
     /// Converts a buffer's frames into the pending output.
     private func feed(_ input: AVAudioPCMBuffer) throws {
-        let converter = try makeConverter()
+        let converter = try makeConverter(rate: inputFormat.sampleRate, channels: Int(inputFormat.channelCount))
         let frames = Int(input.frameLength), channels = Int(inputFormat.channelCount)
         guard frames > 0 else { return }
         if scratch.count < frames * channels { scratch = [Float](repeating: 0, count: frames * channels) }
@@ -210,7 +276,11 @@ open class AVAudioConverter: NSObject {
 
     /// The input ended: what the converter holds comes out.
     private func finish() throws {
-        try makeConverter().finish(into: decoded)
+        if let decoder, let frames = decodedInput {
+            try decoder.finish(into: frames)
+            try convertDecodedInput()
+        }
+        try converter?.finish(into: decoded)
         takeDecoded()
         inputEnded = true
     }

@@ -5,7 +5,7 @@ internal import AudioPlayback
 internal import AudioCodecs
 
 /// The codecs AVFAudio reads and writes with, registered before the first file is opened.
-private let codecsRegistered: Bool = {
+let codecsRegistered: Bool = {
     AudioCodecs.registerAll()
     return true
 }()

@@ -3,6 +3,9 @@ import Testing
 import AVFAudio
 import BufferQueue
 import AudioCodecs
+import AudioFileStream
+import AudioPlayback
+import TestSupport
 
 /// AVAudioConverter over the library's converter: formats, channels and rates, the input
 /// block's statuses as Apple documents them.
@@ -130,5 +133,75 @@ import AudioCodecs
         #expect(fromHost.isSampleTimeValid && fromHost.sampleTime == 72_000)
         #expect(sample.extrapolateTime(fromAnchor: sample) == nil, "an anchor needs both times")
         #expect(sample.audioTimeStamp.mFlags.contains(.sampleTimeValid))
+    }
+}
+
+/// AVAudioConverter decoding compressed packets handed in AVAudioCompressedBuffers: an M4A's
+/// AAC packets, read by the library, come out as the library's render of the file — after the
+/// encoder's priming, which a converter does not trim (as Apple's does not).
+@Suite(.timeLimit(.minutes(2)))
+struct AVFAudioDecodingTests {
+    @Test func aacPacketsDecodeAsTheFileRenders() async throws {
+        let folder = try AVFAudioFileTests.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/a.m4a"
+        try await AVFAudioFileTests.make(path, frames: 50_000, codec: ["-c:a", "aac", "-b:a", "128k"])
+        AudioCodecs.registerAll()
+        let file = try AudioFile(path: path)
+        let priming = Int(try #require(file.packetTableInfo).primingFrames)
+        var asbd = AudioStreamBasicDescription(file.dataFormat)
+        let input = try #require(AVAudioFormat(streamDescription: &asbd))
+        input.magicCookie = file.magicCookie.map { Data($0) }
+        let output = try #require(AVAudioFormat(standardFormatWithSampleRate: 44_100, channels: 2))
+        let converter = try #require(AVAudioConverter(from: input, to: output))
+        let maximum = try #require(file.maximumPacketSize)
+
+        var next: Int64 = 0
+        var decoded: [Float] = []
+        let out = try #require(AVAudioPCMBuffer(pcmFormat: output, frameCapacity: 4096))
+        var status = AVAudioConverterOutputStatus.haveData
+        while status == .haveData {
+            var error: NSError?
+            status = converter.convert(to: out, error: &error) { _, inputStatus in
+                guard next < file.packetCount else {
+                    inputStatus.pointee = .endOfStream
+                    return nil
+                }
+                let count = Int(min(20, file.packetCount - next))
+                guard let packets = try? file.readPackets(from: next, count: count) else {
+                    inputStatus.pointee = .endOfStream
+                    return nil
+                }
+                next += Int64(count)
+                let buffer = AVAudioCompressedBuffer(format: input, packetCapacity: 20, maximumPacketSize: maximum)
+                packets.data.withUnsafeBytes { raw in if let base = raw.baseAddress { buffer.data.copyMemory(from: base, byteCount: raw.count) } }
+                for (index, description) in packets.descriptions.enumerated() {
+                    buffer.packetDescriptions?[index] = AudioStreamPacketDescription(mStartOffset: Int64(description.startOffset),
+                                                                                     mVariableFramesInPacket: UInt32(description.variableFramesInPacket),
+                                                                                     mDataByteSize: UInt32(description.dataByteSize))
+                }
+                buffer.packetCount = AVAudioPacketCount(count)
+                buffer.byteLength = UInt32(packets.data.count)
+                inputStatus.pointee = .haveData
+                return buffer
+            }
+            #expect(error == nil, "\(String(describing: error))")
+            decoded += try AVFAudioConverterTests.interleaved(out)
+        }
+        #expect(status == .endOfStream)
+
+        let renderer = try AudioFileRenderer(file: file)
+        var rendered = [Float](repeating: 0, count: 60_000 * 2)
+        let frames = try rendered.withUnsafeMutableBufferPointer { samples -> Int in
+            var total = 0
+            while true {
+                let n = try renderer.render(into: UnsafeMutableBufferPointer(rebasing: samples[(total * 2)...]), frames: 60_000 - total)
+                if n == 0 { return total }
+                total += n
+            }
+        }
+        #expect(frames == 50_000)
+        try #require(decoded.count >= (priming + frames) * 2)
+        #expect(difference(Array(decoded[(priming * 2)..<((priming + frames) * 2)]), Array(rendered[0..<(frames * 2)])) == nil)
     }
 }
