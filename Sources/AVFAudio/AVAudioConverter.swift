@@ -92,9 +92,10 @@ open class AVAudioConverter: NSObject {
     /// linear PCM of a common format, or no decoder is registered for the input's format.
     public init?(from fromFormat: AVAudioFormat, to toFormat: AVAudioFormat) {
         guard toFormat.commonFormat != .otherFormat else { return nil }
+        // The decoders and the resampler, as AVAudioFile has them: Apple's code registers nothing.
+        _ = codecsRegistered
         let compressed = fromFormat.streamDescription.pointee.mFormatID != kAudioFormatLinearPCM
         if compressed {
-            _ = codecsRegistered
             guard AudioDecoderRegistry.shared.factory(for: fromFormat.streamDescription.pointee.library.formatID) != nil else { return nil }
         } else if fromFormat.commonFormat == .otherFormat {
             return nil

@@ -66,7 +66,6 @@ import TestSupport
     /// exactly round(N × 48000 / 44100) frames, equal to the library's converter bit for bit; then
     /// `.endOfStream`, and after `reset()` a new stream.
     @Test func ratesConvertThroughTheInputBlock() throws {
-        AudioCodecs.registerAll()
         let from = try #require(AVAudioFormat(standardFormatWithSampleRate: 44_100, channels: 2))
         let to = try #require(AVAudioFormat(standardFormatWithSampleRate: 48_000, channels: 2))
         let source = Self.ramp(44_100, channels: 2)
