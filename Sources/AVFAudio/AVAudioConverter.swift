@@ -256,9 +256,7 @@ open class AVAudioConverter: NSObject {
     }
 
     private func check(_ buffer: AVAudioPCMBuffer, is format: AVAudioFormat, _ side: String) throws {
-        let same = buffer.format.commonFormat == format.commonFormat && buffer.format.channelCount == format.channelCount
-            && buffer.format.sampleRate == format.sampleRate && buffer.format.isInterleaved == format.isInterleaved
-        guard same else { throw statusError(kAudio_ParamError, "the \(side) buffer's format \(buffer.format) is not the converter's \(format)") }
+        guard buffer.format.holdsSamples(as: format) else { throw statusError(kAudio_ParamError, "the \(side) buffer's format \(buffer.format) is not the converter's \(format)") }
     }
 
     /// Converts a buffer's frames into the pending output.

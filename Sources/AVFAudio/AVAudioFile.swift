@@ -136,7 +136,7 @@ open class AVAudioFile: NSObject {
     ///   processing format, the file is open for writing, or its data is damaged.
     open func read(into buffer: AVAudioPCMBuffer, frameCount frames: AVAudioFrameCount) throws {
         guard case .reading(let file, let current) = mode else { throw statusError(kAudio_ParamError, "the file is open for writing") }
-        guard buffer.format.isEqual(processingFormat) || Self.samePCM(buffer.format, processingFormat) else {
+        guard buffer.format.holdsSamples(as: processingFormat) else {
             throw statusError(kAudio_ParamError, "the buffer's format \(buffer.format) is not the processing format \(processingFormat)")
         }
         let wanted = Int(min(frames, buffer.frameCapacity))
@@ -172,7 +172,7 @@ open class AVAudioFile: NSObject {
     ///   processing format, the file is open for reading or closed, or the write failed.
     open func write(from buffer: AVAudioPCMBuffer) throws {
         guard case .writing(let writer) = mode, let writer else { throw statusError(kAudio_ParamError, "the file is not open for writing") }
-        guard buffer.format.isEqual(processingFormat) || Self.samePCM(buffer.format, processingFormat) else {
+        guard buffer.format.holdsSamples(as: processingFormat) else {
             throw statusError(kAudio_ParamError, "the buffer's format \(buffer.format) is not the processing format \(processingFormat)")
         }
         let count = Int(buffer.frameLength), channels = Int(processingFormat.channelCount)
@@ -199,12 +199,6 @@ open class AVAudioFile: NSObject {
     }
 
     // MARK: helpers
-
-    /// The same PCM layout (Apple compares formats so; a layout given or not does not matter here).
-    private static func samePCM(_ a: AVAudioFormat, _ b: AVAudioFormat) -> Bool {
-        a.commonFormat == b.commonFormat && a.commonFormat != .otherFormat && a.channelCount == b.channelCount
-            && a.sampleRate == b.sampleRate && a.isInterleaved == b.isInterleaved
-    }
 
     /// The codec the settings ask for.
     private static func encoding(_ settings: [String: Any]) -> AudioFileEncoding {

@@ -169,6 +169,13 @@ open class AVAudioFormat: NSObject {
 
     // MARK: helpers
 
+    /// Whether buffers of `other` hold their samples as this format's do: the same common PCM
+    /// format, channels, rate and interleaving (a channel layout given or not does not matter).
+    func holdsSamples(as other: AVAudioFormat) -> Bool {
+        commonFormat == other.commonFormat && commonFormat != .otherFormat && channelCount == other.channelCount
+            && sampleRate == other.sampleRate && isInterleaved == other.isInterleaved
+    }
+
     static func pcmDescription(_ format: AVAudioCommonFormat, sampleRate: Double, channels: AVAudioChannelCount, interleaved: Bool) -> AudioStreamBasicDescription? {
         guard sampleRate > 0, channels >= 1 else { return nil }
         let (bits, flags): (UInt32, UInt32)

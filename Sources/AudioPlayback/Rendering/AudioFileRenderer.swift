@@ -61,11 +61,7 @@ public final class AudioFileRenderer {
 
     /// Frames the whole render will produce when the file has gapless numbers (nil otherwise).
     /// With an end frame, the frames up to it (clipped to the file's valid frames when known).
-    public var expectedFrames: Int64? {
-        let valid = file.packetTableInfo.map { $0.validFrames * Int64(loops) }
-        let end = endFrame.map { min($0, valid ?? .max) } ?? valid
-        return end.map { core.outputFrames(forValidFrames: max($0 - core.startFrame, 0)) }
-    }
+    public var expectedFrames: Int64? { core.expectedFrames(validFrames: file.packetTableInfo?.validFrames) }
     /// Frames rendered so far.
     public var framesRendered: Int64 { core.framesRendered }
 

@@ -119,9 +119,15 @@ final class PacketSourceRenderer {
     /// which frames are the last ones before rendering them.
     var expectedFrames: Int64? {
         guard started, decodedRate > 0, let duration = source.duration, !duration.isEstimated else { return nil }
-        let valid = duration.frames * Int64(loops)
-        let end = endFrame.map { min($0, valid) } ?? valid
-        return outputFrames(forValidFrames: max(end - startFrame, 0))
+        return expectedFrames(validFrames: duration.frames)
+    }
+
+    /// Output frames the whole render gives for a source of `validFrames` valid frames (nil:
+    /// unknown, then only an end frame can say): every loop, up to the end frame, from the start.
+    func expectedFrames(validFrames: Int64?) -> Int64? {
+        let valid = validFrames.map { $0 * Int64(loops) }
+        let end = endFrame.map { min($0, valid ?? .max) } ?? valid
+        return end.map { outputFrames(forValidFrames: max($0 - startFrame, 0)) }
     }
 
     /// Enqueues into every free buffer; at the end of a pass the next one begins as a new stream,
