@@ -22,6 +22,8 @@ let package = Package(
         .library(name: "AVCodecAAC", targets: ["AVCodecAAC"]),
         .library(name: "PulseAudioSink", targets: ["PulseAudioSink"]),
         .library(name: "ALSASink", targets: ["ALSASink"]),
+        // MIT (libpipewire-0.3, opened on first use).
+        .library(name: "PipeWireSink", targets: ["PipeWireSink"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
         .library(name: "SoxrConverter", targets: ["SoxrConverter"]),
         // GPL-2.0-or-later (links the Rubber Band Library).
@@ -224,6 +226,20 @@ let package = Package(
             dependencies: ["BufferQueue", "CALSA"],
             path: "Sources/ALSASink"
         ),
+        // libpipewire's headers are read by loader.c only (`system` links to /usr/include/pipewire-0.3
+        // and /usr/include/spa-0.2); the library is opened on first use (see include/CPipeWire.h).
+        .target(
+            name: "CPipeWire",
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/CPipeWire",
+            exclude: ["system"],
+            cSettings: [.headerSearchPath("system"), .define("_GNU_SOURCE")]
+        ),
+        .target(
+            name: "PipeWireSink",
+            dependencies: ["BufferQueue", "CPipeWire"],
+            path: "Sources/PipeWireSink"
+        ),
         .target(
             name: "PulseAudioSink",
             dependencies: ["BufferQueue", "CPulseAudio"],
@@ -362,7 +378,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PulseAudioSinkTests",
-            dependencies: ["BufferQueue", "PulseAudioSink", "ALSASink", "AudioFileStream", "AudioPlayback", "MPG123Decoder", "FAADDecoder",
+            dependencies: ["BufferQueue", "PulseAudioSink", "ALSASink", "PipeWireSink", "AudioFileStream", "AudioPlayback", "MPG123Decoder", "FAADDecoder",
                            "SoxrConverter", "OpusDecoder", "FLACDecoder", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "TestSupport"],
             path: "Tests/PulseAudioSinkTests"
         ),

@@ -14,14 +14,6 @@ public final class PrivateServer: @unchecked Sendable {
     public static let parec = ["/usr/bin/parec", "/usr/local/bin/parec"].first { FileManager.default.isExecutableFile(atPath: $0) }
     public static var missing: Bool { binary == nil || parec == nil }
 
-    /// What parec delivered so far, and how many of its frames are not silent.
-    public struct Recording: Sendable {
-        public var samples: [Float] = []
-        public var soundFrames = 0
-        public var bytesSeen = 0
-        public var ended = false
-    }
-
     /// The daemon's life as its log pipe tells it.
     public enum DaemonState: Sendable { case starting, ready, gone }
 
@@ -32,7 +24,7 @@ public final class PrivateServer: @unchecked Sendable {
     private var daemon: Process?
     private var daemonState = Watched(DaemonState.gone)
     private var recorder: Process?
-    private let recording = Watched(Recording())
+    private let recording = Watched(CapturedAudio())
 
     private init(rate: Int, channels: Int) throws {
         self.rate = rate
@@ -88,7 +80,7 @@ public final class PrivateServer: @unchecked Sendable {
 
     /// Starts recording the sink's monitor; returns once parec delivers audio (it is connected).
     public func startRecording() async throws {
-        recording.update { $0 = Recording() }
+        recording.update { $0 = CapturedAudio() }
         let parec = Process()
         parec.executableURL = URL(fileURLWithPath: Self.parec ?? "/usr/bin/parec")
         parec.arguments = ["-d", "out.monitor", "--format=float32le", "--rate=\(rate)", "--channels=\(channels)", "--raw", "--latency-msec=20"]
@@ -96,33 +88,9 @@ public final class PrivateServer: @unchecked Sendable {
         parec.standardError = FileHandle.nullDevice
         let pipe = Pipe()
         parec.standardOutput = pipe
-        let channels = self.channels, recording = self.recording
-        let handle = pipe.fileHandleForReading
-        let thread = Thread {
-            var pending = Data()
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty {
-                    recording.update { $0.ended = true }
-                    break
-                }
-                pending.append(chunk)
-                let whole = pending.count / (4 * channels) * (4 * channels)
-                guard whole > 0 else { continue }
-                let floats: [Float] = pending.prefix(whole).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
-                pending.removeFirst(whole)
-                recording.update { r in
-                    r.samples += floats
-                    r.bytesSeen += whole
-                    for f in 0..<(floats.count / channels) where floats[(f * channels)..<((f + 1) * channels)].contains(where: { $0 != 0 }) {
-                        r.soundFrames += 1
-                    }
-                }
-            }
-        }
+        readRawFloats(pipe.fileHandleForReading, channels: channels, into: recording)
         try parec.run()
         recorder = parec
-        thread.start()
         guard await recording.wait(timeout: .seconds(15), until: { $0.bytesSeen > 0 || $0.ended }), !recording.current.ended else {
             throw ServerError("parec delivered nothing within 15 s")
         }
@@ -165,6 +133,41 @@ public final class PrivateServer: @unchecked Sendable {
         if let daemon { Foundation.kill(daemon.processIdentifier, SIGKILL) }
         try? FileManager.default.removeItem(atPath: runtime)
     }
+}
+
+/// What a recorder (parec, pw-record) delivered so far, and how many of its frames are not silent.
+public struct CapturedAudio: Sendable {
+    public var samples: [Float] = []
+    public var soundFrames = 0
+    public var bytesSeen = 0
+    public var ended = false
+}
+
+/// Reads raw interleaved float32 from a recorder's output on a thread of its own into `recording`
+/// until the pipe closes (then `ended`).
+public func readRawFloats(_ handle: FileHandle, channels: Int, into recording: Watched<CapturedAudio>) {
+    Thread {
+        var pending = Data()
+        while true {
+            let chunk = handle.availableData
+            if chunk.isEmpty {
+                recording.update { $0.ended = true }
+                break
+            }
+            pending.append(chunk)
+            let whole = pending.count / (4 * channels) * (4 * channels)
+            guard whole > 0 else { continue }
+            let floats: [Float] = pending.prefix(whole).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+            pending.removeFirst(whole)
+            recording.update { r in
+                r.samples += floats
+                r.bytesSeen += whole
+                for f in 0..<(floats.count / channels) where floats[(f * channels)..<((f + 1) * channels)].contains(where: { $0 != 0 }) {
+                    r.soundFrames += 1
+                }
+            }
+        }
+    }.start()
 }
 
 /// Removes every run of silent frames (pauses) and returns what is left.

@@ -42,6 +42,17 @@ package enum RealtimeScheduling {
         return .normal(reason: reason)
     }
 
+    /// What the calling thread has when a server's library already made it real-time (PipeWire's
+    /// data thread); otherwise asks `SCHED_FIFO` for it as ``requestForCurrentThread()``.
+    package static func keepOrRequestForCurrentThread() -> RenderThreadScheduling {
+        var policy: Int32 = 0
+        var parameters = sched_param()
+        if pthread_getschedparam(pthread_self(), &policy, &parameters) == 0, policy == SCHED_FIFO || policy == SCHED_RR {
+            return .realtime(priority: parameters.sched_priority)
+        }
+        return requestForCurrentThread()
+    }
+
     /// Whether this process may make a thread `SCHED_FIFO` at ``priority`` (asked on a scratch
     /// thread, for tests and diagnostics).
     package static var isPermitted: Bool {

@@ -1,0 +1,406 @@
+// libpipewire-0.3, opened on first use, and the connection and stream objects Swift uses. See
+// include/CPipeWire.h.
+#include "CPipeWire.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <pipewire/pipewire.h>
+#include <spa/param/audio/format-utils.h>
+#include <spa/utils/result.h>
+
+#include <CDynamicLibrary.h>
+
+#define AQ_PW_FUNCTIONS(X) \
+    X(pw_init) X(pw_get_library_version) \
+    X(pw_thread_loop_new) X(pw_thread_loop_start) X(pw_thread_loop_stop) X(pw_thread_loop_destroy) \
+    X(pw_thread_loop_lock) X(pw_thread_loop_unlock) X(pw_thread_loop_signal) X(pw_thread_loop_get_loop) \
+    X(pw_thread_loop_get_time) X(pw_thread_loop_timed_wait_full) \
+    X(pw_context_new) X(pw_context_destroy) X(pw_context_connect) X(pw_core_disconnect) \
+    X(pw_properties_new) X(pw_properties_set) \
+    X(pw_stream_new) X(pw_stream_add_listener) X(pw_stream_connect) X(pw_stream_disconnect) X(pw_stream_destroy) \
+    X(pw_stream_dequeue_buffer) X(pw_stream_queue_buffer) X(pw_stream_set_active) X(pw_stream_flush) \
+    X(pw_stream_get_time_n) X(pw_stream_get_node_id) X(pw_stream_state_as_string)
+
+AQ_DYNAMIC_LIBRARY(pw, AQ_PW_FUNCTIONS, "libpipewire-0.3-0", "libpipewire-0.3.so.0", "libpipewire-0.3.so")
+
+#define PW(name) p_##name
+
+static pthread_once_t initialised = PTHREAD_ONCE_INIT;
+static void initialise(void) { PW(pw_init)(NULL, NULL); }
+
+const char *aq_pw_library_version(void) {
+    return aq_pw_load() ? PW(pw_get_library_version)() : "";
+}
+
+struct aq_pw_connection {
+    struct pw_thread_loop *loop;
+    struct pw_context *context;
+    struct pw_core *core;
+    struct spa_hook core_listener;
+    int sync_seq;
+    int synced;
+    atomic_int failed;
+    char failure[256];
+    /// The streams open on the connection (loop lock held to change it).
+    struct aq_pw_stream *streams;
+};
+
+struct aq_pw_stream {
+    aq_pw_connection *connection;
+    struct aq_pw_stream *next;
+    struct pw_stream *stream;
+    struct spa_hook listener;
+    aq_pw_stream_callbacks callbacks;
+    uint32_t rate, channels;
+    /// The gate the data thread passes to render: open between start and pause.
+    atomic_int open;
+    /// Render calls in progress, and whether pause waits for them to end (then `idle` is posted).
+    atomic_int rendering;
+    atomic_int pause_waiting;
+    sem_t idle;
+    /// Loop thread (lock held): what the state callback acts on.
+    int start_pending;
+    int connected;
+    int closing;
+    enum pw_stream_state state;
+    char error[256];
+};
+
+static void copy_error(char *error, size_t size, const char *message) {
+    if (error && size > 0) snprintf(error, size, "%s", message);
+}
+
+/// Waits (loop lock held) until `done` is nonzero or `timeout_ms` passed; 0 on timeout.
+static int wait_until(struct pw_thread_loop *loop, const int *done, const atomic_int *failed, int timeout_ms) {
+    struct timespec deadline;
+    PW(pw_thread_loop_get_time)(loop, &deadline, (int64_t)timeout_ms * 1000000);
+    while (!*done && !atomic_load(failed)) {
+        if (PW(pw_thread_loop_timed_wait_full)(loop, &deadline) == -ETIMEDOUT) return *done;
+    }
+    return *done;
+}
+
+// MARK: connection
+
+static void on_core_done(void *data, uint32_t id, int seq) {
+    aq_pw_connection *c = data;
+    if (id == PW_ID_CORE && seq == c->sync_seq) {
+        c->synced = 1;
+        PW(pw_thread_loop_signal)(c->loop, false);
+    }
+}
+
+static void on_core_error(void *data, uint32_t id, int seq, int res, const char *message) {
+    (void)seq;
+    aq_pw_connection *c = data;
+    if (id != PW_ID_CORE) return;
+    snprintf(c->failure, sizeof c->failure, "%s (%s)", message ? message : "error", spa_strerror(res));
+    atomic_store(&c->failed, 1);
+    for (struct aq_pw_stream *s = c->streams; s; s = s->next) {
+        if (!s->closing && s->callbacks.failed) s->callbacks.failed(s->callbacks.context, c->failure);
+    }
+    PW(pw_thread_loop_signal)(c->loop, false);
+}
+
+static const struct pw_core_events core_events = {
+    .version = PW_VERSION_CORE_EVENTS,
+    .done = on_core_done,
+    .error = on_core_error,
+};
+
+aq_pw_connection *aq_pw_connect(const char *remote, const char *application, int timeout_ms, char *error, size_t error_size) {
+    if (!aq_pw_load()) { copy_error(error, error_size, aq_pw_error()); return NULL; }
+    pthread_once(&initialised, initialise);
+    aq_pw_connection *c = calloc(1, sizeof *c);
+    if (!c) { copy_error(error, error_size, "out of memory"); return NULL; }
+    c->loop = PW(pw_thread_loop_new)("aq-pipewire", NULL);
+    if (!c->loop) { copy_error(error, error_size, "pw_thread_loop_new failed"); free(c); return NULL; }
+    c->context = PW(pw_context_new)(PW(pw_thread_loop_get_loop)(c->loop), NULL, 0);
+    if (!c->context) {
+        copy_error(error, error_size, "pw_context_new failed");
+        PW(pw_thread_loop_destroy)(c->loop);
+        free(c);
+        return NULL;
+    }
+    if (PW(pw_thread_loop_start)(c->loop) < 0) {
+        copy_error(error, error_size, "pw_thread_loop_start failed");
+        PW(pw_context_destroy)(c->context);
+        PW(pw_thread_loop_destroy)(c->loop);
+        free(c);
+        return NULL;
+    }
+    PW(pw_thread_loop_lock)(c->loop);
+    struct pw_properties *properties = PW(pw_properties_new)(NULL, NULL);
+    if (remote) PW(pw_properties_set)(properties, PW_KEY_REMOTE_NAME, remote);
+    if (application) PW(pw_properties_set)(properties, PW_KEY_APP_NAME, application);
+    c->core = PW(pw_context_connect)(c->context, properties, 0);
+    int answered = 0;
+    if (!c->core) {
+        snprintf(error, error_size, "no PipeWire server at %s (%s)", remote ? remote : (getenv("PIPEWIRE_REMOTE") ? getenv("PIPEWIRE_REMOTE") : "pipewire-0"),
+                 strerror(errno));
+    } else {
+        pw_core_add_listener(c->core, &c->core_listener, &core_events, c);
+        c->sync_seq = pw_core_sync(c->core, PW_ID_CORE, 0);
+        answered = wait_until(c->loop, &c->synced, &c->failed, timeout_ms);
+        if (!answered) {
+            if (atomic_load(&c->failed)) snprintf(error, error_size, "the PipeWire server refused the connection: %s", c->failure);
+            else snprintf(error, error_size, "the PipeWire server did not answer within %d ms", timeout_ms);
+        }
+    }
+    PW(pw_thread_loop_unlock)(c->loop);
+    if (!answered) { aq_pw_disconnect(c); return NULL; }
+    return c;
+}
+
+void aq_pw_disconnect(aq_pw_connection *c) {
+    if (!c) return;
+    PW(pw_thread_loop_stop)(c->loop);
+    if (c->core) {
+        spa_hook_remove(&c->core_listener);
+        PW(pw_core_disconnect)(c->core);
+    }
+    PW(pw_context_destroy)(c->context);
+    PW(pw_thread_loop_destroy)(c->loop);
+    free(c);
+}
+
+int aq_pw_connection_failed(aq_pw_connection *c) { return c ? atomic_load(&c->failed) : 1; }
+
+// MARK: stream
+
+static void on_state_changed(void *data, enum pw_stream_state old, enum pw_stream_state state, const char *message) {
+    (void)old;
+    struct aq_pw_stream *s = data;
+    s->state = state;
+    if (state == PW_STREAM_STATE_PAUSED || state == PW_STREAM_STATE_STREAMING) s->connected = 1;
+    if (state == PW_STREAM_STATE_ERROR) {
+        snprintf(s->error, sizeof s->error, "%s", message ? message : "stream error");
+        if (!s->closing && s->callbacks.failed) s->callbacks.failed(s->callbacks.context, s->error);
+    } else if (state == PW_STREAM_STATE_UNCONNECTED && s->connected && !s->closing) {
+        snprintf(s->error, sizeof s->error, "the stream was disconnected%s%s", message ? ": " : "", message ? message : "");
+        if (s->callbacks.failed) s->callbacks.failed(s->callbacks.context, s->error);
+    } else if (state == PW_STREAM_STATE_STREAMING && s->start_pending) {
+        s->start_pending = 0;
+        if (s->callbacks.started) s->callbacks.started(s->callbacks.context);
+    }
+    PW(pw_thread_loop_signal)(s->connection->loop, false);
+}
+
+/// The data thread: one buffer of the quantum's size (or what the buffer holds), rendered
+/// while the gate is open, silence otherwise. Nothing here allocates, locks or waits; the
+/// semaphore is posted only while a pause waits.
+static void on_process(void *data) {
+    struct aq_pw_stream *s = data;
+    struct pw_buffer *b = PW(pw_stream_dequeue_buffer)(s->stream);
+    if (!b) return;
+    struct spa_buffer *buffer = b->buffer;
+    struct spa_data *d = &buffer->datas[0];
+    uint32_t stride = 4 * s->channels;
+    if (!d->data || stride == 0) { PW(pw_stream_queue_buffer)(s->stream, b); return; }
+    uint32_t frames = d->maxsize / stride;
+    if (b->requested > 0 && b->requested < frames) frames = (uint32_t)b->requested;
+    atomic_fetch_add(&s->rendering, 1);
+    if (atomic_load(&s->open)) s->callbacks.render(s->callbacks.context, d->data, frames);
+    else memset(d->data, 0, (size_t)frames * stride);
+    if (atomic_fetch_sub(&s->rendering, 1) == 1 && atomic_load(&s->pause_waiting)) sem_post(&s->idle);
+    d->chunk->offset = 0;
+    d->chunk->stride = (int32_t)stride;
+    d->chunk->size = frames * stride;
+    b->size = frames;
+    PW(pw_stream_queue_buffer)(s->stream, b);
+}
+
+static void on_drained(void *data) {
+    struct aq_pw_stream *s = data;
+    if (s->callbacks.drained) s->callbacks.drained(s->callbacks.context);
+}
+
+static const struct pw_stream_events stream_events = {
+    .version = PW_VERSION_STREAM_EVENTS,
+    .state_changed = on_state_changed,
+    .process = on_process,
+    .drained = on_drained,
+};
+
+static enum spa_audio_channel position_named(const char *name, size_t length) {
+    static const struct { const char *name; enum spa_audio_channel position; } table[] = {
+        {"MONO", SPA_AUDIO_CHANNEL_MONO}, {"FL", SPA_AUDIO_CHANNEL_FL}, {"FR", SPA_AUDIO_CHANNEL_FR},
+        {"FC", SPA_AUDIO_CHANNEL_FC}, {"LFE", SPA_AUDIO_CHANNEL_LFE}, {"SL", SPA_AUDIO_CHANNEL_SL},
+        {"SR", SPA_AUDIO_CHANNEL_SR}, {"FLC", SPA_AUDIO_CHANNEL_FLC}, {"FRC", SPA_AUDIO_CHANNEL_FRC},
+        {"RC", SPA_AUDIO_CHANNEL_RC}, {"RL", SPA_AUDIO_CHANNEL_RL}, {"RR", SPA_AUDIO_CHANNEL_RR},
+        {"TC", SPA_AUDIO_CHANNEL_TC}, {"TFL", SPA_AUDIO_CHANNEL_TFL}, {"TFC", SPA_AUDIO_CHANNEL_TFC},
+        {"TFR", SPA_AUDIO_CHANNEL_TFR}, {"TRL", SPA_AUDIO_CHANNEL_TRL}, {"TRC", SPA_AUDIO_CHANNEL_TRC},
+        {"TRR", SPA_AUDIO_CHANNEL_TRR},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strlen(table[i].name) == length && strncmp(table[i].name, name, length) == 0) return table[i].position;
+    }
+    if (length > 3 && strncmp(name, "AUX", 3) == 0) return (enum spa_audio_channel)(SPA_AUDIO_CHANNEL_AUX0 + atoi(name + 3));
+    return SPA_AUDIO_CHANNEL_UNKNOWN;
+}
+
+aq_pw_stream *aq_pw_stream_open_playback(aq_pw_connection *c, const char *name, const char *role, const char *target,
+                                         uint32_t rate, uint32_t channels, const char *positions, uint32_t latency_frames,
+                                         aq_pw_stream_callbacks callbacks, int timeout_ms, char *error, size_t error_size) {
+    if (!c || channels == 0 || channels > SPA_AUDIO_MAX_CHANNELS || rate == 0) {
+        copy_error(error, error_size, "no connection, or a rate or channel count PipeWire cannot take");
+        return NULL;
+    }
+    struct aq_pw_stream *s = calloc(1, sizeof *s);
+    if (!s) { copy_error(error, error_size, "out of memory"); return NULL; }
+    s->connection = c;
+    s->callbacks = callbacks;
+    s->rate = rate;
+    s->channels = channels;
+    sem_init(&s->idle, 0, 0);
+
+    struct spa_audio_info_raw info = { .format = SPA_AUDIO_FORMAT_F32, .rate = rate, .channels = channels };
+    int positioned = positions != NULL;
+    const char *cursor = positions;
+    for (uint32_t i = 0; positioned && i < channels; i++) {
+        const char *end = strchr(cursor, ',');
+        size_t length = end ? (size_t)(end - cursor) : strlen(cursor);
+        info.position[i] = position_named(cursor, length);
+        if (info.position[i] == SPA_AUDIO_CHANNEL_UNKNOWN || (!end && i + 1 < channels)) positioned = 0;
+        cursor = end ? end + 1 : cursor + length;
+    }
+    if (!positioned) info.flags |= SPA_AUDIO_FLAG_UNPOSITIONED;
+
+    uint8_t pod_memory[1024];
+    struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(pod_memory, sizeof pod_memory);
+    const struct spa_pod *params[1] = { spa_format_audio_raw_build(&builder, SPA_PARAM_EnumFormat, &info) };
+
+    PW(pw_thread_loop_lock)(c->loop);
+    struct pw_properties *properties = PW(pw_properties_new)(NULL, NULL);
+    PW(pw_properties_set)(properties, PW_KEY_MEDIA_TYPE, "Audio");
+    PW(pw_properties_set)(properties, PW_KEY_MEDIA_CATEGORY, "Playback");
+    PW(pw_properties_set)(properties, PW_KEY_MEDIA_ROLE, role ? role : "Music");
+    PW(pw_properties_set)(properties, PW_KEY_MEDIA_NAME, name ? name : "playback");
+    char latency[64];
+    snprintf(latency, sizeof latency, "%u/%u", latency_frames > 0 ? latency_frames : rate / 50, rate);
+    PW(pw_properties_set)(properties, PW_KEY_NODE_LATENCY, latency);
+    if (target) {
+        PW(pw_properties_set)(properties, "target.object", target);
+        PW(pw_properties_set)(properties, PW_KEY_NODE_DONT_RECONNECT, "true");
+    }
+    s->stream = PW(pw_stream_new)(c->core, name ? name : "playback", properties);
+    if (!s->stream) {
+        PW(pw_thread_loop_unlock)(c->loop);
+        copy_error(error, error_size, "pw_stream_new failed");
+        sem_destroy(&s->idle);
+        free(s);
+        return NULL;
+    }
+    PW(pw_stream_add_listener)(s->stream, &s->listener, &stream_events, s);
+    s->next = c->streams;
+    c->streams = s;
+    enum pw_stream_flags flags = PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_INACTIVE | PW_STREAM_FLAG_MAP_BUFFERS
+        | PW_STREAM_FLAG_RT_PROCESS | (target ? PW_STREAM_FLAG_DONT_RECONNECT : 0);
+    int result = PW(pw_stream_connect)(s->stream, PW_DIRECTION_OUTPUT, PW_ID_ANY, flags, params, 1);
+    int ready = 0;
+    if (result < 0) {
+        snprintf(error, error_size, "pw_stream_connect failed: %s", spa_strerror(result));
+    } else {
+        ready = wait_until(c->loop, &s->connected, &c->failed, timeout_ms);
+        if (s->state == PW_STREAM_STATE_ERROR) {
+            ready = 0;
+            snprintf(error, error_size, "the PipeWire stream failed: %s", s->error);
+        } else if (!ready) {
+            if (atomic_load(&c->failed)) snprintf(error, error_size, "the PipeWire connection failed: %s", c->failure);
+            else snprintf(error, error_size, "the PipeWire stream was not connected within %d ms (state %s)", timeout_ms,
+                          PW(pw_stream_state_as_string)(s->state));
+        }
+    }
+    PW(pw_thread_loop_unlock)(c->loop);
+    if (!ready) { aq_pw_stream_close(s); return NULL; }
+    return s;
+}
+
+void aq_pw_stream_start(aq_pw_stream *s) {
+    if (!s) return;
+    PW(pw_thread_loop_lock)(s->connection->loop);
+    s->start_pending = 1;
+    atomic_store(&s->open, 1);
+    PW(pw_stream_set_active)(s->stream, true);
+    if (s->state == PW_STREAM_STATE_STREAMING) {
+        s->start_pending = 0;
+        if (s->callbacks.started) s->callbacks.started(s->callbacks.context);
+    }
+    PW(pw_thread_loop_unlock)(s->connection->loop);
+}
+
+/// Closes the gate and waits for a render in progress to end (at most 2 s: a render is one
+/// quantum's work).
+static void close_gate(aq_pw_stream *s) {
+    atomic_store(&s->pause_waiting, 1);
+    atomic_store(&s->open, 0);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
+    while (atomic_load(&s->rendering) > 0) {
+        if (sem_timedwait(&s->idle, &deadline) != 0 && errno == ETIMEDOUT) break;
+    }
+    atomic_store(&s->pause_waiting, 0);
+    while (sem_trywait(&s->idle) == 0) {}
+}
+
+void aq_pw_stream_pause(aq_pw_stream *s) {
+    if (!s) return;
+    close_gate(s);
+    PW(pw_thread_loop_lock)(s->connection->loop);
+    s->start_pending = 0;
+    PW(pw_stream_set_active)(s->stream, false);
+    PW(pw_thread_loop_unlock)(s->connection->loop);
+}
+
+void aq_pw_stream_flush(aq_pw_stream *s) {
+    if (!s) return;
+    PW(pw_thread_loop_lock)(s->connection->loop);
+    PW(pw_stream_flush)(s->stream, false);
+    PW(pw_thread_loop_unlock)(s->connection->loop);
+}
+
+void aq_pw_stream_drain(aq_pw_stream *s) {
+    if (!s) return;
+    close_gate(s);
+    PW(pw_thread_loop_lock)(s->connection->loop);
+    PW(pw_stream_flush)(s->stream, true);
+    PW(pw_thread_loop_unlock)(s->connection->loop);
+}
+
+int64_t aq_pw_stream_latency_frames(aq_pw_stream *s) {
+    if (!s) return 0;
+    struct pw_time time;
+    memset(&time, 0, sizeof time);
+    if (PW(pw_stream_get_time_n)(s->stream, &time, sizeof time) < 0 || time.rate.denom == 0) return 0;
+    int64_t delay = time.delay * (int64_t)time.rate.num * (int64_t)s->rate / (int64_t)time.rate.denom;
+    return delay + (int64_t)time.buffered + (int64_t)time.queued;
+}
+
+uint32_t aq_pw_stream_node_id(aq_pw_stream *s) {
+    return s ? PW(pw_stream_get_node_id)(s->stream) : UINT32_MAX;
+}
+
+void aq_pw_stream_close(aq_pw_stream *s) {
+    if (!s) return;
+    close_gate(s);
+    aq_pw_connection *c = s->connection;
+    PW(pw_thread_loop_lock)(c->loop);
+    s->closing = 1;
+    for (struct aq_pw_stream **link = &c->streams; *link; link = &(*link)->next) {
+        if (*link == s) { *link = s->next; break; }
+    }
+    spa_hook_remove(&s->listener);
+    PW(pw_stream_disconnect)(s->stream);
+    PW(pw_stream_destroy)(s->stream);
+    PW(pw_thread_loop_unlock)(c->loop);
+    sem_destroy(&s->idle);
+    free(s);
+}

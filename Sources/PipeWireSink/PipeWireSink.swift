@@ -1,0 +1,297 @@
+import BufferQueue
+import CPipeWire
+import Dispatch
+import Synchronization
+
+/// An ``AudioSink`` on PipeWire itself, not through its PulseAudio layer: a `pw_thread_loop`
+/// and a `pw_stream`. libpipewire-0.3 (MIT) is opened when the first sink connects; a program
+/// that links this module runs where it is not installed and gets an error naming it.
+///
+/// The stream is interleaved float32 at the queue's rate, channel count and speaker positions;
+/// PipeWire converts for the device. The queue's frames are rendered on PipeWire's data thread
+/// (real-time where PipeWire made it so) under the render thread's contract: no allocation,
+/// lock or wait. Starting activates the stream, pausing deactivates it (what it holds stays),
+/// an asynchronous stop drains it. The latency (`node.latency`) is the configuration's target;
+/// `latencyFrames`, hence the queue's `currentTime`, comes from `pw_stream_get_time_n`. When
+/// the server goes away, or the device the stream was pinned to is removed, the queue gets an
+/// error event.
+///
+/// A stream with no ``Configuration-swift.struct/target`` follows the default sink as
+/// PipeWire's session manager moves it.
+public final class PipeWireSink: AudioSink {
+    /// How the sink connects and what it tells the server.
+    public struct Configuration: Sendable {
+        /// The server's socket: a name in the runtime directory (`pipewire-0`) or an absolute
+        /// path; nil = `$PIPEWIRE_REMOTE`, else `pipewire-0`.
+        public var remote: String?
+        /// The node to play to (a sink's `node.name` or object serial); nil = the default sink.
+        /// A stream pinned to a node is not moved: the node's removal is an error event.
+        public var target: String?
+        /// How much audio the graph keeps ahead of the device (`node.latency`).
+        public var targetLatency: Duration
+        public var applicationName: String
+        /// `media.name` of the stream.
+        public var streamName: String
+        /// `media.role` of the stream (`Music`, `Movie`, `Game`, `Notification`…).
+        public var role: String
+        /// How long connecting and opening a stream may take before they fail.
+        public var timeout: Duration
+
+        public init(remote: String? = nil, target: String? = nil, targetLatency: Duration = .milliseconds(50),
+                    applicationName: String = "BufferQueue", streamName: String = "playback", role: String = "Music",
+                    timeout: Duration = .seconds(2)) {
+            self.remote = remote
+            self.target = target
+            self.targetLatency = targetLatency
+            self.applicationName = applicationName
+            self.streamName = streamName
+            self.role = role
+            self.timeout = timeout
+        }
+    }
+
+    public let configuration: Configuration
+
+    /// The connection and the stream: changed by the control methods, under the lock. The loop's
+    /// and the data thread's callbacks never take it (they reach the stream's ``RenderContext``).
+    private struct State {
+        var connection: OpaquePointer?
+        var stream: OpaquePointer?
+        var context: Unmanaged<RenderContext>?
+        var format = AudioStreamDescription.float32(sampleRate: 48000, channels: 2)
+    }
+    private let state = Mutex(State())
+    private let scheduling = SchedulingRecord()
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    deinit {
+        close()
+        state.withLock { state in
+            if let connection = state.connection { aq_pw_disconnect(connection) }
+            state.connection = nil
+        }
+    }
+
+    /// Whether libpipewire can be opened and a PipeWire server answers at `remote` within
+    /// `timeout`; when not, why not.
+    public static func probe(remote: String? = nil, timeout: Duration = .milliseconds(500)) -> Result<Void, AudioQueueError> {
+        var message = [CChar](repeating: 0, count: 512)
+        guard let connection = aq_pw_connect(remote, "BufferQueue probe", Int32(milliseconds(timeout)), &message, message.count) else {
+            return .failure(AudioQueueError(.sinkError, String(cString: message)))
+        }
+        aq_pw_disconnect(connection)
+        return .success(())
+    }
+
+    /// The version of libpipewire in use, nil when it cannot be opened.
+    public static var libraryVersion: String? {
+        aq_pw_load() == 1 ? String(cString: aq_pw_library_version()) : nil
+    }
+
+    // MARK: AudioSink
+
+    public func open(format: AudioStreamDescription, source: AudioRenderSource) throws {
+        try open(format: format, channelLayout: .default(channels: format.channelsPerFrame), source: source)
+    }
+
+    /// Opens a stream whose channel positions follow `channelLayout` (Apple's labels mapped to
+    /// PipeWire's positions; unknown labels become auxiliary channels).
+    public func open(format: AudioStreamDescription, channelLayout: AudioChannelLayout, source: AudioRenderSource) throws {
+        guard format.isFloat32Interleaved else {
+            throw AudioQueueError(.invalidPropertyValue, "the PipeWire sink takes interleaved float32, not \(format)")
+        }
+        let layout = channelLayout.channelCount == format.channelsPerFrame ? channelLayout : .default(channels: format.channelsPerFrame)
+        close()
+        try state.withLock { state in
+            if let connection = state.connection, aq_pw_connection_failed(connection) != 0 {
+                aq_pw_disconnect(connection)
+                state.connection = nil
+            }
+            var message = [CChar](repeating: 0, count: 512)
+            let timeout = Int32(Self.milliseconds(configuration.timeout))
+            if state.connection == nil {
+                guard let made = aq_pw_connect(configuration.remote, configuration.applicationName, timeout, &message, message.count) else {
+                    throw AudioQueueError(.cannotStart, String(cString: message))
+                }
+                state.connection = made
+            }
+            let context = Unmanaged.passRetained(RenderContext(source: source, channels: format.channelsPerFrame, scheduling: scheduling,
+                                                               place: configuration.target ?? "the default sink"))
+            let callbacks = aq_pw_stream_callbacks(
+                context: context.toOpaque(),
+                render: { context, data, frames in
+                    guard let context, let data else { return }
+                    Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().render(into: data, frames: Int(frames))
+                },
+                started: { context in
+                    guard let context else { return }
+                    Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().source.reportPlaybackStarted()
+                },
+                drained: { context in
+                    guard let context else { return }
+                    Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().drained()
+                },
+                failed: { context, message in
+                    guard let context else { return }
+                    Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().failed(message.map { String(cString: $0) } ?? "")
+                })
+            let latency = UInt32(max(1, Self.milliseconds(configuration.targetLatency)) * Int(format.sampleRate) / 1000)
+            guard let stream = aq_pw_stream_open_playback(state.connection, configuration.streamName, configuration.role, configuration.target,
+                                                          UInt32(format.sampleRate), UInt32(format.channelsPerFrame), Self.positions(layout),
+                                                          latency, callbacks, timeout, &message, message.count) else {
+                context.release()
+                throw AudioQueueError(.cannotStart, "PipeWire could not open a stream to \(configuration.target ?? "the default sink"): \(String(cString: message))")
+            }
+            state.stream = stream
+            state.context = context
+            state.format = format
+        }
+    }
+
+    public func start() throws {
+        try state.withLock { state in
+            guard let stream = state.stream else { throw AudioQueueError(.cannotStart, "the PipeWire stream is not open") }
+            state.context?.takeUnretainedValue().draining.store(false, ordering: .relaxed)
+            aq_pw_stream_start(stream)
+        }
+    }
+
+    public func pause() {
+        state.withLock { state in
+            if let stream = state.stream { aq_pw_stream_pause(stream) }
+        }
+    }
+
+    public func flush() {
+        state.withLock { state in
+            if let stream = state.stream { aq_pw_stream_flush(stream) }
+        }
+    }
+
+    public func drain(_ completion: @escaping @Sendable () -> Void) {
+        let issued = state.withLock { state -> Bool in
+            guard let stream = state.stream, let context = state.context?.takeUnretainedValue() else { return false }
+            context.drainCompletion.withLock { $0 = completion }
+            context.draining.store(true, ordering: .relaxed)
+            aq_pw_stream_drain(stream)
+            return true
+        }
+        if !issued { completion() }
+    }
+
+    public func close() {
+        let context = state.withLock { state -> Unmanaged<RenderContext>? in
+            if let stream = state.stream { aq_pw_stream_close(stream) }
+            state.stream = nil
+            defer { state.context = nil }
+            return state.context
+        }
+        // No callback runs any more: a drain that did not finish completes now, as a closed
+        // stream holds nothing.
+        if let context {
+            context.takeUnretainedValue().drained()
+            context.release()
+        }
+    }
+
+    public var reportsPlaybackStart: Bool { true }
+
+    public var latencyFrames: Int {
+        state.withLock { state in state.stream.map { Int(aq_pw_stream_latency_frames($0)) } ?? 0 }
+    }
+
+    public var renderThreadScheduling: RenderThreadScheduling? { scheduling.value.withLock { $0 } }
+
+    /// The server's id of the stream's node while it is open (for tests and diagnostics).
+    public var nodeID: UInt32? {
+        state.withLock { state in state.stream.map { aq_pw_stream_node_id($0) } }
+    }
+
+    // MARK: helpers
+
+    static func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// PipeWire's position names for a layout, separated by commas: each label to its
+    /// position, anything else to AUXn.
+    static func positions(_ layout: AudioChannelLayout) -> String {
+        var aux = 0
+        return layout.channelLabels.map { label -> String in
+            switch label {
+            case .mono: return "MONO"
+            case .left: return "FL"
+            case .right: return "FR"
+            case .center: return "FC"
+            case .lfeScreen: return "LFE"
+            case .leftSurround: return "RL"
+            case .rightSurround: return "RR"
+            case .centerSurround: return "RC"
+            case .leftSurroundDirect: return "SL"
+            case .rightSurroundDirect: return "SR"
+            case .unknown, .unused:
+                defer { aux += 1 }
+                return "AUX\(aux)"
+            }
+        }.joined(separator: ",")
+    }
+}
+
+/// What the render thread asked for and got, shared by the sink and its streams' contexts.
+final class SchedulingRecord: Sendable {
+    let value = Mutex<RenderThreadScheduling?>(nil)
+    let asked = Atomic<Bool>(false)
+}
+
+/// What PipeWire's threads reach through the stream's user data: the queue's render source and
+/// the flags of one stream. Sendable: immutable but for atomics and locks that only the loop's
+/// thread and the control methods take (never the data thread in steady state).
+final class RenderContext: Sendable {
+    let source: AudioRenderSource
+    let channels: Int
+    let scheduling: SchedulingRecord
+    let place: String
+    let draining = Atomic<Bool>(false)
+    let drainCompletion = Mutex<(@Sendable () -> Void)?>(nil)
+    private let failureReported = Atomic<Bool>(false)
+
+    init(source: AudioRenderSource, channels: Int, scheduling: SchedulingRecord, place: String) {
+        self.source = source
+        self.channels = channels
+        self.scheduling = scheduling
+        self.place = place
+    }
+
+    /// PipeWire's data thread. The first call records how the thread is scheduled (and asks
+    /// for real-time scheduling if PipeWire has not given it); later ones only render.
+    func render(into data: UnsafeMutablePointer<Float>, frames: Int) {
+        if !scheduling.asked.load(ordering: .relaxed), !scheduling.asked.exchange(true, ordering: .acquiringAndReleasing) {
+            let got = RealtimeScheduling.keepOrRequestForCurrentThread()
+            scheduling.value.withLock { $0 = got }
+        }
+        _ = source.render(into: data, frames: frames, fillSilence: true)
+    }
+
+    /// The loop's thread: the drain finished (or the stream closed).
+    func drained() {
+        guard let completion = drainCompletion.withLock({ value -> (@Sendable () -> Void)? in
+            defer { value = nil }
+            return value
+        }) else { return }
+        DispatchQueue.global().async { completion() }
+    }
+
+    /// The loop's thread: reports the failure to the queue once, off the loop's thread (the
+    /// queue calls back into the sink).
+    func failed(_ message: String) {
+        guard !failureReported.exchange(true, ordering: .relaxed) else { return }
+        let source = self.source, place = self.place
+        DispatchQueue.global().async {
+            source.reportError(AudioQueueError(.sinkError, "the PipeWire stream to \(place) ended: \(message)"))
+        }
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+import BufferQueue
+import PipeWireSink
+import TestSupport
+
+/// PipeWireSink against a private PipeWire with WirePlumber (no PulseAudio server), its sinks
+/// recorded with pw-record.
+@Suite(.serialized, .enabled(if: !PrivatePipeWire.missing, "\(PrivatePipeWire.missingTools.joined(separator: ", ")) missing (make deps installs pipewire, pipewire-bin, wireplumber and dbus): PipeWire tests skipped"))
+struct PipeWireSinkTests {
+    let format = AudioStreamDescription.float32(sampleRate: 48000, channels: 2)
+
+    func makeQueue(_ server: PrivatePipeWire, target: String? = "out", format: AudioStreamDescription? = nil,
+                   layout: AudioChannelLayout? = nil) throws -> (AudioQueue, PipeWireSink) {
+        let sink = PipeWireSink(configuration: .init(remote: server.remote, target: target, targetLatency: .milliseconds(20),
+                                                     applicationName: "BufferQueueTests"))
+        let format = format ?? self.format
+        let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 131_072))
+        if let layout { try queue.setChannelLayout(layout) }
+        return (queue, sink)
+    }
+
+    func buffer(_ queue: AudioQueue, _ samples: [Float]) throws -> AudioQueueBuffer {
+        let buffer = try queue.allocateBuffer(capacity: samples.count * 4)
+        try samples.withUnsafeBytes { try buffer.setData($0) }
+        return buffer
+    }
+
+    /// What the queue renders offline for the same input: what must be heard.
+    func offline(format: AudioStreamDescription, _ feed: (AudioQueue) throws -> Void) throws -> [Float] {
+        let queue = try AudioQueue(format: format)
+        try feed(queue)
+        try queue.setOfflineRenderFormat(format)
+        let channels = format.channelsPerFrame
+        var out: [Float] = []
+        var scratch = [Float](repeating: 0, count: 4096 * channels)
+        while true {
+            let n = try scratch.withUnsafeMutableBytes { try queue.offlineRender(at: queue.offlineRenderPosition, into: $0, frames: 4096) }
+            if n == 0 { break }
+            out += scratch[0..<(n * channels)]
+        }
+        return out
+    }
+
+    @Test func playedEqualsOfflineRenderBitForBit() async throws {
+        let input = signal(frames: 40000)
+        let feed: (AudioQueue) throws -> Void = { queue in
+            try queue.setParameters(.init(volume: 0.5, pan: 0.2))
+            try queue.enqueue(try self.buffer(queue, Array(input[0..<30000])), trimFramesAtStart: 1105)
+            try queue.enqueue(try self.buffer(queue, Array(input[30000...])), trimFramesAtEnd: 47)
+        }
+        let expected = try offline(format: format, feed)
+        #expect(expected.count == (40000 - 1105 - 47) * 2)
+        let server = try await PrivatePipeWire.start()
+        try await server.startRecording()
+        let (queue, sink) = try makeQueue(server)
+        let events = Events(queue)
+        try feed(queue)
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        #expect(events.errors.isEmpty, "\(events.errors)")
+        queue.dispose(immediately: true)
+        let played = trimSilence(await server.stopRecording(soundFrames: expected.count / 2), channels: 2)
+        #expect(played.count == expected.count)
+        #expect(difference(played, expected) == nil)
+        #expect(sink.renderThreadScheduling != nil, "the data thread rendered")
+    }
+
+    @Test func pauseAndResumeLoseNoFrame() async throws {
+        let server = try await PrivatePipeWire.start()
+        let input = signal(frames: 72000)   // 1.5 s
+        try await server.startRecording()
+        let (queue, _) = try makeQueue(server)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, input))
+        try queue.prime()
+        try queue.start()
+        #expect(await events.waitForRunning([true]))
+        try queue.pause()
+        let pausedAt = queue.currentTime().sampleTime
+        #expect(pausedAt < 72000)
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitForRunning([true, false, true, false]))
+        #expect(events.errors.isEmpty, "\(events.errors)")
+        queue.dispose(immediately: true)
+        let played = withoutSilence(await server.stopRecording(soundFrames: 72000), channels: 2)
+        #expect(played.count == input.count)
+        #expect(difference(played, input) == nil)
+    }
+
+    /// Without a target the stream goes to the default sink (WirePlumber's choice: the only one).
+    @Test func aStreamWithoutTargetPlaysToTheDefaultSink() async throws {
+        let server = try await PrivatePipeWire.start()
+        let input = signal(frames: 9600)
+        try await server.startRecording()
+        let (queue, _) = try makeQueue(server, target: nil)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, input))
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        queue.dispose(immediately: true)
+        let played = trimSilence(await server.stopRecording(soundFrames: 9600), channels: 2)
+        #expect(difference(played, input) == nil)
+    }
+
+    /// Six channels reach a 5.1 sink each at its position: the queue's default 6-channel layout is
+    /// C L R Ls Rs LFE; the sink's channels are FL FR FC LFE RL RR, so the recording holds the
+    /// input's channels 1, 2, 0, 5, 3, 4 — each bit for bit.
+    @Test func fivePointOneArrivesAtItsPositions() async throws {
+        let six = AudioStreamDescription.float32(sampleRate: 48000, channels: 6)
+        let layout = AudioChannelLayout.default(channels: 6)
+        #expect(layout.channelLabels == [.center, .left, .right, .leftSurround, .rightSurround, .lfeScreen])
+        let server = try await PrivatePipeWire.start(positions: "FL FR FC LFE RL RR")
+        let input = signal(frames: 9600, channels: 6)
+        try await server.startRecording(channels: 6)
+        let (queue, _) = try makeQueue(server, format: six, layout: layout)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, input))
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        queue.dispose(immediately: true)
+        let played = trimSilence(await server.stopRecording(soundFrames: 9600, channels: 6), channels: 6)
+        let order = [1, 2, 0, 5, 3, 4]
+        let expected = (0..<9600).flatMap { frame in order.map { input[frame * 6 + $0] } }
+        #expect(difference(played, expected) == nil)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func killingTheServerGivesAnErrorNotAHang() async throws {
+        let server = try await PrivatePipeWire.start()
+        let (queue, _) = try makeQueue(server)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, signal(frames: 480_000)))   // 10 s
+        try queue.prime()
+        try queue.start()
+        #expect(await events.waitForRunning([true]))
+        await server.kill()
+        #expect(await events.wait { Events.hasSinkError($0) })
+        queue.dispose(immediately: true)
+    }
+
+    @Test func probeSaysWhetherAServerAnswers() async throws {
+        let server = try await PrivatePipeWire.start(sinks: [])
+        if case .failure(let error) = PipeWireSink.probe(remote: server.remote) { Issue.record("no answer from a running server: \(error)") }
+        guard case .failure(let error) = PipeWireSink.probe(remote: server.runtime + "/nothing-here") else {
+            Issue.record("a server answered where none runs")
+            return
+        }
+        #expect(error.description.contains("nothing-here"), "\(error)")
+        #expect(PipeWireSink.libraryVersion?.hasPrefix("0.3") == true || PipeWireSink.libraryVersion?.hasPrefix("1.") == true)
+    }
+}
