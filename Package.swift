@@ -24,6 +24,8 @@ let package = Package(
         .library(name: "ALSASink", targets: ["ALSASink"]),
         // MIT (libpipewire-0.3, opened on first use).
         .library(name: "PipeWireSink", targets: ["PipeWireSink"]),
+        // Choosing the output: PipeWire, PulseAudio, ALSA or the null sink, probed in that order.
+        .library(name: "AudioOutput", targets: ["AudioOutput"]),
         .library(name: "AudioStreaming", targets: ["AudioStreaming"]),
         .library(name: "SoxrConverter", targets: ["SoxrConverter"]),
         // GPL-2.0-or-later (links the Rubber Band Library).
@@ -75,7 +77,7 @@ let package = Package(
         .target(
             name: "AudioToolbox",
             dependencies: ["CoreAudioTypes", "CAudioToolbox", "BufferQueue", "AudioFileStream", "AudioPlayback", "AudioCodecs",
-                           "PulseAudioSink", "ALSASink"],
+                           "PulseAudioSink", "ALSASink", "PipeWireSink", "AudioOutput"],
             path: "Sources/AudioToolbox"
         ),
         .target(
@@ -241,6 +243,11 @@ let package = Package(
             path: "Sources/PipeWireSink"
         ),
         .target(
+            name: "AudioOutput",
+            dependencies: ["BufferQueue", "PipeWireSink", "PulseAudioSink", "ALSASink"],
+            path: "Sources/AudioOutput"
+        ),
+        .target(
             name: "PulseAudioSink",
             dependencies: ["BufferQueue", "CPulseAudio"],
             path: "Sources/PulseAudioSink"
@@ -278,7 +285,7 @@ let package = Package(
         .executableTarget(
             name: "playpcm",
             dependencies: [
-                "BufferQueue", "AudioFileStream", "PulseAudioSink", "ALSASink", "ExampleOptions",
+                "BufferQueue", "AudioFileStream", "AudioOutput", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/playpcm"
@@ -324,7 +331,7 @@ let package = Package(
             name: "aqplay",
             dependencies: [
                 "AudioFileStream", "AudioPlayback", "AudioStreaming", "BufferQueue", "AudioCodecsGPL",
-                "PulseAudioSink", "ALSASink", "ExampleOptions",
+                "PulseAudioSink", "ALSASink", "PipeWireSink", "AudioOutput", "ExampleOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqplay"
@@ -378,7 +385,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PulseAudioSinkTests",
-            dependencies: ["BufferQueue", "PulseAudioSink", "ALSASink", "PipeWireSink", "AudioFileStream", "AudioPlayback", "MPG123Decoder", "FAADDecoder",
+            dependencies: ["BufferQueue", "PulseAudioSink", "ALSASink", "PipeWireSink", "AudioOutput", "AudioFileStream", "AudioPlayback", "MPG123Decoder", "FAADDecoder",
                            "SoxrConverter", "OpusDecoder", "FLACDecoder", "AVCodecAAC", "FLACEncoder", "OpusEncoder", "TestSupport"],
             path: "Tests/PulseAudioSinkTests"
         ),

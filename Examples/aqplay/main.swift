@@ -1,4 +1,4 @@
-// aqplay: plays files in order, gaplessly, through PulseAudio (or the null sink).
+// aqplay: plays files in order, gaplessly, through PipeWire, PulseAudio, ALSA (or the null sink).
 import ArgumentParser
 import AudioFileStream
 import AudioPlayback
@@ -9,30 +9,32 @@ import ExampleOptions
 import Dispatch
 import Foundation
 import ALSASink
+import AudioOutput
+import PipeWireSink
 import PulseAudioSink
 
 @main
 struct AQPlay: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "aqplay",
-        abstract: "Play audio files in order, gaplessly, through PulseAudio, ALSA or the null sink.",
+        abstract: "Play audio files in order, gaplessly, through PipeWire, PulseAudio, ALSA or the null sink.",
         discussion: "With no input it plays the short sample in Fixtures/ (the repository's demo).")
 
-    enum SinkChoice: String, ExpressibleByArgument, CaseIterable { case pulse, alsa, null }
+    enum SinkChoice: String, ExpressibleByArgument, CaseIterable { case pipewire, pulse, alsa, null }
 
     @Argument(help: "Audio files (MP3, AAC, ALAC, AMR, IMA4, G.711 or PCM in MP3/ADTS/MP4/CAF/WAV/AIFF/AMR/MPEG-TS), or http(s):// URLs of them, of live streams or of HLS playlists (.m3u8).")
     var inputs: [String] = []
-    @Option(help: "pulse, alsa or null; default: pulse when a server answers, else null.")
+    @Option(help: "pipewire, pulse, alsa or null; default: AQ_OUTPUT (pipewire[:target], pulse[:sink], alsa[:pcm], null), else the first of PipeWire, PulseAudio and ALSA that answers, else null (--verbose says why).")
     var sink: SinkChoice?
-    @Option(help: "The device: a PulseAudio sink name, or an ALSA PCM (default, hw:0,0, plughw:1...) with --sink alsa.")
+    @Option(help: "The device: a PipeWire node name, a PulseAudio sink name, or an ALSA PCM (default, hw:0,0, plughw:1...) with --sink alsa.")
     var device: String?
-    @Flag(help: "List the devices of the chosen sink (PulseAudio's sinks, or ALSA's PCMs with --sink alsa) and exit.")
+    @Flag(help: "List the devices of the chosen sink (PipeWire's or PulseAudio's sinks, or ALSA's PCMs with --sink alsa) and exit.")
     var listDevices = false
     @Option(help: "Play the list this many times.")
     var loops: Int = 1
     @Option(help: "Volume, 0...1.")
     var volume: Float = 1
-    @Option(help: "The sink's target latency in milliseconds (PulseAudio, ALSA): lower reacts sooner, wakes more often.")
+    @Option(help: "The sink's target latency in milliseconds (PipeWire, PulseAudio, ALSA): lower reacts sooner, wakes more often.")
     var latency: Int = 200
     @Option(help: "Start this many seconds into the first file (frame-exact).")
     var seek: Double = 0
@@ -44,7 +46,7 @@ struct AQPlay: ParsableCommand {
     var cache: String?
     @Option(help: "The cache's size cap in megabytes (least recently used resources are evicted).")
     var cacheSize: Int64 = 1024
-    @Flag(help: "Say how the sink's render thread is scheduled (real-time where the system allows it).")
+    @Flag(help: "Say which output was chosen and why the others were not, and how the sink's render thread is scheduled (real-time where the system allows it).")
     var verbose = false
 
     @OptionGroup var timePitchOptions: TimePitchOptions
@@ -83,35 +85,51 @@ struct AQPlay: ParsableCommand {
                 .deletingLastPathComponent().appendingPathComponent("Fixtures/demo-melody.m4a").path
             paths = [FileManager.default.fileExists(atPath: demo) ? demo : "Fixtures/demo-melody.m4a"]
         }
+        let output: AudioOutputDevice
+        let explanation: [String]
+        if fast {
+            (output, explanation) = (.null(unpaced: true), ["the unpaced null sink: --fast"])
+        } else if let sink {
+            let named = try AudioOutputChoice.choose(setting: sink.rawValue + (device.map { ":" + $0 } ?? ""))
+            (output, explanation) = (named.device, named.explanation)
+        } else {
+            var chosen = AudioOutputChoice.fromEnvironment()
+            // --device names a device of the output found.
+            if let device {
+                switch chosen.device {
+                case .pipeWire: chosen.device = .pipeWire(target: device)
+                case .pulseAudio: chosen.device = .pulseAudio(sink: device)
+                case .alsa: chosen.device = .alsa(pcm: device)
+                case .null: break
+                }
+            }
+            (output, explanation) = (chosen.device, chosen.explanation)
+            if case .null = output, !verbose, !listDevices {
+                FileHandle.standardError.write(Data("aqplay: no PipeWire, PulseAudio or ALSA output answers; playing through the null sink (--verbose says why)\n".utf8))
+            }
+        }
+        if verbose { for line in explanation { print("Output: \(line)") } }
         if listDevices {
-            let devices = sink == .alsa ? ALSASink.devices() : try PulseAudioSink.devices()
+            let devices: [AudioDeviceInfo]
+            switch output {
+            case .pipeWire: devices = try PipeWireSink.devices()
+            case .alsa: devices = ALSASink.devices()
+            case .pulseAudio: devices = try PulseAudioSink.devices()
+            case .null: devices = [AudioDeviceInfo(name: "null", description: "the null sink: nothing is heard", isDefault: true)]
+            }
             for device in devices {
                 let details = device.sampleRate > 0 ? "; \(Int(device.sampleRate)) Hz, \(device.channels) ch" : ""
                 print("\(device.isDefault ? "*" : " ") \(device.name)  (\(device.description)\(details))")
             }
             return
         }
-        let device = self.device
-        var choice = fast ? .null : sink
-        if choice == nil {
-            choice = PulseAudioSink.serverIsReachable() ? .pulse : .null
-            if choice == .null { FileHandle.standardError.write(Data("aqplay: no PulseAudio server answers; playing through the null sink\n".utf8)) }
-        }
-        let usePulse = choice == .pulse, useALSA = choice == .alsa, unpaced = fast
         let writer = Recorder(path: record)
+        // A file player needs no 50 ms latency; 200 ms (the default) means fewer wake-ups.
         let latency = Duration.milliseconds(self.latency)
         // The sinks made, for --verbose.
         let sinks = Lock<[any AudioSink]>([])
         let makeSink: @Sendable () -> any AudioSink = {
-            let sink: any AudioSink
-            if usePulse {
-                // A file player needs no 50 ms latency; 200 ms (the default) means fewer wake-ups.
-                sink = PulseAudioSink(configuration: .init(device: device, targetLatency: latency, applicationName: "aqplay", streamName: "aqplay"))
-            } else if useALSA {
-                sink = ALSASink(configuration: .init(device: device ?? "default", targetLatency: latency))
-            } else {
-                sink = NullSink(pacing: unpaced ? .unpaced : .realTime)
-            }
+            let sink = output.makeSink(applicationName: "aqplay", streamName: "aqplay", latency: latency)
             sinks.withLock { $0.append(sink) }
             return sink
         }
@@ -208,7 +226,7 @@ struct AQPlay: ParsableCommand {
             let scheduling = sinks.withLock { $0.compactMap(\.renderThreadScheduling) }
             print("The sink's render thread: \(scheduling.first.map(String.init(describing:)) ?? "the null sink's timer (no thread of its own)")")
         }
-        print("Played \(frames) frames through the \(usePulse ? "PulseAudio" : useALSA ? "ALSA" : unpaced ? "unpaced null" : "null") sink in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
+        print("Played \(frames) frames through \(output) in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
         // As mpv does: an item that could not be played makes the exit status 2.
         let skipped = player.itemStates.filter { if case .failed = $0 { return true } else { return false } }.count
         if skipped > 0 {

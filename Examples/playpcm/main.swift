@@ -7,9 +7,8 @@ import ArgumentParser
 import AudioFileStream
 import BufferQueue
 import Dispatch
-import ALSASink
+import AudioOutput
 import ExampleOptions
-import PulseAudioSink
 
 @main
 struct PlayPCM: AsyncParsableCommand {
@@ -18,7 +17,7 @@ struct PlayPCM: AsyncParsableCommand {
         abstract: "Play raw linear PCM, or a WAV file, through an audio queue.")
 
     enum SinkChoice: String, ExpressibleByArgument, CaseIterable {
-        case pulse, alsa, null
+        case pipewire, pulse, alsa, null
     }
 
     @Argument(help: "A raw PCM file, or a WAV file (its header gives the format).")
@@ -36,10 +35,10 @@ struct PlayPCM: AsyncParsableCommand {
     @Option(help: "Volume, 0...1.")
     var volume: Float = 1
 
-    @Option(help: "ALSA PCM name with --sink alsa (default, hw:0,0, plughw:1...).")
-    var device: String = "default"
+    @Option(help: "The device: a PipeWire node, a PulseAudio sink, or an ALSA PCM with --sink alsa (default, hw:0,0, plughw:1...).")
+    var device: String?
 
-    @Option(help: "Where the sound goes: pulse, alsa or null; default: PulseAudio when a server answers, else a real-time null sink.")
+    @Option(help: "Where the sound goes: pipewire, pulse, alsa or null; default: AQ_OUTPUT, else the first of PipeWire, PulseAudio and ALSA that answers, else a real-time null sink.")
     var sink: SinkChoice?
 
     @Flag(help: "Do not pace the null sink in real time: as fast as the queue decodes.")
@@ -64,17 +63,16 @@ struct PlayPCM: AsyncParsableCommand {
             throw ValidationError("\(file): \(error)")
         }
         let format = source.format
-        var choice = fast ? .null : sink
-        if choice == nil {
-            choice = PulseAudioSink.serverIsReachable() ? .pulse : .null
-            if choice == .null { writeError("playpcm: no PulseAudio server answers; playing through the null sink\n") }
+        let chosen: AudioOutputDevice
+        if fast {
+            chosen = .null(unpaced: true)
+        } else if let sink {
+            chosen = try AudioOutputChoice.choose(setting: sink.rawValue + (device.map { ":" + $0 } ?? "")).device
+        } else {
+            chosen = AudioOutputChoice.fromEnvironment().device
+            if case .null = chosen { writeError("playpcm: no PipeWire, PulseAudio or ALSA output answers; playing through the null sink\n") }
         }
-        let output: any AudioSink
-        switch choice {
-        case .pulse: output = PulseAudioSink(configuration: .init(applicationName: "playpcm", streamName: String(file.split(separator: "/").last ?? Substring(file))))
-        case .alsa: output = ALSASink(configuration: .init(device: device))
-        default: output = NullSink(pacing: fast ? .unpaced : .realTime)
-        }
+        let output = chosen.makeSink(applicationName: "playpcm", streamName: String(file.split(separator: "/").last ?? Substring(file)))
         let queue = try AudioQueue(format: format, configuration: .init(sink: output)) { queue, buffer in
             source.refill(buffer, queue: queue)
         }
@@ -87,7 +85,7 @@ struct PlayPCM: AsyncParsableCommand {
             source.refill(try queue.allocateBuffer(capacity: bytesPerBuffer), queue: queue)
         }
         let what = source.isWAV ? "WAV" : "raw PCM"
-        print("Playing \(file) (\(what), \(format)) through the \(choice == .pulse ? "PulseAudio" : fast ? "unpaced null" : "null") sink")
+        print("Playing \(file) (\(what), \(format)) through \(chosen)")
         let started = ContinuousClock.now
         try queue.prime()
         try queue.start()

@@ -405,6 +405,22 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
 }
 
 extension ALSASink {
+    /// Whether the PCM `device` opens for playback (without blocking: a device another program
+    /// holds is busy, not waited for); when not, why not.
+    /// ALSA's own messages are not printed meanwhile (its error handler is process-wide).
+    public static func probe(device: String = "default") -> Result<Void, AudioQueueError> {
+        aq_alsa_set_quiet(1)
+        defer { aq_alsa_set_quiet(0) }
+        do {
+            snd_pcm_close(try openPCM(device, stream: SND_PCM_STREAM_PLAYBACK, extra: nil))
+            return .success(())
+        } catch let error as AudioQueueError {
+            return .failure(error)
+        } catch {
+            return .failure(AudioQueueError(.cannotStart, "\(error)"))
+        }
+    }
+
     /// ALSA's playback PCMs as its name hints list them (`default`, `null`, `hw:…`, `plughw:…`,
     /// defined ones), with their descriptions; the first is `default` when it exists.
     public static func devices() -> [AudioDeviceInfo] {

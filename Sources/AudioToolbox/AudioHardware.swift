@@ -1,6 +1,7 @@
 internal import BufferQueue
 internal import PulseAudioSink
 internal import ALSASink
+internal import PipeWireSink
 import Foundation
 
 // A minimal HAL (CoreAudio's AudioHardware.h): the default output and input device, their names,
@@ -17,6 +18,9 @@ enum Hardware {
         case outputDevice:
             switch Device.output {
             case .null: return AudioDeviceInfo(name: "null", description: "Null output", sampleRate: 44100, channels: 2, isDefault: true)
+            case .pipeWire(let target):
+                let devices = (try? PipeWireSink.devices()) ?? []
+                return devices.first { target == nil ? $0.isDefault : $0.name == target }
             case .pulse(let name):
                 let devices = (try? PulseAudioSink.devices()) ?? []
                 return devices.first { name == nil ? $0.isDefault : $0.name == name }
@@ -26,6 +30,9 @@ enum Hardware {
         case inputDevice:
             switch Device.input {
             case .null, .alsa: return AudioDeviceInfo(name: "null", description: "Null input", sampleRate: 44100, channels: 2, isDefault: true)
+            case .pipeWire:
+                let devices = (try? PulseAudioSource.devices()) ?? []
+                return devices.first { $0.isDefault }
             case .pulse(let name):
                 let devices = (try? PulseAudioSource.devices()) ?? []
                 return devices.first { name == nil ? $0.isDefault : $0.name == name }

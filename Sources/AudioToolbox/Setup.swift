@@ -2,6 +2,7 @@ internal import BufferQueue
 internal import AudioCodecs
 internal import PulseAudioSink
 internal import ALSASink
+internal import AudioOutput
 import Foundation
 
 /// What every entry point needs before it runs: the decoders, encoders and resampler registered
@@ -17,50 +18,76 @@ enum Setup {
 }
 
 /// Where a queue plays or records, from `AQ_OUTPUT` / `AQ_INPUT`:
+/// - `pipewire` or `pipewire:TARGET` — PipeWire itself (output only; for input, PipeWire's
+///   PulseAudio layer is used);
 /// - `null` — the null device, paced in real time (`null:unpaced`: as fast as the queue decodes);
 /// - `pulse` or `pulse:SINK` — PulseAudio (the default server, or `PULSE_SERVER`'s);
 /// - `alsa` or `alsa:PCM` — ALSA (`default`, `hw:0,0`, or a PCM of `~/.asoundrc`).
-/// Unset: PulseAudio when a server answers, else the null device.
+/// Unset: for output the first of PipeWire, PulseAudio and ALSA that answers a probe
+/// (AudioOutput's order), else the null device; for input PulseAudio when a server answers.
 enum Device: Equatable {
     case null(unpaced: Bool)
+    case pipeWire(String?)
     case pulse(String?)
     case alsa(String)
 
-    init(setting: String?) {
+    init(_ output: AudioOutputDevice) {
+        switch output {
+        case .pipeWire(let target): self = .pipeWire(target)
+        case .pulseAudio(let sink): self = .pulse(sink)
+        case .alsa(let pcm): self = .alsa(pcm)
+        case .null(let unpaced): self = .null(unpaced: unpaced)
+        }
+    }
+
+    var outputDevice: AudioOutputDevice {
+        switch self {
+        case .pipeWire(let target): return .pipeWire(target: target)
+        case .pulse(let sink): return .pulseAudio(sink: sink)
+        case .alsa(let pcm): return .alsa(pcm: pcm)
+        case .null(let unpaced): return .null(unpaced: unpaced)
+        }
+    }
+
+    /// An input setting.
+    init(inputSetting setting: String?) {
         guard let setting, !setting.isEmpty else {
             self = Self.serverAnswers ? .pulse(nil) : .null(unpaced: false)
             return
         }
-        let parts = setting.split(separator: ":", maxSplits: 1).map(String.init)
-        let detail = parts.count > 1 ? parts[1] : nil
-        switch parts[0].lowercased() {
-        case "pulse", "pulseaudio": self = .pulse(detail)
-        case "alsa": self = .alsa(detail ?? "default")
-        case "null": self = .null(unpaced: detail == "unpaced")
-        default:
-            FileHandle.standardError.write(Data("AudioToolbox: AQ_OUTPUT/AQ_INPUT '\(setting)' is not null, pulse[:name] or alsa[:pcm]; using the null device\n".utf8))
+        guard let named = try? AudioOutputChoice.choose(setting: setting).device else {
+            FileHandle.standardError.write(Data("AudioToolbox: AQ_INPUT '\(setting)' is not null, pipewire, pulse[:name] or alsa[:pcm]; using the null device\n".utf8))
             self = .null(unpaced: false)
+            return
         }
+        self = Device(named)
     }
 
     /// Whether a PulseAudio server answers, asked once per process.
     private static let serverAnswers: Bool = PulseAudioSink.serverIsReachable()
+    /// The output found by probing, asked once per process.
+    private static let probedOutput = AudioOutputChoice.probe().device
 
-    static var output: Device { Device(setting: ProcessInfo.processInfo.environment["AQ_OUTPUT"]) }
-    static var input: Device { Device(setting: ProcessInfo.processInfo.environment["AQ_INPUT"]) }
+    static var output: Device {
+        let setting = ProcessInfo.processInfo.environment["AQ_OUTPUT"]
+        guard let setting, !setting.isEmpty else { return Device(probedOutput) }
+        do { return Device(try AudioOutputChoice.choose(setting: setting).device) } catch {
+            FileHandle.standardError.write(Data("AudioToolbox: AQ_OUTPUT: \(error); using the null device\n".utf8))
+            return .null(unpaced: false)
+        }
+    }
+    static var input: Device { Device(inputSetting: ProcessInfo.processInfo.environment["AQ_INPUT"]) }
 
     func makeSink() -> any AudioSink {
-        switch self {
-        case .null(let unpaced): return NullSink(pacing: unpaced ? .unpaced : .realTime)
-        case .pulse(let name):
-            return PulseAudioSink(configuration: .init(device: name, applicationName: Self.programName, streamName: Self.programName))
-        case .alsa(let pcm): return ALSASink(configuration: .init(device: pcm))
-        }
+        outputDevice.makeSink(applicationName: Self.programName, streamName: Self.programName)
     }
 
     func makeSource() -> (any AudioSource)? {
         switch self {
         case .null: return nil
+        case .pipeWire:
+            // No native PipeWire source yet: PipeWire's PulseAudio layer records.
+            return PulseAudioSource(configuration: .init(applicationName: Self.programName, streamName: Self.programName))
         case .pulse(let name):
             return PulseAudioSource(configuration: .init(device: name, applicationName: Self.programName, streamName: Self.programName))
         case .alsa:

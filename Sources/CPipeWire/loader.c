@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include <pipewire/pipewire.h>
+#include <pipewire/extensions/metadata.h>
 #include <spa/param/audio/format-utils.h>
 #include <spa/utils/result.h>
 
@@ -26,7 +27,7 @@
     X(pw_properties_new) X(pw_properties_set) \
     X(pw_stream_new) X(pw_stream_add_listener) X(pw_stream_connect) X(pw_stream_disconnect) X(pw_stream_destroy) \
     X(pw_stream_dequeue_buffer) X(pw_stream_queue_buffer) X(pw_stream_set_active) X(pw_stream_flush) \
-    X(pw_stream_get_time_n) X(pw_stream_get_node_id) X(pw_stream_state_as_string)
+    X(pw_stream_get_time_n) X(pw_stream_get_node_id) X(pw_stream_state_as_string) X(pw_proxy_destroy)
 
 AQ_DYNAMIC_LIBRARY(pw, AQ_PW_FUNCTIONS, "libpipewire-0.3-0", "libpipewire-0.3.so.0", "libpipewire-0.3.so")
 
@@ -143,8 +144,11 @@ aq_pw_connection *aq_pw_connect(const char *remote, const char *application, int
     c->core = PW(pw_context_connect)(c->context, properties, 0);
     int answered = 0;
     if (!c->core) {
-        snprintf(error, error_size, "no PipeWire server at %s (%s)", remote ? remote : (getenv("PIPEWIRE_REMOTE") ? getenv("PIPEWIRE_REMOTE") : "pipewire-0"),
-                 strerror(errno));
+        const char *name = remote ? remote : (getenv("PIPEWIRE_REMOTE") ? getenv("PIPEWIRE_REMOTE") : "pipewire-0");
+        const char *directory = getenv("PIPEWIRE_RUNTIME_DIR") ? getenv("PIPEWIRE_RUNTIME_DIR") : getenv("XDG_RUNTIME_DIR");
+        int absolute = name[0] == '/';
+        snprintf(error, error_size, "no PipeWire server at %s%s%s (%s)", absolute || !directory ? "" : directory,
+                 absolute || !directory ? "" : "/", name, errno == EHOSTDOWN || errno == ENOENT ? "no socket there" : strerror(errno));
     } else {
         pw_core_add_listener(c->core, &c->core_listener, &core_events, c);
         c->sync_seq = pw_core_sync(c->core, PW_ID_CORE, 0);
@@ -172,6 +176,144 @@ void aq_pw_disconnect(aq_pw_connection *c) {
 }
 
 int aq_pw_connection_failed(aq_pw_connection *c) { return c ? atomic_load(&c->failed) : 1; }
+
+// MARK: nodes
+
+struct listed_node {
+    uint32_t id, channels, rate;
+    char *name, *description, *media_class;
+};
+
+struct node_listing {
+    aq_pw_connection *connection;
+    struct pw_registry *registry;
+    struct spa_hook registry_listener;
+    struct pw_metadata *metadata;
+    struct spa_hook metadata_listener;
+    struct listed_node *nodes;
+    size_t count, capacity;
+    char default_sink[256], default_source[256];
+    int sync_seq, synced;
+};
+
+static char *copy_string(const char *text) { return strdup(text ? text : ""); }
+
+static int on_metadata_property(void *data, uint32_t subject, const char *key, const char *type, const char *value) {
+    (void)subject; (void)type;
+    struct node_listing *l = data;
+    if (!key || !value) return 0;
+    char *target = strcmp(key, "default.audio.sink") == 0 ? l->default_sink
+                 : strcmp(key, "default.audio.source") == 0 ? l->default_source : NULL;
+    if (!target) return 0;
+    // The value is JSON: { "name": "alsa_output.pci-0000_00_1f.3.analog-stereo" }.
+    const char *name = strstr(value, "\"name\"");
+    const char *open = name ? strchr(name + 6, '"') : NULL;
+    const char *close = open ? strchr(open + 1, '"') : NULL;
+    if (open && close) snprintf(target, 256, "%.*s", (int)(close - open - 1), open + 1);
+    return 0;
+}
+
+static const struct pw_metadata_events metadata_events = {
+    .version = PW_VERSION_METADATA_EVENTS,
+    .property = on_metadata_property,
+};
+
+static void on_registry_global(void *data, uint32_t id, uint32_t permissions, const char *type, uint32_t version,
+                               const struct spa_dict *props) {
+    (void)permissions; (void)version;
+    struct node_listing *l = data;
+    if (!props) return;
+    if (strcmp(type, PW_TYPE_INTERFACE_Metadata) == 0) {
+        const char *name = spa_dict_lookup(props, PW_KEY_METADATA_NAME);
+        if (name && strcmp(name, "default") == 0 && !l->metadata) {
+            l->metadata = pw_registry_bind(l->registry, id, PW_TYPE_INTERFACE_Metadata, PW_VERSION_METADATA, 0);
+            if (l->metadata) pw_metadata_add_listener(l->metadata, &l->metadata_listener, &metadata_events, l);
+        }
+        return;
+    }
+    if (strcmp(type, PW_TYPE_INTERFACE_Node) != 0) return;
+    const char *media_class = spa_dict_lookup(props, PW_KEY_MEDIA_CLASS);
+    if (!media_class || strncmp(media_class, "Audio/", 6) != 0) return;
+    if (l->count == l->capacity) {
+        size_t capacity = l->capacity ? l->capacity * 2 : 16;
+        struct listed_node *grown = realloc(l->nodes, capacity * sizeof *grown);
+        if (!grown) return;
+        l->nodes = grown;
+        l->capacity = capacity;
+    }
+    const char *channels = spa_dict_lookup(props, PW_KEY_AUDIO_CHANNELS);
+    const char *rate = spa_dict_lookup(props, PW_KEY_AUDIO_RATE);
+    const char *description = spa_dict_lookup(props, PW_KEY_NODE_DESCRIPTION);
+    if (!description) description = spa_dict_lookup(props, PW_KEY_MEDIA_NAME);
+    l->nodes[l->count++] = (struct listed_node){
+        .id = id, .channels = channels ? (uint32_t)atoi(channels) : 0, .rate = rate ? (uint32_t)atoi(rate) : 0,
+        .name = copy_string(spa_dict_lookup(props, PW_KEY_NODE_NAME)), .description = copy_string(description),
+        .media_class = copy_string(media_class),
+    };
+}
+
+static const struct pw_registry_events registry_events = {
+    .version = PW_VERSION_REGISTRY_EVENTS,
+    .global = on_registry_global,
+};
+
+static void on_listing_done(void *data, uint32_t id, int seq) {
+    struct node_listing *l = data;
+    if (id == PW_ID_CORE && seq == l->sync_seq) {
+        l->synced = 1;
+        PW(pw_thread_loop_signal)(l->connection->loop, false);
+    }
+}
+
+static const struct pw_core_events listing_core_events = {
+    .version = PW_VERSION_CORE_EVENTS,
+    .done = on_listing_done,
+};
+
+int aq_pw_list_nodes(aq_pw_connection *c, aq_pw_node_callback callback, void *context, int timeout_ms) {
+    if (!c) return -1;
+    struct node_listing l;
+    memset(&l, 0, sizeof l);
+    l.connection = c;
+    struct spa_hook core_listener;
+    memset(&core_listener, 0, sizeof core_listener);
+    PW(pw_thread_loop_lock)(c->loop);
+    pw_core_add_listener(c->core, &core_listener, &listing_core_events, &l);
+    l.registry = pw_core_get_registry(c->core, PW_VERSION_REGISTRY, 0);
+    int answered = 0;
+    if (l.registry) {
+        pw_registry_add_listener(l.registry, &l.registry_listener, &registry_events, &l);
+        l.sync_seq = pw_core_sync(c->core, PW_ID_CORE, 0);
+        answered = wait_until(c->loop, &l.synced, &c->failed, timeout_ms);
+        // The metadata bound during the first round trip sends its properties before the second ends.
+        if (answered && l.metadata) {
+            l.synced = 0;
+            l.sync_seq = pw_core_sync(c->core, PW_ID_CORE, 0);
+            answered = wait_until(c->loop, &l.synced, &c->failed, timeout_ms);
+        }
+    }
+    spa_hook_remove(&core_listener);
+    if (l.metadata) {
+        spa_hook_remove(&l.metadata_listener);
+        PW(pw_proxy_destroy)((struct pw_proxy *)l.metadata);
+    }
+    if (l.registry) {
+        spa_hook_remove(&l.registry_listener);
+        PW(pw_proxy_destroy)((struct pw_proxy *)l.registry);
+    }
+    PW(pw_thread_loop_unlock)(c->loop);
+    for (size_t i = 0; i < l.count; i++) {
+        struct listed_node *n = &l.nodes[i];
+        int is_default = (strcmp(n->media_class, "Audio/Sink") == 0 && strcmp(n->name, l.default_sink) == 0)
+                      || (strcmp(n->media_class, "Audio/Source") == 0 && strcmp(n->name, l.default_source) == 0);
+        if (answered && callback) callback(context, n->id, n->name, n->description, n->media_class, n->channels, n->rate, is_default);
+        free(n->name);
+        free(n->description);
+        free(n->media_class);
+    }
+    free(l.nodes);
+    return answered ? (int)l.count : -1;
+}
 
 // MARK: stream
 

@@ -2,6 +2,11 @@ import BufferQueue
 import CPipeWire
 import Dispatch
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// An ``AudioSink`` on PipeWire itself, not through its PulseAudio layer: a `pw_thread_loop`
 /// and a `pw_stream`. libpipewire-0.3 (MIT) is opened when the first sink connects; a program
@@ -75,15 +80,26 @@ public final class PipeWireSink: AudioSink {
         }
     }
 
-    /// Whether libpipewire can be opened and a PipeWire server answers at `remote` within
-    /// `timeout`; when not, why not.
+    /// Whether PipeWire serves audio at `remote`: libpipewire opens, a server answers within
+    /// `timeout`, and it has at least one audio sink (a server that runs for screen sharing
+    /// only, or without a session manager, has none). When not, why not.
     public static func probe(remote: String? = nil, timeout: Duration = .milliseconds(500)) -> Result<Void, AudioQueueError> {
-        var message = [CChar](repeating: 0, count: 512)
-        guard let connection = aq_pw_connect(remote, "BufferQueue probe", Int32(milliseconds(timeout)), &message, message.count) else {
-            return .failure(AudioQueueError(.sinkError, String(cString: message)))
+        do {
+            let sinks = try nodes(remote: remote, timeout: timeout).filter { $0.mediaClass == "Audio/Sink" }
+            guard !sinks.isEmpty else {
+                return .failure(AudioQueueError(.sinkError, "the PipeWire server at \(place(remote)) has no audio sink (is its session manager, WirePlumber, running?)"))
+            }
+            return .success(())
+        } catch let error as AudioQueueError {
+            return .failure(error)
+        } catch {
+            return .failure(AudioQueueError(.sinkError, "\(error)"))
         }
-        aq_pw_disconnect(connection)
-        return .success(())
+    }
+
+    /// Where a connection to `remote` goes, for messages.
+    static func place(_ remote: String?) -> String {
+        remote ?? getenv("PIPEWIRE_REMOTE").map { String(cString: $0) } ?? "pipewire-0"
     }
 
     /// The version of libpipewire in use, nil when it cannot be opened.

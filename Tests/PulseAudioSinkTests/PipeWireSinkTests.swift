@@ -146,8 +146,8 @@ struct PipeWireSinkTests {
         queue.dispose(immediately: true)
     }
 
-    @Test func probeSaysWhetherAServerAnswers() async throws {
-        let server = try await PrivatePipeWire.start(sinks: [])
+    @Test func probeSaysWhetherAServerServesAudio() async throws {
+        let server = try await PrivatePipeWire.start()
         if case .failure(let error) = PipeWireSink.probe(remote: server.remote) { Issue.record("no answer from a running server: \(error)") }
         guard case .failure(let error) = PipeWireSink.probe(remote: server.runtime + "/nothing-here") else {
             Issue.record("a server answered where none runs")
@@ -155,5 +155,9 @@ struct PipeWireSinkTests {
         }
         #expect(error.description.contains("nothing-here"), "\(error)")
         #expect(PipeWireSink.libraryVersion?.hasPrefix("0.3") == true || PipeWireSink.libraryVersion?.hasPrefix("1.") == true)
+        // The node list: the sink WirePlumber made the default.
+        let sinks = try PipeWireSink.devices(remote: server.remote)
+        #expect(sinks.map(\.name) == ["out"])
+        #expect(sinks.first?.isDefault == true)
     }
 }

@@ -43,7 +43,29 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
         try await server.startPipeWire()
         try server.spawn("/usr/bin/wireplumber", [])
         for sink in sinks { try await server.makeSink(sink, rate: rate, positions: positions) }
+        if let first = sinks.first { try await server.waitForDefaultSink(first) }
         return server
+    }
+
+    /// Waits until WirePlumber has made `sink` the default (its `default` metadata says so, as
+    /// `pw-metadata --monitor` prints).
+    public func waitForDefaultSink(_ sink: String) async throws {
+        let output = Pipe()
+        let seen = Watched(false)
+        LineReader(output.fileHandleForReading, onEnd: {}) { line in
+            if line.contains("default.audio.sink"), line.contains("\"\(sink)\"") { seen.update { $0 = true } }
+        }.start()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/pw-metadata")
+        process.arguments = ["--monitor", "--name", "default"]
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let exit = try runWatched(process)
+        let found = await seen.wait(timeout: .seconds(10), until: { $0 })
+        _ = await killAndWait(process, exit)
+        guard found else { throw Failure(description: "WirePlumber did not make \(sink) the default sink within 10 s") }
     }
 
     private func spawn(_ tool: String, _ arguments: [String], output: Pipe? = nil) throws {

@@ -33,6 +33,15 @@ void aq_pw_disconnect(aq_pw_connection *connection);
 /// 1 once the server went away or reported a fatal error on the connection.
 int aq_pw_connection_failed(aq_pw_connection *connection);
 
+/// One audio node of the server (a sink, a source, a stream), as aq_pw_list_nodes reports it.
+typedef void (*aq_pw_node_callback)(void *context, uint32_t id, const char *name, const char *description,
+                                    const char *media_class, uint32_t channels, uint32_t rate, int is_default);
+
+/// Calls `callback` for each node whose media.class begins with "Audio/", after a round trip
+/// (and one more for the `default` metadata, which says which sink and source are the
+/// defaults). Returns the count, or -1 when the server did not answer within `timeout_ms`.
+int aq_pw_list_nodes(aq_pw_connection *connection, aq_pw_node_callback callback, void *context, int timeout_ms);
+
 typedef struct aq_pw_stream_callbacks {
     void *context;
     /// PipeWire's data thread, under the render thread's contract: fill `frames` interleaved

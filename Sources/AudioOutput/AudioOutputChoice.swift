@@ -1,0 +1,115 @@
+import BufferQueue
+import ALSASink
+import PipeWireSink
+import PulseAudioSink
+
+/// An output a program can play through.
+public enum AudioOutputDevice: Sendable, Hashable, CustomStringConvertible {
+    /// PipeWire itself; `target` pins the stream to a node (nil: the default sink, followed).
+    case pipeWire(target: String?)
+    /// PulseAudio (or PipeWire's PulseAudio layer); `sink` nil: the server's default.
+    case pulseAudio(sink: String?)
+    /// An ALSA PCM (`default`, `hw:0,0`, a PCM of `~/.asoundrc`).
+    case alsa(pcm: String)
+    /// The null sink, paced in real time or (`unpaced`) as fast as the queue decodes.
+    case null(unpaced: Bool)
+
+    public var description: String {
+        switch self {
+        case .pipeWire(let target): return "PipeWire" + (target.map { " (\($0))" } ?? "")
+        case .pulseAudio(let sink): return "PulseAudio" + (sink.map { " (\($0))" } ?? "")
+        case .alsa(let pcm): return "ALSA (\(pcm))"
+        case .null(let unpaced): return unpaced ? "the unpaced null sink" : "the null sink"
+        }
+    }
+
+    /// A sink for this output.
+    /// - Parameters:
+    ///   - latency: the target latency (nil: each sink's default).
+    public func makeSink(applicationName: String, streamName: String, latency: Duration? = nil) -> any AudioSink {
+        switch self {
+        case .pipeWire(let target):
+            var configuration = PipeWireSink.Configuration(target: target, applicationName: applicationName, streamName: streamName)
+            if let latency { configuration.targetLatency = latency }
+            return PipeWireSink(configuration: configuration)
+        case .pulseAudio(let sink):
+            var configuration = PulseAudioSink.Configuration(device: sink, applicationName: applicationName, streamName: streamName)
+            if let latency { configuration.targetLatency = latency }
+            return PulseAudioSink(configuration: configuration)
+        case .alsa(let pcm):
+            var configuration = ALSASink.Configuration(device: pcm)
+            if let latency { configuration.targetLatency = latency }
+            return ALSASink(configuration: configuration)
+        case .null(let unpaced):
+            return NullSink(pacing: unpaced ? .unpaced : .realTime)
+        }
+    }
+}
+
+/// Which output to play through, and why: named by a setting (`AQ_OUTPUT`, a `--sink` option)
+/// or found by probing PipeWire, PulseAudio, ALSA and the null sink in that order — each one
+/// asked, not assumed from what is installed: a PipeWire that runs without an audio sink, a
+/// PulseAudio socket with no server behind it, an ALSA `default` with no card are passed over.
+public struct AudioOutputChoice: Sendable {
+    /// The output chosen.
+    public var device: AudioOutputDevice
+    /// Why: each output probed before it, with why it was not used, then why this one was.
+    public var explanation: [String]
+
+    /// The output a setting names, or (nil or empty) the first that answers a probe.
+    ///
+    /// Settings: `pipewire` or `pipewire:TARGET`, `pulse` or `pulse:SINK`, `alsa` or `alsa:PCM`,
+    /// `null` or `null:unpaced`. (`pulseaudio` and `pw` are taken too.)
+    /// - Parameter timeout: how long each server may take to answer its probe.
+    /// - Throws: ``AudioQueueError`` naming the setting when it names no output.
+    public static func choose(setting: String?, timeout: Duration = .milliseconds(500)) throws -> AudioOutputChoice {
+        guard let setting, !setting.isEmpty else { return probe(timeout: timeout) }
+        let parts = setting.split(separator: ":", maxSplits: 1).map(String.init)
+        let detail = parts.count > 1 && !parts[1].isEmpty ? parts[1] : nil
+        let device: AudioOutputDevice
+        switch parts[0].lowercased() {
+        case "pipewire", "pw": device = .pipeWire(target: detail)
+        case "pulse", "pulseaudio": device = .pulseAudio(sink: detail)
+        case "alsa": device = .alsa(pcm: detail ?? "default")
+        case "null": device = .null(unpaced: detail == "unpaced")
+        default:
+            throw AudioQueueError(.invalidPropertyValue, "the output '\(setting)' is not pipewire[:target], pulse[:sink], alsa[:pcm] or null[:unpaced]")
+        }
+        return AudioOutputChoice(device: device, explanation: ["\(device): as asked (\(setting))"])
+    }
+
+    /// The first of PipeWire, PulseAudio, ALSA's `default` that answers, else the null sink.
+    public static func probe(timeout: Duration = .milliseconds(500)) -> AudioOutputChoice {
+        var explanation: [String] = []
+        switch PipeWireSink.probe(timeout: timeout) {
+        case .success: return AudioOutputChoice(device: .pipeWire(target: nil), explanation: ["PipeWire: a server answers and has an audio sink"])
+        case .failure(let error): explanation.append("PipeWire: not used: \(error.message)")
+        }
+        if PulseAudioSink.serverIsReachable() {
+            return AudioOutputChoice(device: .pulseAudio(sink: nil), explanation: explanation + ["PulseAudio: a server answers"])
+        }
+        explanation.append("PulseAudio: not used: no server answers")
+        switch ALSASink.probe(device: "default") {
+        case .success: return AudioOutputChoice(device: .alsa(pcm: "default"), explanation: explanation + ["ALSA: the PCM default opens"])
+        case .failure(let error): explanation.append("ALSA: not used: \(error.message)")
+        }
+        return AudioOutputChoice(device: .null(unpaced: false), explanation: explanation + ["the null sink: nothing else answers (nothing is heard)"])
+    }
+
+    /// The output `AQ_OUTPUT` names, or the first that answers; a setting that names no output
+    /// is reported in the explanation and probing decides.
+    public static func fromEnvironment(variable: String = "AQ_OUTPUT", timeout: Duration = .milliseconds(500)) -> AudioOutputChoice {
+        let setting = getenv(variable).map { String(cString: $0) }
+        do { return try choose(setting: setting, timeout: timeout) } catch {
+            var choice = probe(timeout: timeout)
+            choice.explanation.insert("\(variable): \(error)", at: 0)
+            return choice
+        }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
