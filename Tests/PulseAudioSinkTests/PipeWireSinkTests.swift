@@ -146,6 +146,23 @@ struct PipeWireSinkTests {
         queue.dispose(immediately: true)
     }
 
+    /// A stream pinned to a sink is not moved when the sink goes: the queue gets an error event.
+    @Test(.timeLimit(.minutes(1)))
+    func removingThePinnedSinkGivesAnError() async throws {
+        let server = try await PrivatePipeWire.start(sinks: ["out", "other"])
+        let (queue, _) = try makeQueue(server)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, signal(frames: 480_000)))   // 10 s
+        try queue.prime()
+        try queue.start()
+        #expect(await events.waitForRunning([true]))
+        let out = try #require(try PipeWireSink.nodes(remote: server.remote).first { $0.name == "out" })
+        let removed = try await server.tool("pw-cli", ["destroy", "\(out.id)"])
+        #expect(removed.status == 0, "\(String(decoding: removed.errorOutput, as: UTF8.self))")
+        #expect(await events.wait { Events.hasSinkError($0) }, "\(events.all)")
+        queue.dispose(immediately: true)
+    }
+
     @Test func probeSaysWhetherAServerServesAudio() async throws {
         let server = try await PrivatePipeWire.start()
         if case .failure(let error) = PipeWireSink.probe(remote: server.remote) { Issue.record("no answer from a running server: \(error)") }

@@ -4,6 +4,7 @@ import ALSASink
 import AudioFileStream
 import BufferQueue
 import PulseAudioSink
+import PipeWireSink
 import CRenderThreadCounter
 import CodecTestSupport
 import RubberBandTimePitch
@@ -362,6 +363,26 @@ extension RenderThreadContractTests {
             }
             _ = await server.stopRecording()
             counts.report("PulseAudio, \(stage)")
+            #expect(counts.renders >= 20, "\(stage): \(counts)")
+            #expect(counts.isClean, "\(stage): \(counts)")
+        }
+
+        /// The same on PipeWire's data thread, through a private PipeWire at a 20 ms latency (the
+        /// stream at the queue's rate, resampled by PipeWire to the sink's 48 kHz): the sink's
+        /// process callback renders, and its own work (dequeuing and queuing the buffer) is
+        /// outside the bracket.
+        @Test(.enabled(if: !PrivatePipeWire.missing, "PipeWire or WirePlumber is missing (make deps installs them)"),
+              arguments: [Stage.plain, .conversion])
+        func pipeWiresDataThreadRendersWithoutAllocatingOrWaiting(_ stage: Stage) async throws {
+            let server = try await PrivatePipeWire.start()
+            try await server.startRecording()
+            let sink = PipeWireSink(configuration: .init(remote: server.remote, target: "out", targetLatency: .milliseconds(20),
+                                                         applicationName: "RealtimeTests"))
+            let counts = try await Self.steadyState(stage, sink: sink, convertingTo: (48_000, 2)) { frames in
+                await server.waitForSound(frames: frames * 48_000 / Self.rate, timeout: .seconds(10))
+            }
+            _ = await server.stopRecording()
+            counts.report("PipeWire, \(stage)")
             #expect(counts.renders >= 20, "\(stage): \(counts)")
             #expect(counts.isClean, "\(stage): \(counts)")
         }

@@ -134,6 +134,14 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
         }
     }
 
+    /// Waits until at least `frames` frames of sound have been recorded.
+    public func waitForSound(frames: Int, timeout: Duration = .seconds(10)) async -> Bool {
+        await recording.wait(timeout: timeout) { $0.soundFrames >= frames }
+    }
+
+    /// What has been recorded so far.
+    public func captured() -> [Float] { recording.current.samples }
+
     /// Stops recording once `soundFrames` frames of sound and then 0.1 s of silence have arrived
     /// (at most 10 s); returns the interleaved samples captured.
     public func stopRecording(soundFrames: Int = 1, rate: Int = 48000, channels: Int = 2) async -> [Float] {
