@@ -60,6 +60,7 @@ struct aq_pw_stream {
     struct spa_hook listener;
     aq_pw_stream_callbacks callbacks;
     uint32_t rate, channels;
+    int capture;
     /// The gate the data thread passes to render: open between start and pause.
     atomic_int open;
     /// Render calls in progress, and whether pause waits for them to end (then `idle` is posted).
@@ -359,6 +360,27 @@ static void on_process(void *data) {
     PW(pw_stream_queue_buffer)(s->stream, b);
 }
 
+/// The data thread, for a capture stream: what the buffer holds goes to the callback while the
+/// gate is open.
+static void on_capture(void *data) {
+    struct aq_pw_stream *s = data;
+    struct pw_buffer *b = PW(pw_stream_dequeue_buffer)(s->stream);
+    if (!b) return;
+    struct spa_data *d = &b->buffer->datas[0];
+    uint32_t stride = 4 * s->channels;
+    if (d->data && d->chunk && stride > 0) {
+        uint32_t offset = d->chunk->offset % (d->maxsize ? d->maxsize : 1);
+        uint32_t size = d->chunk->size;
+        if (offset + size > d->maxsize) size = d->maxsize - offset;
+        atomic_fetch_add(&s->rendering, 1);
+        if (atomic_load(&s->open) && size >= stride) {
+            s->callbacks.capture(s->callbacks.context, (const float *)((const uint8_t *)d->data + offset), size / stride);
+        }
+        if (atomic_fetch_sub(&s->rendering, 1) == 1 && atomic_load(&s->pause_waiting)) sem_post(&s->idle);
+    }
+    PW(pw_stream_queue_buffer)(s->stream, b);
+}
+
 static void on_drained(void *data) {
     struct aq_pw_stream *s = data;
     if (s->callbacks.drained) s->callbacks.drained(s->callbacks.context);
@@ -369,6 +391,12 @@ static const struct pw_stream_events stream_events = {
     .state_changed = on_state_changed,
     .process = on_process,
     .drained = on_drained,
+};
+
+static const struct pw_stream_events capture_events = {
+    .version = PW_VERSION_STREAM_EVENTS,
+    .state_changed = on_state_changed,
+    .process = on_capture,
 };
 
 static enum spa_audio_channel position_named(const char *name, size_t length) {
@@ -388,9 +416,10 @@ static enum spa_audio_channel position_named(const char *name, size_t length) {
     return SPA_AUDIO_CHANNEL_UNKNOWN;
 }
 
-aq_pw_stream *aq_pw_stream_open_playback(aq_pw_connection *c, const char *name, const char *role, const char *target,
-                                         uint32_t rate, uint32_t channels, const char *positions, uint32_t latency_frames,
-                                         aq_pw_stream_callbacks callbacks, int timeout_ms, char *error, size_t error_size) {
+static aq_pw_stream *open_stream(aq_pw_connection *c, int capture, int monitor, const char *name, const char *role,
+                                 const char *target, uint32_t rate, uint32_t channels, const char *positions,
+                                 uint32_t latency_frames, aq_pw_stream_callbacks callbacks, int timeout_ms,
+                                 char *error, size_t error_size) {
     if (!c || channels == 0 || channels > SPA_AUDIO_MAX_CHANNELS || rate == 0) {
         copy_error(error, error_size, "no connection, or a rate or channel count PipeWire cannot take");
         return NULL;
@@ -401,6 +430,7 @@ aq_pw_stream *aq_pw_stream_open_playback(aq_pw_connection *c, const char *name, 
     s->callbacks = callbacks;
     s->rate = rate;
     s->channels = channels;
+    s->capture = capture;
     sem_init(&s->idle, 0, 0);
 
     struct spa_audio_info_raw info = { .format = SPA_AUDIO_FORMAT_F32, .rate = rate, .channels = channels };
@@ -422,8 +452,9 @@ aq_pw_stream *aq_pw_stream_open_playback(aq_pw_connection *c, const char *name, 
     PW(pw_thread_loop_lock)(c->loop);
     struct pw_properties *properties = PW(pw_properties_new)(NULL, NULL);
     PW(pw_properties_set)(properties, PW_KEY_MEDIA_TYPE, "Audio");
-    PW(pw_properties_set)(properties, PW_KEY_MEDIA_CATEGORY, "Playback");
-    PW(pw_properties_set)(properties, PW_KEY_MEDIA_ROLE, role ? role : "Music");
+    PW(pw_properties_set)(properties, PW_KEY_MEDIA_CATEGORY, capture ? "Capture" : "Playback");
+    PW(pw_properties_set)(properties, PW_KEY_MEDIA_ROLE, role ? role : (capture ? "Production" : "Music"));
+    if (monitor) PW(pw_properties_set)(properties, PW_KEY_STREAM_CAPTURE_SINK, "true");
     PW(pw_properties_set)(properties, PW_KEY_MEDIA_NAME, name ? name : "playback");
     char latency[64];
     snprintf(latency, sizeof latency, "%u/%u", latency_frames > 0 ? latency_frames : rate / 50, rate);
@@ -440,12 +471,12 @@ aq_pw_stream *aq_pw_stream_open_playback(aq_pw_connection *c, const char *name, 
         free(s);
         return NULL;
     }
-    PW(pw_stream_add_listener)(s->stream, &s->listener, &stream_events, s);
+    PW(pw_stream_add_listener)(s->stream, &s->listener, capture ? &capture_events : &stream_events, s);
     s->next = c->streams;
     c->streams = s;
     enum pw_stream_flags flags = PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_INACTIVE | PW_STREAM_FLAG_MAP_BUFFERS
         | PW_STREAM_FLAG_RT_PROCESS | (target ? PW_STREAM_FLAG_DONT_RECONNECT : 0);
-    int result = PW(pw_stream_connect)(s->stream, PW_DIRECTION_OUTPUT, PW_ID_ANY, flags, params, 1);
+    int result = PW(pw_stream_connect)(s->stream, capture ? PW_DIRECTION_INPUT : PW_DIRECTION_OUTPUT, PW_ID_ANY, flags, params, 1);
     int ready = 0;
     if (result < 0) {
         snprintf(error, error_size, "pw_stream_connect failed: %s", spa_strerror(result));
@@ -463,6 +494,20 @@ aq_pw_stream *aq_pw_stream_open_playback(aq_pw_connection *c, const char *name, 
     PW(pw_thread_loop_unlock)(c->loop);
     if (!ready) { aq_pw_stream_close(s); return NULL; }
     return s;
+}
+
+aq_pw_stream *aq_pw_stream_open_playback(aq_pw_connection *c, const char *name, const char *role, const char *target,
+                                         uint32_t rate, uint32_t channels, const char *positions, uint32_t latency_frames,
+                                         aq_pw_stream_callbacks callbacks, int timeout_ms, char *error, size_t error_size) {
+    if (!callbacks.render) { copy_error(error, error_size, "a playback stream needs a render callback"); return NULL; }
+    return open_stream(c, 0, 0, name, role, target, rate, channels, positions, latency_frames, callbacks, timeout_ms, error, error_size);
+}
+
+aq_pw_stream *aq_pw_stream_open_capture(aq_pw_connection *c, const char *name, const char *target, int monitor,
+                                        uint32_t rate, uint32_t channels, const char *positions, uint32_t latency_frames,
+                                        aq_pw_stream_callbacks callbacks, int timeout_ms, char *error, size_t error_size) {
+    if (!callbacks.capture) { copy_error(error, error_size, "a capture stream needs a capture callback"); return NULL; }
+    return open_stream(c, 1, monitor, name, NULL, target, rate, channels, positions, latency_frames, callbacks, timeout_ms, error, error_size);
 }
 
 void aq_pw_stream_start(aq_pw_stream *s) {

@@ -122,18 +122,10 @@ public final class PipeWireSink: AudioSink {
         let layout = channelLayout.channelCount == format.channelsPerFrame ? channelLayout : .default(channels: format.channelsPerFrame)
         close()
         try state.withLock { state in
-            if let connection = state.connection, aq_pw_connection_failed(connection) != 0 {
-                aq_pw_disconnect(connection)
-                state.connection = nil
-            }
+            state.connection = try pipeWireConnection(reusing: state.connection, remote: configuration.remote,
+                                                      application: configuration.applicationName, timeout: configuration.timeout)
             var message = [CChar](repeating: 0, count: 512)
             let timeout = Int32(Self.milliseconds(configuration.timeout))
-            if state.connection == nil {
-                guard let made = aq_pw_connect(configuration.remote, configuration.applicationName, timeout, &message, message.count) else {
-                    throw AudioQueueError(.cannotStart, String(cString: message))
-                }
-                state.connection = made
-            }
             let context = Unmanaged.passRetained(RenderContext(source: source, channels: format.channelsPerFrame, scheduling: scheduling,
                                                                place: configuration.target ?? "the default sink"))
             let callbacks = aq_pw_stream_callbacks(
@@ -142,6 +134,7 @@ public final class PipeWireSink: AudioSink {
                     guard let context, let data else { return }
                     Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().render(into: data, frames: Int(frames))
                 },
+                capture: nil,
                 started: { context in
                     guard let context else { return }
                     Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().source.reportPlaybackStarted()
@@ -255,6 +248,20 @@ public final class PipeWireSink: AudioSink {
             }
         }.joined(separator: ",")
     }
+}
+
+/// A connection to `remote`: `existing` while it has not failed, else a new one (the server may be
+/// back). Throws when none can be made within `timeout`.
+func pipeWireConnection(reusing existing: OpaquePointer?, remote: String?, application: String, timeout: Duration) throws -> OpaquePointer {
+    if let existing {
+        if aq_pw_connection_failed(existing) == 0 { return existing }
+        aq_pw_disconnect(existing)
+    }
+    var message = [CChar](repeating: 0, count: 512)
+    guard let made = aq_pw_connect(remote, application, Int32(PipeWireSink.milliseconds(timeout)), &message, message.count) else {
+        throw AudioQueueError(.cannotStart, String(cString: message))
+    }
+    return made
 }
 
 /// What the render thread asked for and got, shared by the sink and its streams' contexts.

@@ -47,6 +47,9 @@ typedef struct aq_pw_stream_callbacks {
     /// PipeWire's data thread, under the render thread's contract: fill `frames` interleaved
     /// float32 frames. Called only between aq_pw_stream_start and aq_pw_stream_pause.
     void (*render)(void *context, float *data, uint32_t frames);
+    /// For a capture stream, the same thread and contract: `frames` interleaved float32 frames
+    /// were captured.
+    void (*capture)(void *context, const float *data, uint32_t frames);
     /// The loop's thread: the stream is streaming after aq_pw_stream_start.
     void (*started)(void *context);
     /// The loop's thread: what was queued before aq_pw_stream_drain has been played.
@@ -66,7 +69,13 @@ aq_pw_stream *aq_pw_stream_open_playback(aq_pw_connection *connection, const cha
                                          const char *positions, uint32_t latency_frames,
                                          aq_pw_stream_callbacks callbacks, int timeout_ms,
                                          char *error, size_t error_size);
-/// Activates the stream and lets the data thread render.
+/// Opens an inactive capture stream of interleaved float32 at `rate` with `channels` channels
+/// from `target` (a source's node name; with `monitor` nonzero, a sink whose output is
+/// recorded); NULL: the default source (or, with `monitor`, the default sink's output).
+aq_pw_stream *aq_pw_stream_open_capture(aq_pw_connection *connection, const char *name, const char *target, int monitor,
+                                        uint32_t rate, uint32_t channels, const char *positions, uint32_t latency_frames,
+                                        aq_pw_stream_callbacks callbacks, int timeout_ms, char *error, size_t error_size);
+/// Activates the stream and lets the data thread render (or deliver what it captured).
 void aq_pw_stream_start(aq_pw_stream *stream);
 /// Stops rendering: when this returns no render call is in progress and none starts until
 /// aq_pw_stream_start. The stream is deactivated; what it holds stays.
