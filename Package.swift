@@ -339,7 +339,7 @@ let package = Package(
         .executableTarget(
             name: "aqrecord",
             dependencies: ["AudioCodecs", "AudioFileStream", "ExampleOptions",
-                "AudioPlayback", "BufferQueue", "PulseAudioSink",
+                "AudioPlayback", "BufferQueue", "PulseAudioSink", "PipeWireSink",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/aqrecord"

@@ -1,4 +1,4 @@
-// aqrecord: records from PulseAudio (a source or a sink's monitor) or a generated signal through an
+// aqrecord: records from PipeWire or PulseAudio (a source or what a sink plays) or a generated signal through an
 // input audio queue into a file, the way Apple's AudioQueueNewInput samples do: a few buffers,
 // each written and enqueued again in the input callback. The queue encodes (AAC, ALAC, FLAC, Opus
 // …) and hands out packets; the file is kept playable as it grows.
@@ -12,6 +12,7 @@ import BufferQueue
 import AudioCodecs
 import Dispatch
 import ExampleOptions
+import PipeWireSink
 import PulseAudioSink
 import Synchronization
 
@@ -26,7 +27,7 @@ struct AQRecord: AsyncParsableCommand {
             up to the last second written (fragmented MP4, Ogg pages, FLAC frames, WAV and CAF sizes).
             """)
 
-    enum SourceChoice: String, ExpressibleByArgument, CaseIterable { case pulse, null }
+    enum SourceChoice: String, ExpressibleByArgument, CaseIterable { case pipewire, pulse, null }
     enum SampleFormat: String, ExpressibleByArgument, CaseIterable { case s16, s24, f32 }
     @Argument(help: "The file to write: OUT.m4a, OUT.opus, OUT.flac, OUT.caf, OUT.wav or OUT.aif.")
     var output: String?
@@ -40,10 +41,10 @@ struct AQRecord: AsyncParsableCommand {
     @Option(help: "Encoder quality 0...10 (FLAC's level, Opus's complexity).")
     var quality: Int?
 
-    @Option(help: "Where the sound comes from: pulse (default) or null (a 440 Hz sine, for machines without a server).")
-    var source: SourceChoice = .pulse
+    @Option(help: "Where the sound comes from: pipewire, pulse or null (a 440 Hz sine, for machines without a server). Default: AQ_INPUT, else PipeWire where it serves audio, else PulseAudio.")
+    var source: SourceChoice?
 
-    @Option(help: "PulseAudio source name, or SINK.monitor to record what a sink plays (see --list-devices). Default: the server's default source.")
+    @Option(help: "Source name (PipeWire node or PulseAudio source), or SINK.monitor to record what a sink plays (see --list-devices). Default: the server's default source.")
     var device: String?
 
     @Option(help: "PulseAudio server address (default: the usual one).")
@@ -77,13 +78,32 @@ struct AQRecord: AsyncParsableCommand {
         if let rate, !(rate >= 1000 && rate <= 768_000) { throw ValidationError("--rate must be in 1000...768000") }
         guard (1...8).contains(channels) else { throw ValidationError("--channels must be 1...8") }
         if fast && source != .null { throw ValidationError("--fast only applies to --source null") }
+        if let setting = getenv("AQ_INPUT").map({ String(cString: $0) }), !setting.isEmpty, source == nil,
+           SourceChoice(rawValue: String(setting.split(separator: ":").first ?? "")) == nil {
+            throw ValidationError("AQ_INPUT '\(setting)' is not pipewire, pulse or null")
+        }
+    }
+
+    /// --source, else AQ_INPUT, else PipeWire where it serves audio, else PulseAudio.
+    var chosenSource: SourceChoice {
+        if let source { return source }
+        if let setting = getenv("AQ_INPUT").map({ String(cString: $0) }), let named = SourceChoice(rawValue: String(setting.split(separator: ":").first ?? "")) {
+            return named
+        }
+        if case .success = PipeWireSink.probe() { return .pipewire }
+        return .pulse
     }
 
     func run() async throws {
+        let source = chosenSource
         if listDevices {
-            for device in try PulseAudioSource.devices(server: server) {
-                print("\(device.isDefault ? "*" : " ") \(device.name)  (\(device.description); \(Int(device.sampleRate)) Hz, \(device.channels) ch\(device.isMonitor ? "; monitor" : ""))")
+            let devices = source == .pipewire ? try PipeWireSource.devices() : try PulseAudioSource.devices(server: server)
+            for device in devices {
+                let rate = device.sampleRate > 0 ? "; \(Int(device.sampleRate)) Hz" : ""
+                let channels = device.channels > 0 ? ", \(device.channels) ch" : ""
+                print("\(device.isDefault ? "*" : " ") \(device.name)  (\(device.description)\(rate)\(channels)\(device.isMonitor ? "; monitor" : ""))")
             }
+            if source == .pipewire { print("  (SINK.monitor records what a sink plays: see aqplay --sink pipewire --list-devices)") }
             return
         }
         guard let output, let type = AudioFileWriter.fileType(forPath: output) else { return }
@@ -91,6 +111,16 @@ struct AQRecord: AsyncParsableCommand {
         let audioSource: any AudioSource
         var sampleRate = rate ?? 48000
         switch source {
+        case .pipewire:
+            // SINK.monitor: what the sink plays; else a source (nil: the default one).
+            let monitor = device?.hasSuffix(".monitor") == true
+            let target = monitor ? device.map { String($0.dropLast(".monitor".count)) } : device
+            if rate == nil, let target {
+                let node = try PipeWireSink.nodes().first { $0.name == target }
+                guard let node else { throw ValidationError("PipeWire has no node named \(target); see --list-devices") }
+                if node.sampleRate > 0 { sampleRate = node.sampleRate }
+            }
+            audioSource = PipeWireSource(configuration: .init(target: target, monitor: monitor, applicationName: "aqrecord"))
         case .pulse:
             let configuration = PulseAudioSource.Configuration(server: server, device: device, applicationName: "aqrecord")
             if rate == nil {

@@ -30,9 +30,9 @@ enum Hardware {
         case inputDevice:
             switch Device.input {
             case .null, .alsa: return AudioDeviceInfo(name: "null", description: "Null input", sampleRate: 44100, channels: 2, isDefault: true)
-            case .pipeWire:
-                let devices = (try? PulseAudioSource.devices()) ?? []
-                return devices.first { $0.isDefault }
+            case .pipeWire(let target):
+                let devices = (try? PipeWireSource.devices()) ?? []
+                return devices.first { target == nil ? $0.isDefault : $0.name == target }
             case .pulse(let name):
                 let devices = (try? PulseAudioSource.devices()) ?? []
                 return devices.first { name == nil ? $0.isDefault : $0.name == name }

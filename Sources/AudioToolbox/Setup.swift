@@ -3,6 +3,7 @@ internal import AudioCodecs
 internal import PulseAudioSink
 internal import ALSASink
 internal import AudioOutput
+internal import PipeWireSink
 import Foundation
 
 /// What every entry point needs before it runs: the decoders, encoders and resampler registered
@@ -18,13 +19,14 @@ enum Setup {
 }
 
 /// Where a queue plays or records, from `AQ_OUTPUT` / `AQ_INPUT`:
-/// - `pipewire` or `pipewire:TARGET` — PipeWire itself (output only; for input, PipeWire's
-///   PulseAudio layer is used);
+/// - `pipewire` or `pipewire:TARGET` — PipeWire itself (for input, `TARGET.monitor` records
+///   what the sink TARGET plays);
 /// - `null` — the null device, paced in real time (`null:unpaced`: as fast as the queue decodes);
 /// - `pulse` or `pulse:SINK` — PulseAudio (the default server, or `PULSE_SERVER`'s);
 /// - `alsa` or `alsa:PCM` — ALSA (`default`, `hw:0,0`, or a PCM of `~/.asoundrc`).
 /// Unset: for output the first of PipeWire, PulseAudio and ALSA that answers a probe
-/// (AudioOutput's order), else the null device; for input PulseAudio when a server answers.
+/// (AudioOutput's order), else the null device; for input PipeWire where it was found for
+/// output, else PulseAudio when a server answers.
 enum Device: Equatable {
     case null(unpaced: Bool)
     case pipeWire(String?)
@@ -52,7 +54,7 @@ enum Device: Equatable {
     /// An input setting.
     init(inputSetting setting: String?) {
         guard let setting, !setting.isEmpty else {
-            self = Self.serverAnswers ? .pulse(nil) : .null(unpaced: false)
+            if case .pipeWire = Self.probedOutput { self = .pipeWire(nil) } else { self = Self.serverAnswers ? .pulse(nil) : .null(unpaced: false) }
             return
         }
         guard let named = try? AudioOutputChoice.choose(setting: setting).device else {
@@ -66,7 +68,7 @@ enum Device: Equatable {
     /// Whether a PulseAudio server answers, asked once per process.
     private static let serverAnswers: Bool = PulseAudioSink.serverIsReachable()
     /// The output found by probing, asked once per process.
-    private static let probedOutput = AudioOutputChoice.probe().device
+    static let probedOutput = AudioOutputChoice.probe().device
 
     static var output: Device {
         let setting = ProcessInfo.processInfo.environment["AQ_OUTPUT"]
@@ -85,9 +87,11 @@ enum Device: Equatable {
     func makeSource() -> (any AudioSource)? {
         switch self {
         case .null: return nil
-        case .pipeWire:
-            // No native PipeWire source yet: PipeWire's PulseAudio layer records.
-            return PulseAudioSource(configuration: .init(applicationName: Self.programName, streamName: Self.programName))
+        case .pipeWire(let target):
+            // TARGET.monitor: what the sink TARGET plays.
+            let monitor = target?.hasSuffix(".monitor") == true
+            return PipeWireSource(configuration: .init(target: monitor ? target.map { String($0.dropLast(".monitor".count)) } : target,
+                                                       monitor: monitor, applicationName: Self.programName, streamName: Self.programName))
         case .pulse(let name):
             return PulseAudioSource(configuration: .init(device: name, applicationName: Self.programName, streamName: Self.programName))
         case .alsa:

@@ -59,6 +59,46 @@ struct OutputChoiceTests {
         await pipeWire.kill()
     }
 
+    /// `aqplay --sink pipewire --device out`: what the sink plays is the file, bit for bit, and
+    /// `aqrecord --source pipewire --device out.monitor` records it as a float WAV, bit for bit.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: aqplay), "aqplay is not built beside the tests"))
+    func aqplayAndAqrecordThroughPipeWire() async throws {
+        let server = try await PrivatePipeWire.start()
+        let samples = signal(frames: 24_000)
+        let file = server.runtime + "/tone.wav", recorded = server.runtime + "/recorded.wav"
+        try PipeWireSourceTests.floatWAV(samples, rate: 48000, channels: 2).write(to: URL(fileURLWithPath: file))
+        try await server.startRecording()
+        let aqrecord = URL(fileURLWithPath: Self.aqplay).deletingLastPathComponent().appendingPathComponent("aqrecord").path
+        // aqrecord captures once its file holds a first buffer (0.1 s: it writes only what it captured).
+        let capturing = Watched(false)
+        let watcher = try DirectoryWatcher(server.runtime, everyWrite: true) { name in
+            guard name == "recorded.wav" else { return }
+            let size = (try? FileManager.default.attributesOfItem(atPath: recorded)[.size] as? Int) ?? 0
+            if size > 38_400 { capturing.update { $0 = true } }
+        }
+        defer { watcher.stop() }
+        let recording = Task {
+            try await runTool(aqrecord, ["--source", "pipewire", "--device", "out.monitor", "--duration", "4", "--format", "f32", recorded],
+                              environment: ["PIPEWIRE_REMOTE": server.remote], timeout: .seconds(30))
+        }
+        #expect(await capturing.wait(timeout: .seconds(15), until: { $0 }), "aqrecord wrote nothing")
+        let played = try await runTool(Self.aqplay, ["--sink", "pipewire", "--device", "out", "--latency", "20", "--fade", "0", file],
+                                       environment: ["PIPEWIRE_REMOTE": server.remote], timeout: .seconds(30))
+        #expect(played.status == 0, "\(String(decoding: played.errorOutput, as: UTF8.self))")
+        #expect(String(decoding: played.output, as: UTF8.self).contains("through PipeWire (out)"))
+        let heard = trimSilence(await server.stopRecording(soundFrames: 24_000), channels: 2)
+        #expect(difference(heard, samples) == nil)
+        let wrote = try await recording.value
+        #expect(wrote.status == 0, "\(String(decoding: wrote.errorOutput, as: UTF8.self))")
+        let data = try Data(contentsOf: URL(fileURLWithPath: recorded))
+        // The float WAV's samples after its header's data chunk.
+        guard let chunk = data.range(of: Data("data".utf8)) else { Issue.record("no data chunk in \(recorded)"); return }
+        let body = data[(chunk.upperBound + 4)...]
+        let floats = body.withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+        #expect(floats.count == 192_000 * 2, "exactly --duration's frames")
+        #expect(difference(trimSilence(floats, channels: 2), samples) == nil)
+    }
+
     @Test func settingsNameTheirOutput() throws {
         #expect(try AudioOutputChoice.choose(setting: "pipewire").device == .pipeWire(target: nil))
         #expect(try AudioOutputChoice.choose(setting: "pipewire:alsa_output.usb").device == .pipeWire(target: "alsa_output.usb"))
