@@ -51,6 +51,15 @@ struct aq_pw_connection {
     char failure[256];
     /// The streams open on the connection (loop lock held to change it).
     struct aq_pw_stream *streams;
+    /// The default-sink watch (loop lock held): the registry and the `default` metadata, the
+    /// name last seen, and whom to tell.
+    struct pw_registry *watch_registry;
+    struct spa_hook watch_registry_listener;
+    struct pw_metadata *watch_metadata;
+    struct spa_hook watch_metadata_listener;
+    char default_sink[256];
+    void (*default_changed)(void *context, const char *sink);
+    void *default_context;
 };
 
 struct aq_pw_stream {
@@ -102,7 +111,9 @@ static void on_core_done(void *data, uint32_t id, int seq) {
 static void on_core_error(void *data, uint32_t id, int seq, int res, const char *message) {
     (void)seq;
     aq_pw_connection *c = data;
-    if (id != PW_ID_CORE) return;
+    // Only a broken connection is fatal; the server also reports errors about single objects
+    // on the core (an operation on a node that was just removed), which the streams see themselves.
+    if (id != PW_ID_CORE || res != -EPIPE) return;
     snprintf(c->failure, sizeof c->failure, "%s (%s)", message ? message : "error", spa_strerror(res));
     atomic_store(&c->failed, 1);
     for (struct aq_pw_stream *s = c->streams; s; s = s->next) {
@@ -167,6 +178,14 @@ aq_pw_connection *aq_pw_connect(const char *remote, const char *application, int
 void aq_pw_disconnect(aq_pw_connection *c) {
     if (!c) return;
     PW(pw_thread_loop_stop)(c->loop);
+    if (c->watch_metadata) {
+        spa_hook_remove(&c->watch_metadata_listener);
+        PW(pw_proxy_destroy)((struct pw_proxy *)c->watch_metadata);
+    }
+    if (c->watch_registry) {
+        spa_hook_remove(&c->watch_registry_listener);
+        PW(pw_proxy_destroy)((struct pw_proxy *)c->watch_registry);
+    }
     if (c->core) {
         spa_hook_remove(&c->core_listener);
         PW(pw_core_disconnect)(c->core);
@@ -199,6 +218,15 @@ struct node_listing {
 
 static char *copy_string(const char *text) { return strdup(text ? text : ""); }
 
+/// The node name in a `default` metadata value: JSON { "name": "alsa_output.pci-0000_00_1f.3.analog-stereo" }.
+static void name_in_default_value(const char *value, char *name, size_t size) {
+    name[0] = 0;
+    const char *key = value ? strstr(value, "\"name\"") : NULL;
+    const char *open = key ? strchr(key + 6, '"') : NULL;
+    const char *close = open ? strchr(open + 1, '"') : NULL;
+    if (open && close) snprintf(name, size, "%.*s", (int)(close - open - 1), open + 1);
+}
+
 static int on_metadata_property(void *data, uint32_t subject, const char *key, const char *type, const char *value) {
     (void)subject; (void)type;
     struct node_listing *l = data;
@@ -206,11 +234,7 @@ static int on_metadata_property(void *data, uint32_t subject, const char *key, c
     char *target = strcmp(key, "default.audio.sink") == 0 ? l->default_sink
                  : strcmp(key, "default.audio.source") == 0 ? l->default_source : NULL;
     if (!target) return 0;
-    // The value is JSON: { "name": "alsa_output.pci-0000_00_1f.3.analog-stereo" }.
-    const char *name = strstr(value, "\"name\"");
-    const char *open = name ? strchr(name + 6, '"') : NULL;
-    const char *close = open ? strchr(open + 1, '"') : NULL;
-    if (open && close) snprintf(target, 256, "%.*s", (int)(close - open - 1), open + 1);
+    name_in_default_value(value, target, 256);
     return 0;
 }
 
@@ -314,6 +338,73 @@ int aq_pw_list_nodes(aq_pw_connection *c, aq_pw_node_callback callback, void *co
     }
     free(l.nodes);
     return answered ? (int)l.count : -1;
+}
+
+// MARK: the default sink, watched
+
+static int on_watch_property(void *data, uint32_t subject, const char *key, const char *type, const char *value) {
+    (void)subject; (void)type;
+    aq_pw_connection *c = data;
+    // A NULL key clears every property: there is no default any more.
+    if (key && strcmp(key, "default.audio.sink") != 0) return 0;
+    char name[256];
+    name_in_default_value(value, name, sizeof name);
+    if (strcmp(name, c->default_sink) == 0) return 0;
+    snprintf(c->default_sink, sizeof c->default_sink, "%s", name);
+    if (c->default_changed) c->default_changed(c->default_context, c->default_sink);
+    return 0;
+}
+
+static const struct pw_metadata_events watch_metadata_events = {
+    .version = PW_VERSION_METADATA_EVENTS,
+    .property = on_watch_property,
+};
+
+static void on_watch_global(void *data, uint32_t id, uint32_t permissions, const char *type, uint32_t version,
+                            const struct spa_dict *props) {
+    (void)permissions; (void)version;
+    aq_pw_connection *c = data;
+    if (!props || strcmp(type, PW_TYPE_INTERFACE_Metadata) != 0 || c->watch_metadata) return;
+    const char *name = spa_dict_lookup(props, PW_KEY_METADATA_NAME);
+    if (!name || strcmp(name, "default") != 0) return;
+    c->watch_metadata = pw_registry_bind(c->watch_registry, id, PW_TYPE_INTERFACE_Metadata, PW_VERSION_METADATA, 0);
+    if (c->watch_metadata) pw_metadata_add_listener(c->watch_metadata, &c->watch_metadata_listener, &watch_metadata_events, c);
+}
+
+static const struct pw_registry_events watch_registry_events = {
+    .version = PW_VERSION_REGISTRY_EVENTS,
+    .global = on_watch_global,
+};
+
+/// A round trip on the connection (loop lock held); 0 when the server did not answer in time.
+static int round_trip(aq_pw_connection *c, int timeout_ms) {
+    c->synced = 0;
+    c->sync_seq = pw_core_sync(c->core, PW_ID_CORE, 0);
+    return wait_until(c->loop, &c->synced, &c->failed, timeout_ms);
+}
+
+int aq_pw_watch_default_sink(aq_pw_connection *c, void (*changed)(void *context, const char *sink), void *context, int timeout_ms) {
+    if (!c) return -1;
+    PW(pw_thread_loop_lock)(c->loop);
+    int result = 0;
+    if (!c->watch_registry) {
+        c->watch_registry = pw_core_get_registry(c->core, PW_VERSION_REGISTRY, 0);
+        if (c->watch_registry) pw_registry_add_listener(c->watch_registry, &c->watch_registry_listener, &watch_registry_events, c);
+    }
+    // The first round trip brings the metadata's global (bound then), the second its properties.
+    if (!c->watch_registry || !round_trip(c, timeout_ms) || (c->watch_metadata && !round_trip(c, timeout_ms))) result = -1;
+    else result = c->watch_metadata ? 1 : 0;
+    c->default_changed = changed;
+    c->default_context = context;
+    PW(pw_thread_loop_unlock)(c->loop);
+    return result;
+}
+
+void aq_pw_default_sink(aq_pw_connection *c, char *name, size_t size) {
+    if (!c || size == 0) return;
+    PW(pw_thread_loop_lock)(c->loop);
+    snprintf(name, size, "%s", c->default_sink);
+    PW(pw_thread_loop_unlock)(c->loop);
 }
 
 // MARK: stream

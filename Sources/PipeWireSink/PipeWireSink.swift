@@ -57,19 +57,36 @@ public final class PipeWireSink: AudioSink {
 
     public let configuration: Configuration
 
-    /// The connection and the stream: changed by the control methods, under the lock. The loop's
-    /// and the data thread's callbacks never take it (they reach the stream's ``RenderContext``).
+    /// The connection and the stream: changed by the control methods and by a move to another
+    /// device, under the lock. The loop's and the data thread's callbacks never take it (they
+    /// reach the stream's ``RenderContext``; a move is done on `follower`).
     private struct State {
         var connection: OpaquePointer?
         var stream: OpaquePointer?
         var context: Unmanaged<RenderContext>?
         var format = AudioStreamDescription.float32(sampleRate: 48000, channels: 2)
+        var layout = AudioChannelLayout.stereo
+        var source: AudioRenderSource?
+        /// Whether the default sink is watched on this connection.
+        var watching = false
+        /// The node the stream plays to, when it follows the default (nil: pinned, or no default known).
+        var following: String?
+        var started = false
+        var draining = false
+        /// Streams left behind by a move, playing out what they hold; closed when drained.
+        var retiring: [(stream: OpaquePointer, context: Unmanaged<RenderContext>)] = []
     }
     private let state = Mutex(State())
     private let scheduling = SchedulingRecord()
+    /// Where moves to a new default device happen (never on the loop's thread, which a new
+    /// stream needs in order to connect).
+    private let follower = DispatchQueue(label: "PipeWireSink.follow")
+    /// What the loop's thread reaches for default changes and failures: the sink, weakly.
+    private let weakSelf = WeakPipeWireSink()
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
+        weakSelf.sink.withLock { $0 = WeakReferenceBox(self) }
     }
 
     deinit {
@@ -122,54 +139,150 @@ public final class PipeWireSink: AudioSink {
         let layout = channelLayout.channelCount == format.channelsPerFrame ? channelLayout : .default(channels: format.channelsPerFrame)
         close()
         try state.withLock { state in
-            state.connection = try pipeWireConnection(reusing: state.connection, remote: configuration.remote,
-                                                      application: configuration.applicationName, timeout: configuration.timeout)
-            var message = [CChar](repeating: 0, count: 512)
-            let timeout = Int32(Self.milliseconds(configuration.timeout))
-            let context = Unmanaged.passRetained(RenderContext(source: source, channels: format.channelsPerFrame, scheduling: scheduling,
-                                                               place: configuration.target ?? "the default sink"))
-            let callbacks = aq_pw_stream_callbacks(
-                context: context.toOpaque(),
-                render: { context, data, frames in
-                    guard let context, let data else { return }
-                    Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().render(into: data, frames: Int(frames))
-                },
-                capture: nil,
-                started: { context in
-                    guard let context else { return }
-                    Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().source.reportPlaybackStarted()
-                },
-                drained: { context in
-                    guard let context else { return }
-                    Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().drained()
-                },
-                failed: { context, message in
-                    guard let context else { return }
-                    Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().failed(message.map { String(cString: $0) } ?? "")
-                })
-            let latency = UInt32(max(1, Self.milliseconds(configuration.targetLatency)) * Int(format.sampleRate) / 1000)
-            guard let stream = aq_pw_stream_open_playback(state.connection, configuration.streamName, configuration.role, configuration.target,
-                                                          UInt32(format.sampleRate), UInt32(format.channelsPerFrame), Self.positions(layout),
-                                                          latency, callbacks, timeout, &message, message.count) else {
-                context.release()
-                throw AudioQueueError(.cannotStart, "PipeWire could not open a stream to \(configuration.target ?? "the default sink"): \(String(cString: message))")
+            let connection = try pipeWireConnection(reusing: state.connection, remote: configuration.remote,
+                                                    application: configuration.applicationName, timeout: configuration.timeout)
+            if connection != state.connection { state.watching = false }
+            state.connection = connection
+            state.format = format
+            state.layout = layout
+            state.source = source
+            var target = configuration.target
+            state.following = nil
+            if target == nil {
+                // Follow the default: the stream is pinned to it by name (so that the session
+                // manager does not move it, dropping what it holds) and moved here when it changes.
+                if !state.watching {
+                    let box = Unmanaged.passUnretained(weakSelf).toOpaque()
+                    _ = aq_pw_watch_default_sink(connection, { context, sink in
+                        guard let context, let sink else { return }
+                        Unmanaged<WeakPipeWireSink>.fromOpaque(context).takeUnretainedValue().defaultChanged(String(cString: sink))
+                    }, box, Int32(Self.milliseconds(configuration.timeout)))
+                    state.watching = true
+                }
+                var name = [CChar](repeating: 0, count: 256)
+                aq_pw_default_sink(connection, &name, name.count)
+                let current = String(cString: name)
+                if !current.isEmpty { target = current; state.following = current }
             }
+            let (stream, context) = try openStream(&state, target: target)
             state.stream = stream
             state.context = context
-            state.format = format
+        }
+    }
+
+    /// Opens an inactive stream to `target` (nil: wherever the session manager links it).
+    private func openStream(_ state: inout State, target: String?) throws -> (OpaquePointer, Unmanaged<RenderContext>) {
+        guard let source = state.source else { throw AudioQueueError(.cannotStart, "the PipeWire sink has no source") }
+        let format = state.format
+        let weak = weakSelf
+        let following = configuration.target == nil
+        let context = Unmanaged.passRetained(RenderContext(source: source, channels: format.channelsPerFrame, scheduling: scheduling,
+                                                           place: target ?? "the default sink", onFailure: { context, message in
+            if following { weak.streamFailed(context, message) } else { context.reportFailure(message) }
+        }))
+        let callbacks = aq_pw_stream_callbacks(
+            context: context.toOpaque(),
+            render: { context, data, frames in
+                guard let context, let data else { return }
+                Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().render(into: data, frames: Int(frames))
+            },
+            capture: nil,
+            started: { context in
+                guard let context else { return }
+                Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().source.reportPlaybackStarted()
+            },
+            drained: { context in
+                guard let context else { return }
+                Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().drained()
+            },
+            failed: { context, message in
+                guard let context else { return }
+                Unmanaged<RenderContext>.fromOpaque(context).takeUnretainedValue().failed(message.map { String(cString: $0) } ?? "")
+            })
+        var message = [CChar](repeating: 0, count: 512)
+        let latency = UInt32(max(1, Self.milliseconds(configuration.targetLatency)) * Int(format.sampleRate) / 1000)
+        guard let stream = aq_pw_stream_open_playback(state.connection, configuration.streamName, configuration.role, target,
+                                                      UInt32(format.sampleRate), UInt32(format.channelsPerFrame), Self.positions(state.layout),
+                                                      latency, callbacks, Int32(Self.milliseconds(configuration.timeout)), &message, message.count) else {
+            context.release()
+            throw AudioQueueError(.cannotStart, "PipeWire could not open a stream to \(target ?? "the default sink"): \(String(cString: message))")
+        }
+        return (stream, context)
+    }
+
+    // MARK: following the default
+
+    /// The loop's thread: the default sink is now `name`.
+    fileprivate func defaultChanged(_ name: String) {
+        follower.async { self.move(to: name) }
+    }
+
+    /// Moves a stream that follows the default to `name`: the old stream stops being rendered
+    /// into at a known frame and plays out what it holds; the new one is rendered into from the
+    /// next frame on. Nothing is lost or repeated (unless the old device is gone: then what it
+    /// held is lost, and the new one still continues from the next frame).
+    private func move(to name: String) {
+        let moved = state.withLock { state -> AudioRenderSource? in
+            guard let old = state.stream, let oldContext = state.context, let current = state.following,
+                  !name.isEmpty, name != current, !state.draining else { return nil }
+            // A default that cannot be played to is not followed (the stream stays; if its device
+            // is gone, the failure reaches the queue).
+            guard let (stream, context) = try? openStream(&state, target: name) else { return nil }
+            let failed = oldContext.takeUnretainedValue().hasFailed
+            if state.started && !failed {
+                // The old stream renders no more once this returns; it plays out, then closes.
+                let weak = weakSelf, retiring = oldContext.takeUnretainedValue()
+                retiring.drainCompletion.withLock { $0 = { weak.retire(retiring) } }
+                aq_pw_stream_drain(old)
+                state.retiring.append((old, oldContext))
+            } else {
+                aq_pw_stream_close(old)
+                oldContext.release()
+            }
+            if state.started { aq_pw_stream_start(stream) }
+            state.stream = stream
+            state.context = context
+            state.following = name
+            return state.source
+        }
+        moved?.reportDeviceChanged(name)
+    }
+
+    /// Closes a stream left behind by a move once it has played out.
+    fileprivate func retire(_ context: RenderContext) {
+        follower.async {
+            let gone = self.state.withLock { state -> Unmanaged<RenderContext>? in
+                guard let index = state.retiring.firstIndex(where: { $0.context.takeUnretainedValue() === context }) else { return nil }
+                let (stream, context) = state.retiring.remove(at: index)
+                aq_pw_stream_close(stream)
+                return context
+            }
+            gone?.release()
+        }
+    }
+
+    /// The loop's thread: a stream that follows the default failed (its device went away). The
+    /// session manager picks another default: the move continues there. If none comes within a
+    /// second, the queue gets the error.
+    fileprivate func streamFailed(_ context: RenderContext, _ message: String) {
+        follower.asyncAfter(deadline: .now() + 1) {
+            let stillCurrent = self.state.withLock { state in state.context?.takeUnretainedValue() === context }
+            if stillCurrent { context.reportFailure(message) }
         }
     }
 
     public func start() throws {
         try state.withLock { state in
             guard let stream = state.stream else { throw AudioQueueError(.cannotStart, "the PipeWire stream is not open") }
-            state.context?.takeUnretainedValue().draining.store(false, ordering: .relaxed)
+            state.started = true
+            state.draining = false
             aq_pw_stream_start(stream)
         }
     }
 
     public func pause() {
         state.withLock { state in
+            state.started = false
             if let stream = state.stream { aq_pw_stream_pause(stream) }
         }
     }
@@ -184,7 +297,7 @@ public final class PipeWireSink: AudioSink {
         let issued = state.withLock { state -> Bool in
             guard let stream = state.stream, let context = state.context?.takeUnretainedValue() else { return false }
             context.drainCompletion.withLock { $0 = completion }
-            context.draining.store(true, ordering: .relaxed)
+            state.draining = true
             aq_pw_stream_drain(stream)
             return true
         }
@@ -192,15 +305,21 @@ public final class PipeWireSink: AudioSink {
     }
 
     public func close() {
-        let context = state.withLock { state -> Unmanaged<RenderContext>? in
+        let contexts = state.withLock { state -> [Unmanaged<RenderContext>] in
             if let stream = state.stream { aq_pw_stream_close(stream) }
+            for (stream, _) in state.retiring { aq_pw_stream_close(stream) }
+            let contexts = (state.context.map { [$0] } ?? []) + state.retiring.map(\.context)
             state.stream = nil
-            defer { state.context = nil }
-            return state.context
+            state.context = nil
+            state.retiring = []
+            state.source = nil
+            state.started = false
+            state.draining = false
+            return contexts
         }
         // No callback runs any more: a drain that did not finish completes now, as a closed
         // stream holds nothing.
-        if let context {
+        for context in contexts {
             context.takeUnretainedValue().drained()
             context.release()
         }
@@ -270,6 +389,21 @@ final class SchedulingRecord: Sendable {
     let asked = Atomic<Bool>(false)
 }
 
+/// The sink, weakly, for the loop's thread (a callback in flight while the sink goes away finds nothing).
+final class WeakPipeWireSink: Sendable {
+    let sink = Mutex<WeakReferenceBox<PipeWireSink>?>(nil)
+
+    func defaultChanged(_ name: String) { sink.withLock { $0?.object }?.defaultChanged(name) }
+    func streamFailed(_ context: RenderContext, _ message: String) { sink.withLock { $0?.object }?.streamFailed(context, message) }
+    func retire(_ context: RenderContext) { sink.withLock { $0?.object }?.retire(context) }
+}
+
+/// A weak reference that can live in a lock.
+struct WeakReferenceBox<Object: AnyObject> {
+    weak var object: Object?
+    init(_ object: Object) { self.object = object }
+}
+
 /// What PipeWire's threads reach through the stream's user data: the queue's render source and
 /// the flags of one stream. Sendable: immutable but for atomics and locks that only the loop's
 /// thread and the control methods take (never the data thread in steady state).
@@ -278,15 +412,18 @@ final class RenderContext: Sendable {
     let channels: Int
     let scheduling: SchedulingRecord
     let place: String
-    let draining = Atomic<Bool>(false)
     let drainCompletion = Mutex<(@Sendable () -> Void)?>(nil)
+    private let failure = Atomic<Bool>(false)
     private let failureReported = Atomic<Bool>(false)
+    private let onFailure: @Sendable (RenderContext, String) -> Void
 
-    init(source: AudioRenderSource, channels: Int, scheduling: SchedulingRecord, place: String) {
+    init(source: AudioRenderSource, channels: Int, scheduling: SchedulingRecord, place: String,
+         onFailure: @escaping @Sendable (RenderContext, String) -> Void) {
         self.source = source
         self.channels = channels
         self.scheduling = scheduling
         self.place = place
+        self.onFailure = onFailure
     }
 
     /// PipeWire's data thread. The first call records how the thread is scheduled (and asks
@@ -308,9 +445,18 @@ final class RenderContext: Sendable {
         DispatchQueue.global().async { completion() }
     }
 
-    /// The loop's thread: reports the failure to the queue once, off the loop's thread (the
-    /// queue calls back into the sink).
+    /// Whether the stream failed (its device went away, the server ended).
+    var hasFailed: Bool { failure.load(ordering: .acquiring) }
+
+    /// The loop's thread: the stream failed.
     func failed(_ message: String) {
+        guard !failure.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        onFailure(self, message)
+    }
+
+    /// Reports the failure to the queue once, off the loop's thread (the queue calls back into
+    /// the sink).
+    func reportFailure(_ message: String) {
         guard !failureReported.exchange(true, ordering: .relaxed) else { return }
         let source = self.source, place = self.place
         DispatchQueue.global().async {

@@ -146,6 +146,57 @@ struct PipeWireSinkTests {
         queue.dispose(immediately: true)
     }
 
+    /// A stream that follows the default moves when the user picks another sink: the first
+    /// sink's recording and the second's, joined, hold every frame once, in order.
+    @Test(.timeLimit(.minutes(1)))
+    func followingTheDefaultLosesAndRepeatsNothing() async throws {
+        let server = try await PrivatePipeWire.start(sinks: ["one", "two"])
+        try await server.startRecording(sink: "one")
+        try await server.startRecording(sink: "two")
+        let input = signal(frames: 96_000)   // 2 s
+        let (queue, _) = try makeQueue(server, target: nil)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, input))
+        try queue.prime()
+        try queue.start()
+        #expect(await server.waitForSound(frames: 24_000, sink: "one"))
+        try await server.setDefaultSink("two")
+        #expect(await events.wait { $0.contains { if case .outputDeviceChanged("two") = $0 { return true } else { return false } } }, "\(events.all)")
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        #expect(events.errors.isEmpty, "\(events.errors)")
+        queue.dispose(immediately: true)
+        let one = trimSilence(await server.stopRecording(soundFrames: 24_000, sink: "one"), channels: 2)
+        let two = trimSilence(await server.stopRecording(soundFrames: 1, sink: "two"), channels: 2)
+        #expect(one.count >= 48_000 && two.count >= 2, "\(one.count / 2) frames on one, \(two.count / 2) on two")
+        #expect(difference(one + two, input) == nil)
+    }
+
+    /// When the default device in use goes away, the stream moves to the next default and
+    /// continues from the next frame it renders (what the removed device held is lost with it).
+    @Test(.timeLimit(.minutes(1)))
+    func removingTheDefaultDeviceMovesToTheNext() async throws {
+        let server = try await PrivatePipeWire.start(sinks: ["one", "two"])
+        try await server.startRecording(sink: "two")
+        let input = signal(frames: 96_000)
+        let (queue, _) = try makeQueue(server, target: nil)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, input))
+        try queue.prime()
+        try queue.start()
+        #expect(await events.waitForRunning([true]))
+        let one = try #require(try PipeWireSink.nodes(remote: server.remote).first { $0.name == "one" })
+        _ = try await server.tool("pw-cli", ["destroy", "\(one.id)"])
+        #expect(await events.wait { $0.contains { if case .outputDeviceChanged("two") = $0 { return true } else { return false } } }, "\(events.all)")
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        #expect(events.errors.isEmpty, "\(events.errors)")
+        queue.dispose(immediately: true)
+        let two = trimSilence(await server.stopRecording(soundFrames: 1, sink: "two"), channels: 2)
+        #expect(two.count > 0 && two.count < input.count)
+        #expect(difference(two, Array(input.suffix(two.count))) == nil, "what two played is the input's end, without a gap")
+    }
+
     /// A stream pinned to a sink is not moved when the sink goes: the queue gets an error event.
     @Test(.timeLimit(.minutes(1)))
     func removingThePinnedSinkGivesAnError() async throws {

@@ -19,8 +19,9 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
     /// The server's socket, an absolute path (`PipeWireSink.Configuration.remote`).
     public var remote: String { runtime + "/pipewire-0" }
     private var children: [(Process, ChildExit)] = []
-    private var recorder: (Process, ChildExit)?
-    private let recording = Watched(CapturedAudio())
+    /// A recorder per sink.
+    private var recorders: [String: (Process, ChildExit)] = [:]
+    private var recordings: [String: Watched<CapturedAudio>] = [:]
     private var busAddress = ""
 
     private init() throws {
@@ -36,14 +37,15 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
          "DBUS_SESSION_BUS_ADDRESS": busAddress, "DISABLE_RTKIT": "1", "PIPEWIRE_LOG_SYSTEMD": "false"]
     }
 
-    /// A running PipeWire with WirePlumber, and a null sink for each name (48 kHz stereo unless said).
+    /// A running PipeWire with WirePlumber, and a null sink for each name (48 kHz stereo unless
+    /// said), the first one the default.
     public static func start(sinks: [String] = ["out"], rate: Int = 48000, positions: String = "FL FR") async throws -> PrivatePipeWire {
         let server = try PrivatePipeWire()
         try await server.startBus()
         try await server.startPipeWire()
         try server.spawn("/usr/bin/wireplumber", [])
         for sink in sinks { try await server.makeSink(sink, rate: rate, positions: positions) }
-        if let first = sinks.first { try await server.waitForDefaultSink(first) }
+        if sinks.count > 1 { try await server.setDefaultSink(sinks[0]) } else if let first = sinks.first { try await server.waitForDefaultSink(first) }
         return server
     }
 
@@ -115,6 +117,19 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
         guard result.status == 0 else { throw Failure(description: "pw-cli could not make the sink \(name): \(String(decoding: result.errorOutput, as: UTF8.self))") }
     }
 
+    /// Makes `sink` the default (as a user's choice: WirePlumber's configured default) and waits
+    /// until WirePlumber says so.
+    public func setDefaultSink(_ sink: String) async throws {
+        let result = try await tool("wpctl", ["status"])
+        // The sink's line in wpctl's listing: " │  *   32. one   [vol: 1.00]".
+        let line = String(decoding: result.output, as: UTF8.self).split(separator: "\n").first { $0.contains(". \(sink) ") }
+        let id = line.flatMap { $0.split(whereSeparator: { !$0.isNumber }).first }.map(String.init)
+        guard let id else { throw Failure(description: "wpctl status lists no sink \(sink)") }
+        let set = try await tool("wpctl", ["set-default", id])
+        guard set.status == 0 else { throw Failure(description: "wpctl set-default \(id) failed: \(String(decoding: set.errorOutput, as: UTF8.self))") }
+        try await waitForDefaultSink(sink)
+    }
+
     /// Starts recording what `sink` plays; returns once pw-record delivers audio (it is linked).
     public func startRecording(sink: String = "out", rate: Int = 48000, channels: Int = 2) async throws {
         let process = Process()
@@ -126,32 +141,35 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
         process.standardError = FileHandle.nullDevice
         let pipe = Pipe()
         process.standardOutput = pipe
-        recording.update { $0 = CapturedAudio() }
+        let recording = Watched(CapturedAudio())
+        recordings[sink] = recording
         readRawFloats(pipe.fileHandleForReading, channels: channels, into: recording)
-        recorder = (process, try runWatched(process))
+        recorders[sink] = (process, try runWatched(process))
         guard await recording.wait(timeout: .seconds(15), until: { $0.bytesSeen > 0 || $0.ended }), !recording.current.ended else {
             throw Failure(description: "pw-record delivered nothing within 15 s")
         }
     }
 
-    /// Waits until at least `frames` frames of sound have been recorded.
-    public func waitForSound(frames: Int, timeout: Duration = .seconds(10)) async -> Bool {
-        await recording.wait(timeout: timeout) { $0.soundFrames >= frames }
+    /// Waits until at least `frames` frames of sound have been recorded from `sink`.
+    public func waitForSound(frames: Int, sink: String = "out", timeout: Duration = .seconds(10)) async -> Bool {
+        guard let recording = recordings[sink] else { return false }
+        return await recording.wait(timeout: timeout) { $0.soundFrames >= frames }
     }
 
-    /// What has been recorded so far.
-    public func captured() -> [Float] { recording.current.samples }
+    /// What has been recorded from `sink` so far.
+    public func captured(sink: String = "out") -> [Float] { recordings[sink]?.current.samples ?? [] }
 
     /// Stops recording once `soundFrames` frames of sound and then 0.1 s of silence have arrived
     /// (at most 10 s); returns the interleaved samples captured.
-    public func stopRecording(soundFrames: Int = 1, rate: Int = 48000, channels: Int = 2) async -> [Float] {
+    public func stopRecording(soundFrames: Int = 1, sink: String = "out", rate: Int = 48000, channels: Int = 2) async -> [Float] {
+        guard let recording = recordings[sink] else { return [] }
         let tail = rate / 10 * channels
         _ = await recording.wait(timeout: .seconds(10)) { r in
             r.soundFrames >= soundFrames && r.samples.count >= tail && r.samples.suffix(tail).allSatisfy { $0 == 0 }
         }
-        if let (process, exit) = recorder { _ = await killAndWait(process, exit) }
+        if let (process, exit) = recorders[sink] { _ = await killAndWait(process, exit) }
         _ = await recording.wait(timeout: .seconds(5)) { $0.ended }
-        recorder = nil
+        recorders[sink] = nil
         return recording.current.samples
     }
 
@@ -164,7 +182,7 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
     }
 
     deinit {
-        if let (process, _) = recorder { Foundation.kill(process.processIdentifier, SIGKILL) }
+        for (process, _) in recorders.values { Foundation.kill(process.processIdentifier, SIGKILL) }
         for (process, _) in children { Foundation.kill(process.processIdentifier, SIGKILL) }
         try? FileManager.default.removeItem(atPath: runtime)
     }

@@ -76,15 +76,19 @@ public final class AudioRenderSource: Sendable {
     }
     let backing: Backing
     private let errorHandler: @Sendable (AudioQueueError) -> Void
+    private let deviceHandler: @Sendable (String) -> Void
 
-    init(stage: RenderStage, errorHandler: @escaping @Sendable (AudioQueueError) -> Void) {
+    init(stage: RenderStage, errorHandler: @escaping @Sendable (AudioQueueError) -> Void,
+         deviceHandler: @escaping @Sendable (String) -> Void = { _ in }) {
         backing = .stage(stage)
         self.errorHandler = errorHandler
+        self.deviceHandler = deviceHandler
     }
 
     init(graph: AudioGraph, errorHandler: @escaping @Sendable (AudioQueueError) -> Void) {
         backing = .graph(graph)
         self.errorHandler = errorHandler
+        deviceHandler = { _ in }
     }
 
     /// What ``RenderThreadObserver`` is passed for this source's renders (a graph's own identity
@@ -142,4 +146,9 @@ public final class AudioRenderSource: Sendable {
     /// Tells the queue the sink failed (server gone, device lost). Not for the real-time thread;
     /// safe from inside the sink's own control methods (the queue handles it on its worker).
     public func reportError(_ error: AudioQueueError) { errorHandler(error) }
+
+    /// Tells the queue the sink moved to the device named `name` (it followed the default
+    /// output): the queue posts ``AudioQueueEvent/outputDeviceChanged(_:)``. Not for the
+    /// real-time thread.
+    public func reportDeviceChanged(_ name: String) { deviceHandler(name) }
 }

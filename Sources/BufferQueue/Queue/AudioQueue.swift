@@ -251,10 +251,11 @@ public final class AudioQueue: Sendable {
                                  outputCallback: bufferCallback, eventHandler: configuration.eventHandler)
         offlineCallbacks = configuration.offlineCallbacks
         let workQueue = self.workQueue
-        renderSource = AudioRenderSource(stage: stage) { error in
+        let delivery = self.delivery
+        renderSource = AudioRenderSource(stage: stage, errorHandler: { error in
             // Never on the caller's thread: a sink may report from inside its own control methods.
             workQueue.async { weakBox.object?.sinkFailed(error) }
-        }
+        }, deviceHandler: { name in delivery.deliver(.outputDeviceChanged(name)) })
         weakBox.object = self
         if case .fixed(let rate, let channels) = configuration.sinkFormat {
             guard rate > 0, rate.isFinite, rate <= 1_536_000, (1...RenderStage.maxChannels).contains(channels) else {

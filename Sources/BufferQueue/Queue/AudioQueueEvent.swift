@@ -17,6 +17,9 @@ public enum AudioQueueEvent: Sendable, CustomStringConvertible {
     case formatChanged(AudioStreamDescription)
     /// A problem that did not stop the queue: a corrupt packet, an excessive trim, a sink failure.
     case error(AudioQueueError)
+    /// The sink moved to another device (the system's default output changed, or the device in
+    /// use went away): the named device plays from here on, without a frame lost or repeated.
+    case outputDeviceChanged(String)
 
     public var description: String {
         switch self {
@@ -25,6 +28,7 @@ public enum AudioQueueEvent: Sendable, CustomStringConvertible {
         case .underrun: return "underrun"
         case .formatChanged(let format): return "formatChanged(\(format))"
         case .error(let error): return "error(\(error))"
+        case .outputDeviceChanged(let name): return "outputDeviceChanged(\(name))"
         }
     }
 }

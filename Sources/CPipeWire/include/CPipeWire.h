@@ -42,6 +42,16 @@ typedef void (*aq_pw_node_callback)(void *context, uint32_t id, const char *name
 /// defaults). Returns the count, or -1 when the server did not answer within `timeout_ms`.
 int aq_pw_list_nodes(aq_pw_connection *connection, aq_pw_node_callback callback, void *context, int timeout_ms);
 
+/// Watches the session manager's `default` metadata on the connection from now until it is
+/// disconnected: returns once the current defaults are known (at most `timeout_ms`; 0 when the
+/// server has no such metadata by then, -1 when it did not answer). `changed` is called on the
+/// loop's thread each time the default sink's node name changes afterwards (the name, "" when
+/// there is none).
+int aq_pw_watch_default_sink(aq_pw_connection *connection, void (*changed)(void *context, const char *sink),
+                             void *context, int timeout_ms);
+/// The default sink's node name as last seen by the watch ("" when unknown), copied into `name`.
+void aq_pw_default_sink(aq_pw_connection *connection, char *name, size_t size);
+
 typedef struct aq_pw_stream_callbacks {
     void *context;
     /// PipeWire's data thread, under the render thread's contract: fill `frames` interleaved
