@@ -433,7 +433,7 @@ let package = Package(
         .testTarget(
             name: "DocSnippetTests",
             dependencies: ["BufferQueue", "AudioCodecs", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder",
-                           "OpenCoreAMRDecoder", "OpusDecoder", "VorbisDecoder", "FLACDecoder", "PulseAudioSink", "ALSASink",
+                           "OpenCoreAMRDecoder", "OpusDecoder", "VorbisDecoder", "FLACDecoder", "PulseAudioSink", "ALSASink", "PipeWireSink",
                            "SoxrConverter", "RubberBandTimePitch", "AudioToolbox", "AVFAudio"],
             path: "Tests/DocSnippetTests",
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]

@@ -2,6 +2,7 @@
 import AudioPlayback
 import AudioStreaming
 import BufferQueue
+import PipeWireSink
 import PulseAudioSink
 
 // Compiled, never called.
@@ -16,6 +17,13 @@ func docSnippets_Playback() async throws {
     _ = format
     _ = queue
     // Docs/Playback.md, snippet 2
+
+    // target nil: the default sink, followed when it changes; a node name pins the stream.
+    let pipeWire = PipeWireSink(configuration: .init(target: nil, targetLatency: .milliseconds(20), applicationName: "MyApp"))
+    let onPipeWire = try AudioQueue(format: format, configuration: .init(sink: pipeWire))
+    _ = pipeWire
+    _ = onPipeWire
+    // Docs/Playback.md, snippet 3
 
     let player = AudioPlayer(items: [.file("a.mp3"), .file("b.m4a"), .url("https://…/c.aac")],
                              makeSink: { PulseAudioSink() })
