@@ -771,7 +771,7 @@ func loadBenchmarks(seconds: Int) throws -> [String] {
 
 /// Runs of 16 or more silent stereo frames between the first and the last sound, and the seconds
 /// of sound between them.
-func countGaps(_ samples: [Float]) -> (gaps: Int, sound: Double) {
+func countGaps(_ samples: [Float], rate: Double = 44100) -> (gaps: Int, sound: Double) {
     let frames = samples.count / 2
     func silent(_ frame: Int) -> Bool { samples[2 * frame] == 0 && samples[2 * frame + 1] == 0 }
     guard let first = (0..<frames).first(where: { !silent($0) }), let last = (0..<frames).last(where: { !silent($0) }) else { return (0, 0) }
@@ -782,7 +782,7 @@ func countGaps(_ samples: [Float]) -> (gaps: Int, sound: Double) {
             run = 0
         }
     }
-    return (gaps, Double(last - first + 1) / 44100)
+    return (gaps, Double(last - first + 1) / rate)
 }
 
 func median(_ values: [Double]) -> Double {
@@ -793,18 +793,22 @@ func median(_ values: [Double]) -> Double {
 /// CPU seconds of one whole run, every thread (the kernel's task clock, `perf stat -e task-clock`,
 /// to the microsecond; GNU time's user + system, to the hundredth, where perf is missing).
 func cpuSeconds(_ path: String, _ arguments: [String], server: String, allowFailure: Bool = false) throws -> Double {
+    try cpuSeconds(path, arguments, environment: ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"],
+                   allowFailure: allowFailure)
+}
+
+/// CPU seconds of a whole run (perf's task clock, else GNU time's user + system) in `environment`.
+func cpuSeconds(_ path: String, _ arguments: [String], environment: [String: String], allowFailure: Bool = false) throws -> Double {
     if FileManager.default.isExecutableFile(atPath: "/usr/bin/perf") {
         let (text, status) = try standardError(of: "/usr/bin/perf", ["stat", "-x", ",", "-e", "task-clock", path] + arguments,
-                                               environment: ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"])
+                                               environment: environment)
         if let line = text.split(separator: "\n").last(where: { $0.contains("task-clock") }),
            let milliseconds = line.split(separator: ",").first.flatMap({ Double($0) }), status == 0 || allowFailure {
             return milliseconds / 1000
         }
         throw ExitMessage("\(path) failed under perf stat: \(text.suffix(400))")
     }
-    return try gnuTime("%U %S", path, arguments, environment: ["PULSE_SERVER": server, "HOME": NSTemporaryDirectory(), "PATH": "/usr/bin:/bin"],
-                allowFailure: allowFailure)
-        .reduce(0, +)
+    return try gnuTime("%U %S", path, arguments, environment: environment, allowFailure: allowFailure).reduce(0, +)
 }
 
 /// Instructions a whole run executes, every thread, as valgrind's callgrind counts them ("Collected").
@@ -1154,11 +1158,16 @@ func longRun(hours: Double, format: String) throws -> [String] {
     ]
 }
 
+if sections.isEmpty || sections.contains("pipewire") {
+    print("")
+    for line in try await pipeWireBenchmarks() { print(line) }
+}
 if sections.contains("load") {
     print("")
     let index = CommandLine.arguments.firstIndex(of: "load") ?? 0
     let seconds = CommandLine.arguments.dropFirst(index + 1).first.flatMap { Int($0) } ?? 60
     for line in try loadBenchmarks(seconds: seconds) { print(line) }
+    for line in try await pipeWireLoadBenchmarks(seconds: seconds) { print(line) }
 }
 if sections.contains("longrun") {
     let hours = CommandLine.arguments.compactMap { Double($0) }.first ?? 24
