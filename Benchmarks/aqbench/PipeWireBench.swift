@@ -65,13 +65,16 @@ func pipeWireLoadBenchmarks(seconds: Int) async throws -> [String] {
         try await server.startRecording()
         let hogs = (0..<cores).map { _ -> Process in
             let hog = Process()
-            hog.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-            hog.arguments = [String(seconds + 30), "/bin/sh", "-c", "while :; do :; done"]
+            // Killed with SIGKILL when done: children inherit a signal mask in which the Swift
+            // runtime blocks SIGTERM, so neither `terminate()` nor `timeout`'s SIGTERM ends them.
+            hog.executableURL = URL(fileURLWithPath: "/bin/sh")
+            hog.arguments = ["-c", "while :; do :; done"]
             return hog
         }
         for hog in hogs { try hog.run() }
+        defer { for hog in hogs where hog.isRunning { kill(hog.processIdentifier, SIGKILL) } }
         let played = try await runTool(path, arguments, environment: server.environment, timeout: .seconds(seconds + 60))
-        for hog in hogs where hog.isRunning { hog.terminate() }
+        for hog in hogs where hog.isRunning { kill(hog.processIdentifier, SIGKILL) }
         let samples = await server.stopRecording(soundFrames: 1)
         await server.kill()
         let (gaps, sound) = countGaps(samples, rate: 48000)

@@ -735,13 +735,15 @@ func loadBenchmarks(seconds: Int) throws -> [String] {
             try recorder.run()
             let hogs = (0..<cores).map { _ -> Process in
                 let hog = Process()
-                hog.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-                hog.arguments = [String(seconds + 30), "/bin/sh", "-c", "while :; do :; done"]
+                // Killed with SIGKILL when done: children inherit a signal mask in which the Swift
+                // runtime blocks SIGTERM, so neither `terminate()` nor `timeout`'s SIGTERM ends them.
+                hog.executableURL = URL(fileURLWithPath: "/bin/sh")
+                hog.arguments = ["-c", "while :; do :; done"]
                 return hog
             }
             for hog in hogs { try hog.run() }
             defer {
-                for hog in hogs where hog.isRunning { hog.terminate() }
+                for hog in hogs where hog.isRunning { kill(hog.processIdentifier, SIGKILL) }
                 if recorder.isRunning { kill(recorder.processIdentifier, SIGKILL) }
             }
             let player = Process()
@@ -754,7 +756,7 @@ func loadBenchmarks(seconds: Int) throws -> [String] {
             player.terminationHandler = { _ in exited.signal() }
             try player.run()
             exited.wait()
-            for hog in hogs where hog.isRunning { hog.terminate() }
+            for hog in hogs where hog.isRunning { kill(hog.processIdentifier, SIGKILL) }
             // The monitor runs about the server's latency behind: give it half a second to catch up.
             _ = exited.wait(timeout: .now() + .milliseconds(500))
             kill(recorder.processIdentifier, SIGKILL)

@@ -22,6 +22,7 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
     /// A recorder per sink.
     private var recorders: [String: (Process, ChildExit)] = [:]
     private var recordings: [String: Watched<CapturedAudio>] = [:]
+    private var followers: [String: RawFloatFileFollower] = [:]
     private var busAddress = ""
 
     private init() throws {
@@ -131,7 +132,13 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
     }
 
     /// Starts recording what `sink` plays; returns once pw-record delivers audio (it is linked).
+    /// pw-record writes into a file, followed as it grows: a reader that falls behind on a loaded
+    /// machine cannot make it drop a quantum, as a full pipe would.
     public func startRecording(sink: String = "out", rate: Int = 48000, channels: Int = 2) async throws {
+        let file = runtime + "/recording-\(sink).raw"
+        guard FileManager.default.createFile(atPath: file, contents: nil), let output = FileHandle(forWritingAtPath: file) else {
+            throw Failure(description: "cannot make \(file)")
+        }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/pw-record")
         process.arguments = ["--target", sink, "-P", "{ stream.capture.sink=true node.dont-reconnect=true }", "--format", "f32",
@@ -139,12 +146,13 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        let pipe = Pipe()
-        process.standardOutput = pipe
+        process.standardOutput = output
         let recording = Watched(CapturedAudio())
         recordings[sink] = recording
-        readRawFloats(pipe.fileHandleForReading, channels: channels, into: recording)
+        let follower = try RawFloatFileFollower(path: file, channels: channels, into: recording)
+        followers[sink] = follower
         recorders[sink] = (process, try runWatched(process))
+        try? output.close()
         guard await recording.wait(timeout: .seconds(15), until: { $0.bytesSeen > 0 || $0.ended }), !recording.current.ended else {
             throw Failure(description: "pw-record delivered nothing within 15 s")
         }
@@ -168,7 +176,8 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
             r.soundFrames >= soundFrames && r.samples.count >= tail && r.samples.suffix(tail).allSatisfy { $0 == 0 }
         }
         if let (process, exit) = recorders[sink] { _ = await killAndWait(process, exit) }
-        _ = await recording.wait(timeout: .seconds(5)) { $0.ended }
+        followers[sink]?.finish()
+        followers[sink] = nil
         recorders[sink] = nil
         return recording.current.samples
     }

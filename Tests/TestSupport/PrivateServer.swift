@@ -143,6 +143,24 @@ public struct CapturedAudio: Sendable {
     public var ended = false
 }
 
+extension CapturedAudio {
+    /// Appends `chunk` (whole frames of interleaved float32) and counts its frames of sound.
+    mutating func append(_ chunk: Data, channels: Int) {
+        chunk.withUnsafeBytes { raw in
+            let floats = raw.bindMemory(to: Float.self)
+            samples.append(contentsOf: floats)
+            var frame = 0
+            while frame + channels <= floats.count {
+                var sound = false
+                for channel in 0..<channels where floats[frame + channel] != 0 { sound = true }
+                if sound { soundFrames += 1 }
+                frame += channels
+            }
+        }
+        bytesSeen += chunk.count
+    }
+}
+
 /// Reads raw interleaved float32 from a recorder's output on a thread of its own into `recording`
 /// until the pipe closes (then `ended`).
 public func readRawFloats(_ handle: FileHandle, channels: Int, into recording: Watched<CapturedAudio>) {
@@ -157,17 +175,52 @@ public func readRawFloats(_ handle: FileHandle, channels: Int, into recording: W
             pending.append(chunk)
             let whole = pending.count / (4 * channels) * (4 * channels)
             guard whole > 0 else { continue }
-            let floats: [Float] = pending.prefix(whole).withUnsafeBytes { Array($0.bindMemory(to: Float.self)) }
+            let frames = pending.prefix(whole)
             pending.removeFirst(whole)
-            recording.update { r in
-                r.samples += floats
-                r.bytesSeen += whole
-                for f in 0..<(floats.count / channels) where floats[(f * channels)..<((f + 1) * channels)].contains(where: { $0 != 0 }) {
-                    r.soundFrames += 1
-                }
-            }
+            recording.update { $0.append(Data(frames), channels: channels) }
         }
     }.start()
+}
+
+/// Follows a file a recorder writes raw interleaved float32 into (its standard output redirected
+/// to the file, so that it never waits for a reader, as it would on a full pipe): what is appended
+/// goes into `recording` as the kernel reports each write (inotify), and once more at ``finish()``.
+public final class RawFloatFileFollower: @unchecked Sendable {   // @unchecked: `handle` and `pending` are touched only under `lock`
+    private let lock = NSLock()
+    private let handle: FileHandle
+    private var pending = Data()
+    private let channels: Int
+    private let recording: Watched<CapturedAudio>
+    private var watcher: DirectoryWatcher?
+
+    public init(path: String, channels: Int, into recording: Watched<CapturedAudio>) throws {
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw CocoaError(.fileReadNoSuchFile) }
+        self.handle = handle
+        self.channels = channels
+        self.recording = recording
+        let name = (path as NSString).lastPathComponent
+        watcher = try DirectoryWatcher((path as NSString).deletingLastPathComponent, everyWrite: true) { [weak self] changed in
+            if changed == name { self?.readAppended() }
+        }
+    }
+
+    private func readAppended() {
+        lock.lock()
+        defer { lock.unlock() }
+        pending.append(handle.readDataToEndOfFile())
+        let whole = pending.count / (4 * channels) * (4 * channels)
+        guard whole > 0 else { return }
+        let frames = Data(pending.prefix(whole))
+        pending.removeFirst(whole)
+        recording.update { $0.append(frames, channels: channels) }
+    }
+
+    /// Reads what is left (the recorder has exited) and marks the recording ended.
+    public func finish() {
+        watcher?.stop()
+        readAppended()
+        recording.update { $0.ended = true }
+    }
 }
 
 /// Removes every run of silent frames (pauses) and returns what is left.
