@@ -41,7 +41,7 @@ struct AQRecord: AsyncParsableCommand {
     @Option(help: "Encoder quality 0...10 (FLAC's level, Opus's complexity).")
     var quality: Int?
 
-    @Option(help: "Where the sound comes from: pipewire, pulse or null (a 440 Hz sine, for machines without a server). Default: AQ_INPUT, else PipeWire where it serves audio, else PulseAudio.")
+    @Option(help: "Where the sound comes from: pipewire, pulse or null (a 440 Hz sine, for machines without a server). Default: pulse with --server, else AQ_INPUT, else PipeWire where it serves audio, else PulseAudio.")
     var source: SourceChoice?
 
     @Option(help: "Source name (PipeWire node or PulseAudio source), or SINK.monitor to record what a sink plays (see --list-devices). Default: the server's default source.")
@@ -84,9 +84,11 @@ struct AQRecord: AsyncParsableCommand {
         }
     }
 
-    /// --source, else AQ_INPUT, else PipeWire where it serves audio, else PulseAudio.
+    /// --source, else PulseAudio when --server names one of its servers, else AQ_INPUT, else
+    /// PipeWire where it serves audio, else PulseAudio.
     var chosenSource: SourceChoice {
         if let source { return source }
+        if server != nil { return .pulse }
         if let setting = getenv("AQ_INPUT").map({ String(cString: $0) }), let named = SourceChoice(rawValue: String(setting.split(separator: ":").first ?? "")) {
             return named
         }
