@@ -63,15 +63,7 @@ func pipeWireLoadBenchmarks(seconds: Int) async throws -> [String] {
     for (name, path, arguments) in players {
         let server = try await PrivatePipeWire.start()
         try await server.startRecording()
-        let hogs = (0..<cores).map { _ -> Process in
-            let hog = Process()
-            // Killed with SIGKILL when done: children inherit a signal mask in which the Swift
-            // runtime blocks SIGTERM, so neither `terminate()` nor `timeout`'s SIGTERM ends them.
-            hog.executableURL = URL(fileURLWithPath: "/bin/sh")
-            hog.arguments = ["-c", "while :; do :; done"]
-            return hog
-        }
-        for hog in hogs { try hog.run() }
+        let hogs = try startBusyLoops(cores)
         defer { for hog in hogs where hog.isRunning { kill(hog.processIdentifier, SIGKILL) } }
         let played = try await runTool(path, arguments, environment: server.environment, timeout: .seconds(seconds + 60))
         for hog in hogs where hog.isRunning { kill(hog.processIdentifier, SIGKILL) }

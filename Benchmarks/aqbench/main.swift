@@ -733,15 +733,7 @@ func loadBenchmarks(seconds: Int) throws -> [String] {
             recorder.environment = environment
             recorder.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: capture))
             try recorder.run()
-            let hogs = (0..<cores).map { _ -> Process in
-                let hog = Process()
-                // Killed with SIGKILL when done: children inherit a signal mask in which the Swift
-                // runtime blocks SIGTERM, so neither `terminate()` nor `timeout`'s SIGTERM ends them.
-                hog.executableURL = URL(fileURLWithPath: "/bin/sh")
-                hog.arguments = ["-c", "while :; do :; done"]
-                return hog
-            }
-            for hog in hogs { try hog.run() }
+            let hogs = try startBusyLoops(cores)
             defer {
                 for hog in hogs where hog.isRunning { kill(hog.processIdentifier, SIGKILL) }
                 if recorder.isRunning { kill(recorder.processIdentifier, SIGKILL) }
@@ -773,6 +765,20 @@ func loadBenchmarks(seconds: Int) throws -> [String] {
 
 /// Runs of 16 or more silent stereo frames between the first and the last sound, and the seconds
 /// of sound between them.
+/// One busy loop (`sh -c 'while :; do :; done'`) per core, started. Stop them with SIGKILL:
+/// children inherit a signal mask in which the Swift runtime blocks SIGTERM, so neither
+/// `terminate()` nor `timeout`'s SIGTERM ends them.
+func startBusyLoops(_ count: Int) throws -> [Process] {
+    let hogs = (0..<count).map { _ -> Process in
+        let hog = Process()
+        hog.executableURL = URL(fileURLWithPath: "/bin/sh")
+        hog.arguments = ["-c", "while :; do :; done"]
+        return hog
+    }
+    for hog in hogs { try hog.run() }
+    return hogs
+}
+
 func countGaps(_ samples: [Float], rate: Double = 44100) -> (gaps: Int, sound: Double) {
     let frames = samples.count / 2
     func silent(_ frame: Int) -> Bool { samples[2 * frame] == 0 && samples[2 * frame + 1] == 0 }

@@ -26,6 +26,18 @@ struct PipeWireSinkTests {
         return buffer
     }
 
+    /// Enqueues `samples`, plays them to the end and disposes of the queue; no error on the way.
+    func playToTheEnd(_ queue: AudioQueue, _ samples: [Float]) async throws {
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, samples))
+        try queue.prime()
+        try queue.start()
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        #expect(events.errors.isEmpty, "\(events.errors)")
+        queue.dispose(immediately: true)
+    }
+
     /// What the queue renders offline for the same input: what must be heard.
     func offline(format: AudioStreamDescription, _ feed: (AudioQueue) throws -> Void) throws -> [Float] {
         let queue = try AudioQueue(format: format)
@@ -97,13 +109,7 @@ struct PipeWireSinkTests {
         let input = signal(frames: 9600)
         try await server.startRecording()
         let (queue, _) = try makeQueue(server, target: nil)
-        let events = Events(queue)
-        try queue.enqueue(try buffer(queue, input))
-        try queue.prime()
-        try queue.start()
-        try queue.stop(immediately: false)
-        #expect(await events.waitUntilStopped())
-        queue.dispose(immediately: true)
+        try await playToTheEnd(queue, input)
         let played = trimSilence(await server.stopRecording(soundFrames: 9600), channels: 2)
         #expect(difference(played, input) == nil)
     }
@@ -119,13 +125,7 @@ struct PipeWireSinkTests {
         let input = signal(frames: 9600, channels: 6)
         try await server.startRecording(channels: 6)
         let (queue, _) = try makeQueue(server, format: six, layout: layout)
-        let events = Events(queue)
-        try queue.enqueue(try buffer(queue, input))
-        try queue.prime()
-        try queue.start()
-        try queue.stop(immediately: false)
-        #expect(await events.waitUntilStopped())
-        queue.dispose(immediately: true)
+        try await playToTheEnd(queue, input)
         let played = trimSilence(await server.stopRecording(soundFrames: 9600, channels: 6), channels: 6)
         let order = [1, 2, 0, 5, 3, 4]
         let expected = (0..<9600).flatMap { frame in order.map { input[frame * 6 + $0] } }

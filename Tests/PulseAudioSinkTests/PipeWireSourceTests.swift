@@ -23,9 +23,8 @@ struct PipeWireSourceTests {
         return data
     }
 
-    @Test func theSinksOutputIsRecordedBitForBit() async throws {
-        let server = try await PrivatePipeWire.start()
-        let recorder = Recorder()
+    /// An input queue recording what the server's sink `out` plays, re-enqueuing every buffer of 0.1 s.
+    func recordingQueue(_ server: PrivatePipeWire, _ recorder: Recorder) throws -> AudioInputQueue {
         let source = PipeWireSource(configuration: .monitor(of: "out", remote: server.remote))
         let queue = try AudioInputQueue(format: format, configuration: .init(source: source)) { queue, buffer, frames in
             recorder.record(buffer, frames, channels: 2)
@@ -33,6 +32,13 @@ struct PipeWireSourceTests {
         }
         recorder.watch(queue)
         for _ in 0..<4 { try queue.enqueue(queue.allocateBuffer(capacity: 4800 * format.bytesPerFrame)) }
+        return queue
+    }
+
+    @Test func theSinksOutputIsRecordedBitForBit() async throws {
+        let server = try await PrivatePipeWire.start()
+        let recorder = Recorder()
+        let queue = try recordingQueue(server, recorder)
         try queue.start()
         // The stream delivers (silence) once linked.
         #expect(await recorder.take.wait { $0.counts.count >= 2 })
@@ -60,13 +66,7 @@ struct PipeWireSourceTests {
     func killingTheServerGivesAnError() async throws {
         let server = try await PrivatePipeWire.start()
         let recorder = Recorder()
-        let source = PipeWireSource(configuration: .monitor(of: "out", remote: server.remote))
-        let queue = try AudioInputQueue(format: format, configuration: .init(source: source)) { queue, buffer, frames in
-            recorder.record(buffer, frames, channels: 2)
-            try? queue.enqueue(buffer)
-        }
-        recorder.watch(queue)
-        for _ in 0..<4 { try queue.enqueue(queue.allocateBuffer(capacity: 4800 * format.bytesPerFrame)) }
+        let queue = try recordingQueue(server, recorder)
         try queue.start()
         #expect(await recorder.take.wait { $0.counts.count >= 2 })
         await server.kill()
