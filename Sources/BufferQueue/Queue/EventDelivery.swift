@@ -61,7 +61,9 @@ final class EventDelivery: Sendable {
             Self.releaseBuffers(in: items)
             return false
         }
-        line.withLock { line in
+        // A rendering thread posts here (offline, the caller's; the delivery queue takes the
+        // line for a swap of arrays only): it spins rather than sleeps while the swap runs.
+        line.withLockSpinningFirst { line in
             // By index: appending another array is generic code that allocates in unoptimized builds.
             for index in 0..<items.count { line.items.append(items[index]) }
         }

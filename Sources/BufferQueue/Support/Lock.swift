@@ -43,6 +43,25 @@ package final class Lock<Value>: @unchecked Sendable {
         return try body(&value)
     }
 
+    /// Runs `body` with the value, the mutex held; when another thread holds it, tries again a
+    /// bounded number of times before blocking. For a lock a rendering thread shares with
+    /// critical sections of a few instructions (a hand-over of arrays): a holder running on
+    /// another core lets go within the spin, so the rendering thread does not sleep on the futex;
+    /// a holder that was preempted is still waited for (spinning on would starve it).
+    @inline(__always)
+    package func withLockSpinningFirst<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        var attempts = 0
+        while pthread_mutex_trylock(mutex) != 0 {
+            attempts += 1
+            if attempts == 200 {
+                pthread_mutex_lock(mutex)
+                break
+            }
+        }
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+
     /// Runs `body` with the value if the mutex is free now; nil when another thread holds it.
     /// Never blocks (a real-time thread may call it).
     @inline(__always)
