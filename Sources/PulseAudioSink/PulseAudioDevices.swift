@@ -43,15 +43,9 @@ private final class PulseDeviceList {
         let me = Unmanaged.passUnretained(list).toOpaque()
         try connection.withLock {
             guard let context = connection.context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
-            let gotInfo = connection.await(pa_context_get_server_info(context, { _, info, userdata in
-                guard let userdata else { return }
-                let list = Unmanaged<PulseDeviceList>.fromOpaque(userdata).takeUnretainedValue()
-                if let info {
-                    if let name = info.pointee.default_sink_name { list.defaultSink = String(cString: name) }
-                    if let name = info.pointee.default_source_name { list.defaultSource = String(cString: name) }
-                }
-                list.connection.signal()
-            }, me))
+            let defaults = try connection.serverDefaults()
+            list.defaultSink = defaults.sink
+            list.defaultSource = defaults.source
             let gotList: Bool
             if sources {
                 gotList = connection.await(pa_context_get_source_info_list(context, { _, info, eol, userdata in
@@ -73,7 +67,7 @@ private final class PulseDeviceList {
                     list.connection.signal()
                 }, me))
             }
-            guard gotInfo, gotList else {
+            guard gotList else {
                 throw AudioQueueError(.sinkError, "the PulseAudio server did not list its devices: \(connection.lastError)")
             }
         }

@@ -10,13 +10,24 @@ import Synchronization
 /// for the device. Starting uncorks, pausing corks, flushing corks and flushes, an asynchronous
 /// stop drains. Timing comes from the stream's timing info, so the queue's `currentTime` is what
 /// is heard. When the server goes away the queue gets an error event within a second.
+///
+/// A sink with no ``Configuration-swift.struct/device`` follows the server's default sink, and
+/// moves its stream itself so that nothing is lost or repeated: the stream is pinned to the
+/// current default by name (the server does not move it, which would drop what it holds); when
+/// the server's default changes (its server events), the sink opens a stream to the new default,
+/// stops rendering into the old one at a known frame, lets the old one play out and continues on
+/// the new one from the next frame. The queue gets ``AudioQueueEvent/outputDeviceChanged(_:)``.
+/// When the default device is removed, the stream moves to the server's next default (what the
+/// removed device held is lost with it); with no new default within a second, the queue gets the
+/// error. A stream pinned to a named device is never moved: its removal is an error event.
 // @unchecked: libpulse objects are touched only under the threaded main loop's lock or on its thread; the rest is atomic or locked.
 public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     /// How the sink connects and what it tells the server.
     public struct Configuration: Sendable {
         /// Server address (e.g. `unix:/run/user/1000/pulse/native`); nil = the default server.
         public var server: String?
-        /// Sink (device) name; nil = the server's default.
+        /// Sink (device) name; nil = the server's default, followed when it changes. A stream to a
+        /// named sink is not moved: the sink's removal is an error event.
         public var device: String?
         /// Target latency: how much audio the server keeps buffered.
         public var targetLatency: Duration
@@ -46,6 +57,15 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     /// Read by the write callback (main-loop thread, lock held); changed under the main-loop lock.
     private var pulling = false
     private var draining = false
+    /// The sink the stream is pinned to while it follows the default (nil: pinned by the
+    /// configuration, or no default known). Changed under the main-loop lock.
+    private var following: String?
+    /// Whether this connection reports server events to the sink (for following).
+    private var subscribed = false
+    /// Streams left behind by a move, playing out what they hold; closed when drained.
+    private var retiring: [OpaquePointer] = []
+    /// Where moves happen: never on the main loop's thread, which a new stream needs to connect.
+    private let follower = DispatchQueue(label: "PulseAudioSink.follow")
     private let failureReported = Atomic<Bool>(false)
     /// Uptime nanoseconds of the last start() and of the first write after it (for measurements).
     private let startedAt = Atomic<UInt64>(0)
@@ -91,6 +111,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         setSource(source)
         failureReported.store(false, ordering: .relaxed)
         if connection == nil { try connectContext() }
+        if configuration.device == nil { try followDefault() }
         try createStream()
     }
 
@@ -101,10 +122,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
             draining = false
             firstWriteAt.store(0, ordering: .relaxed)
             startedAt.store(DispatchTime.now().uptimeNanoseconds, ordering: .releasing)
-            // The server asked for data while the stream was corked and we declined: it will not
-            // ask again until it gets some, so fill what is writable now.
-            let writable = pa_stream_writable_size(stream)
-            if writable > 0 && writable != Int.max { write(writable) }
+            fillWritable(stream)
             // The server acknowledges the uncork once the stream is running on the device: from
             // then its read index moves, and that is when the queue reports isRunning.
             let box = source.map { Unmanaged.passRetained(SourceBox($0)).toOpaque() }
@@ -158,15 +176,27 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         try? withLock {
             pulling = false
             streamReady = false
-            if let stream {
-                pa_stream_set_write_callback(stream, nil, nil)
-                pa_stream_set_state_callback(stream, nil, nil)
-                pa_stream_disconnect(stream)
-                pa_stream_unref(stream)
-            }
+            if let stream { Self.disconnect(stream) }
             stream = nil
+            for old in retiring { Self.disconnect(old) }
+            retiring.removeAll()
         }
         setSource(nil)
+    }
+
+    /// Stops a stream's callbacks, disconnects it and drops the sink's reference (lock held).
+    private static func disconnect(_ stream: OpaquePointer) {
+        pa_stream_set_write_callback(stream, nil, nil)
+        pa_stream_set_state_callback(stream, nil, nil)
+        if pa_stream_get_state(stream) == PA_STREAM_READY { pa_stream_disconnect(stream) }
+        pa_stream_unref(stream)
+    }
+
+    /// The server asked for data while the stream was corked and the sink declined: it will not
+    /// ask again until it gets some, so fill what is writable now (lock held).
+    private func fillWritable(_ stream: OpaquePointer) {
+        let writable = pa_stream_writable_size(stream)
+        if writable > 0 && writable != Int.max { write(writable) }
     }
 
     /// `source` is read by the main loop's thread (a context that fails reports to it): change it
@@ -203,40 +233,126 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
 
     private func createStream() throws {
         try withLock {
-            guard let connection, let context = connection.context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
-            if let stream { pa_stream_disconnect(stream); pa_stream_unref(stream) }
-            let made = try connection.makeStream(name: configuration.streamName, role: configuration.role, format: format,
-                                                 channelMap: Self.channelMap(channelLayout), kind: "stream")
-            stream = made
-            let me = Unmanaged.passUnretained(self).toOpaque()
-            pa_stream_set_state_callback(made, { stream, userdata in
-                guard let userdata else { return }
-                Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(stream)
-            }, me)
-            pa_stream_set_write_callback(made, { _, bytes, userdata in
-                guard let userdata else { return }
-                let sink = Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue()
-                sink.requestRealtimeOnce()
-                sink.write(bytes)
-            }, me)
-            var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: latencyBytes(configuration.targetLatency, format: format), prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
-            // A device named by the caller is not swapped for another when it goes away: the stream
-            // fails and the queue gets an error event.
-            let flags = pa_stream_flags_t(rawValue: PA_STREAM_START_CORKED.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
-                                          | PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue
-                                          | (configuration.device == nil ? 0 : PA_STREAM_DONT_MOVE.rawValue))
-            guard pa_stream_connect_playback(made, configuration.device, &attributes, flags, nil, nil) >= 0 else {
-                throw AudioQueueError(.cannotStart, "PulseAudio could not connect the stream to \(configuration.device ?? "the default sink"): \(String(cString: pa_strerror(pa_context_errno(context))))")
-            }
-            while true {
-                let state = pa_stream_get_state(made)
-                if state == PA_STREAM_READY { streamReady = true; return }
-                if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
-                    throw AudioQueueError(.cannotStart, "the PulseAudio stream failed: \(connection.lastError)")
-                }
-                connection.wait()
-            }
+            if let stream { Self.disconnect(stream) }
+            stream = nil
+            stream = try connectStream(to: configuration.device ?? following)
+            streamReady = true
         }
+    }
+
+    /// A new corked stream connected to `device` (nil: wherever the server puts it), ready, with
+    /// the sink's callbacks (lock held, not on the main loop's thread).
+    private func connectStream(to device: String?) throws -> OpaquePointer {
+        guard let connection, let context = connection.context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
+        let made = try connection.makeStream(name: configuration.streamName, role: configuration.role, format: format,
+                                             channelMap: Self.channelMap(channelLayout), kind: "stream")
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        pa_stream_set_state_callback(made, { stream, userdata in
+            guard let userdata else { return }
+            Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(stream)
+        }, me)
+        pa_stream_set_write_callback(made, { _, bytes, userdata in
+            guard let userdata else { return }
+            let sink = Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue()
+            sink.requestRealtimeOnce()
+            sink.write(bytes)
+        }, me)
+        var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: latencyBytes(configuration.targetLatency, format: format), prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
+        // A stream to a named device is not swapped for another by the server when the device
+        // goes away: the stream fails and the queue gets an error event (or, when it follows
+        // the default, the sink moves it itself).
+        let flags = pa_stream_flags_t(rawValue: PA_STREAM_START_CORKED.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
+                                      | PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue
+                                      | (device == nil ? 0 : PA_STREAM_DONT_MOVE.rawValue))
+        guard pa_stream_connect_playback(made, device, &attributes, flags, nil, nil) >= 0 else {
+            let message = String(cString: pa_strerror(pa_context_errno(context)))
+            pa_stream_unref(made)
+            throw AudioQueueError(.cannotStart, "PulseAudio could not connect the stream to \(device ?? "the default sink"): \(message)")
+        }
+        while true {
+            let state = pa_stream_get_state(made)
+            if state == PA_STREAM_READY { return made }
+            if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
+                Self.disconnect(made)
+                throw AudioQueueError(.cannotStart, "the PulseAudio stream to \(device ?? "the default sink") failed: \(connection.lastError)")
+            }
+            connection.wait()
+        }
+    }
+
+    // MARK: following the default
+
+    /// Pins the stream to the server's default sink and, once per connection, asks for the
+    /// server's events, which tell when the default changes (lock not held).
+    private func followDefault() throws {
+        try withLock {
+            guard let connection, let context = connection.context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
+            following = try connection.defaultSinkName()
+            guard !subscribed else { return }
+            subscribed = true
+            let me = Unmanaged.passUnretained(self).toOpaque()
+            pa_context_set_subscribe_callback(context, { context, _, _, userdata in
+                guard let context, let userdata else { return }
+                // A server event (its default may have changed) or a sink event (a removed sink
+                // makes another the default): ask for the default.
+                releaseOperation(pa_context_get_server_info(context, { _, info, userdata in
+                    guard let userdata, let name = info?.pointee.default_sink_name else { return }
+                    Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue().defaultIs(String(cString: name))
+                }, userdata))
+            }, me)
+            let mask = pa_subscription_mask_t(rawValue: PA_SUBSCRIPTION_MASK_SERVER.rawValue | PA_SUBSCRIPTION_MASK_SINK.rawValue)
+            releaseOperation(pa_context_subscribe(context, mask, nil, nil))
+        }
+    }
+
+    /// The server's default sink is `name` (main loop's thread, lock held).
+    private func defaultIs(_ name: String) {
+        guard let current = following, current != name, stream != nil else { return }
+        follower.async { self.move(to: name) }
+    }
+
+    /// Moves a stream that follows the default to `name`: the old stream is rendered into no more
+    /// from here and plays out what it holds; the new one is rendered into from the next frame.
+    private func move(to name: String) {
+        let moved = try? withLock { () -> AudioRenderSource? in
+            guard let old = stream, let current = following, current != name, !draining, let source else { return nil }
+            // A default that cannot be played to is not followed: the stream stays (if its device
+            // is gone, the failure reaches the queue).
+            guard let made = try? connectStream(to: name) else { return nil }
+            pa_stream_set_write_callback(old, nil, nil)
+            pa_stream_set_state_callback(old, nil, nil)
+            if pulling && streamReady && pa_stream_get_state(old) == PA_STREAM_READY {
+                retiring.append(old)
+                let me = Unmanaged.passUnretained(self).toOpaque()
+                let drain = pa_stream_drain(old, { stream, _, userdata in
+                    guard let stream, let userdata else { return }
+                    // Closed off the main loop's thread: not from inside the stream's own operation.
+                    let sink = Unmanaged<PulseAudioSink>.fromOpaque(userdata).takeUnretainedValue(), drained = Int(bitPattern: stream)
+                    sink.follower.async { try? sink.withLock { sink.retire(drained) } }
+                }, me)
+                if drain == nil { retire(Int(bitPattern: old)) }
+                releaseOperation(drain)
+            } else {
+                Self.disconnect(old)
+            }
+            stream = made
+            streamReady = true
+            following = name
+            if pulling {
+                fillWritable(made)
+                releaseOperation(pa_stream_cork(made, 0, nil, nil))
+                releaseOperation(pa_stream_trigger(made, nil, nil))
+            }
+            return source
+        }
+        moved?.reportDeviceChanged(name)
+    }
+
+    /// Closes a stream left behind by a move once it has played out (lock held); the stream is
+    /// named by its address, which stays the sink's until then.
+    private func retire(_ old: Int) {
+        guard let index = retiring.firstIndex(where: { Int(bitPattern: $0) == old }) else { return }
+        Self.disconnect(retiring.remove(at: index))
     }
 
     /// Set once the stream is ready; a failure after that (the device removed) is reported.
@@ -261,6 +377,18 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
     private func streamStateChanged(_ changed: OpaquePointer?) {
         guard connection?.streamEnded(changed, ours: stream, wasReady: streamReady) == true else { return }
         streamReady = false
+        if following != nil, let changed {
+            // The default device went away: the server picks another default and the stream
+            // moves there. If none comes within a second, the queue gets the error.
+            let failed = Int(bitPattern: changed), message = connection?.lastError ?? ""
+            follower.asyncAfter(deadline: .now() + 1) {
+                try? self.withLock {
+                    guard let stream = self.stream, Int(bitPattern: stream) == failed, !self.streamReady else { return }
+                    self.reportFailure("the PulseAudio stream to the default sink \(self.following ?? "") ended: \(message) (was the device removed?); no other default came")
+                }
+            }
+            return
+        }
         reportFailure("the PulseAudio stream to \(configuration.device ?? "the default sink") ended: \(connection?.lastError ?? "") (was the device removed?)")
     }
 
@@ -313,6 +441,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         close()
         connection?.disconnect()
         connection = nil
+        subscribed = false
     }
 }
 

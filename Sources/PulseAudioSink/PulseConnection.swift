@@ -178,6 +178,35 @@ extension PulseConnection {
         }) ?? 0
     }
 
+    /// The server's default sink and source names ("" where it has none), asked and waited for
+    /// (lock held, not on the main loop's thread).
+    func serverDefaults() throws -> (sink: String, source: String) {
+        final class Answer {
+            var sink = "", source = ""
+            let connection: PulseConnection
+            init(_ connection: PulseConnection) { self.connection = connection }
+        }
+        guard let context else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
+        let answer = Answer(self)
+        let asked = withExtendedLifetime(answer) {
+            self.await(pa_context_get_server_info(context, { _, info, userdata in
+                guard let userdata else { return }
+                let answer = Unmanaged<Answer>.fromOpaque(userdata).takeUnretainedValue()
+                if let name = info?.pointee.default_sink_name { answer.sink = String(cString: name) }
+                if let name = info?.pointee.default_source_name { answer.source = String(cString: name) }
+                answer.connection.signal()
+            }, Unmanaged.passUnretained(answer).toOpaque()))
+        }
+        guard asked else { throw AudioQueueError(.sinkError, "the PulseAudio server did not say its default devices: \(lastError)") }
+        return (answer.sink, answer.source)
+    }
+
+    /// The server's default sink; nil when it has none.
+    func defaultSinkName() throws -> String? {
+        let name = try serverDefaults().sink
+        return name.isEmpty ? nil : name
+    }
+
     /// Whether a stream that was ready has failed or ended (a removed device), after a state
     /// callback (main loop's thread); wakes waiters either way.
     func streamEnded(_ changed: OpaquePointer?, ours: OpaquePointer?, wasReady: Bool) -> Bool {

@@ -43,8 +43,8 @@ final class Events: Sendable {
 struct PulseAudioSinkTests {
     let format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
 
-    func makeQueue(_ server: PrivateServer) throws -> AudioQueue {
-        let sink = PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50), applicationName: "BufferQueueTests"))
+    func makeQueue(_ server: PrivateServer, device: String? = "out") throws -> AudioQueue {
+        let sink = PulseAudioSink(configuration: .init(server: server.address, device: device, targetLatency: .milliseconds(50), applicationName: "BufferQueueTests"))
         // The decode-ahead holds every input these tests play (up to 3 s) once primed: what the
         // server records cannot depend on how soon the decode worker gets a core.
         return try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 131_072))
@@ -281,6 +281,80 @@ struct PulseAudioSinkTests {
         #expect(await server.waitForSound(frames: 4410))
         let heard = withoutSilence(await server.stopRecording(), channels: 2)
         #expect(heard.count / 2 > 4410, "recorded \(heard.count / 2) frames after the restart")
+        queue.dispose(immediately: true)
+    }
+
+    static func changedTo(_ name: String) -> @Sendable ([AudioQueueEvent]) -> Bool {
+        { $0.contains { if case .outputDeviceChanged(name) = $0 { return true } else { return false } } }
+    }
+
+    /// A stream that follows the default moves when the user picks another sink: the first
+    /// sink's recording and the second's, joined, hold every frame once, in order.
+    @Test(.timeLimit(.minutes(1)))
+    func followingTheDefaultLosesAndRepeatsNothing() async throws {
+        let server = try await PrivateServer.start()
+        _ = try await server.addSink("two")
+        try await server.startRecording(sink: "out")
+        try await server.startRecording(sink: "two")
+        let input = signal(frames: 88_200)   // 2 s
+        let queue = try makeQueue(server, device: nil)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, input))
+        try queue.prime()
+        try queue.start()
+        #expect(await server.waitForSound(frames: 22_050, sink: "out"))
+        try await server.pactl(["set-default-sink", "two"])
+        #expect(await events.wait(Self.changedTo("two")), "\(events.all)")
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        #expect(events.errors.isEmpty, "\(events.errors)")
+        queue.dispose(immediately: true)
+        let one = trimSilence(await server.stopRecording(soundFrames: 22_050, sink: "out"), channels: 2)
+        let two = trimSilence(await server.stopRecording(soundFrames: 1, sink: "two"), channels: 2)
+        #expect(one.count >= 44_100 && two.count >= 2, "\(one.count / 2) frames on out, \(two.count / 2) on two")
+        #expect(difference(one + two, input) == nil)
+    }
+
+    /// When the default device in use goes away, the stream moves to the server's next default
+    /// and continues from the next frame it renders (what the removed device held is lost with it).
+    @Test(.timeLimit(.minutes(1)))
+    func removingTheDefaultDeviceMovesToTheNext() async throws {
+        let server = try await PrivateServer.start()
+        let module = try await server.addSink("one")
+        try await server.pactl(["set-default-sink", "one"])
+        try await server.startRecording(sink: "out")
+        let input = signal(frames: 88_200)
+        let queue = try makeQueue(server, device: nil)
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, input))
+        try queue.prime()
+        try queue.start()
+        #expect(await events.waitForRunning([true]))
+        try await server.pactl(["unload-module", "\(module)"])
+        #expect(await events.wait(Self.changedTo("out")), "\(events.all)")
+        try queue.stop(immediately: false)
+        #expect(await events.waitUntilStopped())
+        #expect(events.errors.isEmpty, "\(events.errors)")
+        queue.dispose(immediately: true)
+        let out = trimSilence(await server.stopRecording(soundFrames: 1, sink: "out"), channels: 2)
+        #expect(out.count > 0 && out.count < input.count)
+        #expect(difference(out, Array(input.suffix(out.count))) == nil, "what out played is the input's end, without a gap")
+    }
+
+    /// A stream pinned to a sink is not moved when the sink goes: the queue gets an error event.
+    @Test(.timeLimit(.minutes(1)))
+    func removingThePinnedSinkGivesAnError() async throws {
+        let server = try await PrivateServer.start()
+        let module = try await server.addSink("two")
+        let queue = try makeQueue(server, device: "two")
+        let events = Events(queue)
+        try queue.enqueue(try buffer(queue, signal(frames: 441_000)))   // 10 s
+        try queue.prime()
+        try queue.start()
+        #expect(await events.waitForRunning([true]))
+        try await server.pactl(["unload-module", "\(module)"])
+        #expect(await events.wait { Events.hasSinkError($0) }, "\(events.all)")
+        #expect(!events.all.contains { if case .outputDeviceChanged = $0 { return true } else { return false } })
         queue.dispose(immediately: true)
     }
 

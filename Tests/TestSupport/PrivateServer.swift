@@ -23,8 +23,8 @@ public final class PrivateServer: @unchecked Sendable {
     public var address: String { "unix:\(runtime)/pulse/native" }
     private var daemon: Process?
     private var daemonState = Watched(DaemonState.gone)
-    private var recorder: Process?
-    private let recording = Watched(CapturedAudio())
+    /// A recorder per sink, by the sink's name: parec and what it delivered.
+    private var recorders: [String: (process: Process, recording: Watched<CapturedAudio>)] = [:]
 
     private init(rate: Int, channels: Int) throws {
         self.rate = rate
@@ -78,47 +78,81 @@ public final class PrivateServer: @unchecked Sendable {
         }
     }
 
-    /// Starts recording the sink's monitor; returns once parec delivers audio (it is connected).
-    public func startRecording() async throws {
-        recording.update { $0 = CapturedAudio() }
+    /// Starts recording `sink`'s monitor; returns once parec delivers audio (it is connected).
+    public func startRecording(sink: String = "out") async throws {
+        let recording = Watched(CapturedAudio())
         let parec = Process()
         parec.executableURL = URL(fileURLWithPath: Self.parec ?? "/usr/bin/parec")
-        parec.arguments = ["-d", "out.monitor", "--format=float32le", "--rate=\(rate)", "--channels=\(channels)", "--raw", "--latency-msec=20"]
-        parec.environment = ["PULSE_SERVER": address, "HOME": runtime, "XDG_RUNTIME_DIR": runtime]
+        parec.arguments = ["-d", "\(sink).monitor", "--format=float32le", "--rate=\(rate)", "--channels=\(channels)", "--raw", "--latency-msec=20"]
+        parec.environment = environment
         parec.standardError = FileHandle.nullDevice
         let pipe = Pipe()
         parec.standardOutput = pipe
         readRawFloats(pipe.fileHandleForReading, channels: channels, into: recording)
         try parec.run()
-        recorder = parec
+        recorders[sink] = (parec, recording)
         guard await recording.wait(timeout: .seconds(15), until: { $0.bytesSeen > 0 || $0.ended }), !recording.current.ended else {
-            throw ServerError("parec delivered nothing within 15 s")
+            throw ServerError("parec delivered nothing from \(sink).monitor within 15 s")
         }
     }
 
-    /// Waits until at least `frames` frames of sound have been recorded.
-    public func waitForSound(frames: Int, timeout: Duration = .seconds(10)) async -> Bool {
-        await recording.wait(timeout: timeout) { $0.soundFrames >= frames }
+    /// The environment that points a client (pactl, parec) at this server.
+    private var environment: [String: String] {
+        ["PULSE_SERVER": address, "HOME": runtime, "XDG_RUNTIME_DIR": runtime]
     }
 
-    /// Stops recording once `soundFrames` frames of sound and then 0.1 s of silence have arrived
-    /// (parec lags behind the server; a loaded machine can starve it), at most 10 s; returns the
-    /// interleaved samples captured.
-    public func stopRecording(soundFrames: Int = 1) async -> [Float] {
+    /// Waits until at least `frames` frames of sound have been recorded from `sink`.
+    public func waitForSound(frames: Int, sink: String = "out", timeout: Duration = .seconds(10)) async -> Bool {
+        guard let recording = recorders[sink]?.recording else { return false }
+        return await recording.wait(timeout: timeout) { $0.soundFrames >= frames }
+    }
+
+    /// Stops recording `sink` once `soundFrames` frames of sound and then 0.1 s of silence have
+    /// arrived (parec lags behind the server; a loaded machine can starve it), at most 10 s;
+    /// returns the interleaved samples captured.
+    public func stopRecording(soundFrames: Int = 1, sink: String = "out") async -> [Float] {
+        guard let (recorder, recording) = recorders.removeValue(forKey: sink) else { return [] }
         let tail = rate / 10 * channels
         _ = await recording.wait(timeout: .seconds(10)) { r in
             r.soundFrames >= soundFrames && r.samples.count >= tail && r.samples.suffix(tail).allSatisfy { $0 == 0 }
         }
         // Children inherit the spawning thread's signal mask, in which the Swift runtime blocks
         // SIGINT and SIGTERM: only SIGKILL reaches them.
-        if let recorder { Foundation.kill(recorder.processIdentifier, SIGKILL) }
+        Foundation.kill(recorder.processIdentifier, SIGKILL)
         _ = await recording.wait(timeout: .seconds(5)) { $0.ended }
-        recorder = nil
         return recording.current.samples
     }
 
-    /// What has been recorded so far.
-    public func captured() -> [Float] { recording.current.samples }
+    /// What has been recorded from `sink` so far.
+    public func captured(sink: String = "out") -> [Float] { recorders[sink]?.recording.current.samples ?? [] }
+
+    /// Runs `pactl` against this server; throws with its message when it fails.
+    @discardableResult
+    public func pactl(_ arguments: [String]) async throws -> String {
+        let result = try await runTool("/usr/bin/pactl", arguments, environment: environment, timeout: .seconds(20))
+        guard result.status == 0 else {
+            throw ServerError("pactl \(arguments.joined(separator: " ")) failed: \(String(decoding: result.errorOutput, as: UTF8.self))")
+        }
+        return String(decoding: result.output, as: UTF8.self)
+    }
+
+    /// Loads another float32 null sink at the server's rate; returns the module's index (for
+    /// ``pactl(_:)`` `unload-module`). The server's default sink stays what it was, and its
+    /// default source is set to what it was: a server with monitors only takes the default
+    /// sink's monitor as its default source, and would move a recorder of a monitor with it when
+    /// the default sink changes.
+    public func addSink(_ name: String) async throws -> Int {
+        let sink = try await pactl(["get-default-sink"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let source = try await pactl(["get-default-source"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let index = try await pactl(["load-module", "module-null-sink", "sink_name=\(name)", "format=float32le", "rate=\(rate)",
+                                     "channels=\(channels)", "norewinds=1"])
+        try await pactl(["set-default-sink", sink])
+        try await pactl(["set-default-source", source])
+        guard let module = Int(index.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw ServerError("pactl load-module printed no module index: \(index)")
+        }
+        return module
+    }
 
     /// Kills the daemon (SIGKILL: see `stopRecording`) and returns once it is gone.
     public func kill() async {
@@ -129,7 +163,7 @@ public final class PrivateServer: @unchecked Sendable {
     }
 
     deinit {
-        if let recorder { Foundation.kill(recorder.processIdentifier, SIGKILL) }
+        for (recorder, _) in recorders.values { Foundation.kill(recorder.processIdentifier, SIGKILL) }
         if let daemon { Foundation.kill(daemon.processIdentifier, SIGKILL) }
         try? FileManager.default.removeItem(atPath: runtime)
     }
