@@ -4,12 +4,13 @@
 SWIFT ?= swift
 # Libraries the modules link, the PulseAudio server the tests start, and the reference tools
 # (encoders and decoders) the tests compare against, the Icecast and nginx servers the streaming tests start, and
-# the private PipeWire (with WirePlumber, under its own D-Bus session) the PipeWire tests start.
+# the private PipeWire (with WirePlumber, under its own D-Bus session) the PipeWire tests start, and
+# the stand-in for rtkit on a private bus (Python's D-Bus binding) the real-time test asks.
 APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev librubberband-dev libopencore-amrnb-dev libopencore-amrwb-dev libasound2-dev \
                 libopus-dev libvorbis-dev libflac-dev libavcodec-dev \
                 pulseaudio pulseaudio-utils libasound2-plugins \
                 lame ffmpeg sox mpg123 faad flac opus-tools vorbis-tools time icecast2 nginx-light loudgain mkvtoolnix \
-                pipewire pipewire-bin wireplumber libspa-0.2-modules libpipewire-0.3-dev dbus
+                pipewire pipewire-bin wireplumber libspa-0.2-modules libpipewire-0.3-dev dbus python3-dbus python3-gi
 # What the benchmarks compare against besides: Rubber Band's own command, and a speech synthesiser.
 BENCH_PACKAGES := rubberband-cli espeak-ng valgrind loudgain
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

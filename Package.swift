@@ -58,7 +58,15 @@ let package = Package(
     targets: [
         .target(
             name: "BufferQueue",
+            dependencies: ["CRealtimeKit"],
             path: "Sources/BufferQueue"
+        ),
+        // rtkit over D-Bus for real-time scheduling where SCHED_FIFO is refused (libsystemd's
+        // sd-bus, opened on first use; see include/CRealtimeKit.h).
+        .target(
+            name: "CRealtimeKit",
+            dependencies: ["CDynamicLibrary"],
+            path: "Sources/CRealtimeKit"
         ),
         .target(
             name: "AudioFileStream",

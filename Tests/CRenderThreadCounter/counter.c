@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #if defined(__has_feature)
 #  if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
@@ -250,4 +251,26 @@ void aq_counting_probe_wake(void) {
     sem_init(&semaphore, 0, 0);
     sem_post(&semaphore);
     sem_destroy(&semaphore);
+}
+
+int aq_thread_drop_nice_capability(void) {
+    struct __user_cap_header_struct header = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    if (syscall(SYS_capget, &header, data) != 0) return -1;
+    data[CAP_TO_INDEX(CAP_SYS_NICE)].effective &= ~CAP_TO_MASK(CAP_SYS_NICE);
+    return (int)syscall(SYS_capset, &header, data);
+}
+
+long aq_thread_id(void) { return (long)syscall(SYS_gettid); }
+
+aq_limit aq_realtime_limit(int which) {
+    struct rlimit limit = { 0, 0 };
+    getrlimit(which ? RLIMIT_RTTIME : RLIMIT_RTPRIO, &limit);
+    aq_limit result = { (unsigned long long)limit.rlim_cur, (unsigned long long)limit.rlim_max };
+    return result;
+}
+
+int aq_set_realtime_limit(int which, aq_limit limit) {
+    struct rlimit value = { (rlim_t)limit.current, (rlim_t)limit.maximum };
+    return setrlimit(which ? RLIMIT_RTTIME : RLIMIT_RTPRIO, &value);
 }

@@ -1,3 +1,4 @@
+import CRealtimeKit
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -9,21 +10,26 @@ public enum RenderThreadScheduling: Sendable, Hashable, CustomStringConvertible 
     /// `SCHED_FIFO` at `priority`: the thread runs before every ordinary thread, as PulseAudio's
     /// own and its clients' real-time threads do.
     case realtime(priority: Int32)
+    /// `SCHED_FIFO` at `priority`, granted by rtkit (`org.freedesktop.RealtimeKit1`) because the
+    /// process may not ask for it itself: the desktop case.
+    case realtimeThroughRTKit(priority: Int32)
     /// The ordinary scheduler; `reason` says why real-time scheduling was not used.
     case normal(reason: String)
 
     public var description: String {
         switch self {
         case .realtime(let priority): return "SCHED_FIFO priority \(priority)"
+        case .realtimeThroughRTKit(let priority): return "SCHED_FIFO priority \(priority), granted by rtkit"
         case .normal(let reason): return "normal scheduling (\(reason))"
         }
     }
 }
 
 /// Asks real-time scheduling for a render thread, where the system allows it, and falls back
-/// silently where it does not (`pthread_setschedparam` needs `CAP_SYS_NICE` or an
-/// `RLIMIT_RTPRIO` at least as high; rtkit, which desktop sessions offer over D-Bus, is not asked).
-/// `AQ_REALTIME=0` turns the request off.
+/// silently where it does not. `pthread_setschedparam` needs `CAP_SYS_NICE` or an
+/// `RLIMIT_RTPRIO` at least as high; where it is refused (a desktop user has neither), rtkit is
+/// asked over D-Bus, as PulseAudio's and PipeWire's clients ask it (`MakeThreadRealtime`, after
+/// lowering `RLIMIT_RTTIME` to rtkit's `RTTimeUSecMax`). `AQ_REALTIME=0` turns the request off.
 package enum RealtimeScheduling {
     /// The priority asked for: PulseAudio's default (`realtime-priority = 5`), low among
     /// real-time priorities so that the system's own real-time threads stay ahead.
@@ -38,16 +44,31 @@ package enum RealtimeScheduling {
         parameters.sched_priority = priority
         let result = pthread_setschedparam(pthread_self(), SCHED_FIFO, &parameters)
         if result == 0 { return .realtime(priority: priority) }
-        let reason = result == EPERM ? "not permitted: no CAP_SYS_NICE and an RLIMIT_RTPRIO below \(priority)" : "pthread_setschedparam: error \(result)"
-        return .normal(reason: reason)
+        guard result == EPERM else { return .normal(reason: "pthread_setschedparam: error \(result)") }
+        let refused = "not permitted: no CAP_SYS_NICE and an RLIMIT_RTPRIO below \(priority)"
+        var message = [CChar](repeating: 0, count: 384)
+        let granted = aq_rtkit_make_thread_realtime(priority, rtkitTimeoutMilliseconds, &message, message.count)
+        guard granted > 0 else { return .normal(reason: "\(refused); rtkit: \(String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))") }
+        // What the thread has now, as the kernel says (glibc's pthread_getschedparam answers from
+        // what it cached when this thread last set its own policy).
+        let policy = sched_getscheduler(0) & ~0x4000_0000   // without SCHED_RESET_ON_FORK
+        guard sched_getparam(0, &parameters) == 0, policy == SCHED_FIFO || policy == SCHED_RR else {
+            return .normal(reason: "\(refused); rtkit answered but the thread is not real-time")
+        }
+        return .realtimeThroughRTKit(priority: parameters.sched_priority)
     }
+
+    /// How long each of the calls to rtkit may take (it runs on the render thread before it
+    /// renders; rtkit answers within milliseconds where it runs).
+    static let rtkitTimeoutMilliseconds: Int32 = 500
 
     /// What the calling thread has when a server's library already made it real-time (PipeWire's
     /// data thread); otherwise asks `SCHED_FIFO` for it as ``requestForCurrentThread()``.
     package static func keepOrRequestForCurrentThread() -> RenderThreadScheduling {
-        var policy: Int32 = 0
+        // The kernel's answer: a thread made real-time from outside (by rtkit) is not in glibc's cache.
+        let policy = sched_getscheduler(0) & ~0x4000_0000
         var parameters = sched_param()
-        if pthread_getschedparam(pthread_self(), &policy, &parameters) == 0, policy == SCHED_FIFO || policy == SCHED_RR {
+        if policy == SCHED_FIFO || policy == SCHED_RR, sched_getparam(0, &parameters) == 0 {
             return .realtime(priority: parameters.sched_priority)
         }
         return requestForCurrentThread()

@@ -50,4 +50,18 @@ void aq_counting_probe_wake(void);
 /// Writes the call stacks of the counted allocations (up to 12 distinct ones) to standard error.
 void aq_counting_print_sites(void);
 
+/// Drops CAP_SYS_NICE from the calling thread's effective capabilities (the thread only: Linux
+/// keeps capabilities per thread), so that a root process's thread is refused SCHED_FIFO as a
+/// desktop user's is. Returns 0, or -1 with errno.
+int aq_thread_drop_nice_capability(void);
+/// The calling thread's kernel id.
+long aq_thread_id(void);
+
+/// A resource limit (RLIM_INFINITY: none).
+typedef struct aq_limit { unsigned long long current, maximum; } aq_limit;
+/// RLIMIT_RTPRIO (real_time 0) or RLIMIT_RTTIME (1) of the process.
+aq_limit aq_realtime_limit(int which);
+/// Sets it; 0, or -1 with errno.
+int aq_set_realtime_limit(int which, aq_limit limit);
+
 #endif
