@@ -39,9 +39,17 @@ package final class CAFWriter: ContainerWriter {
             throw AudioFileWriterError(.unsupportedFormat, path: output.path,
                 "a CAF of \(format.formatID) packets needs its packet table after the data, which an output that cannot seek cannot have")
         }
+        if case .unsigned8? = try? PCMSampleLayout(format) {
+            throw AudioFileWriterError(.unsupportedFormat, path: output.path, "CAF's 8-bit samples are signed; unsigned 8-bit PCM is not written to a CAF")
+        }
         var header = ByteWriter()
         header.append(Self.fileHeader(format))
-        if let layout = stream.channelLayout, layout.isLabelled, layout.channelCount == format.channelsPerFrame {
+        if let mask = stream.waveChannelMask {
+            // A channel bitmap (its bits are WAVE's), no descriptions.
+            let chan = CoreAudioChannelLayout(tag: CoreAudioChannelLayout.useChannelBitmap, bitmap: mask).bytes(bigEndian: true)
+            header.tag("chan"); header.be64(Int64(chan.count))
+            header.append(chan)
+        } else if let layout = stream.channelLayout, layout.isLabelled, layout.channelCount == format.channelsPerFrame {
             // kCAFChannelLayoutTag_UseChannelDescriptions: a label per channel, no coordinates.
             let chan = CoreAudioChannelLayout(layout, namedTags: false).bytes(bigEndian: true)
             header.tag("chan"); header.be64(Int64(chan.count))
@@ -71,7 +79,7 @@ package final class CAFWriter: ContainerWriter {
 
     /// The file header and the `desc` chunk: the stream description as CAF states it (linear PCM's
     /// flags as CAF's own: float, little-endian).
-    package static func fileHeader(_ format: AudioStreamDescription) -> [UInt8] {
+    static func fileHeader(_ format: AudioStreamDescription) -> [UInt8] {
         var header = ByteWriter()
         header.tag("caff"); header.be16(1); header.be16(0)
         header.tag("desc"); header.be64(Int64(32))
@@ -105,9 +113,13 @@ package final class CAFWriter: ContainerWriter {
             if variableFrames { table.vlq(Int64(packet.frames)) }
             codedFrames += Int64(packet.frames)
         }
-        // Runs of constant-size packets (PCM) come as one entry.
-        packetCount += variableBytes || variableFrames ? Int64(packets.count)
-            : Int64(packets.byteCount / max(stream.format.bytesPerPacket, 1))
+        if variableBytes || variableFrames { packetCount += Int64(packets.count) }
+    }
+
+    /// The packets written: counted as they come where they vary; otherwise what the data holds
+    /// (``PCMFileWriter`` appends PCM to the output itself, or writes it at positions).
+    private var packetsWritten: Int64 {
+        variableBytes || variableFrames ? packetCount : (output.length - dataStart) / Int64(max(stream.format.bytesPerPacket, 1))
     }
 
     package func checkpoint(_ totals: ContainerTotals) throws {
@@ -144,6 +156,7 @@ package final class CAFWriter: ContainerWriter {
     package func finish(_ totals: ContainerTotals) throws {
         let format = stream.format
         let dataBytes = output.length - dataStart
+        let packetCount = packetsWritten
         let nominal = variableFrames ? codedFrames : packetCount * Int64(format.framesPerPacket)
         let remainder = max(0, nominal - Int64(totals.primingFrames) - totals.validFrames)
         let needsTable = variableBytes || variableFrames || totals.primingFrames > 0 || remainder > 0

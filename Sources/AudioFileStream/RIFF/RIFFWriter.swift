@@ -26,8 +26,6 @@ package final class RIFFWriter: ContainerWriter {
     private var factOffset: Int64?
     private var frameCountOffset: Int64?
     private let dataStart: Int64
-    private var dataBytes: Int64 = 0
-    private var packetCount: Int64 = 0
 
     package init(output: AudioFileOutput, stream: ContainerStream, kind: Kind) throws {
         self.output = output
@@ -76,13 +74,14 @@ package final class RIFFWriter: ContainerWriter {
     /// The file's channel mask: WAVE_FORMAT_EXTENSIBLE's, for PCM of more than two channels of
     /// known speakers (the frames arrive in WAVE's order).
     static func waveMask(_ stream: ContainerStream) -> UInt32? {
+        if let mask = stream.waveChannelMask { return mask }
         guard stream.format.isLinearPCM, stream.format.channelsPerFrame > 2, let order = stream.channelLayout?.waveOrder else { return nil }
         return order.mask
     }
 
-    /// The `fmt ` chunk of a WAV (this writer's and `PCMFileWriter`'s): PCM (plain, or extensible with a mask),
+    /// The `fmt ` chunk of a WAV: PCM (plain, or extensible with a mask),
     /// G.711, or IMA ADPCM.
-    package static func waveFormatChunk(_ format: AudioStreamDescription, channelMask: UInt32?) -> [UInt8] {
+    static func waveFormatChunk(_ format: AudioStreamDescription, channelMask: UInt32?) -> [UInt8] {
         var chunk = ByteWriter()
         let channels = format.channelsPerFrame, rate = Int64(format.sampleRate)
         chunk.tag("fmt ")
@@ -159,25 +158,28 @@ package final class RIFFWriter: ContainerWriter {
         return (type, name)
     }
 
+    /// Appends packets. (``PCMFileWriter`` appends PCM to the output itself, or writes it at
+    /// positions: the data is whatever the output holds after the header.)
     package func append(_ packets: EncodedPackets) throws {
         try output.append(packets.allBytes)
-        dataBytes += Int64(packets.byteCount)
-        packetCount += Int64(packets.byteCount / max(stream.format.bytesPerPacket, 1))
     }
 
     package func checkpoint(_ totals: ContainerTotals) throws {
         try output.flush()
-        if output.canSeek { try writeSizes(totals) }
+        if output.canSeek { try writeSizes(totals, dataBytes: output.length - dataStart) }
     }
 
     package func finish(_ totals: ContainerTotals) throws {
+        let dataBytes = output.length - dataStart
         if dataBytes % 2 == 1 { try output.append([0]) }
-        if output.canSeek { try writeSizes(totals) }
+        if output.canSeek { try writeSizes(totals, dataBytes: dataBytes) }
     }
 
-    /// Fills in the sizes (and the counts) for what has been written: the form's size as if the
+    /// Fills in the sizes (and the counts) for `dataBytes` of data: the form's size as if the
     /// pad byte of odd data were there, the data's own size without it.
-    private func writeSizes(_ totals: ContainerTotals) throws {
+    private func writeSizes(_ totals: ContainerTotals, dataBytes: Int64) throws {
+        // Every format a RIFF holds has packets of one size.
+        let packetCount = dataBytes / Int64(max(stream.format.bytesPerPacket, 1))
         let formSize = dataStart - 8 + dataBytes + dataBytes % 2
         var field = ByteWriter()
         switch kind {

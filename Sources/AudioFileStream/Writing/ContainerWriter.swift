@@ -15,9 +15,13 @@ package struct ContainerStream {
     package var recording: Bool
     /// About how many frames (of the packets' rate) will be written, when known.
     package var expectedFrames: Int64?
+    /// The speakers of linear PCM channels as WAVE_FORMAT_EXTENSIBLE's bits, when the caller
+    /// states them so (``PCMFileWriter``): a WAV's extensible header for any channel count, a
+    /// CAF's `chan` bitmap. Otherwise the writers derive what they write from `channelLayout`.
+    package var waveChannelMask: UInt32?
 
     package init(format: AudioStreamDescription, magicCookie: [UInt8]?, channelLayout: AudioChannelLayout?, primingFrames: Int,
-                 maximumPacketSize: Int, recording: Bool, expectedFrames: Int64? = nil) {
+                 maximumPacketSize: Int, recording: Bool, expectedFrames: Int64? = nil, waveChannelMask: UInt32? = nil) {
         self.format = format
         self.magicCookie = magicCookie
         self.channelLayout = channelLayout
@@ -25,6 +29,7 @@ package struct ContainerStream {
         self.maximumPacketSize = maximumPacketSize
         self.recording = recording
         self.expectedFrames = expectedFrames
+        self.waveChannelMask = waveChannelMask
     }
 }
 
