@@ -42,8 +42,9 @@ final class ConverterObject: @unchecked Sendable {
             throw StatusError(kAudioConverterErr_FormatNotSupported, "one side must be linear PCM (decode, encode, or PCM to PCM)")
         }
         if isDecoding {
-            guard AudioDecoderRegistry.shared.factory(for: BufferQueue.AudioFormatID(rawValue: input.mFormatID)) != nil else {
-                throw StatusError(kAudioConverterErr_FormatNotSupported, "no decoder for \(FormatInfo.name(input.mFormatID))")
+            let formatID = BufferQueue.AudioFormatID(rawValue: input.mFormatID)
+            guard AudioDecoderRegistry.shared.factory(for: formatID) != nil else {
+                throw StatusError(kAudioConverterErr_FormatNotSupported, AudioDecoderRegistry.shared.missingDecoder(for: formatID).message)
             }
         } else {
             _ = try layout(of: input)

@@ -96,6 +96,32 @@ final class LaggyToyDecoder: AudioDecoder {
         #expect(output[150...].allSatisfy { $0 == Float(0.3) * 0.5 })
     }
 
+    /// Wherever a decoder is looked for and none is registered, the message is one: the format,
+    /// what the registry decodes, the module to link and the call that registers it.
+    @Test func aMissingDecoderNamesTheModuleAndTheCall() throws {
+        let mp3 = AudioStreamDescription(sampleRate: 44100, formatID: .mpegLayer3, bytesPerPacket: 0, framesPerPacket: 1152,
+                                         bytesPerFrame: 0, channelsPerFrame: 2, bitsPerChannel: 0)
+        var messages: [String] = []
+        for attempt in [{ _ = try AudioQueue(format: mp3, configuration: .init(decoderRegistry: AudioDecoderRegistry())) },
+                        { _ = try AudioDecoderRegistry().makeDecoder(for: mp3, magicCookie: nil) }] {
+            do {
+                try attempt()
+                Issue.record("an MP3 decoder was found in a registry of the built-in decoders")
+            } catch let error as AudioQueueError {
+                #expect(error.code == .codecNotFound)
+                messages.append(error.message)
+            }
+        }
+        #expect(messages.count == 2 && Set(messages).count == 1, "\(messages)")
+        let message = messages.first ?? ""
+        #expect(message.contains("MPG123Decoder.register()") && message.contains("AudioCodecs.registerAll()")
+                && message.contains("lpcm"), "\(message)")
+        let aac = AudioDecoderRegistry().missingDecoder(for: .heAAC).message
+        #expect(aac.contains("AVCodecAAC.register()") && aac.contains("FAADDecoder.register()"), "\(aac)")
+        let unknown = AudioDecoderRegistry().missingDecoder(for: AudioFormatID("zzzz")).message
+        #expect(unknown.contains("no module of this package decodes it"), "\(unknown)")
+    }
+
     @Test func registryPicksTheHighestPriority() throws {
         #expect(registry.factory(for: .toy)?.name == "toy")
         #expect(registry.supportedFormats == [.linearPCM, .uLaw, .aLaw, .appleIMA4, .dviIntelIMA, .appleLossless, .toy])

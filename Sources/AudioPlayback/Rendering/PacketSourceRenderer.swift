@@ -64,7 +64,7 @@ final class PacketSourceRenderer {
         self.endFrame = endFrame
         let format = source.format
         guard registry.factory(for: format.formatID) != nil else {
-            throw AudioQueueError(.codecNotFound, "\(format.formatID) is not supported: no decoder is registered for it")
+            throw registry.missingDecoder(for: format.formatID)
         }
         let pool = ReturnedBuffers()
         self.pool = pool

@@ -300,11 +300,31 @@ public final class AudioDecoderRegistry: Sendable {
     /// - Throws: ``AudioQueueError/Code/codecNotFound`` when no factory handles the format, or
     ///   what the factory throws.
     public func makeDecoder(for format: AudioStreamDescription, magicCookie: [UInt8]?) throws -> any AudioDecoder {
-        guard let factory = factory(for: format.formatID) else {
-            let known = supportedFormats.map(\.description).sorted().joined(separator: ", ")
-            throw AudioQueueError(.codecNotFound,
-                "no decoder is registered for \(format.formatID) (registered: \(known)); register the codec module's decoder first")
-        }
+        guard let factory = factory(for: format.formatID) else { throw missingDecoder(for: format.formatID) }
         return try factory.make(format, magicCookie)
     }
+
+    /// The error for a format no registered decoder handles: one message wherever a decoder is
+    /// looked for, naming the module to link and the call that registers its decoder.
+    public func missingDecoder(for formatID: AudioFormatID) -> AudioQueueError {
+        let known = supportedFormats.map(\.description).sorted().joined(separator: ", ")
+        let remedy = Self.providers.first { $0.formats.contains(formatID) }.map { provider in
+            "\(provider.remedy), or AudioCodecs.registerAll() (module AudioCodecs) for every codec module of the package that keeps a program free of the GPL"
+        } ?? "no module of this package decodes it; register an AudioDecoderFactory of your own"
+        return AudioQueueError(.codecNotFound, "no decoder is registered for \(formatID) (this registry decodes \(known)): \(remedy)")
+    }
+
+    /// Which module of the package decodes which formats, and the call that registers it (the
+    /// modules say what they decode in their factories; this table is what to say when one is
+    /// not linked at all).
+    private static let providers: [(formats: [AudioFormatID], remedy: String)] = [
+        ([.mpegLayer3, .mpegLayer2, .mpegLayer1], "link the module MPG123Decoder and call MPG123Decoder.register()"),
+        ([.aacLC, .heAAC, .heAACv2], "link the module AVCodecAAC and call AVCodecAAC.register() (LGPL), or FAADDecoder and FAADDecoder.register() (GPL)"),
+        ([.flac], "link the module FLACDecoder and call FLACDecoder.register()"),
+        ([.opus], "link the module OpusDecoder and call OpusDecoder.register()"),
+        ([.vorbis], "link the module VorbisDecoder and call VorbisDecoder.register()"),
+        ([.amr, .amrWideband], "link the module OpenCoreAMRDecoder and call AMRDecoder.register()"),
+        ([.linearPCM, .uLaw, .aLaw, .appleIMA4, .dviIntelIMA, .appleLossless],
+         "use a registry made with AudioDecoderRegistry() (or .shared), which has the built-in decoders for it"),
+    ]
 }

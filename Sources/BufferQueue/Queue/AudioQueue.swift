@@ -207,7 +207,7 @@ public final class AudioQueue: Sendable {
             throw AudioQueueError(.invalidPropertyValue, "negative bytes or frames per packet")
         }
         guard registry.factory(for: format.formatID) != nil else {
-            throw AudioQueueError(.codecNotFound, "no decoder is registered for \(format.formatID); register the codec module's decoder before creating the queue")
+            throw registry.missingDecoder(for: format.formatID)
         }
         if format.isLinearPCM { _ = try PCMSampleLayout(format) }
     }
