@@ -124,7 +124,7 @@ struct AQMix: ParsableCommand {
             fail("\(output): \(error) — after \(frames) frames")
         }
         for (file, input) in zip(files, inputs) {
-            for warning in file.warnings { note("\(input): warning: \(warning)") }
+            for warning in file.warnings { note("warning: \(warning)") }
             if let damage = file.damage { note("\(input): \(damage)") }
         }
         for failure in failures.withLock({ $0 }) { note(failure) }

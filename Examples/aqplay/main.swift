@@ -161,7 +161,10 @@ struct AQPlay: ParsableCommand {
             case .property(let name, let value, _): FileHandle.standardError.write(Data("aqplay: \(name): \(value)\n".utf8))
             case .state(.reconnecting): FileHandle.standardError.write(Data("\naqplay: connection lost, reconnecting\n".utf8))
             case .itemWarning(let index, _, let text):
-                FileHandle.standardError.write(Data("\naqplay: \(names.indices.contains(index) ? names[index] : "item \(index + 1)"): warning: \(text)\n".utf8))
+                // A file's warnings name it already; a stream's do not.
+                let name = names.indices.contains(index) ? names[index] : "item \(index + 1)"
+                let where_ = text.hasPrefix(name + ": ") ? "" : name + ": "
+                FileHandle.standardError.write(Data("\naqplay: warning: \(where_)\(text)\n".utf8))
             case .itemState(_, _, .failed(let error)):
                 FileHandle.standardError.write(Data("\naqplay: \(error) — skipped\n".utf8))
             case .crossfadeShortened(let index, _, let frames, _):

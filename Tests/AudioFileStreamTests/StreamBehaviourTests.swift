@@ -281,3 +281,39 @@ struct PacketRecord: Equatable {
 }
 
 
+
+/// Every error `AudioFile(path:)` throws or keeps names the file: a file that is missing, one
+/// that is not audio, one whose audio breaks off (its warnings and damage).
+@Suite struct FileErrorNameTests {
+    @Test func errorsNameTheFile() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("names-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = directory.appendingPathComponent("missing.wav").path
+        let garbage = directory.appendingPathComponent("garbage.mp3").path
+        try Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 * 7919 >> 3) }).write(to: URL(fileURLWithPath: garbage))
+        for path in [missing, garbage] {
+            do {
+                _ = try AudioFile(path: path)
+                Issue.record("\(path) opened")
+            } catch let error as AudioFileStreamError {
+                #expect(error.path == path && "\(error)".hasPrefix(path + ": "), "\(error)")
+            }
+        }
+        // A WAV that promises more data than it has: the frames there play, the damage names it.
+        let cut = directory.appendingPathComponent("cut.wav").path
+        var header = Data("RIFF".utf8) + le32(36 + 40_000) + Data("WAVEfmt ".utf8) + le32(16)
+        header += le16(1) + le16(1) + le32(8000) + le32(16000) + le16(2) + le16(16)
+        header += Data("data".utf8) + le32(40_000)
+        try (header + Data(repeating: 1, count: 1000)).write(to: URL(fileURLWithPath: cut))
+        let file = try AudioFile(path: cut)
+        let reported = file.warnings + [file.damage].compactMap { $0 }
+        #expect(!reported.isEmpty, "a WAV cut short was read without a word")
+        for problem in reported {
+            #expect(problem.path == cut && "\(problem)".hasPrefix(cut + ": "), "\(problem)")
+        }
+    }
+
+    private func le32(_ value: Int) -> Data { withUnsafeBytes(of: UInt32(value).littleEndian) { Data($0) } }
+    private func le16(_ value: Int) -> Data { withUnsafeBytes(of: UInt16(value).littleEndian) { Data($0) } }
+}

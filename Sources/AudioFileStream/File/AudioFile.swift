@@ -59,12 +59,12 @@ public final class AudioFile: Sendable {
     public convenience init(path: String, fileTypeHint: AudioFileType? = nil) throws {
         let fd: FileDescriptor
         do { fd = try FileDescriptor.open(path, O_RDONLY) } catch {
-            throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot open \(path): \(error.reason)")
+            throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot open the file: \(error.reason)").about(path)
         }
         let size: Int64
         do { size = Int64(try fd.status().st_size) } catch {
             try? fd.close()
-            throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot read the size of \(path): \(error.reason)")
+            throw AudioFileStreamError(.invalidOperation, fileTypeHint, 0, "cannot read the file's size: \(error.reason)").about(path)
         }
         try self.init(name: path, size: size, bytes: .file(fd), fileTypeHint: fileTypeHint)
     }
@@ -185,26 +185,26 @@ public final class AudioFile: Sendable {
         do {
             try driver.run(read: { offset, into in
                 do { return try source.read(into: UnsafeMutableRawBufferPointer(into), at: offset) } catch let error as SystemError {
-                    throw AudioFileStreamError(.invalidOperation, stream.fileType, offset, "reading \(path) failed: \(error.reason)")
+                    throw AudioFileStreamError(.invalidOperation, stream.fileType, offset, "reading failed: \(error.reason)")
                 } catch let error as AudioFileStreamError {
                     throw error
                 } catch {
-                    throw AudioFileStreamError(.invalidOperation, stream.fileType, offset, "reading \(path) failed: \(error)")
+                    throw AudioFileStreamError(.invalidOperation, stream.fileType, offset, "reading failed: \(error)")
                 }
             }, handle)
         } catch let error as AudioFileStreamError {
             guard stream.isReadyToProducePackets, !(index.isEmpty && runs.isEmpty) else {
                 source.close()
-                throw error
+                throw error.about(path)
             }
-            damage = error
+            damage = error.about(path)
         } catch {
             source.close()
             throw error
         }
         guard let format = stream.dataFormat, let type = stream.fileType else {
             source.close()
-            throw AudioFileStreamError(.noAudio, stream.fileType, 0, "no audio format found in \(path)")
+            throw AudioFileStreamError(.noAudio, stream.fileType, 0, "no audio format found").about(path)
         }
         fileType = type
         dataFormat = format
@@ -219,7 +219,7 @@ public final class AudioFile: Sendable {
         packetRollDistance = stream.packetRollDistance
         metadata = stream.metadata
         links = stream.links
-        warnings = stream.warnings
+        warnings = stream.warnings.map { $0.about(path) }
         self.damage = damage
         self.index = index
         self.runs = runs
@@ -297,7 +297,7 @@ public final class AudioFile: Sendable {
     public func readPackets(from first: Int64, count: Int) throws -> AudioFilePackets {
         let end = min(first + Int64(max(count, 0)), packetCount)
         guard first >= 0, first <= packetCount else {
-            throw AudioFileStreamError(.invalidOperation, fileType, 0, "packet \(first) is past the last packet (\(packetCount))")
+            throw AudioFileStreamError(.invalidOperation, fileType, 0, "packet \(first) is past the last packet (\(packetCount))").about(path)
         }
         var packets = AudioFilePackets(data: [], descriptions: [], fileOffsets: [], firstPacketIndex: first, packetCount: Int(end - first))
         guard end > first else { return packets }
@@ -387,10 +387,10 @@ public final class AudioFile: Sendable {
             }
         }
         if let failure {
-            throw AudioFileStreamError(.invalidOperation, fileType, offset, "reading \(count) bytes at \(offset) from \(path) failed: \(failure)")
+            throw AudioFileStreamError(.invalidOperation, fileType, offset, "reading \(count) bytes at \(offset) failed: \(failure)").about(path)
         }
         if done < count {
-            throw AudioFileStreamError(.truncated, fileType, offset + Int64(done), "reading \(count) bytes at \(offset) from \(path): the file ends after \(done)")
+            throw AudioFileStreamError(.truncated, fileType, offset + Int64(done), "reading \(count) bytes at \(offset): the file ends after \(done)").about(path)
         }
     }
 }

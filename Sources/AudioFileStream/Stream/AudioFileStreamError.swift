@@ -25,6 +25,9 @@ public struct AudioFileStreamError: Error, Hashable, Sendable, CustomStringConve
     /// Absolute byte offset in the stream where the problem is.
     public let byteOffset: Int64
     public let message: String
+    /// The file (or the name the audio was opened under) the error is about, when it came from
+    /// one: ``AudioFile`` names it in every error it throws or keeps.
+    public private(set) var path: String?
 
     public init(_ code: Code, _ container: AudioFileType?, _ byteOffset: Int64, _ message: String) {
         self.code = code
@@ -33,7 +36,15 @@ public struct AudioFileStreamError: Error, Hashable, Sendable, CustomStringConve
         self.message = message
     }
 
+    /// The same error, about the file at `path` (a name it already has stays).
+    public func about(_ path: String) -> AudioFileStreamError {
+        var named = self
+        named.path = self.path ?? path
+        return named
+    }
+
     public var description: String {
-        "\(container?.displayName ?? "stream") at byte \(byteOffset): \(message)"
+        let place = "\(container?.displayName ?? "stream") at byte \(byteOffset): \(message)"
+        return path.map { "\($0): \(place)" } ?? place
     }
 }
