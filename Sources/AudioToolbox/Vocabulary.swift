@@ -1,6 +1,7 @@
 @_exported import CoreAudioTypes
 @_exported import CAudioToolbox
 public import Foundation
+internal import BufferQueue
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -119,33 +120,26 @@ public func objc_sync_exit(_ object: Any) -> Int32 {
 }
 
 /// Recursive locks keyed by object identity, made on first use and dropped when released.
-// @unchecked: the table is read and written only while `condition` (an NSCondition) is locked.
-final class ObjectMonitors: @unchecked Sendable {
+final class ObjectMonitors: Sendable {
     static let shared = ObjectMonitors()
     private struct Monitor { var owner: pthread_t; var depth: Int }
-    private let condition = NSCondition()
-    private var monitors: [ObjectIdentifier: Monitor] = [:]
+    /// The monitors held, by object; waiters wait for the one they want to be let go.
+    private let monitors = ConditionLock<[ObjectIdentifier: Monitor]>([:])
 
     func enter(_ id: ObjectIdentifier) {
         let me = pthread_self()
-        condition.lock()
-        defer { condition.unlock() }
-        while let monitor = monitors[id], pthread_equal(monitor.owner, me) == 0 { condition.wait() }
-        monitors[id, default: Monitor(owner: me, depth: 0)].depth += 1
+        monitors.wait(until: { table in table[id].map { pthread_equal($0.owner, me) != 0 } ?? true }) { table in
+            table[id, default: Monitor(owner: me, depth: 0)].depth += 1
+        }
     }
 
     func exit(_ id: ObjectIdentifier) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        guard var monitor = monitors[id], pthread_equal(monitor.owner, pthread_self()) != 0 else { return false }
-        monitor.depth -= 1
-        if monitor.depth == 0 {
-            monitors[id] = nil
-            condition.broadcast()
-        } else {
-            monitors[id] = monitor
+        monitors.withLock { table in
+            guard var monitor = table[id], pthread_equal(monitor.owner, pthread_self()) != 0 else { return false }
+            monitor.depth -= 1
+            table[id] = monitor.depth == 0 ? nil : monitor
+            return true
         }
-        return true
     }
 }
 

@@ -1,6 +1,7 @@
 import AudioToolbox
 import Foundation
 import Testing
+import TestSupport
 
 /// `'abcd'` as Apple's headers evaluate it.
 func fourCC(_ code: String) -> UInt32 { code.utf8.reduce(0) { $0 << 8 | UInt32($1) } }
@@ -137,5 +138,36 @@ func fourCC(_ code: String) -> UInt32 { code.utf8.reduce(0) { $0 << 8 | UInt32($
         #expect(writable.boolValue)
         let asbd = AudioStreamBasicDescription()
         #expect(asbd.mSampleRate == 0 && asbd.mFormatID == 0)
+    }
+}
+
+/// `objc_sync_enter`/`objc_sync_exit` (Swift's spelling of `@synchronized`): a recursive lock per
+/// object, exclusive between threads; exiting one not held is an error.
+@Suite struct ObjectSyncTests {
+    final class Guarded: @unchecked Sendable {   // @unchecked: `count` is touched only between objc_sync_enter and objc_sync_exit
+        var count = 0
+    }
+
+    @Test func aMonitorIsRecursiveAndExclusive() async {
+        let object = Guarded()
+        #expect(objc_sync_exit(object) == -1, "exiting a monitor not held")
+        #expect(objc_sync_enter(object) == 0 && objc_sync_enter(object) == 0)
+        #expect(objc_sync_exit(object) == 0 && objc_sync_exit(object) == 0)
+        #expect(objc_sync_exit(object) == -1)
+        // Four threads, each adding 10 000 times under the monitor: no increment is lost.
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    await onOwnThread {
+                        for _ in 0..<10_000 {
+                            objc_sync_enter(object)
+                            object.count += 1
+                            objc_sync_exit(object)
+                        }
+                    }
+                }
+            }
+        }
+        #expect(object.count == 40_000)
     }
 }
