@@ -36,7 +36,7 @@ public enum AVCodecAAC {
     static func message(_ code: Int32) -> String {
         var buffer = [CChar](repeating: 0, count: 128)
         aq_av_strerror(code, &buffer, buffer.count)
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return String(nulTerminated: buffer)
     }
 
     /// The speaker of a libavcodec channel, as this library labels it.

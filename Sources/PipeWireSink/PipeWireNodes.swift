@@ -25,7 +25,7 @@ extension PipeWireSink {
         var message = [CChar](repeating: 0, count: 512)
         let milliseconds = Int32(Self.milliseconds(timeout))
         guard let connection = aq_pw_connect(remote, "BufferQueue", milliseconds, &message, message.count) else {
-            throw AudioQueueError(.sinkError, String(cString: message))
+            throw AudioQueueError(.sinkError, String(nulTerminated: message))
         }
         defer { aq_pw_disconnect(connection) }
         var found: [PipeWireNode] = []

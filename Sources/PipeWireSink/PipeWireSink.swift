@@ -161,7 +161,7 @@ public final class PipeWireSink: AudioSink {
                 }
                 var name = [CChar](repeating: 0, count: 256)
                 aq_pw_default_sink(connection, &name, name.count)
-                let current = String(cString: name)
+                let current = String(nulTerminated: name)
                 if !current.isEmpty { target = current; state.following = current }
             }
             let (stream, context) = try openStream(&state, target: target)
@@ -205,7 +205,7 @@ public final class PipeWireSink: AudioSink {
                                                       UInt32(format.sampleRate), UInt32(format.channelsPerFrame), Self.positions(state.layout),
                                                       latency, callbacks, Int32(Self.milliseconds(configuration.timeout)), &message, message.count) else {
             context.release()
-            throw AudioQueueError(.cannotStart, "PipeWire could not open a stream to \(target ?? "the default sink"): \(String(cString: message))")
+            throw AudioQueueError(.cannotStart, "PipeWire could not open a stream to \(target ?? "the default sink"): \(String(nulTerminated: message))")
         }
         return (stream, context)
     }
@@ -221,7 +221,8 @@ public final class PipeWireSink: AudioSink {
     /// into at a known frame and plays out what it holds; the new one is rendered into from the
     /// next frame on. Nothing is lost or repeated (unless the old device is gone: then what it
     /// held is lost, and the new one still continues from the next frame).
-    private func move(to name: String) {
+    @discardableResult
+    private func move(to name: String) -> Bool {
         let moved = state.withLock { state -> AudioRenderSource? in
             guard let old = state.stream, let oldContext = state.context, let current = state.following,
                   !name.isEmpty, name != current, !state.draining else { return nil }
@@ -246,6 +247,7 @@ public final class PipeWireSink: AudioSink {
             return state.source
         }
         moved?.reportDeviceChanged(name)
+        return moved != nil
     }
 
     /// Closes a stream left behind by a move once it has played out.
@@ -266,8 +268,16 @@ public final class PipeWireSink: AudioSink {
     /// second, the queue gets the error.
     fileprivate func streamFailed(_ context: RenderContext, _ message: String) {
         follower.asyncAfter(deadline: .now() + 1) {
-            let stillCurrent = self.state.withLock { state in state.context?.takeUnretainedValue() === context }
-            if stillCurrent { context.reportFailure(message) }
+            let current = self.state.withLock { state -> String? in
+                guard state.context?.takeUnretainedValue() === context, let connection = state.connection else { return nil }
+                var name = [CChar](repeating: 0, count: 256)
+                aq_pw_default_sink(connection, &name, name.count)
+                return String(nulTerminated: name)
+            }
+            // Still on the failed stream: the default may have changed while a move could not
+            // open a stream to it (the new device not ready yet); one more try, else the error.
+            guard let current else { return }
+            if !self.move(to: current) { context.reportFailure(message) }
         }
     }
 
@@ -378,7 +388,7 @@ func pipeWireConnection(reusing existing: OpaquePointer?, remote: String?, appli
     }
     var message = [CChar](repeating: 0, count: 512)
     guard let made = aq_pw_connect(remote, application, Int32(PipeWireSink.milliseconds(timeout)), &message, message.count) else {
-        throw AudioQueueError(.cannotStart, String(cString: message))
+        throw AudioQueueError(.cannotStart, String(nulTerminated: message))
     }
     return made
 }

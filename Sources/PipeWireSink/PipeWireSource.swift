@@ -108,7 +108,7 @@ public final class PipeWireSource: AudioSource {
                                                          UInt32(format.sampleRate), UInt32(format.channelsPerFrame), positions, latency,
                                                          callbacks, Int32(PipeWireSink.milliseconds(configuration.timeout)), &message, message.count) else {
                 context.release()
-                throw AudioQueueError(.cannotStart, "PipeWire could not open a stream from \(place): \(String(cString: message))")
+                throw AudioQueueError(.cannotStart, "PipeWire could not open a stream from \(place): \(String(nulTerminated: message))")
             }
             state.stream = stream
             state.context = context

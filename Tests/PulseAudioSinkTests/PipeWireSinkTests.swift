@@ -12,7 +12,7 @@ struct PipeWireSinkTests {
 
     func makeQueue(_ server: PrivatePipeWire, target: String? = "out", format: AudioStreamDescription? = nil,
                    layout: AudioChannelLayout? = nil) throws -> (AudioQueue, PipeWireSink) {
-        let sink = PipeWireSink(configuration: .init(remote: server.remote, target: target, targetLatency: .milliseconds(20),
+        let sink = PipeWireSink(configuration: .init(remote: server.remote, target: target, targetLatency: .milliseconds(50),
                                                      applicationName: "BufferQueueTests"))
         let format = format ?? self.format
         let queue = try AudioQueue(format: format, configuration: .init(sink: sink, decodeBufferFrames: 131_072))

@@ -142,7 +142,7 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/pw-record")
         process.arguments = ["--target", sink, "-P", "{ stream.capture.sink=true node.dont-reconnect=true }", "--format", "f32",
-                             "--rate", "\(rate)", "--channels", "\(channels)", "--latency", "10ms", "-"]
+                             "--rate", "\(rate)", "--channels", "\(channels)", "--latency", "50ms", "-"]
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice

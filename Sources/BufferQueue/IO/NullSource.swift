@@ -12,8 +12,7 @@ import Synchronization
 ///   `.unpaced` delivers as fast as the queue takes frames (it never overruns the queue): the
 ///   "offline" equivalent of recording. `.manual` delivers only what ``push(_:)`` is given, on the
 ///   caller's thread, so a test decides exactly what arrives when.
-// @unchecked: device state is touched only on its own dispatch queue (pushes under pushLock); what others read is atomic.
-public final class NullSource: AudioSource, @unchecked Sendable {
+public final class NullSource: AudioSource, Sendable {
     /// What the source produces.
     public enum Signal: Sendable {
         /// Zeros, forever.
@@ -42,19 +41,23 @@ public final class NullSource: AudioSource, @unchecked Sendable {
     public let deliveredRate: Double?
     public let deliveredChannels: Int?
 
-    private let queue = DispatchQueue(label: "BufferQueue.NullSource")
+    private let queue: DispatchQueue
     private let produced = Atomic<Int>(0)
-    // Touched only on `queue` (or, for `.manual`, on the pushing thread while started).
-    private var target: AudioCaptureTarget?
-    private var format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
-    private var scratch: [Float] = []
-    private var active = false
-    private var ended = false
-    private var timer: DispatchSourceTimer?
-    private var originNanos: UInt64 = 0
-    private var framesAtStart = 0
-    private var position = 0
-    private let pushLock = Lock<Void>(())
+    /// The device's state: its own dispatch queue's.
+    private struct Device {
+        var target: AudioCaptureTarget?
+        var format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
+        var scratch: [Float] = []
+        var active = false
+        var ended = false
+        var timer: DispatchSourceTimer?
+        var originNanos: UInt64 = 0
+        var framesAtStart = 0
+        var position = 0
+    }
+    private let device: QueueBound<Device>
+    /// Held while a manual push writes (a pause waits for it).
+    private let pushLock = Lock<Bool>(false)
 
     /// - Parameters:
     ///   - signal: silence, a sine or supplied frames.
@@ -69,6 +72,8 @@ public final class NullSource: AudioSource, @unchecked Sendable {
         self.period = min(max(period, .milliseconds(1)), .milliseconds(100))
         deliveredRate = sampleRate
         deliveredChannels = channels
+        queue = DispatchQueue(label: "BufferQueue.NullSource")
+        device = QueueBound(Device(), on: queue)
     }
 
     /// Frames delivered (or attempted: the queue may have lost some) since the source was made.
@@ -82,28 +87,29 @@ public final class NullSource: AudioSource, @unchecked Sendable {
                 "the null source's \(samples.count) samples are not whole frames of \(delivered.channelsPerFrame) channels")
         }
         queue.sync {
-            format = delivered
-            self.target = target
-            position = 0
-            ended = false
-            scratch = Array(repeating: 0, count: 4096 * delivered.channelsPerFrame)
+            device.value.format = delivered
+            device.value.target = target
+            device.value.position = 0
+            device.value.ended = false
+            device.value.scratch = Array(repeating: 0, count: 4096 * delivered.channelsPerFrame)
         }
         return delivered
     }
 
     public func start() throws {
         queue.sync {
-            guard !active, let target else { return }
-            active = true
+            guard !device.value.active, let target = device.value.target else { return }
+            device.value.active = true
             switch pacing {
             case .realTime:
-                originNanos = DispatchTime.now().uptimeNanoseconds
-                framesAtStart = position
+                device.value.originNanos = DispatchTime.now().uptimeNanoseconds
+                device.value.framesAtStart = device.value.position
                 let timer = DispatchSource.makeTimerSource(flags: .strict, queue: queue)
                 timer.schedule(deadline: .now() + .nanoseconds(Int(period.seconds * 1e9)),
                                repeating: .nanoseconds(Int(period.seconds * 1e9)), leeway: .microseconds(200))
-                timer.setEventHandler { [weak self] in self?.tick() }
-                self.timer = timer
+                let weakSelf = WeakNullSource(self)
+                timer.setEventHandler { weakSelf.source?.tick() }
+                device.value.timer = timer
                 timer.activate()
             case .unpaced:
                 let weakSelf = WeakNullSource(self)
@@ -117,10 +123,10 @@ public final class NullSource: AudioSource, @unchecked Sendable {
 
     public func pause() {
         queue.sync {
-            active = false
-            timer?.cancel()
-            timer = nil
-            target?.setSpaceHandler(nil)
+            device.value.active = false
+            device.value.timer?.cancel()
+            device.value.timer = nil
+            device.value.target?.setSpaceHandler(nil)
         }
         // A push in progress finishes before this returns.
         pushLock.withLock { _ in }
@@ -128,7 +134,7 @@ public final class NullSource: AudioSource, @unchecked Sendable {
 
     public func close() {
         pause()
-        queue.sync { target = nil }
+        queue.sync { device.value.target = nil }
     }
 
     /// Delivers `samples` (interleaved, the delivered channel count) now, on this thread, as a
@@ -136,7 +142,7 @@ public final class NullSource: AudioSource, @unchecked Sendable {
     @discardableResult
     public func push(_ samples: [Float]) -> Bool {
         pushLock.withLock { _ -> Bool in
-            guard pacing == .manual, let target = queue.sync(execute: { active ? self.target : nil }) else { return false }
+            guard pacing == .manual, let target = queue.sync(execute: { device.value.active ? device.value.target : nil }) else { return false }
             let frames = samples.count / target.channels
             samples.withUnsafeBufferPointer { buffer in
                 if let base = buffer.baseAddress { target.write(base, frames: frames) }
@@ -148,63 +154,72 @@ public final class NullSource: AudioSource, @unchecked Sendable {
 
     /// Says the manual source has no more frames: the queue hands back what it holds and stops.
     public func finish() {
-        let target = queue.sync { self.target }
+        let target = queue.sync { device.value.target }
         target?.reportEnd()
     }
 
     // MARK: generation (on `queue`)
 
     private func tick() {
-        guard active, let target else { return }
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds &- originNanos) / 1e9
-        var due = framesAtStart + Int(elapsed * format.sampleRate) - position
-        while due > 0, !ended {
-            let made = generate(min(due, 4096), into: target)
-            if made == 0 { break }
-            due -= made
+        generating { d in
+            guard d.active, let target = d.target else { return }
+            let elapsed = Double(DispatchTime.now().uptimeNanoseconds &- d.originNanos) / 1e9
+            var due = d.framesAtStart + Int(elapsed * d.format.sampleRate) - d.position
+            while due > 0, !d.ended {
+                let made = generate(min(due, 4096), into: target, &d)
+                if made == 0 { break }
+                due -= made
+            }
         }
     }
 
     private func fillWritable() {
-        guard active, let target else { return }
-        while !ended {
-            let room = target.writableFrames
-            if room <= 0 { return }
-            if generate(min(room, 4096), into: target) == 0 { return }
+        generating { d in
+            guard d.active, let target = d.target else { return }
+            while !d.ended {
+                let room = target.writableFrames
+                if room <= 0 { return }
+                if generate(min(room, 4096), into: target, &d) == 0 { return }
+            }
         }
     }
 
+    /// Runs `body` with the device's state (on `queue`: one check for the whole body).
+    private func generating(_ body: (inout Device) -> Void) {
+        body(&device.value)
+    }
+
     /// Makes up to `frames` frames, writes them, and reports the end of supplied frames.
-    private func generate(_ frames: Int, into target: AudioCaptureTarget) -> Int {
-        let channels = format.channelsPerFrame
+    private func generate(_ frames: Int, into target: AudioCaptureTarget, _ d: inout Device) -> Int {
+        let channels = d.format.channelsPerFrame
         var count = frames
         switch signal {
         case .silence:
-            for index in 0..<(count * channels) { scratch[index] = 0 }
+            for index in 0..<(count * channels) { d.scratch[index] = 0 }
         case .sine(let frequency, let amplitude):
-            let step = 2 * Double.pi * frequency / format.sampleRate
+            let step = 2 * Double.pi * frequency / d.format.sampleRate
             for frame in 0..<count {
-                let value = amplitude * Float(sin(step * Double(position + frame)))
-                for channel in 0..<channels { scratch[frame * channels + channel] = value }
+                let value = amplitude * Float(sin(step * Double(d.position + frame)))
+                for channel in 0..<channels { d.scratch[frame * channels + channel] = value }
             }
         case .frames(let samples):
-            count = min(count, samples.count / channels - position)
+            count = min(count, samples.count / channels - d.position)
             if count > 0 {
-                let start = position * channels
-                for index in 0..<(count * channels) { scratch[index] = samples[start + index] }
+                let start = d.position * channels
+                for index in 0..<(count * channels) { d.scratch[index] = samples[start + index] }
             }
         }
         if count > 0 {
-            scratch.withUnsafeBufferPointer { buffer in
+            d.scratch.withUnsafeBufferPointer { buffer in
                 if let base = buffer.baseAddress { target.write(base, frames: count) }
             }
-            position += count
+            d.position += count
             produced.add(count, ordering: .releasing)
         }
-        if case .frames(let samples) = signal, position >= samples.count / channels, !ended {
-            ended = true
-            timer?.cancel()
-            timer = nil
+        if case .frames(let samples) = signal, d.position >= samples.count / channels, !d.ended {
+            d.ended = true
+            d.timer?.cancel()
+            d.timer = nil
             target.reportEnd()
         }
         return count
