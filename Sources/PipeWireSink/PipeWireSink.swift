@@ -76,7 +76,7 @@ public final class PipeWireSink: AudioSink {
         /// Streams left behind by a move, playing out what they hold; closed when drained.
         var retiring: [(stream: OpaquePointer, context: Unmanaged<RenderContext>)] = []
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let scheduling = SchedulingRecord()
     /// Where moves to a new default device happen (never on the loop's thread, which a new
     /// stream needs in order to connect).
@@ -395,13 +395,13 @@ func pipeWireConnection(reusing existing: OpaquePointer?, remote: String?, appli
 
 /// What the render thread asked for and got, shared by the sink and its streams' contexts.
 final class SchedulingRecord: Sendable {
-    let value = Mutex<RenderThreadScheduling?>(nil)
+    let value = Lock<RenderThreadScheduling?>(nil)
     let asked = Atomic<Bool>(false)
 }
 
 /// The sink, weakly, for the loop's thread (a callback in flight while the sink goes away finds nothing).
 final class WeakPipeWireSink: Sendable {
-    let sink = Mutex<WeakReferenceBox<PipeWireSink>?>(nil)
+    let sink = Lock<WeakReferenceBox<PipeWireSink>?>(nil)
 
     func defaultChanged(_ name: String) { sink.withLock { $0?.object }?.defaultChanged(name) }
     func streamFailed(_ context: RenderContext, _ message: String) { sink.withLock { $0?.object }?.streamFailed(context, message) }
@@ -422,7 +422,7 @@ final class RenderContext: Sendable {
     let channels: Int
     let scheduling: SchedulingRecord
     let place: String
-    let drainCompletion = Mutex<(@Sendable () -> Void)?>(nil)
+    let drainCompletion = Lock<(@Sendable () -> Void)?>(nil)
     private let failure = Atomic<Bool>(false)
     private let failureReported = Atomic<Bool>(false)
     private let onFailure: @Sendable (RenderContext, String) -> Void

@@ -55,7 +55,7 @@ public final class PipeWireSource: AudioSource {
         var stream: OpaquePointer?
         var context: Unmanaged<CaptureContext>?
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration

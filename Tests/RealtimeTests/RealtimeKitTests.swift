@@ -48,6 +48,8 @@ struct RealtimeKitTests {
         #expect(asked.got == .realtimeThroughRTKit(priority: RealtimeScheduling.priority), "\(asked.got)")
         #expect(asked.policy & ~0x4000_0000 == SCHED_FIFO && asked.priority == RealtimeScheduling.priority,
                 "the kernel says policy \(asked.policy), priority \(asked.priority)")
+        // The stand-in's answer line arrives through a pipe read on a thread of its own.
+        #expect(await kit.lines.wait(timeout: .seconds(10)) { lines in lines.contains { $0.hasPrefix("granted") || $0.hasPrefix("refused") } })
         #expect(kit.answers == ["granted \(asked.thread) \(RealtimeScheduling.priority)"], "\(kit.lines.current)")
         // rtkit grants only a process whose real-time threads cannot run unbounded: the library
         // lowered RLIMIT_RTTIME to what rtkit allows.
