@@ -269,15 +269,13 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
             pa_stream_unref(made)
             throw AudioQueueError(.cannotStart, "PulseAudio could not connect the stream to \(device ?? "the default sink"): \(message)")
         }
-        while true {
-            let state = pa_stream_get_state(made)
-            if state == PA_STREAM_READY { return made }
-            if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
-                Self.disconnect(made)
-                throw AudioQueueError(.cannotStart, "the PulseAudio stream to \(device ?? "the default sink") failed: \(connection.lastError)")
-            }
-            connection.wait()
+        do {
+            try connection.waitUntilReady(made, failure: "the PulseAudio stream to \(device ?? "the default sink") failed")
+        } catch {
+            Self.disconnect(made)
+            throw error
         }
+        return made
     }
 
     // MARK: following the default

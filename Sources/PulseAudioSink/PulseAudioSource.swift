@@ -165,14 +165,8 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
         guard pa_stream_connect_record(made, configuration.device, &attributes, flags) >= 0 else {
             throw AudioQueueError(.cannotStart, "PulseAudio could not record from \(configuration.device ?? "the default source"): \(connection.lastError)")
         }
-        while true {
-            let state = pa_stream_get_state(made)
-            if state == PA_STREAM_READY { streamReady = true; return }
-            if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
-                throw AudioQueueError(.cannotStart, "the PulseAudio record stream on \(configuration.device ?? "the default source") failed: \(connection.lastError)")
-            }
-            connection.wait()
-        }
+        try connection.waitUntilReady(made, failure: "the PulseAudio record stream on \(configuration.device ?? "the default source") failed")
+        streamReady = true
     }
 
     /// The server has data (main loop's thread, lock held): hand it to the queue. Nothing allocates.

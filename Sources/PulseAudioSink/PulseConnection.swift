@@ -207,6 +207,19 @@ extension PulseConnection {
         return name.isEmpty ? nil : name
     }
 
+    /// Waits (lock held, not on the main loop's thread) until a connecting stream is ready;
+    /// throws `failure` followed by libpulse's reason when it fails or ends instead.
+    func waitUntilReady(_ stream: OpaquePointer, failure: String) throws {
+        while true {
+            let state = pa_stream_get_state(stream)
+            if state == PA_STREAM_READY { return }
+            if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
+                throw AudioQueueError(.cannotStart, "\(failure): \(lastError)")
+            }
+            wait()
+        }
+    }
+
     /// Whether a stream that was ready has failed or ended (a removed device), after a state
     /// callback (main loop's thread); wakes waiters either way.
     func streamEnded(_ changed: OpaquePointer?, ours: OpaquePointer?, wasReady: Bool) -> Bool {

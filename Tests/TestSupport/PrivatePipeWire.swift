@@ -83,16 +83,9 @@ public final class PrivatePipeWire: @unchecked Sendable {   // @unchecked: the c
     }
 
     private func startBus() async throws {
-        let output = Pipe()
-        let address = Watched<String?>(nil)
-        LineReader(output.fileHandleForReading, onEnd: { address.update { $0 = $0 ?? "" } }) { line in
-            address.update { $0 = $0 ?? line }
-        }.start()
-        try spawn("/usr/bin/dbus-daemon", ["--session", "--nofork", "--nopidfile", "--print-address=1"], output: output)
-        guard await address.wait(timeout: .seconds(10), until: { $0 != nil }), let line = address.current, !line.isEmpty else {
-            throw Failure(description: "dbus-daemon printed no address within 10 s")
-        }
-        busAddress = line
+        let bus = try await startPrivateBus(environment: environment)
+        children.append((bus.process, bus.exit))
+        busAddress = bus.address
     }
 
     private func startPipeWire() async throws {

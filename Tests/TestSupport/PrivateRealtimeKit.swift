@@ -68,17 +68,10 @@ public final class PrivateRealtimeKit: Sendable {
             children.append((process, try runWatched(process)))
         }
         do {
-            let busOutput = Pipe()
-            let busAddress = Watched<String?>(nil)
-            LineReader(busOutput.fileHandleForReading, onEnd: { busAddress.update { $0 = $0 ?? "" } }) { line in
-                busAddress.update { $0 = $0 ?? line }
-            }.start()
             let environment = ["HOME": directory, "PATH": "/usr/bin:/bin"]
-            try spawn("/usr/bin/dbus-daemon", ["--session", "--nofork", "--nopidfile", "--print-address=1", "--address=unix:path=\(directory)/bus"],
-                      environment: environment, output: busOutput)
-            guard await busAddress.wait(timeout: .seconds(10), until: { $0 != nil }), let address = busAddress.current, !address.isEmpty else {
-                throw Failure(description: "dbus-daemon printed no address within 10 s")
-            }
+            let bus = try await startPrivateBus(environment: environment, arguments: ["--address=unix:path=\(directory)/bus"])
+            children.append((bus.process, bus.exit))
+            let address = bus.address
             let script = directory + "/rtkit.py"
             try service.write(toFile: script, atomically: true, encoding: .utf8)
             let serviceOutput = Pipe()
