@@ -6,7 +6,7 @@ import Dispatch
 import CALSA
 import Synchronization
 
-/// An ``AudioSink`` on ALSA (libasound2, LGPL-2.1+), for machines without a sound server:
+/// An ``/BufferQueue/AudioSink`` on ALSA (libasound2, LGPL-2.1+), for machines without a sound server:
 /// single-board computers, kiosks, containers.
 ///
 /// It plays on a named PCM (`default`, `hw:0,0`, `plughw:1`, or one defined in an ALSA
@@ -23,7 +23,9 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
     public enum SampleFormat: Sendable, Hashable {
         /// float32 when the device takes it, else 16-bit.
         case automatic
+        /// 32-bit float samples.
         case float32
+        /// 16-bit signed integer samples (converted from float32 by the sink).
         case int16
     }
 
@@ -35,11 +37,13 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
         public var targetLatency: Duration
         /// Periods in the buffer (a period is rendered at a time).
         public var periods: Int
+        /// The sample format to ask the device for.
         public var sampleFormat: SampleFormat
         /// ALSA configuration text added to the system's (`alsa.conf` and `~/.asoundrc`) for this
         /// sink only, e.g. `pcm.capture { type file; slave.pcm "null"; file "/tmp/out.raw"; format "raw" }`.
         public var extraConfiguration: String?
 
+        /// A configuration; every value has the default the type's properties describe.
         public init(device: String = "default", targetLatency: Duration = .milliseconds(100), periods: Int = 4,
                     sampleFormat: SampleFormat = .automatic, extraConfiguration: String? = nil) {
             self.device = device
@@ -52,11 +56,15 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
 
     /// What was agreed with the device at the last open.
     public struct Negotiated: Sendable, Hashable {
+        /// The sample format in use.
         public var sampleFormat: SampleFormat
+        /// Frames per period (the device's wake-up interval).
         public var periodFrames: Int
+        /// Frames in the device's buffer.
         public var bufferFrames: Int
     }
 
+    /// What the sink was made with.
     public let configuration: Configuration
     /// The device thread's commands and state (see ``DeviceControl``).
     private let control = ConditionLock(DeviceControl())
@@ -75,6 +83,7 @@ public final class ALSASink: AudioSink, @unchecked Sendable {
     private let delay = Atomic<Int>(0)
     private let delayStamp = Atomic<UInt64>(0)
 
+    /// A sink that opens the PCM when a queue opens it.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))

@@ -1,6 +1,6 @@
 /// What the ALSA device thread is asked to do and what it is doing, as one value: the caller's
 /// commands (start, pause, flush, drain, close) change it, and the device thread asks it for its
-/// next step. The sink keeps it in a ``BufferQueue/ConditionLock`` (the package's one lock style):
+/// next step. The sink keeps it in a ``/BufferQueue/ConditionLock`` (the package's one lock style):
 /// the device thread parks on it, a caller waits on it until the thread has acted. Every
 /// transition is testable as a value (`DeviceControlTests`).
 struct DeviceControl {

@@ -54,7 +54,7 @@ public enum AVCodecAAC {
     }
 }
 
-/// An ``AudioDecoder`` for AAC-LC, HE-AAC and HE-AAC v2 on libavcodec's native AAC decoder: the
+/// An ``/BufferQueue/AudioDecoder`` for AAC-LC, HE-AAC and HE-AAC v2 on libavcodec's native AAC decoder: the
 /// LGPL alternative to `FAADDecoder`, with the same output: float32 at the real output rate
 /// (SBR doubles it, announced as a format change before its first frame), each packet its whole
 /// frame (1 024, or 2 048 with SBR) from the first packet on, channels in AAC's order (centre
@@ -92,9 +92,9 @@ public final class AVCodecAACDecoder: AudioDecoder {
         try AVCodecAACDecoder(format: format, magicCookie: cookie)
     }
 
-    /// Without a cookie, the config the stream description implies (``AACConfig/implied(by:)``),
+    /// Without a cookie, the config the stream description implies (``/BufferQueue/AACConfig/implied(by:)``),
     /// as Core Audio decodes AAC from its description alone.
-    /// - Throws: ``AudioQueueError/Code/codecNotFound`` without a usable AudioSpecificConfig.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/codecNotFound`` without a usable AudioSpecificConfig.
     public init(format: AudioStreamDescription, magicCookie: [UInt8]?) throws {
         let given = magicCookie?.isEmpty == false ? magicCookie : AACConfig.implied(by: format)
         guard let cookie = given, cookie.count >= 2, cookie.count <= 64 else {
@@ -224,7 +224,7 @@ public final class AVCodecAACDecoder: AudioDecoder {
     public func reset() { aq_avcodec_flush_buffers(context) }
 }
 
-/// An ``AudioEncoder`` for AAC-LC on libavcodec's native AAC encoder (ffmpeg's `-c:a aac`),
+/// An ``/BufferQueue/AudioEncoder`` for AAC-LC on libavcodec's native AAC encoder (ffmpeg's `-c:a aac`),
 /// LGPL-2.1-or-later: the AAC encoder Debian ships that is maintained with ffmpeg (fdk-aac is not
 /// in Debian's main archive; faac is not maintained and not Debian's default).
 ///
@@ -250,7 +250,9 @@ public final class AVCodecAACEncoder: AudioEncoder {
     private let rate: Int
     private let settings: AudioEncoderSettings
 
-    /// - Parameter format: the rate (8–96 kHz) and 1–8 channels.
+    /// - Parameters:
+    ///   - format: the rate (8–96 kHz) and 1–8 channels.
+    ///   - settings: the bit rate or quality (see the type's notes).
     public init(format: AudioStreamDescription, settings: AudioEncoderSettings = .init()) throws {
         guard format.formatID == .aacLC else { throw AudioQueueError(.codecNotFound, "\(format.formatID) is not AAC-LC") }
         let channels = format.channelsPerFrame

@@ -3,7 +3,7 @@ import AudioCodecs
 import FAADDecoder
 import RubberBandTimePitch
 
-/// ``AudioCodecs/AudioCodecs`` and the GPL modules, registered by one call: libfaad2 (AAC and
+/// ``/AudioCodecs/AudioCodecs`` and the GPL modules, registered by one call: libfaad2 (AAC and
 /// HE-AAC) and Rubber Band (the spectral time-pitch engine).
 ///
 /// **This module links GPL libraries (libfaad2: GPL-2.0+, Rubber Band: GPL-2.0+): a program that
@@ -17,7 +17,7 @@ public enum AudioCodecsGPL {
         case libfaad2
     }
 
-    /// Registers everything ``AudioCodecs/AudioCodecs/registerAll(decoders:encoders:resamplers:)``
+    /// Registers everything ``/AudioCodecs/AudioCodecs/registerAll(decoders:encoders:resamplers:)``
     /// does, libfaad2's AAC decoder (decoding AAC only when `aac` is ``AACDecoder/libfaad2``) and
     /// Rubber Band. Safe to call again.
     public static func registerAll(aac: AACDecoder = .libavcodec, decoders: AudioDecoderRegistry = .shared,

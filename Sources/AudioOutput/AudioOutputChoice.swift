@@ -25,6 +25,8 @@ public enum AudioOutputDevice: Sendable, Hashable, CustomStringConvertible {
 
     /// A sink for this output.
     /// - Parameters:
+    ///   - applicationName: the program's name, as the sound server shows it.
+    ///   - streamName: the stream's name (what is playing), as the sound server shows it.
     ///   - latency: the target latency (nil: each sink's default).
     public func makeSink(applicationName: String, streamName: String, latency: Duration? = nil) -> any AudioSink {
         switch self {
@@ -60,8 +62,10 @@ public struct AudioOutputChoice: Sendable {
     ///
     /// Settings: `pipewire` or `pipewire:TARGET`, `pulse` or `pulse:SINK`, `alsa` or `alsa:PCM`,
     /// `null` or `null:unpaced`. (`pulseaudio` and `pw` are taken too.)
-    /// - Parameter timeout: how long each server may take to answer its probe.
-    /// - Throws: ``AudioQueueError`` naming the setting when it names no output.
+    /// - Parameters:
+    ///   - setting: the setting (nil or empty: probe).
+    ///   - timeout: how long each server may take to answer its probe.
+    /// - Throws: ``/BufferQueue/AudioQueueError`` naming the setting when it names no output.
     public static func choose(setting: String?, timeout: Duration = .milliseconds(500)) throws -> AudioOutputChoice {
         guard let setting, !setting.isEmpty else { return probe(timeout: timeout) }
         let parts = setting.split(separator: ":", maxSplits: 1).map(String.init)

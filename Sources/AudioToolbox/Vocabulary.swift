@@ -45,8 +45,11 @@ public typealias CFDictionary = NSDictionary
 public typealias CFData = NSData
 /// `CFArray`, for the lists of Audio File Services' global info.
 public typealias CFArray = NSArray
+/// `CFIndex`: a count or an index.
 public typealias CFIndex = Int
+/// `CFTimeInterval`: seconds.
 public typealias CFTimeInterval = Double
+/// `CFTypeRef`: any CoreFoundation object.
 public typealias CFTypeRef = AnyObject
 
 /// `CFAllocator`: the allocators are not modelled; pass `kCFAllocatorDefault` (nil) or nil.

@@ -1,10 +1,10 @@
 import BufferQueue
 import CFAAD2
 
-/// An ``AudioDecoder`` for AAC-LC, HE-AAC (SBR) and HE-AAC v2 (PS) on libfaad2.
+/// An ``/BufferQueue/AudioDecoder`` for AAC-LC, HE-AAC (SBR) and HE-AAC v2 (PS) on libfaad2.
 ///
 /// Configured from the magic cookie (the AudioSpecificConfig from an MP4 `esds`, a CAF `kuki`, or
-/// the one ``AudioFileStream`` builds from an ADTS header). Output is float32 at the real output
+/// the one `AudioFileStream` builds from an ADTS header). Output is float32 at the real output
 /// rate: the first decoded frame decides (SBR and PS may only show up in-band), and a difference
 /// from what the configuration said is announced as a format change before any frame of it.
 ///
@@ -45,6 +45,7 @@ public final class FAADDecoder: AudioDecoder {
         // Every AAC frame decodes to 1024 frames (2048 with SBR), however short its sample says it is.
         decodesWholeFrames: true)
 
+    /// The factory ``register(in:)`` adds: AAC-LC, HE-AAC and HE-AAC v2.
     public static let factory = AudioDecoderFactory(name: "libfaad2", formats: [.aacLC, .heAAC, .heAACv2], priority: 10, traits: traits) { format, cookie in
         try FAADDecoder(format: format, magicCookie: cookie)
     }
@@ -52,9 +53,9 @@ public final class FAADDecoder: AudioDecoder {
     /// Registers ``factory`` with a registry (the shared one by default).
     public static func register(in registry: AudioDecoderRegistry = .shared) { registry.register(factory) }
 
-    /// Without a cookie, the config the stream description implies (``AACConfig/implied(by:)``),
+    /// Without a cookie, the config the stream description implies (``/BufferQueue/AACConfig/implied(by:)``),
     /// as Core Audio decodes AAC from its description alone.
-    /// - Throws: ``AudioQueueError/Code/codecNotFound`` without a usable AudioSpecificConfig.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/codecNotFound`` without a usable AudioSpecificConfig.
     public init(format: AudioStreamDescription, magicCookie: [UInt8]?) throws {
         let given = magicCookie?.isEmpty == false ? magicCookie : AACConfig.implied(by: format)
         guard let cookie = given, cookie.count >= 2, cookie.count <= 64 else {

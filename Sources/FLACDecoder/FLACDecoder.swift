@@ -1,11 +1,11 @@
 import BufferQueue
 import CFLAC
 
-/// An ``AudioDecoder`` for FLAC on libFLAC (BSD-3-Clause), native or from Ogg, MP4 and CAF alike:
+/// An ``/BufferQueue/AudioDecoder`` for FLAC on libFLAC (BSD-3-Clause), native or from Ogg, MP4 and CAF alike:
 /// every container hands over whole frames.
 ///
 /// Configured from the magic cookie: `fLaC` and the STREAMINFO block (what a native file begins
-/// with; ``AudioFormatID/flac``), or from the stream description alone when there is none. Output is float32, each integer sample divided by 2^(bits − 1),
+/// with; ``/BufferQueue/AudioFormatID/flac``), or from the stream description alone when there is none. Output is float32, each integer sample divided by 2^(bits − 1),
 /// so 8-, 16- and 24-bit sources are exact in it.
 ///
 /// The STREAMINFO MD5 of the unencoded samples is checked by libFLAC when a decode ran from the
@@ -34,6 +34,7 @@ public final class FLACDecoder: AudioDecoder {
     /// FLAC's needs: frames decode on their own (no pre-roll), so pieces join bit-exactly.
     public static let traits = AudioDecoderTraits.independentPackets
 
+    /// The factory ``register(in:)`` adds: FLAC.
     public static let factory = AudioDecoderFactory(name: "libFLAC", formats: [.flac], priority: 10, traits: traits) { format, cookie in
         try FLACDecoder(format: format, magicCookie: cookie)
     }
@@ -41,7 +42,7 @@ public final class FLACDecoder: AudioDecoder {
     /// Registers ``factory`` with a registry (the shared one by default).
     public static func register(in registry: AudioDecoderRegistry = .shared) { registry.register(factory) }
 
-    /// - Throws: ``AudioQueueError/Code/codecNotFound`` without a STREAMINFO in the cookie.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/codecNotFound`` without a STREAMINFO in the cookie.
     public init(format: AudioStreamDescription, magicCookie: [UInt8]?) throws {
         if let cookie = magicCookie {
             guard let info = FLACStreamInfo(magicCookie: cookie) else {

@@ -1,7 +1,7 @@
 import BufferQueue
 import CFLAC
 
-/// An ``AudioEncoder`` for FLAC on libFLAC (BSD-3-Clause): 4- to 32-bit integer samples, 1–8
+/// An ``/BufferQueue/AudioEncoder`` for FLAC on libFLAC (BSD-3-Clause): 4- to 32-bit integer samples, 1–8
 /// channels, each frame a packet.
 ///
 /// Samples go in as 16-bit integers for a 16-bit stream, otherwise as full-scale 32-bit integers
@@ -35,7 +35,9 @@ public final class FLACEncoder: AudioEncoder {
     private var frameNumber: UInt32?
     private var failure: AudioQueueError?
 
-    /// - Parameter format: the rate (1–655 350 Hz), 1–8 channels, and `bitsPerChannel` 4–32 (0 means 16).
+    /// - Parameters:
+    ///   - format: the rate (1–655 350 Hz), 1–8 channels, and `bitsPerChannel` 4–32 (0 means 16).
+    ///   - settings: `quality` 0–8 is the compression level (5 by default, as `flac`'s).
     public init(format: AudioStreamDescription, settings: AudioEncoderSettings = .init()) throws {
         guard format.formatID == .flac else { throw AudioQueueError(.codecNotFound, "\(format.formatID) is not FLAC") }
         let bits = format.bitsPerChannel == 0 ? 16 : format.bitsPerChannel

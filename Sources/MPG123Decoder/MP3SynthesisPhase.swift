@@ -24,6 +24,7 @@ public struct MP3SynthesisPhase {
     /// Reads `count` packets from `first`: each packet's bytes, header included (fewer at the end).
     private let read: (_ first: Int64, _ count: Int) -> [[UInt8]]
 
+    /// A phase reader for a stream of `framesPerPacket`-frame packets whose bytes `read` returns.
     public init(framesPerPacket: Int, read: @escaping (_ first: Int64, _ count: Int) -> [[UInt8]]) {
         self.framesPerPacket = framesPerPacket
         self.read = read
@@ -52,7 +53,7 @@ public struct MP3SynthesisPhase {
     /// reservoir is full (after which none can be). Every valid frame adds to it: an MPEG-1 frame
     /// at least 58 bytes (32 kb/s at 48 kHz), an MPEG-2 frame as little as 1 byte (8 kb/s at
     /// 24 kHz, stereo, with CRC), so it fills within 255 frames. Frames that add nothing (a damaged
-    /// stream) stop the count at ``replayLimit`` frames, so a seek never reads on to the end of
+    /// stream) stop the count at `replayLimit` frames, so a seek never reads on to the end of
     /// the file.
     public func droppedFrames(from start: Int64) -> Int {
         var reservoir = 0

@@ -1,7 +1,7 @@
 import BufferQueue
 import CMPG123
 
-/// An ``AudioDecoder`` for MPEG audio (Layer I/II/III) on libmpg123's feed API.
+/// An ``/BufferQueue/AudioDecoder`` for MPEG audio (Layer I/II/III) on libmpg123's feed API.
 ///
 /// Frames come out as native-rate float32 (mpg123's resampler is disabled, so a 48 kHz file stays
 /// 48 kHz). mpg123's own gapless trimming is switched off: trimming happens once, in the queue,
@@ -35,6 +35,7 @@ public final class MPG123Decoder: AudioDecoder {
         // Every MPEG audio frame decodes to its layer's whole frame (1152 or 576, 384).
         decodesWholeFrames: true)
 
+    /// The factory ``register(in:)`` adds: MPEG audio layers I–III.
     public static let factory = AudioDecoderFactory(name: "libmpg123", formats: [.mpegLayer3, .mpegLayer2, .mpegLayer1], priority: 10,
                                                     traits: traits) { format, _ in
         try MPG123Decoder(format: format)
@@ -43,7 +44,7 @@ public final class MPG123Decoder: AudioDecoder {
     /// Registers ``factory`` with a registry (the shared one by default).
     public static func register(in registry: AudioDecoderRegistry = .shared) { registry.register(factory) }
 
-    /// - Throws: ``AudioQueueError/Code/codecNotFound`` when libmpg123 cannot make a handle.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/codecNotFound`` when libmpg123 cannot make a handle.
     public init(format: AudioStreamDescription) throws {
         guard [.mpegLayer3, .mpegLayer2, .mpegLayer1].contains(format.formatID) else {
             throw AudioQueueError(.codecNotFound, "libmpg123 decodes MPEG audio, not \(format.formatID)")

@@ -30,12 +30,13 @@ public final class AMRDecoder: AudioDecoder {
         "AMR: its predictors settle towards the continuous decode's values from another start, not known to reach them exactly"
     })
 
+    /// The factory ``register(in:)`` adds: AMR-NB and AMR-WB.
     public static let factory = AudioDecoderFactory(name: "opencore-amr", formats: [.amr, .amrWideband], traits: traits) { format, _ in
         try AMRDecoder(format: format)
     }
 
-    /// - Throws: ``AudioQueueError/Code/codecNotFound`` for another format;
-    ///   ``AudioQueueError/Code/invalidPropertyValue`` for a rate or channel count AMR does not have.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/codecNotFound`` for another format;
+    ///   ``/BufferQueue/AudioQueueError/Code/invalidPropertyValue`` for a rate or channel count AMR does not have.
     public init(format: AudioStreamDescription) throws {
         guard format.formatID == .amr || format.formatID == .amrWideband else {
             throw AudioQueueError(.codecNotFound, "\(format.formatID) is not AMR")

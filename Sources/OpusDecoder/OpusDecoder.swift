@@ -1,11 +1,11 @@
 import BufferQueue
 import COpus
 
-/// An ``AudioDecoder`` for Opus on libopus (BSD-3-Clause), with the multistream decoder so that
+/// An ``/BufferQueue/AudioDecoder`` for Opus on libopus (BSD-3-Clause), with the multistream decoder so that
 /// channel mapping families 0 and 1 (mono, stereo and Vorbis-order surround up to 8 channels)
 /// decode alike.
 ///
-/// Configured from the magic cookie, an `OpusHead` (``OpusHeader``). Output is float32 at 48 kHz,
+/// Configured from the magic cookie, an `OpusHead` (``/BufferQueue/OpusHeader``). Output is float32 at 48 kHz,
 /// whatever rate the encoder's input had (the header's input rate is information only, as in
 /// every Opus player). The header's output gain is applied by libopus (`OPUS_SET_GAIN`), as
 /// `opusdec` does, so the samples are the bits of `opusdec --float --rate 48000`. The pre-skip is
@@ -15,7 +15,9 @@ import COpus
 /// Mapping family 255 and other families are refused: their channel order is undefined. A packet
 /// libopus cannot decode becomes silence of the packet's length and a converter error.
 public final class OpusDecoder: AudioDecoder {
+    /// The decoded format: float32 at 48 kHz, the header's channels.
     public let outputFormat: AudioStreamDescription
+    /// The `OpusHead` the decoder was made from (its magic cookie).
     public let header: OpusHeader
     private let decoder: OpaquePointer
     private var samples: [Float]
@@ -29,6 +31,7 @@ public final class OpusDecoder: AudioDecoder {
     /// checks every join and renders on one thread if one differs.
     public static let traits = AudioDecoderTraits(preRollPackets: { _ in 64 }, parallelRefusal: { _ in nil })
 
+    /// The factory ``register(in:)`` adds: Opus.
     public static let factory = AudioDecoderFactory(name: "libopus", formats: [.opus], priority: 10, traits: traits) { format, cookie in
         try OpusDecoder(format: format, magicCookie: cookie)
     }
@@ -36,7 +39,7 @@ public final class OpusDecoder: AudioDecoder {
     /// Registers ``factory`` with a registry (the shared one by default).
     public static func register(in registry: AudioDecoderRegistry = .shared) { registry.register(factory) }
 
-    /// - Throws: ``AudioQueueError/Code/codecNotFound`` without a valid `OpusHead` cookie or for a
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/codecNotFound`` without a valid `OpusHead` cookie or for a
     ///   mapping family other than 0 and 1.
     public init(format: AudioStreamDescription, magicCookie: [UInt8]?) throws {
         var why = ""

@@ -1,7 +1,7 @@
 import BufferQueue
 import COpus
 
-/// An ``AudioEncoder`` for Opus on libopus (BSD-3-Clause): 1–8 channels, always at 48 kHz (the
+/// An ``/BufferQueue/AudioEncoder`` for Opus on libopus (BSD-3-Clause): 1–8 channels, always at 48 kHz (the
 /// encoding converter resamples other rates; the client's rate goes in `OpusHead` as the input
 /// rate, for information, as opusenc does).
 ///
@@ -24,6 +24,7 @@ public final class OpusEncoder: AudioEncoder {
     public let primingFrames: Int
     public let maximumPacketSize: Int
     public var channelLayout: AudioChannelLayout? { channels > 2 ? .vorbis(channels: channels) : nil }
+    /// The `OpusHead` the packets need (pre-skip, channels, mapping), which the magic cookie holds.
     public let header: OpusHeader
     private let encoder: OpaquePointer
     private let channels: Int
@@ -35,6 +36,7 @@ public final class OpusEncoder: AudioEncoder {
 
     /// - Parameters:
     ///   - format: 1–8 channels; the rate is the client's, recorded as the input rate.
+    ///   - settings: the bit rate, complexity and packet size (see the type's notes).
     public init(format: AudioStreamDescription, settings: AudioEncoderSettings = .init()) throws {
         guard format.formatID == .opus else { throw AudioQueueError(.codecNotFound, "\(format.formatID) is not Opus") }
         let channels = format.channelsPerFrame

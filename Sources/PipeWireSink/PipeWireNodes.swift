@@ -13,6 +13,7 @@ public struct PipeWireNode: Sendable, Hashable {
     public var mediaClass: String
     /// The node's channel count and rate where it says them (0 otherwise).
     public var channels: Int
+    /// The node's rate where it says it (0 otherwise).
     public var sampleRate: Double
     /// Whether the session manager's `default` metadata names it as the default sink or source.
     public var isDefault: Bool

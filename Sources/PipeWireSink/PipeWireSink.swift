@@ -8,7 +8,7 @@ import Glibc
 import Musl
 #endif
 
-/// An ``AudioSink`` on PipeWire itself, not through its PulseAudio layer: a `pw_thread_loop`
+/// An ``/BufferQueue/AudioSink`` on PipeWire itself, not through its PulseAudio layer: a `pw_thread_loop`
 /// and a `pw_stream`. libpipewire-0.3 (MIT) is opened when the first sink connects; a program
 /// that links this module runs where it is not installed and gets an error naming it.
 ///
@@ -34,6 +34,7 @@ public final class PipeWireSink: AudioSink {
         public var target: String?
         /// How much audio the graph keeps ahead of the device (`node.latency`).
         public var targetLatency: Duration
+        /// The application name the server shows.
         public var applicationName: String
         /// `media.name` of the stream.
         public var streamName: String
@@ -42,6 +43,7 @@ public final class PipeWireSink: AudioSink {
         /// How long connecting and opening a stream may take before they fail.
         public var timeout: Duration
 
+        /// A configuration; every value has the default the type's properties describe.
         public init(remote: String? = nil, target: String? = nil, targetLatency: Duration = .milliseconds(50),
                     applicationName: String = "BufferQueue", streamName: String = "playback", role: String = "Music",
                     timeout: Duration = .seconds(2)) {
@@ -55,6 +57,7 @@ public final class PipeWireSink: AudioSink {
         }
     }
 
+    /// What the sink was made with.
     public let configuration: Configuration
 
     /// The connection and the stream: changed by the control methods and by a move to another
@@ -84,6 +87,7 @@ public final class PipeWireSink: AudioSink {
     /// What the loop's thread reaches for default changes and failures: the sink, weakly.
     private let weakSelf = WeakPipeWireSink()
 
+    /// A sink that connects to PipeWire when a queue opens it.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         weakSelf.sink.withLock { $0 = WeakReferenceBox(self) }

@@ -3,8 +3,8 @@ import CPipeWire
 import Synchronization
 import Dispatch
 
-/// An ``AudioSource`` on PipeWire itself: a capture `pw_stream` from a source (a microphone, a
-/// line in) or from what a sink plays (`stream.capture.sink`), for an ``AudioInputQueue``.
+/// An ``/BufferQueue/AudioSource`` on PipeWire itself: a capture `pw_stream` from a source (a microphone, a
+/// line in) or from what a sink plays (`stream.capture.sink`), for an ``/BufferQueue/AudioInputQueue``.
 ///
 /// The stream is interleaved float32 at the queue's rate and channel count: PipeWire converts
 /// from the device when they differ (a sink recorded at its own rate and channel count is bit
@@ -25,12 +25,14 @@ public final class PipeWireSource: AudioSource {
         public var monitor: Bool
         /// How much audio PipeWire gathers per delivery (`node.latency`).
         public var targetLatency: Duration
+        /// The application name the server shows.
         public var applicationName: String
         /// `media.name` of the stream.
         public var streamName: String
         /// How long connecting and opening the stream may take.
         public var timeout: Duration
 
+        /// A configuration; every value has the default the type's properties describe.
         public init(remote: String? = nil, target: String? = nil, monitor: Bool = false, targetLatency: Duration = .milliseconds(20),
                     applicationName: String = "BufferQueue", streamName: String = "recording", timeout: Duration = .seconds(2)) {
             self.remote = remote
@@ -48,6 +50,7 @@ public final class PipeWireSource: AudioSource {
         }
     }
 
+    /// What the source was made with.
     public let configuration: Configuration
 
     private struct State {
@@ -57,6 +60,7 @@ public final class PipeWireSource: AudioSource {
     }
     private let state = Lock(State())
 
+    /// A source that connects to PipeWire when an input queue opens it.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
     }

@@ -4,7 +4,7 @@ import CPulseAudio
 extension PulseAudioSink {
     /// The server's sinks (playback devices), the default one marked.
     /// - Parameter server: the server address; nil = the default server.
-    /// - Throws: ``AudioQueueError/Code/cannotStart`` when no server answers.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/cannotStart`` when no server answers.
     public static func devices(server: String? = nil) throws -> [AudioDeviceInfo] {
         try PulseDeviceList.fetch(server: server, sources: false)
     }
@@ -13,7 +13,7 @@ extension PulseAudioSink {
 extension PulseAudioSource {
     /// The server's sources (capture devices), monitors of sinks included and marked, the default one marked.
     /// - Parameter server: the server address; nil = the default server.
-    /// - Throws: ``AudioQueueError/Code/cannotStart`` when no server answers.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/cannotStart`` when no server answers.
     public static func devices(server: String? = nil) throws -> [AudioDeviceInfo] {
         try PulseDeviceList.fetch(server: server, sources: true)
     }

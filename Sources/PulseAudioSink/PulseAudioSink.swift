@@ -3,7 +3,7 @@ import CPulseAudio
 import Dispatch
 import Synchronization
 
-/// An ``AudioSink`` on PulseAudio: libpulse's threaded main loop and a `pa_stream` (not
+/// An ``/BufferQueue/AudioSink`` on PulseAudio: libpulse's threaded main loop and a `pa_stream` (not
 /// `pa_simple`, which cannot pause, call back or tell time).
 ///
 /// The stream is interleaved float32 at the queue's rate and channel count; the server converts
@@ -16,7 +16,7 @@ import Synchronization
 /// current default by name (the server does not move it, which would drop what it holds); when
 /// the server's default changes (its server events), the sink opens a stream to the new default,
 /// stops rendering into the old one at a known frame, lets the old one play out and continues on
-/// the new one from the next frame. The queue gets ``AudioQueueEvent/outputDeviceChanged(_:)``.
+/// the new one from the next frame. The queue gets ``/BufferQueue/AudioQueueEvent/outputDeviceChanged(_:)``.
 /// When the default device is removed, the stream moves to the server's next default (what the
 /// removed device held is lost with it); with no new default within a second, the queue gets the
 /// error. A stream pinned to a named device is never moved: its removal is an error event.
@@ -31,12 +31,14 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         public var device: String?
         /// Target latency: how much audio the server keeps buffered.
         public var targetLatency: Duration
+        /// The application name the server shows.
         public var applicationName: String
         /// `media.name` of the stream.
         public var streamName: String
         /// `media.role` of the stream (`music`, `video`, `game`, `event`...).
         public var role: String
 
+        /// A configuration; every value has the default the type's properties describe.
         public init(server: String? = nil, device: String? = nil, targetLatency: Duration = .milliseconds(50),
                     applicationName: String = "BufferQueue", streamName: String = "playback", role: String = "music") {
             self.server = server
@@ -48,6 +50,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         }
     }
 
+    /// What the sink was made with.
     public let configuration: Configuration
     private var connection: PulseConnection?
     private var stream: OpaquePointer?
@@ -78,6 +81,7 @@ public final class PulseAudioSink: AudioSink, @unchecked Sendable {
         return .nanoseconds(Int64(write - start))
     }
 
+    /// A sink that connects to the server when a queue opens it.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
     }

@@ -3,8 +3,8 @@ import CPulseAudio
 import Dispatch
 import Synchronization
 
-/// An ``AudioSource`` on PulseAudio: a record stream on a source (a microphone, a line in) or on
-/// a sink's monitor (what the sink plays), for an ``AudioInputQueue``.
+/// An ``/BufferQueue/AudioSource`` on PulseAudio: a record stream on a source (a microphone, a line in) or on
+/// a sink's monitor (what the sink plays), for an ``/BufferQueue/AudioInputQueue``.
 ///
 /// The stream is interleaved float32 with the queue's channel count, at the source device's own
 /// rate: when the queue records another rate, its resampler converts (so the conversion is the
@@ -26,10 +26,12 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
         /// Record at the rate the queue asks for and let the server resample (false: at the
         /// device's rate, resampled by the queue's converter).
         public var serverResamples: Bool
+        /// The application name the server shows.
         public var applicationName: String
         /// `media.name` of the stream.
         public var streamName: String
 
+        /// A configuration; every value has the default the type's properties describe.
         public init(server: String? = nil, device: String? = nil, targetLatency: Duration = .milliseconds(20),
                     serverResamples: Bool = false, applicationName: String = "BufferQueue", streamName: String = "recording") {
             self.server = server
@@ -46,6 +48,7 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
         }
     }
 
+    /// What the source was made with.
     public let configuration: Configuration
     private var connection: PulseConnection?
     private var stream: OpaquePointer?
@@ -54,6 +57,7 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
     private var streamReady = false
     private let failureReported = Atomic<Bool>(false)
 
+    /// A source that connects to the server when an input queue opens it.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
     }

@@ -1,7 +1,7 @@
 import BufferQueue
 import CRubberBand
 
-/// The ``BufferQueue/TimePitchAlgorithm/spectral`` time-pitch algorithm on the Rubber Band
+/// The ``/BufferQueue/TimePitchAlgorithm/spectral`` time-pitch algorithm on the Rubber Band
 /// Library (Debian `librubberband-dev` 3.x, its R3 "finer" engine in real-time mode).
 ///
 /// **Licence: the Rubber Band Library is GPL-2.0-or-later** (or commercially licensed by its
@@ -24,7 +24,7 @@ public enum RubberBandTimePitch {
 }
 
 /// One Rubber Band stretcher in real-time mode (R3 engine, channels processed together so the
-/// stereo image holds, pitch changes smoothed), behind the ``BufferQueue/TimePitchEngine`` interface:
+/// stereo image holds, pitch changes smoothed), behind the ``/BufferQueue/TimePitchEngine`` interface:
 /// interleaved float32 in and out, planar scratch inside, no allocation after `init`.
 public final class RubberBandEngine: TimePitchEngine {
     private let state: RubberBandState
@@ -34,7 +34,7 @@ public final class RubberBandEngine: TimePitchEngine {
     private let pointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
     public let maximumProcessFrames = 1024
 
-    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidPropertyValue`` for a rate or channel
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/invalidPropertyValue`` for a rate or channel
     ///   count Rubber Band cannot take.
     public init(sampleRate: Double, channels: Int) throws {
         guard (1...32).contains(channels), sampleRate >= 8000, sampleRate <= 384_000, sampleRate == sampleRate.rounded() else {

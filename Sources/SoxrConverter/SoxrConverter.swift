@@ -2,7 +2,7 @@ import BufferQueue
 import CSoxr
 
 /// Sample-rate conversion on libsoxr, the resampler of SoX, mpd and ffmpeg's optional path
-/// (Debian `libsoxr-dev`, LGPL-2.1+). Register it once, then ``BufferQueue/AudioConverter`` (and
+/// (Debian `libsoxr-dev`, LGPL-2.1+). Register it once, then ``/BufferQueue/AudioConverter`` (and
 /// everything built on it) converts rates:
 ///
 /// ```swift
@@ -27,7 +27,7 @@ public final class SoxrResampler: AudioResampler {
     private let handle: soxr_t
     private let channels: Int
 
-    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidPropertyValue`` when libsoxr refuses the rates.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/invalidPropertyValue`` when libsoxr refuses the rates.
     public init(inputRate: Double, outputRate: Double, channels: Int, quality: AudioConverterQuality = .veryHigh) throws {
         let recipe: UInt
         switch quality {

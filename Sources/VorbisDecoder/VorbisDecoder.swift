@@ -1,10 +1,10 @@
 import BufferQueue
 import CVorbis
 
-/// An ``AudioDecoder`` for Vorbis on libvorbis (BSD-3-Clause).
+/// An ``/BufferQueue/AudioDecoder`` for Vorbis on libvorbis (BSD-3-Clause).
 ///
-/// Configured from the magic cookie, the three header packets (``VorbisHeaders``). Output is
-/// float32 at the stream's rate in Vorbis channel order (``AudioChannelLayout/vorbis(channels:)``),
+/// Configured from the magic cookie, the three header packets (``/BufferQueue/VorbisHeaders``). Output is
+/// float32 at the stream's rate in Vorbis channel order (``/BufferQueue/AudioChannelLayout/vorbis(channels:)``),
 /// libvorbis's own samples with nothing rounded (`oggdec` rounds them to 16 bits).
 ///
 /// A Vorbis packet's frames overlap the previous packet's, so the first packet of a decode adds
@@ -14,6 +14,7 @@ import CVorbis
 /// libvorbis cannot decode becomes silence of the container's count and a converter error.
 public final class VorbisDecoder: AudioDecoder {
     public let outputFormat: AudioStreamDescription
+    /// The three Vorbis headers the decoder was made from (its magic cookie).
     public let headers: VorbisHeaders
     private let info: UnsafeMutablePointer<vorbis_info>
     private let comment: UnsafeMutablePointer<vorbis_comment>
@@ -27,6 +28,7 @@ public final class VorbisDecoder: AudioDecoder {
     /// Packets decode to what the container counts for them (their overlap), not a fixed frame.
     public static let traits = AudioDecoderTraits(preRollPackets: { _ in 1 }, parallelRefusal: { _ in nil })
 
+    /// The factory ``register(in:)`` adds: Vorbis.
     public static let factory = AudioDecoderFactory(name: "libvorbis", formats: [.vorbis], priority: 10, traits: traits) { format, cookie in
         try VorbisDecoder(format: format, magicCookie: cookie)
     }
@@ -34,7 +36,7 @@ public final class VorbisDecoder: AudioDecoder {
     /// Registers ``factory`` with a registry (the shared one by default).
     public static func register(in registry: AudioDecoderRegistry = .shared) { registry.register(factory) }
 
-    /// - Throws: ``AudioQueueError/Code/codecNotFound`` without three valid header packets.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/codecNotFound`` without three valid header packets.
     public init(format: AudioStreamDescription, magicCookie: [UInt8]?) throws {
         try AudioQueueError.requireLibrary(aq_vorbis_load(), reason: aq_vorbis_error)
         var why = ""

@@ -2,6 +2,7 @@ import BufferQueue
 
 /// An MPEG-4 AudioSpecificConfig: the AAC magic cookie.
 public struct AudioSpecificConfig: Hashable, Sendable {
+    /// The sampling frequencies an AudioSpecificConfig's 4-bit index names, in index order.
     public static let sampleRates = AACConfig.sampleRates
 
     /// Audio object type of the core (2 = AAC-LC).

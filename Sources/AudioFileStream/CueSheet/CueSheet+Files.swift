@@ -13,7 +13,9 @@ extension CueSheet {
 
     /// A track and the path of the file it is in.
     public struct PlacedTrack: Hashable, Sendable {
+        /// The track.
         public var track: CueTrack
+        /// The path of the file the track is in.
         public var path: String
     }
 

@@ -27,8 +27,11 @@ public struct CueSheet: Hashable, Sendable {
 
     /// A track as the sheet gives it.
     public struct Track: Hashable, Sendable {
+        /// The track's number (`TRACK nn`).
         public var number: Int
+        /// The track's `TITLE`.
         public var title: String?
+        /// The track's `PERFORMER`.
         public var performer: String?
         /// The `FILE` the track's `INDEX 01` is in (nil in a sheet embedded in its audio file).
         public var file: String?
@@ -38,10 +41,14 @@ public struct CueSheet: Hashable, Sendable {
         public var pregap: Position?
     }
 
+    /// The album's `TITLE`.
     public var title: String?
+    /// The album's `PERFORMER`.
     public var performer: String?
+    /// The tracks, in order.
     public var tracks: [Track]
 
+    /// A sheet of `tracks` with the album's title and performer.
     public init(title: String? = nil, performer: String? = nil, tracks: [Track]) {
         self.title = title
         self.performer = performer
@@ -51,7 +58,9 @@ public struct CueSheet: Hashable, Sendable {
 
 /// A malformed cue sheet: what and on which line (1-based; 0 for a sheet as a whole).
 public struct CueSheetError: Error, CustomStringConvertible, Hashable, Sendable {
+    /// The line of the sheet (from 1; 0 for the sheet as a whole).
     public var line: Int
+    /// What is wrong there.
     public var message: String
     public var description: String { line > 0 ? "cue sheet line \(line): \(message)" : "cue sheet: \(message)" }
 }
@@ -168,8 +177,11 @@ extension CueSheet {
 
 /// A track placed in its file, in sample frames.
 public struct CueTrack: Hashable, Sendable {
+    /// The track's number.
     public var number: Int
+    /// The track's title.
     public var title: String?
+    /// The track's performer.
     public var performer: String?
     /// The file the track is in, as the sheet names it (nil: the file the sheet is in).
     public var file: String?

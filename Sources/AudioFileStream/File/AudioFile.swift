@@ -16,26 +16,40 @@ import BufferQueue
 /// It does not change once opened and reads with `pread`, so several threads may read one file at
 /// once (AudioPlayback's `ConcurrentFileRenderer` does).
 public final class AudioFile: Sendable {
+    /// The path opened, or the name given to ``init(name:size:fileTypeHint:read:)``.
     public let path: String
+    /// The container.
     public let fileType: AudioFileType
+    /// The file's size in bytes.
     public let fileSize: Int64
+    /// The format of the packets; for AAC the core (LC) reading, see ``formatList``.
     public let dataFormat: AudioStreamDescription
+    /// Every reading of the format, best first (HE-AAC v2, HE-AAC, AAC-LC for an AAC file).
     public let formatList: [AudioStreamDescription]
+    /// What the decoder needs besides the packets.
     public let magicCookie: [UInt8]?
+    /// The byte offset of the first audio packet.
     public let dataOffset: Int64?
+    /// Bytes of audio data.
     public let audioDataByteCount: Int64
+    /// Bits per second, when the container says or it can be computed.
     public let bitRate: Int?
+    /// The largest packet in bytes.
     public let maximumPacketSize: Int?
+    /// The speakers of the channels, when the container or the codec says.
     public let channelLayout: AudioChannelLayout?
+    /// The valid frames, priming and remainder; nil for linear PCM, whose valid frames are all its frames (``AudioFile/totalFrames``).
     public let packetTableInfo: AudioFilePacketTableInfo?
     /// Packets a decoder needs before a packet, when the container says (MP4 `roll`; negative: before).
     public let packetRollDistance: Int?
+    /// Tags, pictures and cue sheet.
     public let metadata: AudioFileMetadata
     /// The links of a chained stream (Ogg), the first included; empty for other containers.
     /// Each link is its own encode: ``AudioStreamLink/primingFrames`` and
     /// ``AudioStreamLink/validFrames`` trim it, and the overall ``packetTableInfo`` counts all
     /// links' valid frames.
     public let links: [AudioStreamLink]
+    /// Problems that did not stop reading (skipped junk, a cut last frame, a header that miscounts).
     public let warnings: [AudioFileStreamError]
     /// The problem that ended parsing early, if any; the packets before it are readable.
     public let damage: AudioFileStreamError?
@@ -51,6 +65,7 @@ public final class AudioFile: Sendable {
     /// Where an Ogg file's packets lie: `index` then holds offsets into their bytes back to back,
     /// and this maps those to the stretches of the file's pages.
     private let pieces: PieceTable?
+    /// Packets in the file.
     public let packetCount: Int64
 
     /// Opens and indexes a file.
@@ -76,6 +91,8 @@ public final class AudioFile: Sendable {
     /// - Parameters:
     ///   - name: how messages name the audio (``path``).
     ///   - size: the audio's size in bytes.
+    ///   - fileTypeHint: the container to try first (the sniffer still checks the bytes).
+    ///   - read: copies bytes from an offset into a buffer and returns how many.
     /// - Throws: what `read` throws (as an ``AudioFileStreamError``), and what ``init(path:fileTypeHint:)`` does.
     public convenience init(name: String, size: Int64, fileTypeHint: AudioFileType? = nil,
                             read: @escaping @Sendable (_ offset: Int64, _ into: UnsafeMutableRawBufferPointer) throws -> Int) throws {

@@ -67,22 +67,29 @@ public final class AudioFileStream {
 
     // MARK: properties
 
+    /// The container, once the first bytes are sniffed.
     public var fileType: AudioFileType? { out.fileType }
     /// The format of the packets; for AAC the core (LC) reading, see ``formatList``.
     public var dataFormat: AudioStreamDescription? { out.dataFormat }
     /// Every reading of the stream, best first (HE-AAC v2, HE-AAC, AAC-LC for an AAC stream).
     public var formatList: [AudioStreamDescription] { out.formatList }
+    /// What the decoder needs besides the packets (an AudioSpecificConfig, ALAC's config, Opus's `OpusHead`).
     public var magicCookie: [UInt8]? { out.magicCookie }
     /// Absolute byte offset of the first audio packet.
     public var dataOffset: Int64? { out.dataOffset }
+    /// Bytes of audio data, when the container says.
     public var audioDataByteCount: Int64? { out.audioDataByteCount }
     /// Packets in the stream, from a header or table (MP3: the Xing/VBRI count until the end is seen).
     public var audioDataPacketCount: Int64? { out.audioDataPacketCount }
     /// Bits per second.
     public var bitRate: Int? { out.bitRate }
+    /// The largest packet in bytes, when the container says or all packets are seen.
     public var maximumPacketSize: Int? { out.maximumPacketSize }
+    /// The speakers of the channels, when the container or the codec says.
     public var channelLayout: AudioChannelLayout? { out.channelLayout }
+    /// The valid frames, priming and remainder, from the container's gapless numbers.
     public var packetTableInfo: AudioFilePacketTableInfo? { out.packetTableInfo }
+    /// Tags, pictures and cue sheet read so far.
     public var metadata: AudioFileMetadata { out.metadata }
     /// Packets a decoder needs before a packet to decode it correctly after a seek (MP4 `sgpd`
     /// roll distance, negative = before), when the container says.
@@ -90,6 +97,7 @@ public final class AudioFileStream {
     /// The links of a chained stream read so far, the first included (Ogg; empty for other
     /// containers). Each is also reported as an ``AudioFileStreamEvent/link(_:)`` event.
     public var links: [AudioStreamLink] { out.links }
+    /// Whether everything needed to decode is known (packets follow).
     public var isReadyToProducePackets: Bool { out.isReady }
     /// Problems that did not stop parsing (skipped junk, a cut last frame, a header that miscounts).
     public var warnings: [AudioFileStreamError] { out.warnings }
@@ -117,9 +125,11 @@ public final class AudioFileStream {
     /// this call has produced events, the call returns before the change, keeping the rest of the
     /// bytes; the next `parse` or ``finish()`` announces it and continues. So a property read while
     /// handling its event is the value it announced.
-    /// - Parameter discontinuity: these bytes do not follow the previously pushed ones (after a
-    ///   seek); any packet split across the break is dropped. After an exact
-    ///   ``seek(toPacket:)`` nothing is split and the flag changes nothing.
+    /// - Parameters:
+    ///   - bytes: the next bytes of the stream.
+    ///   - discontinuity: these bytes do not follow the previously pushed ones (after a
+    ///     seek); any packet split across the break is dropped. After an exact
+    ///     ``seek(toPacket:)`` nothing is split and the flag changes nothing.
     public func parse(_ bytes: UnsafeRawBufferPointer, discontinuity: Bool = false) throws -> [AudioFileStreamEvent] {
         guard !finished else {
             throw AudioFileStreamError(.invalidOperation, out.fileType, input.position, "parse after finish")

@@ -1,7 +1,7 @@
 /// The loop that feeds bytes to an ``AudioFileStream`` and follows the seeks it asks for, written
 /// once for every reader: ``AudioFile``, the HTTP source, the tests and the fuzz targets.
 ///
-/// A source hands over bytes with ``feed(_:discontinuity:_:)`` from ``position`` on. When the
+/// A source hands over bytes with ``feed(_:discontinuity:_:)-(UnsafeRawBufferPointer,_,_)`` from ``position`` on. When the
 /// container keeps what the parser needs elsewhere (an MP4 index after the media), the parser asks
 /// for it: the driver resumes the parser there, moves ``position`` and returns the offset, and the
 /// source delivers its next bytes from that offset. ``finish(_:)`` says no more bytes come.

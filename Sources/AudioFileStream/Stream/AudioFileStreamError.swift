@@ -1,5 +1,6 @@
 /// What went wrong while parsing a stream, in which container and at which byte.
 public struct AudioFileStreamError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of failure it was.
     public enum Code: String, Hashable, Sendable {
         /// The bytes are not a container this library reads.
         case unsupportedFileType
@@ -19,16 +20,19 @@ public struct AudioFileStreamError: Error, Hashable, Sendable, CustomStringConve
         case invalidOperation
     }
 
+    /// What kind of failure it was.
     public let code: Code
     /// The container being parsed, when known.
     public let container: AudioFileType?
     /// Absolute byte offset in the stream where the problem is.
     public let byteOffset: Int64
+    /// What went wrong, in words.
     public let message: String
     /// The file (or the name the audio was opened under) the error is about, when it came from
     /// one: ``AudioFile`` names it in every error it throws or keeps.
     public private(set) var path: String?
 
+    /// An error of `code` in `container` at `byteOffset`, saying `message`.
     public init(_ code: Code, _ container: AudioFileType?, _ byteOffset: Int64, _ message: String) {
         self.code = code
         self.container = container

@@ -2,7 +2,20 @@ import BufferQueue
 
 /// The containers the stream reads (Core Audio's `AudioFileTypeID`).
 public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
-    case mp3 = "MPG3", adts = "adts", mp4 = "m4af", caf = "caff", wave = "WAVE", aiff = "AIFF", aifc = "AIFC"
+    /// MPEG audio (MP3, MP2, MP1), with or without ID3 tags and a LAME/Xing header.
+    case mp3 = "MPG3"
+    /// AAC in ADTS frames (`.aac`).
+    case adts = "adts"
+    /// MP4, M4A, QuickTime and 3GP (fragmented too).
+    case mp4 = "m4af"
+    /// Core Audio Format.
+    case caf = "caff"
+    /// RIFF WAVE (WAVE_FORMAT_EXTENSIBLE too).
+    case wave = "WAVE"
+    /// AIFF: big-endian PCM.
+    case aiff = "AIFF"
+    /// AIFC: AIFF with a compression type (PCM either endianness, IMA4, µ-law, A-law).
+    case aifc = "AIFC"
     /// Raw AMR or AMR-WB (`#!AMR` storage files).
     case amr = "amrf"
     /// Ogg (RFC 3533) carrying Opus, Vorbis or FLAC (Core Audio has no constant for Ogg).
@@ -50,8 +63,30 @@ public enum AudioFileType: String, Hashable, Sendable, CaseIterable {
 /// Properties a stream announces (Core Audio's `AudioFileStreamPropertyID`), each once known and
 /// again if it changes. Their values are read from the ``AudioFileStream``.
 public enum AudioFileStreamProperty: String, Hashable, Sendable, CaseIterable {
-    case fileFormat, dataFormat, formatList, magicCookie, dataOffset, audioDataByteCount
-    case audioDataPacketCount, bitRate, maximumPacketSize, channelLayout, packetTableInfo, metadata
+    /// The container (``AudioFileStream/fileType``).
+    case fileFormat
+    /// The format of the audio (``AudioFileStream/dataFormat``).
+    case dataFormat
+    /// Every reading of the format, best first (``AudioFileStream/formatList``).
+    case formatList
+    /// What the decoder needs besides the packets (``AudioFileStream/magicCookie``).
+    case magicCookie
+    /// Where the audio data starts (``AudioFileStream/dataOffset``).
+    case dataOffset
+    /// How many bytes of audio data there are (``AudioFileStream/audioDataByteCount``).
+    case audioDataByteCount
+    /// How many packets there are (``AudioFileStream/audioDataPacketCount``).
+    case audioDataPacketCount
+    /// The bit rate (``AudioFileStream/bitRate``).
+    case bitRate
+    /// The largest packet (``AudioFileStream/maximumPacketSize``).
+    case maximumPacketSize
+    /// The speakers of the channels (``AudioFileStream/channelLayout``).
+    case channelLayout
+    /// The valid frames, priming and remainder (``AudioFileStream/packetTableInfo``).
+    case packetTableInfo
+    /// Tags, pictures and cue sheet (``AudioFileStream/metadata``).
+    case metadata
     /// Everything needed to decode is known; packets follow.
     case readyToProducePackets
 }
@@ -59,6 +94,7 @@ public enum AudioFileStreamProperty: String, Hashable, Sendable, CaseIterable {
 /// How many frames of a stream are real audio: Core Audio's `AudioFilePacketTableInfo`, counted in
 /// the decoder's output frames.
 public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConvertible {
+    /// Frames that are real audio, after the priming and before the remainder.
     public var validFrames: Int64
     /// Frames to drop at the start (encoder delay, plus decoder delay where the convention adds it).
     public var primingFrames: Int
@@ -70,8 +106,19 @@ public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConverti
     /// while SBR doubles the output rate).
     public var note: String?
 
+    /// Where the gapless numbers were read (the container's convention).
     public enum Source: String, Hashable, Sendable {
-        case lameTag = "LAME/Info tag", iTunSMPB = "iTunSMPB", editList = "edit list", pakt = "pakt chunk", sampleDurations = "sample durations"
+        /// An MP3's LAME/Xing/Info header: the encoder's delay and padding.
+        case lameTag = "LAME/Info tag"
+        /// iTunes' `iTunSMPB` comment (MP3, MP4).
+        case iTunSMPB = "iTunSMPB"
+        /// An MP4 edit list.
+        case editList = "edit list"
+        /// A CAF `pakt` chunk.
+        case pakt = "pakt chunk"
+        /// MP4 sample durations (the last sample shortened).
+        case sampleDurations = "sample durations"
+        /// A container's frame count (WAV `fact`, AIFF `COMM`, FLAC STREAMINFO).
         case containerFrameCount = "container frame count"
         /// Ogg granule positions (with Opus's pre-skip).
         case granulePosition = "granule position"
@@ -81,6 +128,7 @@ public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConverti
         case codecDelay = "CodecDelay/DiscardPadding"
     }
 
+    /// Numbers read from `source` (with a `note` on how they were found, where that helps).
     public init(validFrames: Int64, primingFrames: Int, remainderFrames: Int, source: Source, note: String? = nil) {
         self.validFrames = validFrames
         self.primingFrames = primingFrames
@@ -97,8 +145,11 @@ public struct AudioFilePacketTableInfo: Hashable, Sendable, CustomStringConverti
 /// Title, artist and album from ID3, MP4 tags or Vorbis comments, and the other tags a format
 /// names in text.
 public struct AudioFileMetadata: Hashable, Sendable {
+    /// The title tag.
     public var title: String?
+    /// The artist tag.
     public var artist: String?
+    /// The album tag.
     public var album: String?
     /// Other tags by name as the format spells them — Vorbis comments' field names upper-cased
     /// (`TRACKNUMBER`, `DATE`, `REPLAYGAIN_TRACK_GAIN`, `R128_TRACK_GAIN` …); several values of
@@ -110,6 +161,7 @@ public struct AudioFileMetadata: Hashable, Sendable {
     /// An embedded cue sheet: a FLAC `CUESHEET` block, else a `CUESHEET` Vorbis comment (its
     /// tracks' files are this file: ``CueSheet/Track/file`` is nil or ignored).
     public var cueSheet: CueSheet?
+    /// Whether nothing at all was read.
     public var isEmpty: Bool { title == nil && artist == nil && album == nil && tags.isEmpty && pictures.isEmpty && cueSheet == nil }
 
     /// What tells an album apart, for ReplayGain's `auto` mode: the album's title with its album
@@ -119,6 +171,7 @@ public struct AudioFileMetadata: Hashable, Sendable {
         let artist = tags["ALBUMARTIST"] ?? tags["ALBUM ARTIST"] ?? tags["TPE2"] ?? tags["aART"]
         return album + "\u{1F}" + (artist ?? "")
     }
+    /// Metadata of these values.
     public init(title: String? = nil, artist: String? = nil, album: String? = nil, tags: [String: String] = [:],
                 pictures: [AudioFilePicture] = [], cueSheet: CueSheet? = nil) {
         self.title = title
@@ -135,13 +188,18 @@ public struct AudioFileMetadata: Hashable, Sendable {
 public struct AudioFilePicture: Hashable, Sendable {
     /// The ID3v2 APIC picture type: 3 is the front cover, 4 the back, 0 other (see ``typeName``).
     public var type: Int
+    /// The image's MIME type (`image/jpeg`, `image/png`).
     public var mimeType: String
+    /// The picture's description, as tagged.
     public var description: String
+    /// The width in pixels, when tagged (0 otherwise).
     public var width: Int
+    /// The height in pixels, when tagged (0 otherwise).
     public var height: Int
     /// The image file's bytes (or, with the MIME type `-->`, a URL to it).
     public var data: [UInt8]
 
+    /// A picture of these values.
     public init(type: Int, mimeType: String, description: String, width: Int, height: Int, data: [UInt8]) {
         self.type = type
         self.mimeType = mimeType
@@ -178,9 +236,11 @@ public struct AudioFilePackets: Sendable {
     public var packetCount: Int
 }
 
-/// What a call to ``AudioFileStream/parse(_:discontinuity:)`` produced, in order.
+/// What a call to ``AudioFileStream/parse(_:discontinuity:)-(UnsafeRawBufferPointer,_)`` produced, in order.
 public enum AudioFileStreamEvent: Sendable {
+    /// A property is known (or changed): read its value from the stream.
     case property(AudioFileStreamProperty)
+    /// Packets, with their descriptions, in order.
     case packets(AudioFilePackets)
     /// The container keeps what comes next elsewhere (an MP4 index after its media data): push
     /// bytes from this absolute offset on. Only when the stream was created with `sourceIsSeekable`.
@@ -231,17 +291,23 @@ public struct AudioStreamLink: Hashable, Sendable {
     public var firstPacket: Int64
     /// Decoded frames of the links before it (their priming and remainder included).
     public var firstFrame: Int64
+    /// The link's format.
     public var format: AudioStreamDescription
+    /// What the link's decoder needs besides its packets.
     public var magicCookie: [UInt8]?
+    /// The speakers of the link's channels, when known.
     public var channelLayout: AudioChannelLayout?
+    /// The link's tags.
     public var metadata: AudioFileMetadata
     /// Frames to drop at the link's start (Opus pre-skip, a stream that starts before granule 0).
     public var primingFrames: Int
     /// The link's playable frames and the frames to drop at its end, once its last page has been
     /// read (nil before).
     public var validFrames: Int64?
+    /// Frames to drop at the link's end, once its last page has been read (nil before).
     public var remainderFrames: Int?
 
+    /// A link of these values.
     public init(index: Int, firstPacket: Int64, firstFrame: Int64, format: AudioStreamDescription, magicCookie: [UInt8]?,
                 channelLayout: AudioChannelLayout?, metadata: AudioFileMetadata, primingFrames: Int,
                 validFrames: Int64? = nil, remainderFrames: Int? = nil) {
@@ -269,11 +335,16 @@ public struct AudioStreamTimestamp: Hashable, Sendable {
         /// A movie fragment's `tfdt` base media decode time, in the track's media timescale.
         case tfdt = "tfdt"
     }
+    /// The time in units of `perSecond`.
     public var ticks: Int64
+    /// Units per second (90 000 for MPEG-TS, the track's timescale for `tfdt`).
     public var perSecond: Int64
+    /// Where the time was read.
     public var source: Source
+    /// The time in seconds.
     public var seconds: Double { Double(ticks) / Double(perSecond) }
 
+    /// A time of `ticks` units of `perSecond` each, read from `source`.
     public init(ticks: Int64, perSecond: Int64, source: Source) {
         self.ticks = ticks
         self.perSecond = perSecond
@@ -283,6 +354,7 @@ public struct AudioStreamTimestamp: Hashable, Sendable {
 
 /// Where a packet starts, and whether that is known or estimated.
 public struct AudioFileStreamSeekResult: Hashable, Sendable {
+    /// The byte offset to read from.
     public var byteOffset: Int64
     /// True when derived from a bit rate or a coarse table rather than an exact packet index.
     public var isEstimated: Bool

@@ -25,6 +25,7 @@ public struct ReplayGain: Sendable, Hashable {
     /// The album's peak, linear.
     public var albumPeak: Double?
 
+    /// Gains in dB and peaks as linear sample values; nil where not tagged.
     public init(trackGain: Double? = nil, trackPeak: Double? = nil, albumGain: Double? = nil, albumPeak: Double? = nil) {
         self.trackGain = trackGain
         self.trackPeak = trackPeak

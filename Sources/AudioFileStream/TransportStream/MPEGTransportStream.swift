@@ -24,6 +24,7 @@ public final class MPEGTransportStreamDemuxer {
         /// (`AC-3`, `EAC3`, `DTS1`…, `Opus`).
         public var describedCodec: String?
 
+        /// A stream of `pid` with `streamType` (from the PMT), and the codec its descriptors name.
         public init(pid: Int, streamType: UInt8, describedCodec: String? = nil) {
             self.pid = pid
             self.streamType = streamType
@@ -97,6 +98,7 @@ public final class MPEGTransportStreamDemuxer {
     /// Sync was lost and not yet found again (what is held starts at an undecided candidate).
     private var resyncing = false
 
+    /// An empty demultiplexer.
     public init() {}
 
     /// Demultiplexes more bytes, handing every event to `handle` in order.

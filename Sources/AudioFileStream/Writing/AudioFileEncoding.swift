@@ -11,7 +11,7 @@ import BufferQueue
 /// ```
 ///
 /// Nothing here knows a codec: whether a depth, level or bit rate is taken is the encoder's to
-/// say, when the writer makes it (an ``BufferQueue/AudioQueueError`` naming the value).
+/// say, when the writer makes it (an ``/BufferQueue/AudioQueueError`` naming the value).
 public struct AudioFileEncoding: Sendable, Hashable {
     /// The codec; nil: the container's usual one (``AudioFileType/usualEncoding``).
     public var formatID: AudioFormatID?
@@ -22,6 +22,7 @@ public struct AudioFileEncoding: Sendable, Hashable {
     /// Bit rate, compression level or complexity for the encoder.
     public var settings: AudioEncoderSettings
 
+    /// An encoding of `formatID` (nil: the container's usual codec), with a bit depth (0: the codec's default), float or integer PCM, and the encoder's settings.
     public init(formatID: AudioFormatID?, bitsPerChannel: Int = 0, isFloat: Bool = false, settings: AudioEncoderSettings = .init()) {
         self.formatID = formatID
         self.bitsPerChannel = bitsPerChannel

@@ -1,7 +1,7 @@
 import BufferQueue
 
 /// Writes an audio file from PCM, the way `ExtAudioFile` does: the caller's PCM (the client
-/// format) goes in, is converted and encoded (``AudioEncodingConverter``) and laid down in a
+/// format) goes in, is converted and encoded (``/BufferQueue/AudioEncodingConverter``) and laid down in a
 /// container that carries the stream's gapless numbers, so a reader plays exactly the frames
 /// written.
 ///
@@ -23,7 +23,9 @@ import BufferQueue
 ///
 /// One writer is used from one thread at a time.
 public final class AudioFileWriter {
+    /// The file written.
     public let path: String
+    /// The container written.
     public let fileType: AudioFileType
     /// The PCM given to ``write(_:)`` (the packet format for a writer of packets).
     public let clientFormat: AudioStreamDescription
@@ -67,9 +69,11 @@ public final class AudioFileWriter {
     ///   - expectedFrames: about how many client frames will be written, when known: a FLAC file's
     ///     seek table is sized for it.
     ///   - jobs: encoders at work at once for a format whose packets encode on their own (ALAC,
-    ///     WAV IMA ADPCM): the same bytes as one, sooner (see ``AudioEncodingConverter``).
+    ///     WAV IMA ADPCM): the same bytes as one, sooner (see ``/BufferQueue/AudioEncodingConverter``).
+    ///   - encoders: where the encoder for `format` is found.
+    ///   - resamplers: where a resampler is found when `format` has another rate than the client's.
     /// - Throws: ``AudioFileWriterError`` when the file cannot be created or the container does not
-    ///   hold the format; ``AudioQueueError`` when no encoder makes it.
+    ///   hold the format; ``/BufferQueue/AudioQueueError`` when no encoder makes it.
     public init(path: String, fileType: AudioFileType? = nil, format: AudioStreamDescription, clientFormat: AudioStreamDescription,
                 clientLayout: AudioChannelLayout? = nil, settings: AudioEncoderSettings = .init(), recording: Bool = false,
                 expectedFrames: Int64? = nil, jobs: Int = 1, encoders: AudioEncoderRegistry = .shared,
@@ -107,12 +111,17 @@ public final class AudioFileWriter {
     /// laid down as they are; ``close(totals:magicCookie:)`` puts the gapless numbers down.
     ///
     /// - Parameters:
+    ///   - path: the file to create (an existing one is replaced).
+    ///   - fileType: the container; nil for the one the path's extension names.
     ///   - format: the packets' format (for linear PCM, the file's sample layout).
     ///   - magicCookie: what a decoder needs (as an encoder gives it; the writer puts it in the
     ///     container's form).
     ///   - channelLayout: the speakers of the channels as stored.
     ///   - primingFrames: the encoder's delay.
     ///   - maximumPacketSize: the largest packet (for the containers that state it).
+    ///   - recording: keep the file playable as it grows (see the type's notes).
+    ///   - expectedFrames: about how many frames will be written, when known: a FLAC file's seek
+    ///     table is sized for it.
     /// - Throws: ``AudioFileWriterError`` when the file cannot be created or the container does not
     ///   hold the format.
     public init(path: String, fileType: AudioFileType? = nil, packetFormat format: AudioStreamDescription, magicCookie: [UInt8]?,
@@ -163,7 +172,7 @@ public final class AudioFileWriter {
 
     /// Writes whole frames of the client format.
     /// - Throws: ``AudioFileWriterError`` when the file is closed or cannot be written (a full
-    ///   disk); ``AudioQueueError`` when the encoder fails.
+    ///   disk); ``/BufferQueue/AudioQueueError`` when the encoder fails.
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         let converter = try pcmWriter()
         try converter.convert(bytes, into: packets)
@@ -252,7 +261,7 @@ public final class AudioFileWriter {
     }
 
     /// Closes a writer of packets with the stream's gapless numbers (an input queue's
-    /// ``AudioInputQueue/encodingTotals``) and its final cookie; without them the packets' frames,
+    /// ``/BufferQueue/AudioInputQueue/encodingTotals``) and its final cookie; without them the packets' frames,
     /// less the priming, are taken as valid. Totals that claim more frames than the packets
     /// written hold are cut to them (padding first).
     public func close(totals: AudioEncodingTotals?, magicCookie: [UInt8]?) throws {
@@ -293,7 +302,7 @@ extension AudioFileWriter {
     /// A writer of PCM encoded with `encoding` (see ``AudioFileStream/AudioFileEncoding``): the
     /// file type from the path's extension, the data format at the client's rate and channel count.
     /// - Throws: ``AudioFileWriterError`` for an extension this writer does not write, or a codec
-    ///   the container does not hold; ``BufferQueue/AudioQueueError`` when the encoder refuses a setting.
+    ///   the container does not hold; ``/BufferQueue/AudioQueueError`` when the encoder refuses a setting.
     public convenience init(path: String, encoding: AudioFileEncoding = .fromExtension, clientFormat: AudioStreamDescription,
                             clientLayout: AudioChannelLayout? = nil, recording: Bool = false, expectedFrames: Int64? = nil,
                             jobs: Int = 1, encoders: AudioEncoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared) throws {

@@ -3,6 +3,7 @@ import BufferQueue
 /// A file writer's failure: which file, what failed, where, and the system's error when a call
 /// failed — never a parser's error.
 public struct AudioFileWriterError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of failure it was.
     public enum Code: String, Hashable, Sendable {
         /// The file could not be created or opened.
         case cannotCreate
@@ -16,6 +17,7 @@ public struct AudioFileWriterError: Error, Hashable, Sendable, CustomStringConve
         case closed
     }
 
+    /// What kind of failure it was.
     public var code: Code
     /// The file.
     public var path: String
@@ -23,8 +25,10 @@ public struct AudioFileWriterError: Error, Hashable, Sendable, CustomStringConve
     public var byteOffset: Int64?
     /// The system call that failed, if one did.
     public var underlying: SystemError?
+    /// What went wrong, in words.
     public var message: String
 
+    /// An error of `code` about the file at `path`, at `byteOffset` where known, caused by `underlying` where a system call failed.
     public init(_ code: Code, path: String, byteOffset: Int64? = nil, underlying: SystemError? = nil, _ message: String) {
         self.code = code
         self.path = path

@@ -69,7 +69,7 @@ extension AudioChannelLayout {
 }
 
 extension AudioFileType {
-    /// The containers this module writes (``makeContainerWriter(_:output:stream:)``).
+    /// The containers this module writes (`makeContainerWriter(_:output:stream:)`).
     public static let writable: [AudioFileType] = [.caf, .wave, .aiff, .aifc, .flac, .ogg, .mp4]
 
     /// Whether this module writes the container.

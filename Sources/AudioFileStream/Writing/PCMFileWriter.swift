@@ -15,7 +15,7 @@ import BufferQueue
 /// Formats: 8-bit (unsigned in WAV, signed in CAF), 16/24/32-bit signed integer, 32/64-bit float.
 ///
 /// Frames go in either appended in order (``write(_:)``, one thread) or each at its position
-/// (``write(_:atFrame:)``, from any number of threads at once, as a ``ConcurrentFileRenderer``
+/// (``write(_:atFrame:)``, from any number of threads at once, as a `ConcurrentFileRenderer`
 /// delivers them); one file uses one way.
 ///
 /// The header is the container writer's (`RIFFWriter`, `CAFWriter`: the ones every other file
@@ -27,7 +27,10 @@ import BufferQueue
 public final class PCMFileWriter: Sendable {
     /// The container written.
     public enum Container: Sendable {
-        case wav, caf
+        /// RIFF WAVE.
+        case wav
+        /// Core Audio Format.
+        case caf
 
         /// The container a file name asks for (`.caf` → CAF, anything else → WAV).
         public init(path: String) {
@@ -35,8 +38,11 @@ public final class PCMFileWriter: Sendable {
         }
     }
 
+    /// The file written.
     public let path: String
+    /// The frames' format, which the file holds.
     public let format: AudioStreamDescription
+    /// The container written.
     public let container: Container
     /// The speakers of the channels (WAVE_FORMAT_EXTENSIBLE's bits): a WAV's extensible header, a
     /// CAF's `chan` bitmap (nil: a plain header, no `chan`).
@@ -67,9 +73,13 @@ public final class PCMFileWriter: Sendable {
     /// Positional writes: the end of the furthest frame written, the length set by `truncate`.
     private let positional = Lock((end: Int64(0), length: Int64?.none))
 
-    /// - Parameter channelMask: the speakers of the channels, as WAVE_FORMAT_EXTENSIBLE's bits (the
-    ///   frames in that order, the lowest bit first): a WAV's extensible header, a CAF's `chan`
-    ///   chunk (a channel bitmap, whose bits are WAVE's).
+    /// - Parameters:
+    ///   - path: the file to create (an existing one is replaced).
+    ///   - format: interleaved little-endian linear PCM: the frames given and the file's samples.
+    ///   - container: WAVE or CAF (nil: the one the path's extension names, else WAVE).
+    ///   - channelMask: the speakers of the channels, as WAVE_FORMAT_EXTENSIBLE's bits (the
+    ///     frames in that order, the lowest bit first): a WAV's extensible header, a CAF's `chan`
+    ///     chunk (a channel bitmap, whose bits are WAVE's).
     /// - Throws: ``AudioFileWriterError`` when the file cannot be created or the format is not
     ///   interleaved little-endian linear PCM the container holds.
     public init(path: String, format: AudioStreamDescription, container: Container? = nil, channelMask: UInt32? = nil) throws {

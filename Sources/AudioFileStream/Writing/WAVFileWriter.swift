@@ -6,9 +6,13 @@ import BufferQueue
 /// Frames go in either appended in order (``write(_:)``, one thread) or each at its position
 /// (``write(_:atFrame:)``, from several threads at once); one file uses one way.
 public final class WAVFileWriter: Sendable {
+    /// The file written.
     public let path: String
+    /// Frames per second.
     public let sampleRate: Int
+    /// Samples per frame.
     public let channels: Int
+    /// Whether samples are stored as IEEE float32 (else 16-bit integers).
     public let isFloat: Bool
     private let writer: PCMFileWriter
     private let layout: PCMSampleLayout
@@ -19,11 +23,16 @@ public final class WAVFileWriter: Sendable {
     /// Frames written so far.
     public var framesWritten: Int64 { writer.framesWritten }
 
-    /// - Parameter channelLayout: the speakers of the channels of the frames given. With more than
-    ///   two channels the file gets WAVE's order (L R C LFE Ls Rs …) and a WAVE_FORMAT_EXTENSIBLE
-    ///   channel mask saying so: the frames are reordered as they are written (a decoder's 5.1 in
-    ///   AAC order, C L R Ls Rs LFE, lands in the right speakers). nil, or a layout without WAVE
-    ///   speakers for every channel: written as given, with a plain header.
+    /// - Parameters:
+    ///   - path: the file to create (an existing one is replaced).
+    ///   - sampleRate: frames per second.
+    ///   - channels: samples per frame.
+    ///   - float: IEEE float32 samples (true) or 16-bit integers, rounded and clipped.
+    ///   - channelLayout: the speakers of the channels of the frames given. With more than
+    ///     two channels the file gets WAVE's order (L R C LFE Ls Rs …) and a WAVE_FORMAT_EXTENSIBLE
+    ///     channel mask saying so: the frames are reordered as they are written (a decoder's 5.1 in
+    ///     AAC order, C L R Ls Rs LFE, lands in the right speakers). nil, or a layout without WAVE
+    ///     speakers for every channel: written as given, with a plain header.
     /// - Throws: ``AudioFileStreamError`` when the file cannot be created.
     public init(path: String, sampleRate: Int, channels: Int, float: Bool = true, channelLayout: AudioChannelLayout? = nil) throws {
         let format: AudioStreamDescription = float

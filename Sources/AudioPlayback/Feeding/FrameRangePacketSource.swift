@@ -7,6 +7,7 @@ import BufferQueue
 /// to the packet holding its last frame; its packet table trims the frames outside, so a feeder
 /// (a player's, a renderer's) plays exactly the stretch, and seeks inside it as in a file.
 public final class FrameRangePacketSource: PacketSource {
+    /// The source whose frames the stretch is taken from.
     public let base: any PacketSource
     /// The stretch in the base's valid frames.
     public let range: Range<Int64>
@@ -21,7 +22,8 @@ public final class FrameRangePacketSource: PacketSource {
     ///   - base: a seekable source whose frames and packets are known (a file's).
     ///   - range: valid frames of `base` (after its priming).
     ///   - metadata: what the stretch is called (a track's title and performer); the base's when nil.
-    /// - Throws: ``AudioQueueError`` when the range is empty or lies past the base's frames.
+    ///   - registry: the decoders whose traits say how many packets before the stretch to decode.
+    /// - Throws: ``/BufferQueue/AudioQueueError`` when the range is empty or lies past the base's frames.
     public init(base: any PacketSource, range: Range<Int64>, metadata: AudioFileMetadata? = nil,
                 registry: AudioDecoderRegistry = .shared) throws {
         self.base = base

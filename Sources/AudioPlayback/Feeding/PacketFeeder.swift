@@ -34,7 +34,7 @@ public protocol PacketSource: AnyObject {
     /// The next packets, at most `maxPackets` (ignored for constant-size packets) and `maxBytes`.
     func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead
     /// Up to `count` whole packets from `first`, read without moving the source, for a decoder
-    /// that chooses where an exact decode begins (``AudioDecoderTraits/decodeStart``); nil when
+    /// that chooses where an exact decode begins (``/BufferQueue/AudioDecoderTraits/decodeStart``); nil when
     /// the source cannot read out of order (a stream). A `count` of 0 asks only whether it can
     /// (`[]` or nil). The default is nil.
     func peekPackets(from first: Int64, count: Int) -> [[UInt8]]?
@@ -103,12 +103,13 @@ public enum PacketRead {
 public final class PacketFeeder {
     /// Where packets come from.
     public let source: any PacketSource
-    /// The first valid frame to play (0: the start; from ``init(source:startSeconds:preRollPackets:)``,
+    /// The first valid frame to play (0: the start; from ``init(source:startSeconds:preRollPackets:registry:)``,
     /// known once the source is ready).
     public private(set) var startFrame: Int64
     private var startSeconds: Double?
     /// The first decoded frame kept and the first not kept (nil: until the end).
     public private(set) var keepFrom: Int64 = 0
+    /// The first decoded frame not kept (nil: until the end).
     public private(set) var keepUntil: Int64?
     /// Decoded position of the next packet read.
     public private(set) var position: Int64 = 0
@@ -148,6 +149,7 @@ public final class PacketFeeder {
     }
 
     /// - Parameters:
+    ///   - source: the item's packets.
     ///   - startFrame: the first valid frame to play, in the source format's frames.
     ///   - endFrame: the first valid frame not to play (nil: play to the end). The packets after the
     ///     one holding the frame before it are not read: a decoder's output for a packet never
@@ -176,7 +178,7 @@ public final class PacketFeeder {
 
     /// Packets a decoder needs before the one holding a start position so that its output from
     /// there on has the values of a decode from the first packet: what the decoder `registry`
-    /// would choose says (``AudioDecoderTraits/preRollPackets``), or the container's roll
+    /// would choose says (``/BufferQueue/AudioDecoderTraits/preRollPackets``), or the container's roll
     /// distance when larger.
     public static func preRollPackets(for format: AudioStreamDescription, rollDistance: Int? = nil,
                                       registry: AudioDecoderRegistry = .shared) -> Int {
@@ -184,7 +186,7 @@ public final class PacketFeeder {
     }
 
     /// Where a decode that plays from `packet` exactly begins: where the decoder says
-    /// (``AudioDecoderTraits/decodeStart``, over packets the source reads out of order), else
+    /// (``/BufferQueue/AudioDecoderTraits/decodeStart``, over packets the source reads out of order), else
     /// `packet - preRoll`. nil when the decoder found no packet that will do (a damaged stream).
     public static func decodeStart(before packet: Int64, preRoll: Int, source: any PacketSource,
                                    registry: AudioDecoderRegistry = .shared) -> Int64? {
@@ -327,8 +329,9 @@ public final class PacketFeeder {
     }
 }
 
-/// A local file's packets, read through its ``AudioFile`` index.
+/// A local file's packets, read through its ``/AudioFileStream/AudioFile`` index.
 public final class FilePacketSource: PacketSource {
+    /// The file whose packets are read.
     public let file: AudioFile
     public let format: AudioStreamDescription
     /// ``format``'s frames per frame the file counts (2 for HE-AAC whose container counts at the
@@ -341,6 +344,7 @@ public final class FilePacketSource: PacketSource {
     /// The file's warnings, and the damage that ended its index early (its packets before it play).
     public var warnings: [String] { file.warnings.map { "\($0)" } + (file.damage.map { ["\($0)"] } ?? []) }
 
+    /// A source of `file`'s packets, from its first.
     public init(file: AudioFile) {
         self.file = file
         format = file.formatList.first ?? file.dataFormat

@@ -2,7 +2,7 @@ import BufferQueue
 import Dispatch
 
 /// Fades without a click at pause, resume, stop, seek and skip (``AudioPlayer/transitionFade``):
-/// the queue's output is held (``BufferQueue/AudioQueue/setOutputHold(_:fadeFrames:)``), which fades
+/// the queue's output is held (``/BufferQueue/AudioQueue/setOutputHold(_:fadeFrames:)``), which fades
 /// the next frames out and then gives silence without taking any, and what the player does next
 /// waits until that fade has been heard. All on `work`.
 extension AudioPlayer {

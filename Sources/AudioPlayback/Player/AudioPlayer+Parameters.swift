@@ -11,7 +11,7 @@ extension AudioPlayer {
     /// Changes the play rate (0.25...4) and, optionally, the pitch shift in cents (-2400...2400;
     /// spectral only) of what plays now and later, within about 20 ms. Needs `timePitch` at init.
     /// ``Status/position`` stays the position in the item (source time).
-    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` for values out of range, or
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/invalidParameter`` for values out of range, or
     ///   without time-pitch.
     public func setPlayRate(_ rate: Float, pitch: Float? = nil) throws {
         guard timePitch != nil else {
@@ -31,13 +31,13 @@ extension AudioPlayer {
 
     /// Changes the gain (0...1) of what plays now and later; the change glides over a few
     /// milliseconds, as the queue's volume does.
-    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` outside 0...1.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/invalidParameter`` outside 0...1.
     public func setVolume(_ volume: Float) throws {
         try setMix(AudioQueueParameters(volume: volume).validated()) { $0.volume = volume }
     }
 
     /// Changes the balance (-1 left only ... 1 right only; no effect on mono).
-    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` outside -1...1.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/invalidParameter`` outside -1...1.
     public func setPan(_ pan: Float) throws {
         try setMix(AudioQueueParameters(pan: pan).validated()) { $0.pan = pan }
     }

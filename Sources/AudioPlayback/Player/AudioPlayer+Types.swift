@@ -33,6 +33,7 @@ extension AudioPlayer {
         /// At most about this much is enqueued ahead (in compressed buffers; the queue decodes
         /// about 1.5 s more ahead of the sink).
         public var maximumSeconds: Double
+        /// Seconds enqueued before playback starts, before it restarts after an underrun, and at most.
         public init(startSeconds: Double = 1, restartSeconds: Double = 2, maximumSeconds: Double = 3) {
             self.startSeconds = max(startSeconds, 0)
             self.restartSeconds = max(restartSeconds, 0)
@@ -51,7 +52,7 @@ extension AudioPlayer {
     }
 
     /// A processing tap for the player's queue: the caller's code on the render path, as with
-    /// ``BufferQueue/AudioQueue/installProcessingTap(_:callback:)``. The player's own frame count
+    /// ``/BufferQueue/AudioQueue/installProcessingTap(_:callback:)``. The player's own frame count
     /// and recording do not take its place.
     public struct ProcessingTap: Sendable {
         /// Where it sits: before time-pitch, conversion and volume/pan, after them, or a siphon.
@@ -60,6 +61,7 @@ extension AudioPlayer {
         /// format: the output format, or for `.preEffects` the first item's decoded format (with
         /// items of other formats, use `.postEffects` or `.siphon`, which see one format).
         public var callback: AudioQueueProcessingTapCallback
+        /// A tap at `position` that calls `callback` on the render path.
         public init(position: AudioQueueProcessingTapPosition, callback: @escaping AudioQueueProcessingTapCallback) {
             self.position = position
             self.callback = callback

@@ -3,11 +3,11 @@ import BufferQueue
 import Dispatch
 import Synchronization
 
-/// Plays a list of items (files, streams) through one ``AudioQueue`` and one sink, gaplessly.
+/// Plays a list of items (files, streams) through one ``/BufferQueue/AudioQueue`` and one sink, gaplessly.
 ///
 /// One engine: a ``PacketFeeder`` per item puts its packets, with the item's trims, straight into
 /// the playback queue; each item is a new stream of the queue
-/// (``AudioQueue/beginStream(format:magicCookie:)``), so its decoder starts clean and the frames
+/// (``/BufferQueue/AudioQueue/beginStream(format:magicCookie:)``), so its decoder starts clean and the frames
 /// of consecutive items join sample-exactly, whatever their codecs. The sink plays one format,
 /// chosen by ``OutputFormat``: items of other rates or channel counts, and mid-stream rate
 /// changes, are converted on the render path (register `SoxrConverter`), each item contributing
@@ -98,14 +98,18 @@ public final class AudioPlayer: Sendable {
     let recorderBox = RecorderBox()
 
     /// - Parameters:
+    ///   - items: the list, played in order.
+    ///   - loops: how many times the list plays (gaplessly from its end to its start).
+    ///   - volume: the player's volume (0...1), applied after each item's gain.
     ///   - startSeconds: where in the first item to start (frame-exact).
+    ///   - buffering: how many buffers of how many packets each item keeps enqueued.
     ///   - outputFormat: the format the sink plays (see ``OutputFormat``).
     ///   - makeSink: the sink (called once, when playback begins).
     ///   - record: receives exactly the frames handed to the sink, in order, after volume and play
     ///     rate, on a thread of its own (the render thread only copies them into a ring); all of
     ///     them before ``play()`` returns. Needs one output format (not ``OutputFormat/itemFormat``).
     ///   - onEvent: called with every ``AudioPlayerEvent`` (also available from ``events()``).
-    ///   - timePitch: turns play rate (and, for ``TimePitchAlgorithm/spectral``, pitch) on:
+    ///   - timePitch: turns play rate (and, for ``/BufferQueue/TimePitchAlgorithm/spectral``, pitch) on:
     ///     see ``setPlayRate(_:pitch:)``.
     ///   - playRate: the play rate to start with (0.25...4).
     ///   - pitch: the pitch shift in cents to start with (-2400...2400, spectral only).
@@ -125,6 +129,8 @@ public final class AudioPlayer: Sendable {
     ///     after it is the first one played again: a pause loses no frame. The pause, seek or stop
     ///     takes effect once the fade has been heard (the sink's latency later). 0, the default:
     ///     no fade, the output exactly the items' frames.
+    ///   - decoders: where the queue finds each item's decoder.
+    ///   - resamplers: where the converter finds its resampler for items of other rates.
     ///   - timePitchEngines: where the spectral algorithm finds its engine (register `RubberBandTimePitch`).
     public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
                 buffering: Buffering = Buffering(), outputFormat: OutputFormat = .firstItem,

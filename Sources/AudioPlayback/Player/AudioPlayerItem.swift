@@ -62,6 +62,7 @@ public enum AudioPlayerItemState: Sendable, Equatable {
 
 /// Why playback ended early: what failed, for which item, and the underlying error.
 public struct AudioPlayerError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The step of playing an item that failed.
     public enum Stage: String, Sendable, Equatable {
         /// The item could not be opened (a missing file, a refused URL).
         case open
@@ -78,10 +79,12 @@ public struct AudioPlayerError: Error, Sendable, Equatable, CustomStringConverti
     public var stage: Stage
     /// The item's place in the list and its name, when an item failed.
     public var itemIndex: Int?
+    /// The failed item's name (its path or URL, or the name it was given).
     public var itemName: String?
     /// The error that was thrown.
     public var underlying: any Error
 
+    /// An error of `stage`, for the item at `itemIndex` named `itemName`, caused by `underlying`.
     public init(_ stage: Stage, itemIndex: Int? = nil, itemName: String? = nil, underlying: any Error) {
         self.stage = stage
         self.itemIndex = itemIndex
@@ -137,6 +140,7 @@ public struct AudioSourceContext: Sendable {
     /// More packets can be read now (after ``PacketRead/waiting``).
     public let available: @Sendable () -> Void
 
+    /// A context that passes the source's events to `report` and its readiness to `available`.
     public init(report: @escaping @Sendable (AudioSourceEvent) -> Void = { _ in }, available: @escaping @Sendable () -> Void = {}) {
         self.report = report
         self.available = available
@@ -172,11 +176,12 @@ public struct AudioPlayerItem: Sendable, Identifiable {
         return item
     }
 
-    /// The item's album (``AudioFileMetadata/albumKey``) read before it plays, for ReplayGain's
+    /// The item's album (``/AudioFileStream/AudioFileMetadata/albumKey``) read before it plays, for ReplayGain's
     /// `auto` mode to see whether its neighbours are of the same album; nil when it cannot be
     /// known ahead (a stream). Local files and cue tracks give it.
     public var albumKey: (@Sendable () -> String?)?
 
+    /// An item named `name` whose source `open` makes when the player needs it (on the player's queue).
     public init(name: String, open: @escaping @Sendable (_ context: AudioSourceContext) throws -> any PacketSource) {
         id = ID(value: Self.nextID.withLock { $0 += 1; return $0 })
         self.name = name
@@ -233,7 +238,7 @@ extension AudioPlayerItem {
     /// The tracks of a `.cue` sheet (each file it names opened once), or of the sheet embedded in
     /// an audio file (a FLAC `CUESHEET` block, a `CUESHEET` comment), in order: played one after
     /// the other they are the album, gapless.
-    /// - Throws: ``CueSheetError``, what opening a file throws, and ``AudioQueueError`` for an
+    /// - Throws: ``/AudioFileStream/CueSheetError``, what opening a file throws, and ``/BufferQueue/AudioQueueError`` for an
     ///   audio file with no sheet embedded.
     public static func tracks(ofCueSheet path: String) throws -> [AudioPlayerItem] {
         if AudioSniffer.pathExtension(of: path) == "cue" {

@@ -5,7 +5,7 @@ import BufferQueue
 ///
 /// For the i-th of D = round(seconds × output rate) frames, the outgoing item's frame is scaled
 /// by the curve's fade-out gain and the incoming one's by its fade-in gain
-/// (``BufferQueue/AudioFadeCurve/gain(_:frame:of:)``: linear 1 − i/D and i/D, equal-power
+/// (``/BufferQueue/AudioFadeCurve/gain(_:frame:of:)``: linear 1 − i/D and i/D, equal-power
 /// cos(π/2 · i/D) and sin(π/2 · i/D)), and the two are summed. What plays is the outgoing item up
 /// to its last D frames, the D mixed frames, then the rest of the incoming item: lenA + lenB − D
 /// frames. It applies where an item ends and on ``AudioPlayer/skip()`` (the item heard fades out
@@ -19,7 +19,7 @@ public struct AudioPlayerCrossfade: Sendable, Equatable {
     /// The gains' shape.
     public var curve: AudioFadeCurve
 
-    /// - Throws: ``BufferQueue/AudioQueueError/Code/invalidParameter`` for a negative or non-finite duration.
+    /// - Throws: ``/BufferQueue/AudioQueueError/Code/invalidParameter`` for a negative or non-finite duration.
     public init(seconds: Double, curve: AudioFadeCurve = .equalPower) throws {
         guard seconds.isFinite, seconds >= 0 else {
             throw AudioQueueError(.invalidParameter, "a crossfade lasts 0 seconds or more (got \(seconds))")

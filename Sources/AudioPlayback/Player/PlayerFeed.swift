@@ -5,7 +5,7 @@ import Synchronization
 
 /// What the player's feeding holds between two steps: the item being fed and where the list is,
 /// the free buffers, the crossfading join, the timers it scheduled. It belongs to the player's
-/// serial queue (a ``BufferQueue/QueueBound`` there) and is not `Sendable`: nothing else touches it.
+/// serial queue (a ``/BufferQueue/QueueBound`` there) and is not `Sendable`: nothing else touches it.
 final class PlayerFeed {
     /// Buffers handed back by the queue, ready for packets; how many the queue has in all.
     var free: [AudioQueueBuffer] = []

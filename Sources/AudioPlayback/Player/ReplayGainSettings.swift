@@ -18,9 +18,10 @@ public struct ReplayGainSettings: Sendable, Hashable {
         /// The album's gain, the track's where the album has none.
         case album
         /// The album's gain when the item plays among its album — the item before or after it in
-        /// the list has the same album tags (``AudioFileMetadata/albumKey``) — else the track's.
+        /// the list has the same album tags (``/AudioFileStream/AudioFileMetadata/albumKey``) — else the track's.
         case auto
     }
+    /// Which gain applies: none, the track's, the album's, or the album's when the list is one album.
     public var mode: Mode
     /// dB added to every tagged gain.
     public var preamp: Double
@@ -29,6 +30,7 @@ public struct ReplayGainSettings: Sendable, Hashable {
     /// Keeps the gain low enough that the tagged peak stays at or under full scale (1.0).
     public var preventClipping: Bool
 
+    /// Settings of `mode`, with `preamp` dB added, `fallback` dB for untagged items (nil: none), clipping prevented or not.
     public init(mode: Mode, preamp: Double = 0, fallback: Double? = nil, preventClipping: Bool = true) {
         self.mode = mode
         self.preamp = preamp

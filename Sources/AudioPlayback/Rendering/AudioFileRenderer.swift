@@ -2,7 +2,7 @@ import AudioFileStream
 import BufferQueue
 import Dispatch
 
-/// Renders an ``AudioFile`` through an ``AudioQueue`` offline: the file's packets are enqueued by a
+/// Renders an ``/AudioFileStream/AudioFile`` through an ``/BufferQueue/AudioQueue`` offline: the file's packets are enqueued by a
 /// ``PacketFeeder`` with the trims its packet table asks for, decoded, and pulled as interleaved
 /// float32 — exactly `validFrames × loops` frames for files that carry gapless numbers, with
 /// loops joined sample-exactly (each pass is a new stream of the queue: the decoder is drained
@@ -10,12 +10,14 @@ import Dispatch
 ///
 /// It streams: a few buffers circulate, handed back by the queue's output callback on the
 /// rendering thread before each render call returns
-/// (``AudioQueue/OfflineCallbackDelivery/beforeReturning``), so memory does not grow with the file
+/// (``/BufferQueue/AudioQueue/OfflineCallbackDelivery/beforeReturning``), so memory does not grow with the file
 /// and no other thread is woken to refill. Decoders come from the registry (register
 /// `MPG123Decoder` / `FAADDecoder` first).
 
 public final class AudioFileRenderer {
+    /// The file rendered.
     public let file: AudioFile
+    /// How many times the file plays.
     public let loops: Int
     /// The queue doing the work.
     public var queue: AudioQueue { core.queue }
@@ -28,6 +30,8 @@ public final class AudioFileRenderer {
     private let endFrame: Int64?
 
     /// - Parameters:
+    ///   - file: the file to render.
+    ///   - loops: how many times the file plays, each loop joined to the next without a gap.
     ///   - startFrame: the first valid frame to render (a seek): decoding starts a few packets
     ///     earlier (pre-roll, see ``PacketFeeder/preRollPackets(for:rollDistance:registry:)``) and the
     ///     frames before the target are trimmed, so it is frame-exact. Applies to the first loop.
@@ -37,14 +41,17 @@ public final class AudioFileRenderer {
     ///   - sampleRate: the rate to render at (nil: the decoded rate). Another rate is converted by
     ///     the queue with a resampler from `resamplers` (register `SoxrConverter`), with exact
     ///     lengths: ``expectedFrames`` becomes `round(validFrames × loops × sampleRate / decoded rate)`.
-    ///   - channels: the channel count to render (nil: the decoded one); see ``AudioConverter``
+    ///   - channels: the channel count to render (nil: the decoded one); see ``/BufferQueue/AudioConverter``
     ///     for the matrix.
     ///   - playRate: play faster or slower (0.25...4); ``expectedFrames`` is then divided by it.
-    ///   - timePitch: how: ``TimePitchAlgorithm/timeDomain`` keeps the pitch (length within one
-    ///     15 ms hop), ``TimePitchAlgorithm/varispeed`` lets it follow the rate (length exact),
-    ///     ``TimePitchAlgorithm/spectral`` keeps it or shifts it by `pitch` (length exact; needs an
+    ///   - timePitch: how: ``/BufferQueue/TimePitchAlgorithm/timeDomain`` keeps the pitch (length within one
+    ///     15 ms hop), ``/BufferQueue/TimePitchAlgorithm/varispeed`` lets it follow the rate (length exact),
+    ///     ``/BufferQueue/TimePitchAlgorithm/spectral`` keeps it or shifts it by `pitch` (length exact; needs an
     ///     engine in `timePitchEngines`: register `RubberBandTimePitch`).
     ///   - pitch: pitch shift in cents, -2400...2400 (spectral only).
+    ///   - registry: where the file's decoder is found.
+    ///   - resamplers: where a resampler is found for `sampleRate`.
+    ///   - timePitchEngines: where the spectral algorithm's engine is found.
     public init(file: AudioFile, loops: Int = 1, startFrame: Int64 = 0, endFrame: Int64? = nil, packetsPerBuffer: Int = 32,
                 sampleRate: Double? = nil, channels: Int? = nil, playRate: Double? = nil,
                 timePitch: TimePitchAlgorithm = .timeDomain, pitch: Double? = nil,
@@ -69,7 +76,7 @@ public final class AudioFileRenderer {
     /// Returns 0 at the end.
     /// A stream whose decoded rate or channel count changes mid-way is converted to
     /// ``outputFormat``.
-    /// - Throws: ``AudioQueueError`` with ``AudioQueueError/Code/codecNotFound`` when the stream
+    /// - Throws: ``/BufferQueue/AudioQueueError`` with ``/BufferQueue/AudioQueueError/Code/codecNotFound`` when the stream
     ///   changes to another rate and no resampler is registered (the frames before it have been
     ///   returned).
     public func render(into destination: UnsafeMutableBufferPointer<Float>, frames: Int) throws -> Int {
@@ -105,6 +112,6 @@ final class ReturnedBuffers: Sendable {
     }
 }
 
-/// A file renderer is a source of an offline ``BufferQueue/AudioGraph``: wrap it in an
-/// ``BufferQueue/AudioPullSourceNode`` and connect it to a mixer, which converts it to its format.
+/// A file renderer is a source of an offline ``/BufferQueue/AudioGraph``: wrap it in an
+/// ``/BufferQueue/AudioPullSourceNode`` and connect it to a mixer, which converts it to its format.
 extension AudioFileRenderer: AudioNodePullSource {}

@@ -2,7 +2,7 @@ import AudioFileStream
 import BufferQueue
 import Dispatch
 
-/// Renders a whole ``AudioFile`` offline on several threads, with output bit-identical to
+/// Renders a whole ``/AudioFileStream/AudioFile`` offline on several threads, with output bit-identical to
 /// ``AudioFileRenderer``'s: the file's valid frames are split into chunks at packet boundaries,
 /// each chunk is decoded by its own ``AudioFileRenderer`` (its own queue and decoder handle)
 /// starting a few packets early — the pre-roll of ``PacketFeeder/preRollPackets(for:rollDistance:registry:)``,
@@ -10,12 +10,12 @@ import Dispatch
 /// frames are handed out with their position, so a seekable destination joins them by writing
 /// each piece where it belongs.
 ///
-/// Only formats whose decoder says its pieces join bit-exactly (``AudioDecoderTraits/parallelRefusal``)
+/// Only formats whose decoder says its pieces join bit-exactly (``/BufferQueue/AudioDecoderTraits/parallelRefusal``)
 /// are split; any other file renders on the calling thread (``sequentialReason`` says why), so
 /// one code path serves every file. With the codec modules registered that is MP3 (libmpg123),
 /// AAC-LC (libfaad2), ALAC,
 /// µ-law and A-law; the decoder's own module documents why the others are not. Where the decoder
-/// chooses its start (``AudioDecoderTraits/decodeStart``), every chunk starts there. A file the
+/// chooses its start (``/BufferQueue/AudioDecoderTraits/decodeStart``), every chunk starts there. A file the
 /// decoder finds to have another rate or channel count than declared (HE-AAC signalled only in
 /// band), and a file shorter than two chunks, render on one thread too.
 ///
@@ -36,6 +36,7 @@ import Dispatch
 /// writer.close()
 /// ```
 public final class ConcurrentFileRenderer: Sendable {
+    /// The file rendered.
     public let file: AudioFile
     /// Threads the render uses (1 when the file is not split).
     public let jobs: Int
@@ -75,6 +76,7 @@ public final class ConcurrentFileRenderer: Sendable {
     }
 
     /// - Parameters:
+    ///   - file: the file to render.
     ///   - jobs: threads to decode on (at least 1; more than the chunks are not used).
     ///   - chunkFrames: frames per chunk, in valid frames of the file's format (nil: the file's
     ///     valid frames divided into eight chunks per job, each at least
@@ -158,7 +160,7 @@ public final class ConcurrentFileRenderer: Sendable {
     /// not from a task of Swift's cooperative pool. It can run once.
     /// - Throws: what `deliver` throws (the other threads stop at their next piece); what the
     ///   sequential render throws for a damaged file, after delivering the frames before it;
-    ///   ``AudioQueueError/Code/invalidRunState`` on a second call.
+    ///   ``/BufferQueue/AudioQueueError/Code/invalidRunState`` on a second call.
     public func render(_ deliver: @escaping @Sendable (_ frame: Int64, _ samples: UnsafeBufferPointer<Float>) throws -> Void) throws -> Int64 {
         let starts = state.withLock { state in
             defer { state.rendering = true }

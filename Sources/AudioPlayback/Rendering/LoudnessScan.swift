@@ -8,7 +8,7 @@ extension LoudnessMeter {
     /// - Parameters:
     ///   - file: the file; its codec's decoder must be registered in `registry`.
     ///   - registry: the decoders to use.
-    /// - Returns: the meter after the last frame; ``LoudnessMeter/reading`` has the numbers.
+    /// - Returns: the meter after the last frame; ``/BufferQueue/LoudnessMeter/reading`` has the numbers.
     /// - Throws: what the renderer throws (no decoder for the format, a packet that fails to decode).
     public static func measuring(_ file: AudioFile, registry: AudioDecoderRegistry = .shared) throws -> LoudnessMeter {
         let renderer = try AudioFileRenderer(file: file, registry: registry)

@@ -2,8 +2,8 @@ import AudioFileStream
 import BufferQueue
 import Synchronization
 
-/// Records from an ``AudioSource`` into a file with one object: an ``AudioInputQueue`` that
-/// encodes (``AudioFileEncoding``), an ``AudioFileWriter`` that lays the packets down as they come
+/// Records from an ``/BufferQueue/AudioSource`` into a file with one object: an ``/BufferQueue/AudioInputQueue`` that
+/// encodes (``/AudioFileStream/AudioFileEncoding``), an ``/AudioFileStream/AudioFileWriter`` that lays the packets down as they come
 /// (kept playable as it grows), and the order of the end, which is easy to get wrong by hand: the
 /// queue stops, its last input callback has run, and only then is the file closed with the
 /// encoder's final numbers (priming, remainder, valid frames) and cookie.
@@ -59,11 +59,14 @@ public final class AudioFileRecorder: Sendable {
     /// - Parameters:
     ///   - path: the file to create; its extension names the container.
     ///   - encoding: the codec (by default the container's usual one).
-    ///   - sampleRate, channels: what is recorded (a source of another rate is converted).
-    ///   - source: where frames come from (nil: a real-time ``BufferQueue/NullSource`` of silence).
+    ///   - sampleRate: the rate recorded (a source of another rate is converted).
+    ///   - channels: the channels recorded.
+    ///   - source: where frames come from (nil: a real-time ``/BufferQueue/NullSource`` of silence).
     ///   - frameLimit: frames after which the recording ends by itself, exactly; nil: until ``stop()``.
-    /// - Throws: ``AudioFileWriterError`` for an extension this writer does not write;
-    ///   ``BufferQueue/AudioQueueError`` when no encoder makes the format or a setting is out of range.
+    ///   - encoders: where the encoder for `encoding` is found.
+    ///   - resamplers: where a resampler is found when the source's rate is another.
+    /// - Throws: ``/AudioFileStream/AudioFileWriterError`` for an extension this writer does not write;
+    ///   ``/BufferQueue/AudioQueueError`` when no encoder makes the format or a setting is out of range.
     public init(path: String, encoding: AudioFileEncoding = .fromExtension, sampleRate: Double, channels: Int,
                 source: (any AudioSource)? = nil, frameLimit: Int? = nil, encoders: AudioEncoderRegistry = .shared,
                 resamplers: AudioResamplerRegistry = .shared) throws {

@@ -101,10 +101,15 @@ public final class AudioDiskCache: Sendable {
 
     /// A summary of one cached resource.
     public struct Item: Sendable, Equatable {
+        /// The resource's key (its URL).
         public var key: String
+        /// The resource's length in bytes, once known.
         public var length: Int64?
+        /// Bytes held on disk.
         public var heldBytes: Int64
+        /// The byte ranges held, in order.
         public var heldRanges: [Range<Int64>]
+        /// Whether every byte is held.
         public var isComplete: Bool
     }
 
@@ -515,6 +520,7 @@ public struct AudioDiskCacheError: Error, CustomStringConvertible, Sendable {
     public var byteOffset: Int64?
     /// The system call that failed, if one did.
     public var underlying: SystemError?
+    /// What went wrong, in words.
     public var message: String
 
     init(path: String, _ error: SystemError, at offset: Int64? = nil) {

@@ -3,7 +3,7 @@ import AudioPlayback
 import BufferQueue
 import FoundationEssentials
 
-/// An HLS presentation (RFC 8216), audio only, as a ``PacketSource``: the segments' packets flow
+/// An HLS presentation (RFC 8216), audio only, as a ``/AudioPlayback/PacketSource``: the segments' packets flow
 /// into one decoder, so joins add and lose nothing — a VOD presentation plays exactly the packets
 /// of the file it was cut from.
 ///
@@ -16,13 +16,13 @@ import FoundationEssentials
 /// - VOD seeks land frame-exact: the segment is chosen by its `EXTINF` time, and the packet
 ///   position comes from the segment's own timestamp (PES PTS, the ID3 timestamp, or `tfdt`).
 /// - Live: starts three target durations before the live edge, follows the playlist's reloads,
-///   and reports a skipped segment as a ``PacketRead/discontinuity``. A server with blocking
+///   and reports a skipped segment as a ``/AudioPlayback/PacketRead/discontinuity``. A server with blocking
 ///   reloads (`CAN-BLOCK-RELOAD=YES`) is asked for each next segment (`_HLS_msn`) and answers
 ///   when it exists, with no reload timer.
 ///
 /// Events: `hls-variant` (the variant chosen), `program-date-time` (a segment's
 /// `EXT-X-PROGRAM-DATE-TIME`, when the segment is read), ID3 timed metadata as
-/// ``AudioSourceEvent/streamTitle(_:)`` and an `id3` property, `hls-gap` for skipped segments,
+/// ``/AudioPlayback/AudioSourceEvent/streamTitle(_:)`` and an `id3` property, `hls-gap` for skipped segments,
 /// `hls-blocking-reload` when a blocking reload failed and an ordinary one followed.
 /// HLS carries no gapless numbers: every decoded frame is played (priming included) — except
 /// Opus in fMP4, whose pre-skip (the init section's edit list or `dOps`) is trimmed and whose
@@ -31,6 +31,7 @@ import FoundationEssentials
 /// Not `Sendable`: one owner reads it (a player's queue, a renderer's thread), as a file's source;
 /// the fetching runs in a task of its own and crosses to it only through a `Sendable` channel.
 public final class HLSAudioSource: PacketSource {
+    /// The playlist's URL.
     public let url: URL
     /// The media playlist being played (after the first load).
     public private(set) var playlist: HLSMediaPlaylist?
@@ -150,7 +151,7 @@ public final class HLSAudioSource: PacketSource {
 
     /// Packets of varying frames (Opus, FLAC of variable block size): positions are counted in
     /// frames, a seek drops the packets that end before its start and says where the first kept
-    /// one begins (``PacketRead/resume(atFrame:)``). Packets of a constant count seek by packet.
+    /// one begins (``/AudioPlayback/PacketRead/resume(atFrame:)``). Packets of a constant count seek by packet.
     public func seek(toFrame frame: Int64, preRollPackets: Int) throws -> Bool {
         guard let playlist, formatStream != nil, format.framesPerPacket == 0 else { return false }
         guard !playlist.isLive else {

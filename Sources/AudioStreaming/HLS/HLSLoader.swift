@@ -22,6 +22,7 @@ public struct HLSConfiguration: Sendable {
     /// Connection, stall and retry settings: `maximumReconnects` bounds the attempts per segment,
     /// key and playlist; `readAheadBytes` the bytes fetched ahead of the decoder.
     public var http: HTTPStreamConfiguration
+    /// Which variant of a master playlist plays.
     public var variant: VariantChoice
     /// How far behind the live edge a live stream starts, in seconds (nil: three target
     /// durations, as RFC 8216 asks of clients).
@@ -30,6 +31,7 @@ public struct HLSConfiguration: Sendable {
     /// and playback ends with an error (nil: three target durations plus 30 s).
     public var stalePlaylistTimeout: Duration?
 
+    /// A configuration; every value has the default the type's properties describe.
     public init(http: HTTPStreamConfiguration = HTTPStreamConfiguration(maximumReconnects: 3, requestICYMetadata: false),
                 variant: VariantChoice = .highestBandwidth, liveStartDistance: Double? = nil, stalePlaylistTimeout: Duration? = nil) {
         self.http = http

@@ -4,7 +4,9 @@ import FoundationEssentials
 /// segments. Only what audio playback needs is kept; tags the parser does not know are skipped, as
 /// the RFC asks.
 public enum HLSPlaylist: Sendable, Equatable {
+    /// A master playlist: variants and renditions.
     case master(HLSMasterPlaylist)
+    /// A media playlist: segments.
     case media(HLSMediaPlaylist)
 
     /// Parses playlist text fetched from `url` (relative URIs are resolved against it).
@@ -19,9 +21,11 @@ public enum HLSPlaylist: Sendable, Equatable {
 public struct HLSMasterPlaylist: Sendable, Equatable {
     /// One `EXT-X-STREAM-INF` entry.
     public struct Variant: Sendable, Equatable {
+        /// The variant's media playlist.
         public var url: URL
         /// Peak bits per second (`BANDWIDTH`, required).
         public var bandwidth: Int
+        /// Average bits per second (`AVERAGE-BANDWIDTH`), when given.
         public var averageBandwidth: Int?
         /// The `CODECS` list split at commas (`mp4a.40.2`, `mp4a.40.5`, `mp4a.40.34`, …); empty when absent.
         public var codecs: [String]
@@ -30,14 +34,20 @@ public struct HLSMasterPlaylist: Sendable, Equatable {
     }
     /// One `EXT-X-MEDIA` entry of type `AUDIO`.
     public struct Rendition: Sendable, Equatable {
+        /// The group (`GROUP-ID`).
         public var groupID: String
+        /// The rendition's name (`NAME`).
         public var name: String
+        /// Its language (`LANGUAGE`), when given.
         public var language: String?
+        /// Whether it is the group's default (`DEFAULT=YES`).
         public var isDefault: Bool
         /// Absent when the audio is in the variant's own segments.
         public var url: URL?
     }
+    /// The variants, in the playlist's order.
     public var variants: [Variant]
+    /// The audio renditions, in the playlist's order.
     public var audioRenditions: [Rendition]
 }
 
@@ -45,9 +55,11 @@ public struct HLSMasterPlaylist: Sendable, Equatable {
 public struct HLSMediaPlaylist: Sendable, Equatable {
     /// One media segment.
     public struct Segment: Sendable, Equatable {
+        /// The segment's resource.
         public var url: URL
         /// `EXTINF` duration in seconds.
         public var duration: Double
+        /// The `EXTINF` title, when given.
         public var title: String?
         /// The media sequence number (`EXT-X-MEDIA-SEQUENCE` plus the segment's position).
         public var sequence: Int
@@ -69,11 +81,13 @@ public struct HLSMediaPlaylist: Sendable, Equatable {
     }
     /// `EXT-X-TARGETDURATION`, seconds.
     public var targetDuration: Int
+    /// The first segment's media sequence number (`EXT-X-MEDIA-SEQUENCE`).
     public var mediaSequence: Int
     /// `EXT-X-PLAYLIST-TYPE`: `VOD`, `EVENT`, or nil.
     public var playlistType: String?
     /// `EXT-X-ENDLIST` is present: no segment will be added.
     public var hasEndList: Bool
+    /// The segments, in order.
     public var segments: [Segment]
     /// `EXT-X-SERVER-CONTROL` says `CAN-BLOCK-RELOAD=YES` (Low-Latency HLS, RFC 8216bis 6.2.5.2):
     /// the server holds a reload that asks for a segment (`_HLS_msn`) until that segment exists.
@@ -87,14 +101,26 @@ public struct HLSMediaPlaylist: Sendable, Equatable {
 
 /// A byte range of a resource: `length` bytes from `offset`.
 public struct HLSByteRange: Sendable, Equatable {
+    /// Bytes in the range.
     public var length: Int64
+    /// The first byte's offset.
     public var offset: Int64
 }
 
 /// An `EXT-X-KEY` in force.
 public struct HLSKey: Sendable, Equatable {
-    public enum Method: String, Sendable { case aes128 = "AES-128", sampleAES = "SAMPLE-AES", sampleAESCTR = "SAMPLE-AES-CTR" }
+    /// The encryption method (`METHOD=`).
+    public enum Method: String, Sendable {
+        /// Whole segments encrypted with AES-128 in CBC mode.
+        case aes128 = "AES-128"
+        /// Sample encryption (not decrypted here).
+        case sampleAES = "SAMPLE-AES"
+        /// Sample encryption in CTR mode (not decrypted here).
+        case sampleAESCTR = "SAMPLE-AES-CTR"
+    }
+    /// How the segments are encrypted.
     public var method: Method
+    /// Where the key is fetched.
     public var url: URL
     /// The explicit 16-byte IV; nil means the segment's media sequence number, big-endian.
     public var iv: [UInt8]?
@@ -102,7 +128,9 @@ public struct HLSKey: Sendable, Equatable {
 
 /// An `EXT-X-MAP`: the initialisation section segments need before their first bytes.
 public struct HLSMap: Sendable, Equatable {
+    /// The initialisation section's resource.
     public var url: URL
+    /// The part of it that is the section, when not all of it.
     public var byteRange: HLSByteRange?
 }
 
@@ -110,7 +138,9 @@ public struct HLSMap: Sendable, Equatable {
 public struct HLSPlaylistError: Error, Sendable, Equatable, CustomStringConvertible {
     /// 1-based line number, 0 for the playlist as a whole.
     public let line: Int
+    /// What is wrong.
     public let message: String
+    /// The playlist's URL.
     public let url: URL
     public var description: String { "HLS playlist \(url.absoluteString)\(line > 0 ? ", line \(line)" : ""): \(message)" }
 }

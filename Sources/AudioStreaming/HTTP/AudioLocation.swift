@@ -8,10 +8,11 @@ import FoundationEssentials
 ///
 /// An `http(s)` URL whose name ends in `.m3u8` or `.m3u` is HLS; any other is fetched, and turns
 /// into HLS when the server says it is a playlist (its `Content-Type`, or a body that starts with
-/// `#EXTM3U`) — see ``AudioPlayerItem/url(_:configuration:)``. Anything without a scheme, or with
+/// `#EXTM3U`) — see ``AudioPlayback/AudioPlayerItem/url(_:configuration:)-(URL,_)``. Anything without a scheme, or with
 /// `file:`, is a path; a path named `.m3u8` or `.m3u` is an HLS playlist on disk, played as over
 /// HTTP with its relative URIs read beside it.
 public enum AudioLocation: Hashable, Sendable {
+    /// A local file (a `file:` URL or a path).
     case file(path: String)
     /// A resource over HTTP(S): a file, a radio stream, or a playlist the server names as one.
     case http(URL)
@@ -116,6 +117,7 @@ extension HLSConfiguration {
 /// Not `Sendable`: one owner reads it (a player's queue, a renderer's thread), as a file's source;
 /// the fetching runs in a task of its own and crosses to it only through a `Sendable` channel.
 public final class RemoteAudioSource: PacketSource {
+    /// The URL played.
     public let url: URL
     private let hlsConfiguration: HLSConfiguration
     private let context: AudioSourceContext
@@ -127,6 +129,7 @@ public final class RemoteAudioSource: PacketSource {
     public var hls: HLSAudioSource? { current as? HLSAudioSource }
     private var failure: (any Error)?
 
+    /// A source for `url`, reading it as HTTP with `http`, or as HLS with `hls` when it is a playlist.
     public init(url: URL, http: HTTPStreamConfiguration = HTTPStreamConfiguration(), hls: HLSConfiguration? = nil,
                 context: AudioSourceContext = AudioSourceContext()) {
         self.url = url

@@ -4,8 +4,8 @@ import BufferQueue
 import Dispatch
 import FoundationEssentials
 
-/// An MP3/AAC/PCM resource over HTTP(S) as a ``PacketSource``: bytes go through the same parser
-/// driver as a local file's, and the packets through the same ``PacketFeeder``, so a finite
+/// An MP3/AAC/PCM resource over HTTP(S) as a ``/AudioPlayback/PacketSource``: bytes go through the same parser
+/// driver as a local file's, and the packets through the same ``/AudioPlayback/PacketFeeder``, so a finite
 /// resource plays the same frames as the file rendered locally — also after a seek (frame-exact
 /// where the container has a packet table or constant-size frames, via the Xing TOC for VBR MP3)
 /// and after reconnects, which resume with `Range` at the next byte.
@@ -15,11 +15,12 @@ import FoundationEssentials
 ///
 /// Nothing here blocks: a Swift task fetches into a bounded channel (which holds the fetch back
 /// when full), and ``read(maxPackets:maxBytes:)`` parses what has arrived, answering
-/// ``PacketRead/waiting`` when nothing has; the context's `available` is called when more comes.
+/// ``/AudioPlayback/PacketRead/waiting`` when nothing has; the context's `available` is called when more comes.
 ///
 /// Not `Sendable`: one owner reads it (a player's queue, a renderer's thread), as a file's source;
 /// the fetching runs in a task of its own and crosses to it only through a `Sendable` channel.
 public final class HTTPAudioSource: PacketSource {
+    /// The URL fetched.
     public let url: URL
     /// What the server said.
     public private(set) var info: HTTPStreamInfo?
@@ -68,7 +69,7 @@ public final class HTTPAudioSource: PacketSource {
     }
 
     /// The resource turned out to be an HLS playlist (its `Content-Type` or its `#EXTM3U`): no
-    /// packets come from here; play the URL as HLS (``AudioPlayerItem/url(_:configuration:)``
+    /// packets come from here; play the URL as HLS (``AudioPlayback/AudioPlayerItem/url(_:configuration:)-(URL,_)``
     /// does that by itself).
     public private(set) var isPlaylist = false
 

@@ -192,6 +192,7 @@ public struct HTTPStreamConfiguration: Sendable {
     /// from there (nil: no cache). Live streams are never cached.
     public var cache: AudioDiskCache?
 
+    /// A configuration; every value has the default the type's properties describe.
     public init(stallTimeout: Duration = .seconds(10), connectTimeout: Duration = .seconds(10), maximumReconnects: Int = 5,
                 initialBackoff: Duration = .milliseconds(250), readAheadBytes: Int = 1 << 20, requestICYMetadata: Bool = true,
                 cache: AudioDiskCache? = nil) {

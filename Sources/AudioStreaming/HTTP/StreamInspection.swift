@@ -5,6 +5,7 @@ import FoundationEssentials
 
 /// What a URL holds, as far as playing it needs: what `aqinfo URL` prints.
 public struct StreamDescription: Sendable {
+    /// The URL described.
     public var url: String
     /// The audio format the decoder will be set up with.
     public var format: AudioStreamDescription
@@ -12,15 +13,20 @@ public struct StreamDescription: Sendable {
     public var fileType: AudioFileType?
     /// Frames, and whether that is an estimate (nil for a live stream).
     public var duration: (frames: Int64, isEstimated: Bool)?
+    /// The stream's title (ICY name, a tag), when it has one.
     public var title: String?
     /// A plain HTTP resource: what the server said.
     public var http: HTTPStreamInfo?
     /// HLS: the master playlist (when the URL is one), the variant chosen from it, the media
     /// playlist played, and how its segments carry the audio.
     public var master: HLSMasterPlaylist?
+    /// The variant chosen from the master playlist.
     public var variant: HLSMasterPlaylist.Variant?
+    /// The media playlist played.
     public var mediaPlaylist: HLSMediaPlaylist?
+    /// How the segments carry the audio (MPEG-TS, packed audio, fMP4).
     public var segmentContainer: String?
+    /// Problems the parser met that did not stop it.
     public var warnings: [AudioFileStreamError]
 }
 

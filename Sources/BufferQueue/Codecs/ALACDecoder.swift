@@ -6,16 +6,27 @@
 /// MP4 and CAF files wrap it in an `alac` atom (with version and flags), sometimes after a
 /// `frma` atom; ``init(cookie:)`` accepts all three forms.
 public struct ALACSpecificConfig: Hashable, Sendable {
+    /// Frames per packet (4096 by default).
     public var frameLength: Int
+    /// The ALAC version the stream is compatible with (0).
     public var compatibleVersion: Int
+    /// Bits per sample: 16, 20, 24 or 32.
     public var bitDepth: Int
+    /// The adaptive Golomb coder's history multiplier (`pb`).
     public var historyMultiplier: Int
+    /// The adaptive Golomb coder's initial history (`mb`).
     public var initialHistory: Int
+    /// The adaptive Golomb coder's rice parameter limit (`kb`).
     public var riceLimit: Int
+    /// Channels, 1–8.
     public var channels: Int
+    /// The longest run of a value the coder writes (255).
     public var maxRun: Int
+    /// The largest packet in bytes (0: not known).
     public var maxFrameBytes: Int
+    /// The average bit rate in bits per second (0: not known).
     public var averageBitRate: Int
+    /// Frames per second.
     public var sampleRate: Int
 
     /// The most frames a packet may hold that the decoder accepts.
@@ -66,6 +77,7 @@ public struct ALACSpecificConfig: Hashable, Sendable {
 /// Samples are scaled by 1 / 2^(bitDepth − 1).
 public final class ALACDecoder: AudioDecoder {
     public let outputFormat: AudioStreamDescription
+    /// The configuration read from the magic cookie.
     public let config: ALACSpecificConfig
     private let scale: Float
     private let capacity: Int

@@ -211,6 +211,7 @@ public struct AudioDecoderTraits: Sendable {
     /// padding to trim. False where the decoder itself gives what a packet holds (ALAC, PCM).
     public var decodesWholeFrames: Bool
 
+    /// Traits from the decoder's answers: pre-roll packets for a format, where to start decoding before a frame, why the format cannot be decoded in parallel slices (nil: it can), and whether every packet decodes to its whole frame count.
     public init(preRollPackets: @escaping @Sendable (AudioStreamDescription) -> Int,
                 decodeStart: (@Sendable (AudioStreamDescription, Int64, Int, (Int64, Int) -> [[UInt8]]) -> Int64?)? = nil,
                 parallelRefusal: @escaping @Sendable (AudioStreamDescription) -> String?,
@@ -244,6 +245,7 @@ public struct AudioDecoderFactory: Sendable {
     /// What the decoders it makes need from the layers that feed them.
     public var traits: AudioDecoderTraits
 
+    /// A factory named `name` for `formats`, tried before the factories of lower `priority`, with the decoder's `traits`; `make` makes a decoder for a format and its magic cookie.
     public init(name: String, formats: Set<AudioFormatID>, priority: Int = 0, traits: AudioDecoderTraits = .unknown,
                 make: @escaping @Sendable (AudioStreamDescription, [UInt8]?) throws -> any AudioDecoder) {
         self.name = name

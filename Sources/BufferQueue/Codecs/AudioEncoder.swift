@@ -57,6 +57,7 @@ public struct AudioEncoderSettings: Hashable, Sendable {
     /// steps); nil for the encoder's default.
     public var framesPerPacket: Int?
 
+    /// Settings; nil leaves each to the encoder's default.
     public init(bitRate: Int? = nil, quality: Int? = nil, framesPerPacket: Int? = nil) {
         self.bitRate = bitRate
         self.quality = quality
@@ -71,6 +72,7 @@ public struct AudioEncoderTraits: Sendable {
     /// one encode. False for transform codecs (AAC, Opus), whose packets overlap.
     public var independentPackets: @Sendable (AudioStreamDescription) -> Bool
 
+    /// Traits whose `independentPackets` says, for a format, whether each packet encodes on its own.
     public init(independentPackets: @escaping @Sendable (AudioStreamDescription) -> Bool) { self.independentPackets = independentPackets }
 
     /// Packets that encode on their own whatever the format's settings.
@@ -87,12 +89,14 @@ public struct AudioEncoderFactory: Sendable {
     public var formats: Set<AudioFormatID>
     /// Higher wins when several factories handle one format.
     public var priority: Int
+    /// What the encoder's packets allow (see ``AudioEncoderTraits``).
     public var traits: AudioEncoderTraits
     /// Makes an encoder for `format`: the format id, the sample rate and the channel count, and
     /// for the lossless codecs `bitsPerChannel` (the source's bit depth; 0 for 16). Other fields
     /// may be 0; the encoder fills them in its ``AudioEncoder/outputFormat``.
     public var make: @Sendable (_ format: AudioStreamDescription, _ settings: AudioEncoderSettings) throws -> any AudioEncoder
 
+    /// A factory named `name` for `formats`, tried before the factories of lower `priority`, with the encoder's `traits`; `make` makes an encoder for a format and settings.
     public init(name: String, formats: Set<AudioFormatID>, priority: Int = 0, traits: AudioEncoderTraits,
                 make: @escaping @Sendable (AudioStreamDescription, AudioEncoderSettings) throws -> any AudioEncoder) {
         self.name = name
@@ -160,6 +164,7 @@ public final class EncodedPackets {
     public struct Packet: Hashable, Sendable {
         /// Where its bytes start in the block.
         public var offset: Int
+        /// The packet's size in bytes.
         public var byteCount: Int
         /// The frames it decodes to (priming and padding included).
         public var frames: Int
@@ -172,6 +177,7 @@ public final class EncodedPackets {
     /// The packets held, in order.
     public private(set) var packets: [Packet] = []
 
+    /// An empty list whose byte storage starts at `capacityBytes` and grows as needed.
     public init(capacityBytes: Int = 16384) {
         capacity = max(capacityBytes, 256)
         storage = .allocate(byteCount: capacity, alignment: 16)
@@ -179,7 +185,9 @@ public final class EncodedPackets {
 
     deinit { storage.deallocate() }
 
+    /// The number of packets held.
     public var count: Int { packets.count }
+    /// Whether no packet is held.
     public var isEmpty: Bool { packets.isEmpty }
     /// The frames of all packets held.
     public var frameCount: Int { packets.reduce(0) { $0 + $1.frames } }

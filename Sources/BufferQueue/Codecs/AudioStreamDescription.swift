@@ -121,7 +121,9 @@ public struct AudioFormatFlags: OptionSet, Hashable, Sendable {
 public struct AudioStreamDescription: Hashable, Sendable, CustomStringConvertible {
     /// Frames per second of the data as it is stored (for HE-AAC, the rate the header states).
     public var sampleRate: Double
+    /// The data format (Core Audio's `mFormatID`).
     public var formatID: AudioFormatID
+    /// The format's flags (Core Audio's `mFormatFlags`): float, signed, big-endian, packed, non-interleaved.
     public var formatFlags: AudioFormatFlags
     /// Bytes in a packet; 0 when packets vary in size.
     public var bytesPerPacket: Int
@@ -129,10 +131,12 @@ public struct AudioStreamDescription: Hashable, Sendable, CustomStringConvertibl
     public var framesPerPacket: Int
     /// Bytes in one frame (all channels); 0 for compressed data.
     public var bytesPerFrame: Int
+    /// Channels in a frame.
     public var channelsPerFrame: Int
     /// Bits in one sample of one channel; 0 for compressed data.
     public var bitsPerChannel: Int
 
+    /// A description with Core Audio's fields (`AudioStreamBasicDescription`); 0 where a field varies or is not known.
     public init(sampleRate: Double, formatID: AudioFormatID, formatFlags: AudioFormatFlags = [],
                 bytesPerPacket: Int, framesPerPacket: Int, bytesPerFrame: Int,
                 channelsPerFrame: Int, bitsPerChannel: Int) {
@@ -149,9 +153,14 @@ public struct AudioStreamDescription: Hashable, Sendable, CustomStringConvertibl
     /// Interleaved linear PCM with one frame per packet.
     ///
     /// - Parameters:
+    ///   - sampleRate: frames per second.
+    ///   - channels: samples per frame.
     ///   - bitsPerChannel: 8 (unsigned unless `isSigned8`), 16, 24 or 32 (signed integers), or 32/64 with `isFloat`.
+    ///   - isFloat: IEEE floating-point samples.
+    ///   - isBigEndian: the bytes of each sample most significant first.
     ///   - bytesPerSample: the container size; defaults to the smallest that holds the bits
     ///     (pass 4 for 24-bit samples in 32-bit words).
+    ///   - isSigned8: 8-bit samples are signed (as in AIFF) rather than unsigned (as in WAVE).
     public static func linearPCM(sampleRate: Double, channels: Int, bitsPerChannel: Int,
                                  isFloat: Bool = false, isBigEndian: Bool = false,
                                  bytesPerSample: Int? = nil, isSigned8: Bool = false) -> AudioStreamDescription {
@@ -208,6 +217,7 @@ public struct AudioPacketDescription: Hashable, Sendable {
     /// Size of the packet in bytes.
     public var dataByteSize: Int
 
+    /// A packet of `dataByteSize` bytes at `startOffset` in the buffer's data, holding `variableFramesInPacket` frames (0: the format's constant count).
     public init(startOffset: Int, variableFramesInPacket: Int = 0, dataByteSize: Int) {
         self.startOffset = startOffset
         self.variableFramesInPacket = variableFramesInPacket
@@ -220,17 +230,42 @@ public struct AudioPacketDescription: Hashable, Sendable {
 public struct AudioChannelLayout: Hashable, Sendable {
     /// A speaker position.
     public enum Label: UInt32, Hashable, Sendable {
-        case unknown = 0xFFFF_FFFF, unused = 0, left = 1, right = 2, center = 3, lfeScreen = 4
-        case leftSurround = 5, rightSurround = 6, centerSurround = 9
-        case leftSurroundDirect = 10, rightSurroundDirect = 11, mono = 42
+        /// A channel whose speaker is not known.
+        case unknown = 0xFFFF_FFFF
+        /// A channel that is not used.
+        case unused = 0
+        /// Front left.
+        case left = 1
+        /// Front right.
+        case right = 2
+        /// Front centre.
+        case center = 3
+        /// The low-frequency effects channel.
+        case lfeScreen = 4
+        /// Surround left (back left in Core Audio's 5.1 naming).
+        case leftSurround = 5
+        /// Surround right (back right in Core Audio's 5.1 naming).
+        case rightSurround = 6
+        /// Back centre.
+        case centerSurround = 9
+        /// Side left.
+        case leftSurroundDirect = 10
+        /// Side right.
+        case rightSurroundDirect = 11
+        /// The one channel of a mono stream.
+        case mono = 42
     }
     /// One label per channel, in channel order.
     public var channelLabels: [Label]
 
+    /// A layout of these speakers, one per channel, in order.
     public init(channelLabels: [Label]) { self.channelLabels = channelLabels }
 
+    /// The number of channels.
     public var channelCount: Int { channelLabels.count }
+    /// One channel.
     public static let mono = AudioChannelLayout(channelLabels: [.mono])
+    /// Left and right.
     public static let stereo = AudioChannelLayout(channelLabels: [.left, .right])
 
     /// The speaker bit of a label in a WAVE_FORMAT_EXTENSIBLE channel mask (0 when it has none):

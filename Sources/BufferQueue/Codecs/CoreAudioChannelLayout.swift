@@ -11,18 +11,26 @@ public struct CoreAudioChannelLayout: Hashable, Sendable {
     /// The label of each channel description (their coordinates are not kept).
     public var labels: [UInt32]
 
+    /// `kAudioChannelLayoutTag_UseChannelDescriptions`: the labels say the speakers.
     public static let useChannelDescriptions: UInt32 = 0
+    /// `kAudioChannelLayoutTag_UseChannelBitmap`: the bitmap says the speakers.
     public static let useChannelBitmap: UInt32 = 1 << 16
+    /// `kAudioChannelLayoutTag_Mono`.
     public static let mono: UInt32 = 100 << 16 | 1
+    /// `kAudioChannelLayoutTag_Stereo`.
     public static let stereo: UInt32 = 101 << 16 | 2
+    /// `kAudioChannelLayoutTag_StereoHeadphones`.
     public static let stereoHeadphones: UInt32 = 102 << 16 | 2
+    /// `kAudioChannelLayoutTag_MPEG_5_1_A`: L R C LFE Ls Rs.
     public static let mpeg5_1_A: UInt32 = 121 << 16 | 6
+    /// `kAudioChannelLayoutTag_MPEG_5_1_D`: C L R Ls Rs LFE.
     public static let mpeg5_1_D: UInt32 = 124 << 16 | 6
     /// Bytes of one channel description: a label, flags and three coordinates.
     public static let descriptionSize = 20
     /// Bytes before the descriptions: tag, bitmap, count.
     public static let headerSize = 12
 
+    /// A layout of `tag`, with a channel bitmap and channel labels where the tag says to use them.
     public init(tag: UInt32, bitmap: UInt32 = 0, labels: [UInt32] = []) {
         self.tag = tag
         self.bitmap = bitmap

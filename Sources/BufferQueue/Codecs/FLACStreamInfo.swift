@@ -2,15 +2,23 @@
 /// carries: the container layer reads the format and total from it, the decoder the MD5 and what
 /// libFLAC is started with. One reader for both.
 public struct FLACStreamInfo: Hashable, Sendable {
+    /// The smallest block in the stream, in samples per channel.
     public var minimumBlockSize: Int
+    /// The largest block in the stream, in samples per channel.
     public var maximumBlockSize: Int
+    /// The smallest frame in bytes (0: not known).
     public var minimumFrameSize: Int
+    /// The largest frame in bytes (0: not known).
     public var maximumFrameSize: Int
+    /// Samples per second.
     public var sampleRate: Int
+    /// Channels, 1–8.
     public var channels: Int
+    /// Bits per sample, 4–32.
     public var bitsPerSample: Int
     /// Samples per channel in the stream; 0 when the encoder did not know.
     public var totalSamples: Int64
+    /// The MD5 of the decoded samples (all zero: not computed).
     public var md5: [UInt8]
     /// The block's 34 bytes.
     public var bytes: [UInt8]

@@ -3,12 +3,15 @@
 /// block is handed over as soon as it is full, and what is left at the end can be padded with
 /// silence (zero bytes) to a last whole block.
 public final class FrameBlocks {
+    /// Frames in a block.
     public let framesPerBlock: Int
+    /// Bytes in a frame.
     public let bytesPerFrame: Int
     private let storage: UnsafeMutableRawPointer
     /// Frames in the block being filled.
     public private(set) var frames = 0
 
+    /// Blocks of `framesPerBlock` frames of `bytesPerFrame` bytes.
     public init(framesPerBlock: Int, bytesPerFrame: Int) {
         self.framesPerBlock = framesPerBlock
         self.bytesPerFrame = bytesPerFrame

@@ -67,6 +67,7 @@ public final class IMAADPCMDecoder: AudioDecoder {
         "IMA ADPCM: a packet's header restarts the predictor coarser than the continuous decode keeps it"
     })
 
+    /// The factory registered from the start: Apple IMA4 and WAV's IMA ADPCM.
     public static let factory = AudioDecoderFactory(name: "IMA ADPCM", formats: [.appleIMA4, .dviIntelIMA], traits: traits) { format, _ in
         try IMAADPCMDecoder(format: format)
     }

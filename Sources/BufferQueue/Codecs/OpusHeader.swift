@@ -15,6 +15,7 @@ public struct OpusHeader: Hashable, Sendable {
     public var mappingFamily: Int
     /// Elementary Opus streams in each packet, and how many of them are coupled (stereo).
     public var streamCount: Int
+    /// Streams that code two channels (coupled pairs).
     public var coupledCount: Int
     /// For each output channel the decoded channel it takes (255: silence).
     public var mapping: [UInt8]

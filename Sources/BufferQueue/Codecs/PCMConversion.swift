@@ -206,6 +206,7 @@ public enum PCMSampleLayout: Hashable, Sendable {
 
 /// Decodes interleaved linear PCM of any ``PCMSampleLayout`` to float32 at the source rate.
 public final class PCMDecoder: AudioDecoder, DirectPacketDecoding {
+    /// The linear PCM the packets hold.
     public let inputFormat: AudioStreamDescription
     public let outputFormat: AudioStreamDescription
     let layout: PCMSampleLayout
@@ -221,6 +222,7 @@ public final class PCMDecoder: AudioDecoder, DirectPacketDecoding {
     /// No pre-roll; nothing to decode in parallel.
     public static let traits = AudioDecoderTraits(preRollPackets: { _ in 0 }, parallelRefusal: { _ in "linear PCM needs no decoding" })
 
+    /// The factory registered from the start: linear PCM.
     public static let factory = AudioDecoderFactory(name: "linear PCM", formats: [.linearPCM], traits: traits) { format, _ in
         try PCMDecoder(format: format)
     }

@@ -5,7 +5,9 @@
 public struct VorbisHeaders: Hashable, Sendable {
     /// The identification, comment and setup packets.
     public var packets: [[UInt8]]
+    /// Channels, 1–255.
     public var channels: Int
+    /// Samples per second.
     public var sampleRate: Int
     /// Nominal bit rate in bits per second (0 when the header leaves it unset).
     public var nominalBitRate: Int

@@ -74,9 +74,11 @@ public final class AudioGraph: Sendable {
     }
 
     /// - Parameters:
-    ///   - sampleRate, channels: the output's format (and the ``mainMixer``'s).
+    ///   - sampleRate: the output's rate (and the ``mainMixer``'s).
+    ///   - channels: the output's channels (and the ``mainMixer``'s).
     ///   - rampSeconds: how long the main mixer's volume and pan changes glide.
     ///   - resamplers: where mixers find a resampler for inputs of other rates (register `SoxrConverter`).
+    ///   - quality: the resamplers' quality.
     ///   - eventHandler: called with ``AudioGraphEvent``s on the rendering thread after a render.
     public init(sampleRate: Double, channels: Int, rampSeconds: Double = 0.01, resamplers: AudioResamplerRegistry = .shared,
                 quality: AudioConverterQuality = .veryHigh, eventHandler: (@Sendable (AudioGraphEvent) -> Void)? = nil) throws {
@@ -103,7 +105,7 @@ public final class AudioGraph: Sendable {
 
     // MARK: building the graph
 
-    /// Adds `node` to the graph (``connect(_:to:volume:pan:offsetFrames:)`` does it too).
+    /// Adds `node` to the graph (``connect(_:to:volume:pan:offsetFrames:startFrame:)`` does it too).
     /// - Throws: when the node belongs to another graph.
     public func attach(_ node: AudioNode) throws {
         try topology.withLock { t in
@@ -115,12 +117,14 @@ public final class AudioGraph: Sendable {
     /// Connects `source` to a new input of `mixer`, attaching both if needed, and returns the
     /// input, whose volume and pan can change while the graph plays.
     /// - Parameters:
+    ///   - source: the node whose frames the input mixes.
+    ///   - mixer: the mixer that gets the input.
     ///   - volume: linear gain, 0 or more.
     ///   - pan: -1 (left) ... 1 (right).
     ///   - offsetFrames: mixer frames after its ``AudioMixerNode/sampleTime`` now at which the
     ///     input's first frame plays (before the graph renders: its first frame of output).
     ///   - startFrame: or the mixer sample time of the input's first frame, wherever the mixer is
-    ///     now (``AVAudioPlayerNode``'s `play(at:)`); a time already mixed starts it at once and
+    ///     now (`AVAudioPlayerNode`'s `play(at:)`); a time already mixed starts it at once and
     ///     ``AudioMixerInput/lateFrames`` says by how much.
     @discardableResult
     public func connect(_ source: AudioNode, to mixer: AudioMixerNode, volume: Float = 1, pan: Float = 0,

@@ -31,6 +31,9 @@ public final class AudioMixerNode: AudioNode, @unchecked Sendable {
     public var sampleTime: Int64 { time.load(ordering: .acquiring) }
 
     /// - Parameters:
+    ///   - name: how events and errors name the node.
+    ///   - sampleRate: the rate it mixes at (inputs of other rates are converted to it).
+    ///   - channels: the channels it mixes into (inputs of other counts are converted).
     ///   - rampSeconds: how long a volume or pan change glides (0: at once). Values set before an
     ///     input's first frame apply from it at once.
     public init(name: String = "mixer", sampleRate: Double, channels: Int, rampSeconds: Double = 0.01) throws {

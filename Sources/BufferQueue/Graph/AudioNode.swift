@@ -165,7 +165,10 @@ public final class AudioBufferSourceNode: AudioNode, @unchecked Sendable {
     private var position = 0
 
     /// - Parameters:
+    ///   - name: how events and errors name the node.
     ///   - samples: interleaved float32 frames of `channels` channels (a partial last frame is dropped).
+    ///   - sampleRate: the frames' rate.
+    ///   - channels: samples per frame.
     public init(name: String = "buffer", samples: [Float], sampleRate: Double, channels: Int) throws {
         let frames = channels > 0 ? samples.count / channels : 0
         let storage = UnsafeMutablePointer<Float>.allocate(capacity: max(frames * channels, 1))
@@ -209,6 +212,7 @@ public final class AudioPullSourceNode: AudioNode, @unchecked Sendable {
     private var failure: (any Error)?
     private var ended = false
 
+    /// A node named `name` that pulls its frames from `source`, in the source's format.
     public init(name: String, source: any AudioNodePullSource) throws {
         self.source = source
         try super.init(name: name, sampleRate: source.outputFormat.sampleRate, channels: source.outputFormat.channelsPerFrame)

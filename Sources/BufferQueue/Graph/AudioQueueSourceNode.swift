@@ -29,6 +29,7 @@ public final class AudioQueueSourceNode: AudioNode, AudioSink, @unchecked Sendab
     private let paused = DispatchSemaphore(value: 0)
     private var source: AudioRenderSource?
 
+    /// A node named `name` whose queue plays at `sampleRate` with `channels` channels.
     public override init(name: String = "queue", sampleRate: Double, channels: Int) throws {
         try super.init(name: name, sampleRate: sampleRate, channels: channels)
     }

@@ -55,6 +55,7 @@ public enum AudioEQFilterType: String, Sendable, Hashable, CaseIterable {
 
 /// One band of an ``AudioEQNode``: a cookbook biquad.
 public struct AudioEQBand: Sendable, Hashable {
+    /// The filter's shape.
     public var type: AudioEQFilterType
     /// Centre or corner frequency in Hz: above 0 and below half the sample rate.
     public var frequency: Double
@@ -66,6 +67,7 @@ public struct AudioEQBand: Sendable, Hashable {
     /// A bypassed band passes its input unchanged.
     public var bypass: Bool
 
+    /// A band of `type` at `frequency` Hz, with `gain` dB (peak and shelves), quality `q`, and bypassed or not.
     public init(_ type: AudioEQFilterType, frequency: Double, gain: Double = 0, q: Double = 0.7071, bypass: Bool = false) {
         self.type = type
         self.frequency = frequency

@@ -14,6 +14,7 @@ public struct AudioDeviceInfo: Hashable, Sendable, CustomStringConvertible {
     /// For a capture device: whether it records what a playback device plays (a PulseAudio monitor).
     public var isMonitor: Bool
 
+    /// A device as a server lists it.
     public init(name: String, description: String, sampleRate: Double = 0, channels: Int = 0, isDefault: Bool = false, isMonitor: Bool = false) {
         self.name = name
         self.description = description

@@ -103,9 +103,12 @@ public final class AudioRenderSource: Sendable {
     /// Renders up to `frames` frames into `buffer` (interleaved, the channel count the sink was
     /// opened with) and returns how many frames of audio were written.
     ///
-    /// - Parameter fillSilence: when true the frames after the returned count are set to zero and
-    ///   count as an underrun if the queue was playing; a clocked sink passes true. An unpaced sink
-    ///   passes false and only takes what exists.
+    /// - Parameters:
+    ///   - buffer: room for `frames` interleaved float32 frames of the sink's format.
+    ///   - frames: how many frames are wanted.
+    ///   - fillSilence: when true the frames after the returned count are set to zero and
+    ///     count as an underrun if the queue was playing; a clocked sink passes true. An unpaced sink
+    ///     passes false and only takes what exists.
     public func render(into buffer: UnsafeMutablePointer<Float>, frames: Int, fillSilence: Bool) -> Int {
         switch backing {
         case .stage(let stage):

@@ -19,6 +19,7 @@ public final class NullSink: AudioSink, Sendable {
         case unpaced
     }
 
+    /// Whether the sink takes frames at the real-time rate or as fast as the queue makes them.
     public let pacing: Pacing
     /// Simulated output latency.
     public let latency: Duration

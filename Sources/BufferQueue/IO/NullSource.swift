@@ -33,12 +33,15 @@ public final class NullSource: AudioSource, Sendable {
         case manual
     }
 
+    /// What the source delivers.
     public let signal: Signal
+    /// Whether frames come at the real-time rate or as fast as the input queue takes them.
     public let pacing: Pacing
     /// How often a real-time source delivers.
     public let period: Duration
     /// The rate and channel count delivered; nil = what the queue asks for.
     public let deliveredRate: Double?
+    /// The channels the source delivers when not the queue's (nil: the queue's).
     public let deliveredChannels: Int?
 
     private let queue: DispatchQueue

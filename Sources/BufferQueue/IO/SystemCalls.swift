@@ -13,6 +13,7 @@ public struct SystemError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The `errno` it set.
     public var errno: Int32
 
+    /// The failure of `call` with `errno`.
     public init(call: String, errno: Int32) {
         self.call = call
         self.errno = errno

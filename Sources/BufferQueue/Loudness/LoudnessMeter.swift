@@ -28,6 +28,7 @@ public struct LoudnessReading: Sendable, Hashable {
     /// The short-term loudness of the last 3 s, in LUFS.
     public var shortTerm: Double
 
+    /// A reading of these values (LUFS, LU and dBTP / dBFS as the properties say).
     public init(integrated: Double, range: Double, truePeak: Double, samplePeak: Double, momentaryMax: Double,
                 shortTermMax: Double, momentary: Double, shortTerm: Double) {
         self.integrated = integrated
@@ -83,7 +84,7 @@ public struct LoudnessNormalization: Sendable, Hashable {
 /// layout, momentary, short-term, gated integrated loudness, loudness range (EBU Tech 3342), sample
 /// peak and true peak (4× oversampled below 96 kHz, 2× below 192 kHz).
 ///
-/// Feed it buffer by buffer with ``add(_:)``; ``reading`` is current at any time (momentary and
+/// Feed it buffer by buffer with ``add(_:)-(UnsafeBufferPointer<Float>)``; ``reading`` is current at any time (momentary and
 /// short-term to the last complete 100 ms step). Its memory is fixed when it is made: the gated
 /// measures keep 0.01 LU histograms of the blocks (each bin with the blocks' exact energy), so
 /// feeding never allocates and a render thread may own one (see ``AudioQueue/installLoudnessMeter()``).

@@ -39,6 +39,7 @@ public struct AudioCapturedFrames: Hashable, Sendable {
     /// (Core Audio's `inPacketDescs`); empty for linear PCM.
     public var packetDescriptions: [AudioPacketDescription]
 
+    /// Frames from `startSampleTime` on, `frameCount` of them, in packets of `packetDescriptions` (empty for PCM).
     public init(startSampleTime: Int64, frameCount: Int, packetDescriptions: [AudioPacketDescription] = []) {
         self.startSampleTime = startSampleTime
         self.frameCount = frameCount
@@ -105,6 +106,7 @@ public final class AudioInputQueue: Sendable {
         /// another executor.
         public var eventHandler: (@Sendable (AudioInputQueueEvent) -> Void)?
 
+        /// A configuration; every value has the default the type's properties describe.
         public init(source: (any AudioSource)? = nil, captureBufferFrames: Int? = nil, callbackQueue: DispatchQueue? = nil,
                     resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh,
                     encoderSettings: AudioEncoderSettings = .init(), encoderRegistry: AudioEncoderRegistry = .shared, frameLimit: Int? = nil,

@@ -62,7 +62,7 @@ extension AudioQueue {
         wake.setMuted(true)
     }
 
-    /// The frame the next ``offlineRender(at:into:frames:)`` must start at: frames rendered so far
+    /// The frame the next ``offlineRender(at:into:frames:)-(_,AudioQueueBuffer,_)`` must start at: frames rendered so far
     /// (in the offline render format's rate).
     public var offlineRenderPosition: Int64 { Int64(stage.outputFrames.load(ordering: .acquiring)) }
 
@@ -71,7 +71,10 @@ extension AudioQueue {
     ///
     /// It decodes what it needs on the calling thread, returns fewer frames when fewer have been
     /// enqueued, never blocks waiting for data and never invents silence that was not scheduled.
-    /// - Parameter sampleTime: must equal ``offlineRenderPosition``.
+    /// - Parameters:
+    ///   - sampleTime: must equal ``offlineRenderPosition``.
+    ///   - buffer: a buffer of the queue's, large enough for `frames` frames of the render format.
+    ///   - frames: how many frames to render at most.
     @discardableResult
     public func offlineRender(at sampleTime: Int64, into buffer: AudioQueueBuffer, frames: Int) throws -> Int {
         guard buffer.queueID == ObjectIdentifier(self) else {

@@ -54,6 +54,7 @@ public final class AudioQueue: Sendable {
         /// stream would be read on another executor.
         public var eventHandler: (@Sendable (AudioQueueEvent) -> Void)?
 
+        /// A configuration; every value has the default the type's properties describe.
         public init(sink: (any AudioSink)? = nil, decodeBufferFrames: Int = 16384,
                     callbackQueue: DispatchQueue? = nil, decoderRegistry: AudioDecoderRegistry = .shared,
                     resamplerRegistry: AudioResamplerRegistry = .shared, converterQuality: AudioConverterQuality = .veryHigh,

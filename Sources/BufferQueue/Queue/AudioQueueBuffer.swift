@@ -7,11 +7,11 @@ import Synchronization
 
 /// A buffer of audio data, allocated by an ``AudioQueue``: Core Audio's `AudioQueueBuffer`.
 ///
-/// The caller fills ``withUnsafeMutableBytes(_:)`` (or ``setData(_:)``), sets the size with
+/// The caller fills ``withUnsafeMutableBytes(_:)`` (or ``setData(_:)-(UnsafeRawBufferPointer)``), sets the size with
 /// ``setByteSize(_:)`` and hands the buffer to
 /// ``AudioQueue/enqueue(_:packetDescriptions:trimFramesAtStart:trimFramesAtEnd:parameters:startTime:)``.
 /// From then until the queue hands it back through the output callback the buffer belongs to the
-/// queue: writing to it (``setData(_:)``, ``setByteSize(_:)``, ``withUnsafeMutableBytes(_:)``) or
+/// queue: writing to it (``setData(_:)-(UnsafeRawBufferPointer)``, ``setByteSize(_:)``, ``withUnsafeMutableBytes(_:)``) or
 /// enqueuing it again throws ``AudioQueueError/Code/bufferInQueue``. The queue decodes the size it
 /// validated at enqueue time.
 ///
@@ -61,7 +61,7 @@ public final class AudioQueueBuffer: @unchecked Sendable, Identifiable, CustomSt
     public var isInQueue: Bool { inQueue.load(ordering: .acquiring) }
 
     /// Bytes of valid audio data in the buffer (Core Audio's `mAudioDataByteSize`). Set it with
-    /// ``setByteSize(_:)`` or ``setData(_:)``.
+    /// ``setByteSize(_:)`` or ``setData(_:)-(UnsafeRawBufferPointer)``.
     public var byteSize: Int { self.size.load(ordering: .acquiring) }
 
     /// Sets how many bytes of the storage hold audio.

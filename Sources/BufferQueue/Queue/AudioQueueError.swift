@@ -45,10 +45,12 @@ public struct AudioQueueError: Error, Hashable, Sendable, CustomStringConvertibl
         case timedOut
     }
 
+    /// What kind of failure it was.
     public var code: Code
     /// What went wrong, in words, including where and what to do.
     public var message: String
 
+    /// An error of `code`, saying `message`.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message

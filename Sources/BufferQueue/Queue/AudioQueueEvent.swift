@@ -74,6 +74,8 @@ public enum TimePitchAlgorithm: Sendable, Hashable {
     case spectral
 }
 
+/// The queue's parameters that change while it plays (Core Audio's `kAudioQueueParam_…`):
+/// volume, play rate, pitch, pan and the volume ramp's time.
 public struct AudioQueueParameters: Hashable, Sendable {
     /// Linear gain, 0...1.
     public var volume: Float?
@@ -94,6 +96,7 @@ public struct AudioQueueParameters: Hashable, Sendable {
     /// buffer, exactly from its first frame.
     public var gain: Float?
 
+    /// Parameters to set; nil leaves each as it is.
     public init(volume: Float? = nil, pan: Float? = nil, playRate: Float? = nil, pitch: Float? = nil, gain: Float? = nil) {
         self.volume = volume
         self.pan = pan

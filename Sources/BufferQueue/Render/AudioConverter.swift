@@ -48,6 +48,7 @@ public struct AudioResamplerFactory: Sendable {
     /// Makes a resampler from an input rate to an output rate for a channel count.
     public var make: @Sendable (_ inputRate: Double, _ outputRate: Double, _ channels: Int, _ quality: AudioConverterQuality) throws -> any AudioResampler
 
+    /// A factory named `name`, tried before the factories of lower `priority`; `make` makes a resampler from one rate to another for a channel count and quality.
     public init(name: String, priority: Int = 0,
                 make: @escaping @Sendable (Double, Double, Int, AudioConverterQuality) throws -> any AudioResampler) {
         self.name = name
@@ -63,6 +64,7 @@ public final class AudioResamplerRegistry: Sendable {
     public static let shared = AudioResamplerRegistry()
     private let factories = Lock<[AudioResamplerFactory]>([])
 
+    /// An empty registry (``shared`` is the one the library uses by default).
     public init() {}
 
     /// Adds a factory; the one with the highest priority is used.

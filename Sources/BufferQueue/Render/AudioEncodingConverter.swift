@@ -2,10 +2,14 @@ import Dispatch
 /// The gapless numbers of an encoded stream: what a container writes so that a reader plays
 /// exactly the valid frames (`priming + valid + remainder` = the frames the packets decode to).
 public struct AudioEncodingTotals: Hashable, Sendable {
+    /// Frames of audio encoded (the client's frames, at the encoder's rate).
     public var validFrames: Int64
+    /// Frames of the encoder's delay at the start.
     public var primingFrames: Int
+    /// Frames of padding at the end of the last packet.
     public var remainderFrames: Int
 
+    /// Totals of `validFrames`, with `primingFrames` before and `remainderFrames` after.
     public init(validFrames: Int64, primingFrames: Int, remainderFrames: Int) {
         self.validFrames = validFrames
         self.primingFrames = primingFrames
@@ -85,10 +89,10 @@ public final class AudioEncodingConverter {
     public var encodingJobs: Int { helpers.count + 1 }
 
     /// - Parameters:
-    ///   - from: the client's interleaved linear PCM (any ``PCMSampleLayout``).
+    ///   - client: the client's interleaved linear PCM (any ``PCMSampleLayout``).
     ///   - clientLayout: the speakers of the client's channels, when known: frames are reordered to
     ///     the codec's order.
-    ///   - to: the format to encode: its id, and a rate and channel count (0 for the client's);
+    ///   - format: the format to encode: its id, and a rate and channel count (0 for the client's);
     ///     `bitsPerChannel` asks the lossless codecs for a bit depth (0: the client's integer depth,
     ///     or 24 for a float client where 24 is possible, else 16). An encoder may take another rate
     ///     (Opus encodes at 48 kHz); the frames are resampled to it.
@@ -100,6 +104,9 @@ public final class AudioEncodingConverter {
     ///     packets go to `jobs` encoders on threads of their own, and the packets come out in order,
     ///     the same bytes as one encoder's. Other formats use one. The calling thread waits for
     ///     each round, so call it from a thread of your own, never from Swift's cooperative pool.
+    ///   - quality: the resampler's quality, when the encoder takes another rate.
+    ///   - encoders: where the encoder is found.
+    ///   - resamplers: where the resampler is found.
     /// - Throws: ``AudioQueueError/Code/codecNotFound`` when no encoder (or, for a rate change,
     ///   no resampler) is registered; what the encoder throws for settings it cannot take.
     public init(from client: AudioStreamDescription, clientLayout: AudioChannelLayout? = nil, to format: AudioStreamDescription,

@@ -43,6 +43,7 @@ public struct TimePitchEngineFactory: Sendable {
     /// Makes an engine for a sample rate and channel count.
     public var make: @Sendable (_ sampleRate: Double, _ channels: Int) throws -> any TimePitchEngine
 
+    /// A factory named `name`, tried before the factories of lower `priority`; `make` makes an engine for a rate and channel count.
     public init(name: String, priority: Int = 0, make: @escaping @Sendable (Double, Int) throws -> any TimePitchEngine) {
         self.name = name
         self.priority = priority
@@ -57,6 +58,7 @@ public final class TimePitchEngineRegistry: Sendable {
     public static let shared = TimePitchEngineRegistry()
     private let factories = Lock<[TimePitchEngineFactory]>([])
 
+    /// An empty registry (``shared`` is the one the library uses by default).
     public init() {}
 
     /// Adds a factory; the one with the highest priority is used.
