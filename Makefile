@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh Debian machine with Swift installed:
 #   make demo   - installs what is missing, then plays the generated demo melody with aqplay
 #   make test   - installs what is missing, then runs the test suite
+#   make docs   - the DocC site of every product in .build/docs, checked in a headless browser
 SWIFT ?= swift
 # Libraries the modules link, the PulseAudio server the tests start, and the reference tools
 # (encoders and decoders) the tests compare against, the Icecast and nginx servers the streaming tests start, and
@@ -15,7 +16,10 @@ APT_PACKAGES := libmpg123-dev libfaad-dev libpulse-dev libsoxr-dev librubberband
 BENCH_PACKAGES := rubberband-cli espeak-ng valgrind loudgain
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps demo test test-tsan bench fuzz fixtures clean
+# What the documentation check needs: a headless Chromium to render the DocC site.
+DOCS_PACKAGES := chromium-headless-shell
+
+.PHONY: deps demo test test-tsan docs bench fuzz fixtures clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_PACKAGES); do \
@@ -38,6 +42,13 @@ test: deps
 test-tsan: deps
 	SWIFT=$(SWIFT) TSAN_OPTIONS="suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt $(TSAN_OPTIONS)" \
 		Scripts/test.sh --no-parallel --sanitize=thread --scratch-path .build-tsan
+
+# The DocC site of every product in .build/docs, failing on a DocC warning or an undocumented
+# public type, and checked in a headless Chromium; then the README's formats against aqinfo.
+docs:
+	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(DOCS_PACKAGES)"
+	SWIFT=$(SWIFT) Scripts/docs.sh
+	SWIFT=$(SWIFT) Scripts/check-readme-formats.sh
 
 bench:
 	@$(MAKE) --no-print-directory deps EXTRA_PACKAGES="$(BENCH_PACKAGES)"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make docs`: the DocC site of every library product, as one combined archive for static hosting,
+# in .build/docs. Fails on any DocC warning (an unresolved link, a parameter documented wrongly),
+# on a public symbol without a documentation comment, and when a page does not render its title and
+# first paragraph in a headless Chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SWIFT=${SWIFT:-swift}
+products=$($SWIFT package dump-package | python3 -c '
+import json, sys
+package = json.load(sys.stdin)
+print(" ".join(p["name"] for p in package["products"] if "library" in p["type"]))')
+# Each library product is one target of the same name.
+args=()
+for product in $products; do args+=(--product "$product"); done
+mkdir -p .build
+log=.build/docs.log
+rm -rf .build/docs
+$SWIFT package --allow-writing-to-directory .build/docs generate-documentation "${args[@]}" \
+  --enable-experimental-combined-documentation --transform-for-static-hosting --output-path .build/docs 2>&1 | tee "$log"
+# SwiftPM's notes about files in dependencies' checkouts are not the documentation's.
+if grep -E '^(warning|error):' "$log" | grep -v 'which are unhandled'; then
+  echo "make docs: DocC reported the warnings above"
+  exit 1
+fi
+symbols="$(dirname "$($SWIFT build --show-bin-path)")/extracted-symbols/main"
+python3 Scripts/doc-coverage.py "$symbols" $products
+python3 Scripts/check-docs-site.py .build/docs $products
+echo "The site is in .build/docs: serve it (python3 -m http.server -d .build/docs) and open /documentation/bufferqueue"
