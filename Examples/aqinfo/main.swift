@@ -54,7 +54,7 @@ struct AQInfo: AsyncParsableCommand {
         }
         let audio: AudioFile
         do { audio = try AudioFile(path: audioPath) } catch let error as AudioFileStreamError {
-            writeError("aqinfo: \(audioPath): \(error)\n")
+            writeError("aqinfo: \(error)\n")   // the error names the file
             throw ExitCode(1)
         }
         var info = Info(audio)
@@ -79,7 +79,7 @@ struct AQInfo: AsyncParsableCommand {
             print(info.text(file: file, audio))
         }
         if let damage = audio.damage {
-            writeError("aqinfo: \(file): \(damage)\n")
+            writeError("aqinfo: \(damage)\n")   // the error names the file
             throw ExitCode(2)
         }
     }

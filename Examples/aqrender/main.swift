@@ -110,7 +110,7 @@ struct AQRender: ParsableCommand {
         let isSheet = AudioSniffer.pathExtension(of: input) == "cue"
         guard let number = track else {
             if isSheet { fail("\(input) is a cue sheet: render one of its tracks with --track N") }
-            do { return (try AudioFile(path: input), nil) } catch { fail("\(input): \(error)") }
+            do { return (try AudioFile(path: input), nil) } catch { fail("\(error)") }   // the error names the file
         }
         do {
             if isSheet {
