@@ -201,7 +201,7 @@ struct AQPlay: ParsableCommand {
             status.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
             status.setEventHandler {
                 let s = player.status
-                let name = s.title ?? (s.fileIndex.map { (paths[$0] as NSString).lastPathComponent } ?? "")
+                let name = s.title ?? (s.itemIndex.map { (paths[$0] as NSString).lastPathComponent } ?? "")
                 let line = "\r\u{1B}[K▶ \(clock(s.position)) / \(s.duration > 0 ? (s.durationIsEstimated ? "~" : "") + clock(s.duration) : "live")  \(name)  "
                     + "[\(player.playerState) · buffered \(String(format: "%.1f", s.buffered)) s]"
                 FileHandle.standardOutput.write(Data(line.utf8))

@@ -16,7 +16,7 @@ import BufferQueue
         var t = PlayerTimeline()
         t.feeding = .init(index: 2, id: Self.c, rate: 1000, frames: 3000, estimated: true, start: 1.5)
         let status = t.status(heard: nil, titles: [:], outputFormat: nil)
-        #expect(status.fileIndex == 2 && status.itemID == Self.c && status.position == 1.5 && status.duration == 3 && status.durationIsEstimated)
+        #expect(status.itemIndex == 2 && status.itemID == Self.c && status.position == 1.5 && status.duration == 3 && status.durationIsEstimated)
         #expect(status.buffered == 0)
     }
 
@@ -28,7 +28,7 @@ import BufferQueue
         t.enqueued(upTo: 6000, heard: 100)
         // Frame 1 000 of the timeline is 1.5 s into a (it started 500 frames in).
         let status = t.status(heard: 1000, titles: [Self.a: "A title"], outputFormat: nil)
-        #expect(status.fileIndex == 0 && status.position == 1.5 && status.title == "A title" && status.buffered == 5)
+        #expect(status.itemIndex == 0 && status.position == 1.5 && status.title == "A title" && status.buffered == 5)
         #expect(t.reached(by: 1000).ids == [Self.a] && t.reached(by: 1000).next?.id == Self.b)
         #expect(t.reached(by: 4000).ids == [Self.a, Self.b] && t.reached(by: 4000).next == nil)
         #expect(t.mark(heardAt: 4500)?.id == Self.b)

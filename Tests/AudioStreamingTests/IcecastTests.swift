@@ -262,7 +262,7 @@ struct IcecastTests {
         #expect(source.info?.isRadio == true)
         #expect(source.info?.isFinite == false)
         // The title reaches the player's status, under the item's index.
-        #expect(reader.player.status.fileIndex == 0)
+        #expect(reader.player.status.itemIndex == 0)
         try icecast.setTitle("Second Title")
         // The server sends a title at its next metadata point: read until it comes (at most 8 s).
         for _ in 0..<16 where !events.titles.contains("Second Title") { try await take(seconds: 0.5) }

@@ -64,7 +64,7 @@ import TestSupport
             for await event in reacting {
                 guard case .itemStarted(let index) = event else { continue }
                 let status = player.status
-                #expect(status.fileIndex == index, "started \(index), status says \(String(describing: status.fileIndex))")
+                #expect(status.itemIndex == index, "started \(index), status says \(String(describing: status.itemIndex))")
                 #expect(status.duration > 2.9 && status.duration < 3.1, "item \(index) is \(status.duration) s long")
                 if index == 0 { player.append(third) }
                 if index < 2 {
@@ -72,7 +72,7 @@ import TestSupport
                     let reached = try await player.seek(to: target)
                     seeks.update { $0.append(reached) }
                     let after = player.status
-                    #expect(after.fileIndex == index && abs(after.position - target) < 0.05, "right after the seek: \(after)")
+                    #expect(after.itemIndex == index && abs(after.position - target) < 0.05, "right after the seek: \(after)")
                 }
             }
         }

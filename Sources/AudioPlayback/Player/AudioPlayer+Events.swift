@@ -208,7 +208,7 @@ extension AudioPlayer {
     /// the player is not playing.
     func performJump(toItem target: Int?, seconds: Double, fadingOut: Bool = false) -> Bool {
         guard let queue, shared.withLock({ $0.result == nil && $0.machine.phase == .running }) else { return false }
-        let heardIndex = status.fileIndex ?? feed.itemIndex
+        let heardIndex = status.itemIndex ?? feed.itemIndex
         let restarts = shared.withLock { $0.machine.stopIssued }
         // The queue's report that it stopped running (for the pause or stop here) is not the end of playback.
         let reportsStop = queue.isRunning || queue.isStopping

@@ -7,7 +7,10 @@ extension AudioPlayer {
     public struct Status: Sendable, Equatable {
         /// Index in the item list of the item heard; before its first frame is heard (at the
         /// start, after a seek) the item being fed; nil before any is opened.
-        public var fileIndex: Int?
+        public var itemIndex: Int?
+        /// The earlier name of ``itemIndex``.
+        @available(*, deprecated, renamed: "itemIndex")
+        public var fileIndex: Int? { itemIndex }
         /// The identity of that item.
         public var itemID: AudioPlayerItem.ID?
         /// The item's title: a stream's latest `StreamTitle`, else its metadata's.

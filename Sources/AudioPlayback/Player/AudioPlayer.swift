@@ -345,10 +345,10 @@ public final class AudioPlayer: Sendable {
                 let now = status
                 let fedSeekable = feed.feeder?.source.isSeekable ?? true
                 let live = shared.withLock { s -> Bool in
-                    let seekable = s.timeline.seekable(index: now.fileIndex) ?? fedSeekable
+                    let seekable = s.timeline.seekable(index: now.itemIndex) ?? fedSeekable
                     return s.machine.phase == .running && !seekable
                 }
-                if let index = now.fileIndex, live {
+                if let index = now.itemIndex, live {
                     let name = shared.withLock { $0.items.indices.contains(index) ? $0.items[index].name : nil }
                     return continuation.resume(throwing: AudioPlayerError(.request, itemIndex: index, itemName: name,
                         underlying: AudioQueueError(.invalidRunState, "item \(index) is a live stream: it cannot seek; playback goes on")))
@@ -370,10 +370,10 @@ public final class AudioPlayer: Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             work.async { [self] in
                 let now = status
-                let heardIndex = now.fileIndex ?? feed.itemIndex
+                let heardIndex = now.itemIndex ?? feed.itemIndex
                 let next = heardIndex + 1
                 if next < shared.withLock({ $0.items.count }) {
-                    if feed.join != nil, now.fileIndex != nil {
+                    if feed.join != nil, now.itemIndex != nil {
                         // The item heard fades out from where it is while the next one fades in.
                         _ = performJump(toItem: heardIndex, seconds: now.position, fadingOut: true)
                         continuation.resume()
@@ -413,7 +413,7 @@ public final class AudioPlayer: Sendable {
                 (s.items.indices.contains(index) ? s.items[index].id : nil, s.items.count)
             }
             guard let id else { return }
-            let heardIndex = status.fileIndex
+            let heardIndex = status.itemIndex
             if heardIndex == index || (feed.feedingID == id && heardIndex == nil) {
                 // The item heard (or about to be): on to the next, then out of the list.
                 if index + 1 < count { _ = performJump(toItem: index + 1, seconds: 0) } else { feed.feeder = nil; act { $0.stop() } }

@@ -93,7 +93,7 @@ struct PlayerTimeline: Equatable {
     func status(heard: Int64?, titles: [AudioPlayerItem.ID: String], outputFormat: AudioStreamDescription?) -> AudioPlayer.Status {
         guard let heard, !marks.isEmpty else {
             let duration = feeding.map { Double($0.frames) / $0.rate } ?? 0
-            return AudioPlayer.Status(fileIndex: feeding?.index, itemID: feeding?.id, title: nil, position: feeding?.start ?? 0,
+            return AudioPlayer.Status(itemIndex: feeding?.index, itemID: feeding?.id, title: nil, position: feeding?.start ?? 0,
                                       duration: duration, durationIsEstimated: feeding?.estimated ?? false, buffered: 0,
                                       outputFormat: outputFormat)
         }
@@ -102,7 +102,7 @@ struct PlayerTimeline: Equatable {
         let title = mark.flatMap { titles[$0.id] ?? $0.title }
         let rate = mark?.rate ?? feeding?.rate ?? 44100
         let duration = mark.map { Double($0.frames) / $0.rate } ?? feeding.map { Double($0.frames) / $0.rate } ?? 0
-        return AudioPlayer.Status(fileIndex: mark?.index, itemID: mark?.id, title: title, position: max(position, 0),
+        return AudioPlayer.Status(itemIndex: mark?.index, itemID: mark?.id, title: title, position: max(position, 0),
                                   duration: duration, durationIsEstimated: mark?.estimated ?? feeding?.estimated ?? false,
                                   buffered: max(Double(enqueuedEnd - heard) / rate, 0), outputFormat: outputFormat)
     }

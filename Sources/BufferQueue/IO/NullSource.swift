@@ -17,8 +17,9 @@ public final class NullSource: AudioSource, Sendable {
     public enum Signal: Sendable {
         /// Zeros, forever.
         case silence
-        /// A sine of `frequency` Hz and linear `amplitude` in every channel, forever.
-        case sine(frequency: Double, amplitude: Float)
+        /// A sine of `frequency` Hz and linear `amplitude` (half of full scale unless given) in
+        /// every channel, forever.
+        case sine(frequency: Double, amplitude: Float = 0.5)
         /// These interleaved frames (the source's channel count), then the end.
         case frames([Float])
     }
