@@ -5,7 +5,8 @@ The DocC site is a JavaScript app: its HTML files are all the same shell, and th
 once the app has run. So this serves `.build/docs` on a loopback port, has Chromium load each page
 and dump the DOM it rendered, and checks that every product's landing page and every article show
 their title (the page's h1) and their first paragraph (the abstract under it), as the catalogs'
-Markdown says.
+Markdown says, and that no link on them leads to a Markdown file (a guide's link to another guide
+must lead to its article).
 
 Usage: check-docs-site.py SITE_DIR MODULE...   (exit 1 when a page does not render as written)
 """
@@ -20,10 +21,13 @@ class Rendered(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
         self.title, self.abstract = "", ""
+        self.links = []
         self._in, self._depth = None, 0
 
     def handle_starttag(self, tag, attrs):
         classes = (dict(attrs).get("class") or "").split()
+        if tag == "a" and dict(attrs).get("href"):
+            self.links.append(dict(attrs)["href"])
         if self._in:
             self._depth += 1
         elif tag == "h1" and "title" in classes and not self.title:
@@ -76,7 +80,7 @@ def render(url):
                              "--dump-dom", url], capture_output=True, text=True, timeout=120)
     parser = Rendered()
     parser.feed(result.stdout)
-    return parser.title.strip(), parser.abstract.strip()
+    return parser.title.strip(), parser.abstract.strip(), parser.links
 
 
 def main():
@@ -106,8 +110,13 @@ def main():
             want_title, want_paragraph = expected(os.path.join(catalog, name))
             if article == module:
                 want_title = module
-            title, abstract = render(base + path)
+            title, abstract, links = render(base + path)
             pages += 1
+            # A guide's link to another guide (`Mixing.md`) must lead to that guide's article.
+            broken = [link for link in links if re.search(r"\.md($|#)", link)]
+            if broken:
+                failures.append(f"{path}: links to Markdown files the site does not have: {broken}")
+                continue
             if words(title) != words(want_title):
                 failures.append(f"{path}: the title rendered is {title!r}, not {want_title!r}")
             elif not words(want_paragraph) or words(abstract)[:80] != words(want_paragraph)[:80]:

@@ -23,6 +23,7 @@ if grep -E '^(warning|error):' "$log" | grep -v 'which are unhandled'; then
   echo "make docs: DocC reported the warnings above"
   exit 1
 fi
+python3 Scripts/docs-guide-links.py .build/docs
 symbols="$(dirname "$($SWIFT build --show-bin-path)")/extracted-symbols/main"
 python3 Scripts/doc-coverage.py "$symbols" $products
 python3 Scripts/check-docs-site.py .build/docs $products

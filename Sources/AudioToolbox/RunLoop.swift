@@ -88,11 +88,16 @@ public final class CFRunLoop: @unchecked Sendable, Hashable {
 }
 
 /// A run loop mode (`CFRunLoopMode.defaultMode`, `.commonModes`).
-// @unchecked: CFString (NSString on Linux) is immutable here: modes are made from string literals and only compared.
-public struct CFRunLoopMode: RawRepresentable, Hashable, @unchecked Sendable {
-    public var rawValue: CFString
-    public init(rawValue: CFString) { self.rawValue = rawValue }
-    public init(_ rawValue: CFString) { self.rawValue = rawValue }
+/// Sendable by construction: it keeps the mode's name as a Swift string, and hands out a `CFString` of it.
+public struct CFRunLoopMode: RawRepresentable, Hashable, Sendable {
+    /// The mode's name.
+    private let name: String
+    /// The mode's name as a `CFString`.
+    public var rawValue: CFString { NSString(string: name) }
+    /// The mode named `rawValue`.
+    public init(rawValue: CFString) { name = String(describing: rawValue) }
+    /// The mode named `rawValue`.
+    public init(_ rawValue: CFString) { self.init(rawValue: rawValue) }
     public static let defaultMode = CFRunLoopMode(rawValue: "kCFRunLoopDefaultMode" as NSString)
     public static let commonModes = CFRunLoopMode(rawValue: "kCFRunLoopCommonModes" as NSString)
 }

@@ -40,7 +40,7 @@ import TestSupport
             #expect(result.warnings.isEmpty, "chunks \(chunks): \(result.warnings)")
             let same = result.packets.map(\.bytes) == expected
             #expect(same, "chunks \(chunks): \(result.packets.count) packets, not the source's")
-            #expect(result.items.contains(.property("fileFormat=Optional(AudioFileStream.AudioFileType.mpegTransportStream)")))
+            #expect(result.items.contains(.property("fileFormat=Optional(mpegTransportStream)")))
             #expect(result.items.contains(.property("packets=Optional(174)")))
         }
     }
