@@ -40,6 +40,8 @@ let package = Package(
         .library(name: "AVFAudio", targets: ["AVFAudio"]),
         // The audio part of AVFoundation: AVFAudio, AudioToolbox and CoreAudioTypes.
         .library(name: "AVFoundation", targets: ["AVFoundation"]),
+        // Accelerate's vDSP functions audio code calls most (levels, gains, conversions, real FFT).
+        .library(name: "Accelerate", targets: ["Accelerate"]),
         .executable(name: "playpcm", targets: ["playpcm"]),
         .executable(name: "aqinfo", targets: ["aqinfo"]),
         .executable(name: "aqgain", targets: ["aqgain"]),
@@ -94,6 +96,11 @@ let package = Package(
             name: "AVFAudio",
             dependencies: ["AudioToolbox", "CoreAudioTypes", "BufferQueue", "AudioFileStream", "AudioPlayback", "AudioCodecs"],
             path: "Sources/AVFAudio"
+        ),
+        // Plain Swift: Apple's vDSP signatures, scaling and packing.
+        .target(
+            name: "Accelerate",
+            path: "Sources/Accelerate"
         ),
         .target(
             name: "AVFoundation",
@@ -430,6 +437,11 @@ let package = Package(
             path: "Tests/RealtimeTests"
         ),
         .testTarget(
+            name: "AccelerateTests",
+            dependencies: ["Accelerate"],
+            path: "Tests/AccelerateTests"
+        ),
+        .testTarget(
             name: "AVFAudioTests",
             dependencies: ["AVFAudio", "BufferQueue", "AudioCodecs", "AudioFileStream", "AudioPlayback", "TestSupport"],
             path: "Tests/AVFAudioTests"
@@ -444,7 +456,7 @@ let package = Package(
             name: "DocSnippetTests",
             dependencies: ["BufferQueue", "AudioCodecs", "AudioFileStream", "AudioPlayback", "AudioStreaming", "MPG123Decoder", "FAADDecoder",
                            "OpenCoreAMRDecoder", "OpusDecoder", "VorbisDecoder", "FLACDecoder", "PulseAudioSink", "ALSASink", "PipeWireSink",
-                           "SoxrConverter", "RubberBandTimePitch", "AudioToolbox", "AVFAudio"],
+                           "SoxrConverter", "RubberBandTimePitch", "AudioToolbox", "AVFAudio", "Accelerate"],
             path: "Tests/DocSnippetTests",
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),

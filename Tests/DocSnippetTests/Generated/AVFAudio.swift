@@ -1,5 +1,6 @@
 // Generated from Docs/AVFAudio.md by DocSnippetTests (AQ_WRITE_SNIPPETS=1 swift test --filter DocSnippetTests): do not edit.
 import AVFAudio
+import Accelerate
 
 // Compiled, never called.
 func docSnippets_AVFAudio() async throws {
@@ -12,4 +13,14 @@ func docSnippets_AVFAudio() async throws {
         print(file.length, buffer.frameLength, left?[0] ?? 0)
     }
     _ = file
+    // Docs/AVFAudio.md, snippet 2
+
+    let samples: [Float] = (0..<1024).map { sinf(Float($0) * 0.1) }
+    var rms: Float = 0
+    vDSP_rmsqv(samples, 1, &rms, vDSP_Length(samples.count))
+    var peak: Float = 0
+    vDSP_maxmgv(samples, 1, &peak, vDSP_Length(samples.count))
+    _ = samples
+    _ = rms
+    _ = peak
 }
