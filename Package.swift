@@ -94,7 +94,7 @@ let package = Package(
         ),
         .target(
             name: "AVFAudio",
-            dependencies: ["AudioToolbox", "CoreAudioTypes", "BufferQueue", "AudioFileStream", "AudioPlayback", "AudioCodecs"],
+            dependencies: ["AudioToolbox", "CoreAudioTypes", "BufferQueue", "AudioFileStream", "AudioPlayback", "AudioCodecs", "AudioOutput"],
             path: "Sources/AVFAudio"
         ),
         // Plain Swift: Apple's vDSP signatures, scaling and packing.
@@ -443,7 +443,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AVFAudioTests",
-            dependencies: ["AVFAudio", "BufferQueue", "AudioCodecs", "AudioFileStream", "AudioPlayback", "TestSupport"],
+            dependencies: ["AVFAudio", "AudioToolbox", "AudioOutput", "BufferQueue", "AudioCodecs", "AudioFileStream", "AudioPlayback", "TestSupport"],
             path: "Tests/AVFAudioTests"
         ),
         .testTarget(

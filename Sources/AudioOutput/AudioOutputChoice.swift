@@ -117,3 +117,48 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+
+extension AudioOutputDevice {
+    /// The device this output plays to, as its server lists it (name, description, rate,
+    /// channels): the named target, sink or PCM, else the server's default; nil for the null sink
+    /// and when the server cannot be asked.
+    /// - Parameters:
+    ///   - pipeWireRemote: the PipeWire server to ask (nil: the default, `PIPEWIRE_REMOTE`).
+    ///   - pulseServer: the PulseAudio server to ask (nil: the default, `PULSE_SERVER`).
+    public func playbackDevice(pipeWireRemote: String? = nil, pulseServer: String? = nil) -> AudioDeviceInfo? {
+        func pick(_ devices: [AudioDeviceInfo], _ name: String?) -> AudioDeviceInfo? {
+            if let name { return devices.first { $0.name == name } }
+            return devices.first { $0.isDefault } ?? devices.first
+        }
+        switch self {
+        case .pipeWire(let target):
+            return (try? PipeWireSink.devices(remote: pipeWireRemote)).flatMap { pick($0, target) }
+        case .pulseAudio(let sink):
+            return (try? PulseAudioSink.devices(server: pulseServer)).flatMap { pick($0, sink) }
+        case .alsa(let pcm):
+            return pick(ALSASink.devices(), pcm) ?? AudioDeviceInfo(name: pcm, description: "ALSA PCM \(pcm)")
+        case .null:
+            return nil
+        }
+    }
+
+    /// The same output pinned to the device named `name` (the null sink stays itself).
+    public func pinned(to name: String) -> AudioOutputDevice {
+        switch self {
+        case .pipeWire: .pipeWire(target: name)
+        case .pulseAudio: .pulseAudio(sink: name)
+        case .alsa: .alsa(pcm: name)
+        case .null: self
+        }
+    }
+
+    /// The latency a sink of this output aims for when none is asked (each sink's default).
+    public var defaultLatency: Duration {
+        switch self {
+        case .pipeWire: PipeWireSink.Configuration().targetLatency
+        case .pulseAudio: PulseAudioSink.Configuration().targetLatency
+        case .alsa: ALSASink.Configuration().targetLatency
+        case .null: .zero   // the null sink's default: it plays at once
+        }
+    }
+}

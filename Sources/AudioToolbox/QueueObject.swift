@@ -146,8 +146,10 @@ final class QueueObject: @unchecked Sendable {
         }
     }
 
-    /// Follows the library's events: running changes reach `kAudioQueueProperty_IsRunning`'s listeners.
+    /// Follows the library's events: running changes reach `kAudioQueueProperty_IsRunning`'s
+    /// listeners; a move to another output device reaches ``OutputRoute``'s observers.
     func handle(_ event: AudioQueueEvent) {
+        if case .outputDeviceChanged(let name) = event { OutputRoute.changed(to: name) }
         if case .runningChanged(let running) = event {
             let changed = state.withLock { state -> Bool in
                 defer { state.running = running }

@@ -2,7 +2,7 @@ internal import BufferQueue
 internal import AudioCodecs
 internal import PulseAudioSink
 internal import ALSASink
-internal import AudioOutput
+package import AudioOutput
 internal import PipeWireSink
 import Foundation
 
@@ -80,6 +80,7 @@ enum Device: Equatable {
     }
     static var input: Device { Device(inputSetting: ProcessInfo.processInfo.environment["AQ_INPUT"]) }
 
+
     func makeSink() -> any AudioSink {
         outputDevice.makeSink(applicationName: Self.programName, streamName: Self.programName)
     }
@@ -101,4 +102,24 @@ enum Device: Equatable {
     }
 
     static let programName = ProcessInfo.processInfo.processName
+}
+
+/// The output AudioToolbox's queues play through (`AQ_OUTPUT`, else the first that answers), and
+/// its moves to another device, for the layers above that describe it (AVFAudio's session).
+package enum OutputRoute {
+    /// The output queues made now play through.
+    package static var output: AudioOutputDevice { Device.output.outputDevice }
+
+    private static let observers = Lock<[@Sendable (String) -> Void]>([])
+
+    /// Calls `observer` with the new device's name each time a queue's output moves to another
+    /// device (the default device changed), on the thread that reports the move.
+    package static func observe(_ observer: @escaping @Sendable (String) -> Void) {
+        observers.withLock { $0.append(observer) }
+    }
+
+    /// A queue's output moved to the device named `name`.
+    package static func changed(to name: String) {
+        for observer in observers.withLock({ $0 }) { observer(name) }
+    }
 }
