@@ -67,6 +67,20 @@ import AudioFileStream
         }
     }
 
+    /// A sheet read from a file names the file in its errors, with the line.
+    @Test func aMalformedSheetFileIsNamedWithTheLine() throws {
+        let path = NSTemporaryDirectory() + "aq-bad-\(UUID().uuidString.prefix(8)).cue"
+        try Data("FILE \"a.wav\" WAVE\nINDEX 01 00:00:00\n".utf8).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            _ = try CueSheet(contentsOfFile: path)
+            Issue.record("a sheet with an INDEX before any TRACK was read")
+        } catch let error as CueSheetError {
+            #expect(error.path == path && error.line == 2)
+            #expect("\(error)".hasPrefix("\(path) line 2: "), "\(error)")
+        }
+    }
+
     @Test func aTrackPastItsFilesEndIsAnError() throws {
         let sheet = try CueSheet(text: "FILE \"a.wav\" WAVE\nTRACK 01 AUDIO\nINDEX 01 00:00:00\nTRACK 02 AUDIO\nINDEX 01 00:10:00")
         #expect(throws: CueSheetError.self) { try sheet.resolvedTracks { _ in (frames: 44_100, rate: 44_100) } }

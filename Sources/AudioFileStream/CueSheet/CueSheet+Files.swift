@@ -8,7 +8,10 @@ extension CueSheet {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
         // Latin-1 decodes any bytes, so the second reading never fails.
         let text = String(data: data, encoding: .utf8) ?? String(data.map { Character(Unicode.Scalar($0)) })
-        try self.init(text: text)
+        do { try self.init(text: text) } catch var error as CueSheetError {
+            error.path = error.path ?? path
+            throw error
+        }
     }
 
     /// A track and the path of the file it is in.
@@ -29,10 +32,16 @@ extension CueSheet {
             guard let name else { return sheetPath }
             return name.hasPrefix("/") ? name : folder + "/" + name
         }
-        let tracks = try resolvedTracks { name in
-            let file = try opened[path(name)] ?? AudioFile(path: path(name))
-            opened[path(name)] = file
-            return (file.validFrames, (file.formatList.first ?? file.dataFormat).sampleRate)
+        let tracks: [CueTrack]
+        do {
+            tracks = try resolvedTracks { name in
+                let file = try opened[path(name)] ?? AudioFile(path: path(name))
+                opened[path(name)] = file
+                return (file.validFrames, (file.formatList.first ?? file.dataFormat).sampleRate)
+            }
+        } catch var error as CueSheetError {
+            error.path = error.path ?? sheetPath
+            throw error
         }
         return tracks.map { PlacedTrack(track: $0, path: path($0.file)) }
     }

@@ -62,7 +62,20 @@ public struct CueSheetError: Error, CustomStringConvertible, Hashable, Sendable 
     public var line: Int
     /// What is wrong there.
     public var message: String
-    public var description: String { line > 0 ? "cue sheet line \(line): \(message)" : "cue sheet: \(message)" }
+    /// The sheet's file, when it was read from one.
+    public var path: String?
+    /// A malformed sheet: `message` about `line`, in the file at `path` when known.
+    public init(line: Int, message: String, path: String? = nil) {
+        self.line = line
+        self.message = message
+        self.path = path
+    }
+    /// The file (or "cue sheet"), the line when there is one, and what is wrong:
+    /// `album.cue line 12: INDEX 01 before any TRACK`.
+    public var description: String {
+        let sheet = path ?? "cue sheet"
+        return line > 0 ? "\(sheet) line \(line): \(message)" : "\(sheet): \(message)"
+    }
 }
 
 extension CueSheet {
