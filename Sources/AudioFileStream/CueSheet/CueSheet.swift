@@ -71,7 +71,7 @@ public struct CueSheetError: Error, CustomStringConvertible, Hashable, Sendable 
         self.path = path
     }
     /// The file (or "cue sheet"), the line when there is one, and what is wrong:
-    /// `album.cue line 12: INDEX 01 before any TRACK`.
+    /// `album.cue line 12: INDEX before any TRACK`.
     public var description: String {
         let sheet = path ?? "cue sheet"
         return line > 0 ? "\(sheet) line \(line): \(message)" : "\(sheet): \(message)"
