@@ -24,7 +24,8 @@ if grep -E '^(warning|error):' "$log" | grep -v 'which are unhandled'; then
   exit 1
 fi
 python3 Scripts/docs-guide-links.py .build/docs
-symbols="$(dirname "$($SWIFT build --show-bin-path)")/extracted-symbols/main"
+# The plugin puts the symbol graphs under a folder named after the package's checkout folder.
+symbols=$(dirname "$(find "$(dirname "$($SWIFT build --show-bin-path)")/extracted-symbols" -mindepth 2 -maxdepth 2 -type d -name BufferQueue | head -1)")
 python3 Scripts/doc-coverage.py "$symbols" $products
 python3 Scripts/check-docs-site.py .build/docs $products
 echo "The site is in .build/docs: serve it (python3 -m http.server -d .build/docs) and open /documentation/bufferqueue"
