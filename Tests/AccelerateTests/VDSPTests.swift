@@ -84,23 +84,30 @@ import Testing
         return (outRe, outIm)
     }
 
-    @Test func realFFTIsTwiceTheDFTPackedAsApplePacksIt() throws {
-        let log2n: vDSP_Length = 10, n = 1 << 10
-        let x = Self.noise(n)
-        let setup = try #require(vDSP_create_fftsetup(log2n, FFTRadix(kFFTRadix2)))
-        defer { vDSP_destroy_fftsetup(setup) }
-        var realp = [Float](repeating: 0, count: n / 2), imagp = [Float](repeating: 0, count: n / 2)
+    /// The real signal `x` as pairs (`vDSP_ctoz`, stride 2), transformed forward by `vDSP_fft_zrip`.
+    static func forwardRealFFT(_ x: [Float], setup: FFTSetup, log2n: vDSP_Length) -> (realp: [Float], imagp: [Float]) {
+        let half = x.count / 2
+        var realp = [Float](repeating: 0, count: half), imagp = [Float](repeating: 0, count: half)
         realp.withUnsafeMutableBufferPointer { rp in
             imagp.withUnsafeMutableBufferPointer { ip in
                 var split = DSPSplitComplex(realp: rp.baseAddress!, imagp: ip.baseAddress!)
                 x.withUnsafeBufferPointer { input in
-                    input.baseAddress!.withMemoryRebound(to: DSPComplex.self, capacity: n / 2) {
-                        vDSP_ctoz($0, 2, &split, 1, vDSP_Length(n / 2))
+                    input.baseAddress!.withMemoryRebound(to: DSPComplex.self, capacity: half) {
+                        vDSP_ctoz($0, 2, &split, 1, vDSP_Length(half))
                     }
                 }
                 vDSP_fft_zrip(setup, &split, 1, log2n, FFTDirection(kFFTDirection_Forward))
             }
         }
+        return (realp, imagp)
+    }
+
+    @Test func realFFTIsTwiceTheDFTPackedAsApplePacksIt() throws {
+        let log2n: vDSP_Length = 10, n = 1 << 10
+        let x = Self.noise(n)
+        let setup = try #require(vDSP_create_fftsetup(log2n, FFTRadix(kFFTRadix2)))
+        defer { vDSP_destroy_fftsetup(setup) }
+        var (realp, imagp) = Self.forwardRealFFT(x, setup: setup, log2n: log2n)
         let reference = Self.dft(re: x.map(Double.init), im: [Double](repeating: 0, count: n), sign: -1)
         let scale = reference.re.map(abs).max()! * 2
         var worst = abs(Double(realp[0]) - 2 * reference.re[0]) / scale
@@ -153,20 +160,9 @@ import Testing
         let x = (0..<n).map { Float(0.5 * sin(2 * Double.pi * Double(bin * $0) / Double(n))) }
         let setup = try #require(vDSP_create_fftsetup(12, FFTRadix(kFFTRadix2)))
         defer { vDSP_destroy_fftsetup(setup) }
-        var realp = [Float](repeating: 0, count: n / 2), imagp = [Float](repeating: 0, count: n / 2)
+        let (realp, imagp) = Self.forwardRealFFT(x, setup: setup, log2n: 12)
         var magnitudes = [Float](repeating: 0, count: n / 2)
-        realp.withUnsafeMutableBufferPointer { rp in
-            imagp.withUnsafeMutableBufferPointer { ip in
-                var split = DSPSplitComplex(realp: rp.baseAddress!, imagp: ip.baseAddress!)
-                x.withUnsafeBufferPointer { input in
-                    input.baseAddress!.withMemoryRebound(to: DSPComplex.self, capacity: n / 2) {
-                        vDSP_ctoz($0, 2, &split, 1, vDSP_Length(n / 2))
-                    }
-                }
-                vDSP_fft_zrip(setup, &split, 1, 12, FFTDirection(kFFTDirection_Forward))
-                for k in 1..<(n / 2) { magnitudes[k] = sqrtf(rp[k] * rp[k] + ip[k] * ip[k]) }
-            }
-        }
+        for k in 1..<(n / 2) { magnitudes[k] = sqrtf(realp[k] * realp[k] + imagp[k] * imagp[k]) }
         var peak: Float = 0
         vDSP_maxv(magnitudes, 1, &peak, vDSP_Length(n / 2))
         #expect(magnitudes.firstIndex(of: peak) == bin)
