@@ -16,8 +16,14 @@ for product in $products; do args+=(--product "$product"); done
 mkdir -p .build
 log=.build/docs.log
 rm -rf .build/docs
-$SWIFT package --allow-writing-to-directory .build/docs generate-documentation "${args[@]}" \
-  --enable-experimental-combined-documentation --transform-for-static-hosting --output-path .build/docs 2>&1 | tee "$log"
+# The plugin's progress (two lines per product) goes to the log, shown whole only when it fails.
+echo "Building the documentation of $(wc -w <<<"$products") products (log: $log)"
+if ! $SWIFT package --allow-writing-to-directory .build/docs generate-documentation "${args[@]}" \
+  --enable-experimental-combined-documentation --transform-for-static-hosting --output-path .build/docs >"$log" 2>&1; then
+  cat "$log"
+  echo "make docs: the documentation plugin failed"
+  exit 1
+fi
 # SwiftPM's notes about files in dependencies' checkouts are not the documentation's.
 if grep -E '^(warning|error):' "$log" | grep -v 'which are unhandled'; then
   echo "make docs: DocC reported the warnings above"
