@@ -9,7 +9,7 @@ import Foundation
 
 /// What an `AudioConverterRef` points to.
 // @unchecked: a C API object: its calls come one at a time, as Apple's AudioConverter asks of its caller.
-final class ConverterObject: @unchecked Sendable {
+final class ConverterObject {
     let input: AudioStreamBasicDescription
     var output: AudioStreamBasicDescription
     var decompressionCookie: [UInt8]?

@@ -6,7 +6,7 @@ import Foundation
 
 /// What an `AudioFileStreamID` points to: the library's parser and the caller's callbacks.
 // @unchecked: a C API object: its calls come one at a time, as Apple's AudioFileStream asks of its caller.
-final class StreamObject: @unchecked Sendable {
+final class StreamObject {
     let stream: AudioFileStream
     let clientData: UserData
     let listener: AudioFileStream_PropertyListenerProc

@@ -48,8 +48,10 @@ private func makeOutputQueue(_ format: AudioStreamBasicDescription, place: Callb
                              outAQ: UnsafeMutablePointer<AudioQueueRef?>,
                              callback: @escaping @Sendable (QueueObject, BufferRecord) -> Void) -> OSStatus {
     Setup.once()
-    let object = QueueObject(place: place, format: format)
-    let weak = WeakObject(object)
+    // The library queue's closures are made before the object that holds the queue: they find it
+    // through a reference set once it exists (no callback comes before: the queue is not started).
+    let weak = WeakReference<QueueObject>()
+    var made: QueueObject?
     let status = queueStatus("AudioQueueNewOutput") {
         // An offline render hands back the buffers it used up before it returns, as Apple's
         // calls the output callback from inside AudioQueueOfflineRender.
@@ -63,17 +65,13 @@ private func makeOutputQueue(_ format: AudioStreamBasicDescription, place: Callb
                 callback(object, record)
             }
         }
-        object.attach(.output(queue))
+        let object = QueueObject(queue: .output(queue), place: place, format: format)
+        weak.object = object
+        made = object
     }
-    guard status == noErr else { return status }
+    guard status == noErr, let object = made else { return status }
     outAQ.pointee = Retained.hand(object)
     return noErr
-}
-
-/// A queue object held weakly by the library queue's closures.
-final class WeakObject<T: AnyObject & Sendable>: Sendable {
-    weak let object: T?
-    init(_ object: T) { self.object = object }
 }
 
 /// Creates a recording queue. Callbacks run on `inCallbackRunLoop` while its thread runs it, or on
@@ -109,8 +107,8 @@ private func makeInputQueue(_ format: AudioStreamBasicDescription, place: Callba
                             callback: @escaping @Sendable (QueueObject, BufferRecord, UnsafePointer<AudioTimeStamp>, UInt32,
                                                            UnsafePointer<AudioStreamPacketDescription>?) -> Void) -> OSStatus {
     Setup.once()
-    let object = QueueObject(place: place, format: format)
-    let weak = WeakObject(object)
+    let weak = WeakReference<QueueObject>()   // as for an output queue
+    var made: QueueObject?
     let status = queueStatus("AudioQueueNewInput") {
         // The library's callbacks run on a queue marked as this layer's, so that a synchronous stop
         // knows whether it is called from inside one (where it must not wait for them).
@@ -131,9 +129,11 @@ private func makeInputQueue(_ format: AudioStreamBasicDescription, place: Callba
                 deliverCapture(object, record, frames, callback)
             }
         }
-        object.attach(.input(queue))
+        let object = QueueObject(queue: .input(queue), place: place, format: format)
+        weak.object = object
+        made = object
     }
-    guard status == noErr else { return status }
+    guard status == noErr, let object = made else { return status }
     outAQ.pointee = Retained.hand(object)
     return noErr
 }
@@ -192,8 +192,6 @@ public func AudioQueueAllocateBufferWithPacketDescriptions(_ inAQ: AudioQueueRef
                                               packetDescriptionCapacity: max(Int(inNumberPacketDescriptions), Int(inBufferByteSize)))
         case .input(let queue):
             buffer = try queue.allocateBuffer(capacity: Int(inBufferByteSize))
-        case nil:
-            throw StatusError(kAudioQueueErr_InvalidParameter, "not a queue")
         }
         // A recording's packets are described to the callback; the buffer keeps a copy only
         // when it has room (AudioQueueAllocateBufferWithPacketDescriptions).
@@ -284,8 +282,6 @@ private func enqueue(_ inAQ: AudioQueueRef, _ inBuffer: AudioQueueBufferRef, _ c
                 stamp.mFlags = .sampleTimeValid
                 actualStart.pointee = stamp
             }
-        case nil:
-            throw StatusError(kAudioQueueErr_InvalidParameter, "not a queue")
         }
     }
 }
@@ -306,7 +302,6 @@ public func AudioQueueStart(_ inAQ: AudioQueueRef, _ inStartTime: UnsafePointer<
             try queue.start(at: at)
         case .input(let queue):
             try queue.start()
-        case nil: break
         }
     }
 }
@@ -334,7 +329,6 @@ public func AudioQueuePause(_ inAQ: AudioQueueRef) -> OSStatus {
         case .output(let queue): try queue.pause()
         case .input(let queue):
             try queue.pause()
-        case nil: break
         }
     }
 }
@@ -362,7 +356,6 @@ public func AudioQueueStop(_ inAQ: AudioQueueRef, _ inImmediate: Bool) -> OSStat
             // Synchronous, as Apple's: no input callback runs after this returns (unless called
             // from one, where waiting would wait for itself).
             if inImmediate, DispatchQueue.getSpecific(key: insideInputCallback) == nil { queue.waitForCallbacks() }
-        case nil: break
         }
     }
 }
@@ -375,7 +368,6 @@ public func AudioQueueReset(_ inAQ: AudioQueueRef) -> OSStatus {
         switch object.queue {
         case .output(let queue): try queue.reset()
         case .input(let queue): try queue.reset()
-        case nil: break
         }
     }
 }
@@ -393,7 +385,6 @@ public func AudioQueueDispose(_ inAQ: AudioQueueRef, _ inImmediate: Bool) -> OSS
     switch object.queue {
     case .output(let queue): queue.dispose(immediately: inImmediate)
     case .input(let queue): queue.dispose(immediately: inImmediate)
-    case nil: break
     }
     // The object (and the buffers' memory) lives while the library queue may still call back:
     // the library holds it weakly, so after an immediate disposal nothing reaches it; a deferred

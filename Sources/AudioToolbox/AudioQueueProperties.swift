@@ -136,14 +136,12 @@ extension QueueObject {
     /// A property's value as the bytes Apple's getter writes.
     func propertyValue(_ id: AudioQueuePropertyID) throws -> [UInt8] {
         func bytes<T>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value) { Array($0) } }
-        let running = state.withLock { $0.running }
         switch (id, queue) {
         case (kAudioQueueProperty_IsRunning, _):
             let now: Bool
             switch queue {
             case .output(let queue): now = queue.isRunning
             case .input(let queue): now = queue.isRunning
-            case nil: now = running
             }
             return bytes(UInt32(now ? 1 : 0))
         case (kAudioQueueProperty_StreamDescription, .output(let queue)):
@@ -188,9 +186,6 @@ extension QueueObject {
             case .input(let queue):
                 meters = queue.currentLevelMeters
                 channels = queue.streamDescription.channelsPerFrame
-            case nil:
-                meters = []
-                channels = 0
             }
             if id == kAudioQueueProperty_CurrentLevelMeterDB { meters = meters.map(\.decibels) }
             let silence: Float = id == kAudioQueueProperty_CurrentLevelMeterDB ? -120 : 0
@@ -302,7 +297,6 @@ public func AudioQueueGetCurrentTime(_ inAQ: AudioQueueRef, _ inTimeline: AudioQ
             }
             time = queue.currentTime(in: timeline)
         case .input(let queue): time = queue.currentTime()
-        case nil: throw StatusError(kAudioQueueErr_InvalidParameter, "not a queue")
         }
         if let outTimeStamp {
             var stamp = AudioTimeStamp()

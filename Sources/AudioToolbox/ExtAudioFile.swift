@@ -10,7 +10,7 @@ import Foundation
 
 /// What an `ExtAudioFileRef` points to.
 // @unchecked: a C API object: its calls come one at a time, as Apple's ExtAudioFile asks of its caller.
-final class ExtFileObject: @unchecked Sendable {
+final class ExtFileObject {
     enum Mode {
         case reading(AudioFile)
         case writing(path: String, type: AudioFileType, fileFormat: BufferQueue.AudioStreamDescription, layout: BufferQueue.AudioChannelLayout?)

@@ -7,7 +7,7 @@ import Foundation
 
 /// What an `AudioQueueProcessingTapRef` points to.
 // @unchecked: buffers are written once at init; `tap` and `queue` are set before the ref is handed out; render state is the render thread's.
-final class TapObject: @unchecked Sendable {
+final class TapObject {
     let callback: CAudioToolbox.AudioQueueProcessingTapCallback
     let clientData: UserData
     let position: CAudioToolbox.AudioQueueProcessingTapFlags

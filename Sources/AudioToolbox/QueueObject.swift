@@ -26,7 +26,7 @@ enum CallbackPlace: Sendable {
 
 /// One `AudioQueueBufferRef`: the C struct the caller sees, over a library buffer's storage.
 // @unchecked: the C struct is the caller's to fill between enqueues; the queue reads it only at enqueue, on the caller's thread.
-final class BufferRecord: @unchecked Sendable {
+final class BufferRecord {
     let buffer: BufferQueue.AudioQueueBuffer
     let ref: AudioQueueBufferRef
     let descriptions: UnsafeMutablePointer<AudioStreamPacketDescription>?
@@ -53,8 +53,8 @@ final class BufferRecord: @unchecked Sendable {
 
 /// What an `AudioQueueRef` points to: a library queue (output or input) and the C-side state
 /// around it (buffer structs, listeners, timelines, the callback's pointer and place).
-// @unchecked: `queue` is set once by attach before the ref is handed out; everything else is under `state`'s lock.
-final class QueueObject: @unchecked Sendable {
+/// Sendable by construction: what it is made with never changes, and the rest is under `state`'s lock.
+final class QueueObject: Sendable {
     enum Queue {
         case output(BufferQueue.AudioQueue)
         case input(AudioInputQueue)
@@ -80,19 +80,18 @@ final class QueueObject: @unchecked Sendable {
         var releaseWhenStopped: UncheckedBox<AudioQueueRef>?
     }
 
-    /// Set once, right after the library queue is made (it needs this object for its callbacks).
-    nonisolated(unsafe) private(set) var queue: Queue!
+    /// The library queue (made first: its callbacks find this object through a ``WeakReference``).
+    let queue: Queue
     let place: CallbackPlace
     let format: AudioStreamBasicDescription
     /// The library's pthread lock (which ThreadSanitizer sees), as the library's own queues use.
     let state = Lock(State())
 
-    init(place: CallbackPlace, format: AudioStreamBasicDescription) {
+    init(queue: Queue, place: CallbackPlace, format: AudioStreamBasicDescription) {
+        self.queue = queue
         self.place = place
         self.format = format
     }
-
-    func attach(_ queue: Queue) { self.queue = queue }
 
     /// The opaque reference handed to the caller (retained until `AudioQueueDispose`).
     var ref: AudioQueueRef { OpaquePointer(Unmanaged.passUnretained(self).toOpaque()) }

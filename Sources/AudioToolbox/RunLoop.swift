@@ -1,4 +1,5 @@
 public import Foundation
+internal import BufferQueue
 
 /// CoreFoundation's run loop, as far as audio callbacks need one: a thread's queue of work that
 /// runs while the thread runs the loop (`CFRunLoopRun`, `CFRunLoopRunInMode`).
@@ -7,59 +8,61 @@ public import Foundation
 /// its callbacks to that loop, and they run only while its thread runs it, as on a Mac. Modes are
 /// accepted and not told apart: work runs in whatever mode the loop is run. Foundation's
 /// `RunLoop.run()` does not run this loop; use the CF functions, as code written for a Mac does.
-// @unchecked: the work list and the stop flag are read and written only while `condition` (an NSCondition) is locked.
-public final class CFRunLoop: @unchecked Sendable, Hashable {
-    private let condition = NSCondition()
-    private var work: [() -> Void] = []
-    private var stopRequested = false
+/// Sendable by construction: its work list and stop request are one value under a condition lock.
+public final class CFRunLoop: Sendable, Hashable {
+    private struct State {
+        /// Blocks handed over from any thread, run on the loop's.
+        var work: [() -> Void] = []
+        var stopRequested = false
+        var ready: Bool { stopRequested || !work.isEmpty }
+    }
+    private enum Next {
+        case stop, run(() -> Void)
+    }
+    private let state = ConditionLock(State())
 
     init() {}
 
     /// Adds `block` to the loop's work and wakes it.
     func perform(_ block: @escaping () -> Void) {
-        condition.lock()
-        work.append(block)
-        condition.signal()
-        condition.unlock()
+        state.withLock { $0.work.append(block) }
     }
 
     func stop() {
-        condition.lock()
-        stopRequested = true
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { $0.stopRequested = true }
     }
 
+    /// Wakes the loop's waiter, which waits on when there is nothing to do.
     func wakeUp() {
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { _ in }
     }
 
     /// Runs work until `deadline`, a stop, or (with `returnAfterSourceHandled`) the first piece of work.
     func run(until deadline: Date?, returnAfterSourceHandled: Bool) -> CFRunLoopRunResult {
-        condition.lock()
-        while true {
-            if stopRequested {
-                stopRequested = false
-                condition.unlock()
-                return .stopped
+        let limit = deadline.map { date -> timespec in
+            let seconds = date.timeIntervalSince1970.rounded(.down)
+            return timespec(tv_sec: Int(seconds), tv_nsec: Int((date.timeIntervalSince1970 - seconds) * 1e9))
+        }
+        let take = { (state: inout State) -> Next in
+            if state.stopRequested {
+                state.stopRequested = false
+                return .stop
             }
-            if !work.isEmpty {
-                let block = work.removeFirst()
-                condition.unlock()
+            return .run(state.work.removeFirst())
+        }
+        while true {
+            let next: Next?
+            if let limit {
+                next = state.wait(until: { $0.ready }, deadline: limit, then: take)
+            } else {
+                next = state.wait(until: { $0.ready }, then: take)
+            }
+            switch next {
+            case nil: return .timedOut
+            case .stop: return .stopped
+            case .run(let block):
                 block()
                 if returnAfterSourceHandled { return .handledSource }
-                condition.lock()
-                continue
-            }
-            if let deadline {
-                if !condition.wait(until: deadline) && work.isEmpty && !stopRequested {
-                    condition.unlock()
-                    return .timedOut
-                }
-            } else {
-                condition.wait()
             }
         }
     }

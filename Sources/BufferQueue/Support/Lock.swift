@@ -121,4 +121,20 @@ package final class ConditionLock<Value>: @unchecked Sendable {
         while !predicate(value) { pthread_cond_wait(condition, mutex) }
         return try body(&value)
     }
+
+    /// ``wait(until:then:)`` that gives up at `deadline`, a wall-clock time (`CLOCK_REALTIME`, as
+    /// `pthread_cond_timedwait` takes it): nil then, `body` not run.
+    package func wait<Result>(until predicate: (Value) -> Bool, deadline: timespec,
+                              then body: (inout Value) throws -> Result) rethrows -> Result? {
+        pthread_mutex_lock(mutex)
+        defer {
+            pthread_cond_broadcast(condition)
+            pthread_mutex_unlock(mutex)
+        }
+        var limit = deadline
+        while !predicate(value) {
+            if pthread_cond_timedwait(condition, mutex, &limit) == ETIMEDOUT && !predicate(value) { return nil }
+        }
+        return try body(&value)
+    }
 }
