@@ -12,8 +12,9 @@ import Synchronization
 /// (``processingTapCallback``), or on frames of your own (``process(_:frames:channels:sampleRate:)``).
 /// The render side allocates nothing, locks nothing and makes no system call; it computes the
 /// coefficients itself when the bands or the sample rate change.
-// @unchecked: the filter state is touched only by the one renderer holding `rendering`; parameters cross through atomics.
-public final class AudioEqualizer: @unchecked Sendable {
+/// Sendable by construction: parameters cross through atomics, and the filter state is claimed by
+/// the one renderer processing (``ClaimedState``).
+public final class AudioEqualizer: Sendable {
     /// The most channels one equaliser filters (more are passed through).
     public static let maximumChannels = 64
 
@@ -25,27 +26,12 @@ public final class AudioEqualizer: @unchecked Sendable {
     // MARK: control side
     private let bandsNow: Lock<[AudioEQBand]>
     /// Odd while a write is under way; each write adds 2.
-    private let sequence = Atomic<Int>(0)
+    let sequence = Atomic<Int>(0)
     /// Per band, six words: type, frequency, gain and Q bits, bypass, and how often the band was set.
-    private let published: AtomicWords
-    private static let words = 6
-    private let rendering = Atomic<Bool>(false)
-
-    // MARK: render side (the holder of `rendering`)
-    private var generationSeen = -1
-    private var rateSeen = 0.0
-    /// Per band: the coefficients in use, those glided to, and the band's sets applied.
-    private let current: UnsafeMutablePointer<BiquadCoefficients>
-    private let target: UnsafeMutablePointer<BiquadCoefficients>
-    private let pendingCoefficients: UnsafeMutablePointer<BiquadCoefficients>
-    private let setsApplied: UnsafeMutablePointer<Int>
-    /// Per band, during a read: the sets just read (-1: unchanged).
-    private let pendingSets: UnsafeMutablePointer<Int>
-    private let rampLeft: UnsafeMutablePointer<Int>
-    private var rampLength = 1
-    /// Per band and channel: the history of the filter in use, and of the one glided to.
-    private let states: UnsafeMutablePointer<BiquadState>
-    private let gliding: UnsafeMutablePointer<BiquadState>
+    let published: AtomicWords
+    static let words = 6
+    /// The filters: claimed by the one renderer processing.
+    private let renderSide: ClaimedState<EQRenderState>
 
     /// - Parameters:
     ///   - bands: the bands, in the order the signal passes them (validated at the first render's
@@ -57,28 +43,7 @@ public final class AudioEqualizer: @unchecked Sendable {
         bandsNow = Lock(bands)
         published = AtomicWords(count: bands.count * Self.words)
         for (index, band) in bands.enumerated() { Self.store(band, sets: 1, into: published, at: index) }
-        let count = max(bands.count, 1)
-        current = .allocate(capacity: count)
-        current.initialize(repeating: .identity, count: count)
-        target = .allocate(capacity: count)
-        target.initialize(repeating: .identity, count: count)
-        pendingCoefficients = .allocate(capacity: count)
-        pendingCoefficients.initialize(repeating: .identity, count: count)
-        setsApplied = .allocate(capacity: count)
-        setsApplied.initialize(repeating: 0, count: count)
-        pendingSets = .allocate(capacity: count)
-        pendingSets.initialize(repeating: -1, count: count)
-        rampLeft = .allocate(capacity: count)
-        rampLeft.initialize(repeating: 0, count: count)
-        states = .allocate(capacity: count * Self.maximumChannels)
-        states.initialize(repeating: BiquadState(), count: count * Self.maximumChannels)
-        gliding = .allocate(capacity: count * Self.maximumChannels)
-        gliding.initialize(repeating: BiquadState(), count: count * Self.maximumChannels)
-    }
-
-    deinit {
-        current.deallocate(); target.deallocate(); pendingCoefficients.deallocate()
-        setsApplied.deallocate(); pendingSets.deallocate(); rampLeft.deallocate(); states.deallocate(); gliding.deallocate()
+        renderSide = ClaimedState(EQRenderState(bandCount: bands.count, rampSeconds: self.rampSeconds))
     }
 
     /// The bands as last set.
@@ -121,11 +86,9 @@ public final class AudioEqualizer: @unchecked Sendable {
     }
 
     /// Forgets the filters' history (a new stream starts from silence). Render side only: call it
-    /// where you call ``process(_:frames:channels:sampleRate:)``.
+    /// where you call ``process(_:frames:channels:sampleRate:)`` (while another thread processes, it does nothing).
     public func reset() {
-        let count = bandCount * Self.maximumChannels
-        states.update(repeating: BiquadState(), count: count)
-        gliding.update(repeating: BiquadState(), count: count)
+        _ = renderSide.withClaim { $0.reset() }
     }
 
     /// Filters `frames` interleaved frames of `channels` channels in place. Real-time safe.
@@ -134,11 +97,81 @@ public final class AudioEqualizer: @unchecked Sendable {
     /// validate ahead to get the error. A second caller while one is processing gets its audio
     /// back unchanged (one renderer at a time).
     public func process(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels: Int, sampleRate: Double) {
-        guard bandCount > 0, frames > 0, channels > 0,
-              rendering.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return }
-        defer { rendering.store(false, ordering: .releasing) }
-        readParameters(sampleRate: sampleRate)
-        let filtered = min(channels, Self.maximumChannels)
+        guard bandCount > 0, frames > 0, channels > 0 else { return }
+        _ = renderSide.withClaim { $0.process(samples, frames: frames, channels: channels, sampleRate: sampleRate, from: self) }
+    }
+
+    /// A processing-tap callback that filters what passes the tap: install it with
+    /// ``AudioQueue/installProcessingTap(_:callback:)`` (`.preEffects` or `.postEffects`), or pass
+    /// it as an ``AudioQueueProcessingTapCallback`` wherever one is taken. The tap's processing
+    /// format gives the rate and channels.
+    public var processingTapCallback: AudioQueueProcessingTapCallback {
+        { [self] tap, frames, output, flags in
+            if flags.contains(.startOfStream) { reset() }
+            let got = tap.getSourceAudio(frames: frames, into: output)
+            process(output, frames: got.frames, channels: tap.processingFormat.channelsPerFrame, sampleRate: tap.processingFormat.sampleRate)
+            return got.frames
+        }
+    }
+}
+
+/// An equaliser's render side: the filters in use, their histories, and the glides under way.
+final class EQRenderState {
+    private let bandCount: Int
+    private let rampSeconds: Double
+    private var generationSeen = -1
+    private var rateSeen = 0.0
+    /// Per band: the coefficients in use, those glided to, and the band's sets applied.
+    private let current: UnsafeMutablePointer<BiquadCoefficients>
+    private let target: UnsafeMutablePointer<BiquadCoefficients>
+    private let pendingCoefficients: UnsafeMutablePointer<BiquadCoefficients>
+    private let setsApplied: UnsafeMutablePointer<Int>
+    /// Per band, during a read: the sets just read (-1: unchanged).
+    private let pendingSets: UnsafeMutablePointer<Int>
+    private let rampLeft: UnsafeMutablePointer<Int>
+    private var rampLength = 1
+    /// Per band and channel: the history of the filter in use, and of the one glided to.
+    private let states: UnsafeMutablePointer<BiquadState>
+    private let gliding: UnsafeMutablePointer<BiquadState>
+
+    init(bandCount: Int, rampSeconds: Double) {
+        self.bandCount = bandCount
+        self.rampSeconds = rampSeconds
+        let count = max(bandCount, 1)
+        current = .allocate(capacity: count)
+        current.initialize(repeating: .identity, count: count)
+        target = .allocate(capacity: count)
+        target.initialize(repeating: .identity, count: count)
+        pendingCoefficients = .allocate(capacity: count)
+        pendingCoefficients.initialize(repeating: .identity, count: count)
+        setsApplied = .allocate(capacity: count)
+        setsApplied.initialize(repeating: 0, count: count)
+        pendingSets = .allocate(capacity: count)
+        pendingSets.initialize(repeating: -1, count: count)
+        rampLeft = .allocate(capacity: count)
+        rampLeft.initialize(repeating: 0, count: count)
+        states = .allocate(capacity: count * AudioEqualizer.maximumChannels)
+        states.initialize(repeating: BiquadState(), count: count * AudioEqualizer.maximumChannels)
+        gliding = .allocate(capacity: count * AudioEqualizer.maximumChannels)
+        gliding.initialize(repeating: BiquadState(), count: count * AudioEqualizer.maximumChannels)
+    }
+
+
+    deinit {
+        current.deallocate(); target.deallocate(); pendingCoefficients.deallocate()
+        setsApplied.deallocate(); pendingSets.deallocate(); rampLeft.deallocate(); states.deallocate(); gliding.deallocate()
+    }
+
+
+    func reset() {
+        let count = bandCount * AudioEqualizer.maximumChannels
+        states.update(repeating: BiquadState(), count: count)
+        gliding.update(repeating: BiquadState(), count: count)
+    }
+
+    func process(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels: Int, sampleRate: Double, from equalizer: AudioEqualizer) {
+        readParameters(sampleRate: sampleRate, from: equalizer)
+        let filtered = min(channels, AudioEqualizer.maximumChannels)
         for band in 0..<bandCount {
             var frame = 0
             while frame < frames {
@@ -158,13 +191,13 @@ public final class AudioEqualizer: @unchecked Sendable {
         let c = current[band]
         if c == .identity { return }
         for channel in 0..<filtered {
-            var state = states[band * Self.maximumChannels + channel]
+            var state = states[band * AudioEqualizer.maximumChannels + channel]
             var p = samples + channel
             for _ in 0..<frames {
                 p.pointee = Float(state.step(Double(p.pointee), c))
                 p += channels
             }
-            states[band * Self.maximumChannels + channel] = state
+            states[band * AudioEqualizer.maximumChannels + channel] = state
         }
     }
 
@@ -174,8 +207,8 @@ public final class AudioEqualizer: @unchecked Sendable {
         let left = rampLeft[band]
         let length = Double(rampLength)
         for channel in 0..<filtered {
-            var a = states[band * Self.maximumChannels + channel]
-            var b = gliding[band * Self.maximumChannels + channel]
+            var a = states[band * AudioEqualizer.maximumChannels + channel]
+            var b = gliding[band * AudioEqualizer.maximumChannels + channel]
             var p = samples + channel
             for i in 0..<frames {
                 let x = Double(p.pointee)
@@ -183,24 +216,25 @@ public final class AudioEqualizer: @unchecked Sendable {
                 p.pointee = Float((1 - t) * a.step(x, old) + t * b.step(x, new))
                 p += channels
             }
-            states[band * Self.maximumChannels + channel] = a
-            gliding[band * Self.maximumChannels + channel] = b
+            states[band * AudioEqualizer.maximumChannels + channel] = a
+            gliding[band * AudioEqualizer.maximumChannels + channel] = b
         }
         rampLeft[band] = left - frames
         if rampLeft[band] == 0 {
             current[band] = new
-            for channel in 0..<filtered { states[band * Self.maximumChannels + channel] = gliding[band * Self.maximumChannels + channel] }
+            for channel in 0..<filtered { states[band * AudioEqualizer.maximumChannels + channel] = gliding[band * AudioEqualizer.maximumChannels + channel] }
         }
     }
 
     /// Takes the published bands when they changed (or the rate did), computing their coefficients.
     /// A read that met a write under way is dropped and made again at the next call.
-    private func readParameters(sampleRate: Double) {
-        let generation = sequence.load(ordering: .acquiring)
+    private func readParameters(sampleRate: Double, from equalizer: AudioEqualizer) {
+        let published = equalizer.published
+        let generation = equalizer.sequence.load(ordering: .acquiring)
         let rateChanged = sampleRate != rateSeen
         guard generation & 1 == 0, rateChanged || generation != generationSeen else { return }
         for band in 0..<bandCount {
-            let base = band * Self.words
+            let base = band * AudioEqualizer.words
             let sets = Int(truncatingIfNeeded: published[base + 5])
             guard rateChanged || sets != setsApplied[band] else { pendingSets[band] = -1; continue }
             let value = AudioEQBand(AudioEQFilterType(code: published[base]),
@@ -212,7 +246,7 @@ public final class AudioEqualizer: @unchecked Sendable {
             pendingSets[band] = sets
         }
         atomicMemoryFence(ordering: .acquiring)
-        guard sequence.load(ordering: .relaxed) == generation else { return }
+        guard equalizer.sequence.load(ordering: .relaxed) == generation else { return }
         // A new rate switches at once (the old coefficients mean nothing there); a change glides.
         let glides = rateSeen != 0 && !rateChanged
         rateSeen = sampleRate
@@ -229,8 +263,8 @@ public final class AudioEqualizer: @unchecked Sendable {
             if rampLeft[band] > 0 {
                 // A glide is under way: finish it at once and glide on to the newest values.
                 current[band] = target[band]
-                for channel in 0..<Self.maximumChannels {
-                    states[band * Self.maximumChannels + channel] = gliding[band * Self.maximumChannels + channel]
+                for channel in 0..<AudioEqualizer.maximumChannels {
+                    states[band * AudioEqualizer.maximumChannels + channel] = gliding[band * AudioEqualizer.maximumChannels + channel]
                 }
                 rampLeft[band] = 0
                 if glide && rampSeconds > 0 { startGlide(band, to: coefficients); return }
@@ -244,39 +278,31 @@ public final class AudioEqualizer: @unchecked Sendable {
     private func startGlide(_ band: Int, to coefficients: BiquadCoefficients) {
         guard coefficients != current[band] else { return }
         target[band] = coefficients
-        for channel in 0..<Self.maximumChannels {
-            gliding[band * Self.maximumChannels + channel] = states[band * Self.maximumChannels + channel]
+        for channel in 0..<AudioEqualizer.maximumChannels {
+            gliding[band * AudioEqualizer.maximumChannels + channel] = states[band * AudioEqualizer.maximumChannels + channel]
         }
         rampLeft[band] = rampLength
-    }
-
-    /// A processing-tap callback that filters what passes the tap: install it with
-    /// ``AudioQueue/installProcessingTap(_:callback:)`` (`.preEffects` or `.postEffects`), or pass
-    /// it as an ``AudioQueueProcessingTapCallback`` wherever one is taken. The tap's processing
-    /// format gives the rate and channels.
-    public var processingTapCallback: AudioQueueProcessingTapCallback {
-        { [self] tap, frames, output, flags in
-            if flags.contains(.startOfStream) { reset() }
-            let got = tap.getSourceAudio(frames: frames, into: output)
-            process(output, frames: got.frames, channels: tap.processingFormat.channelsPerFrame, sampleRate: tap.processingFormat.sampleRate)
-            return got.frames
-        }
     }
 }
 
 /// An equaliser in a graph (AVAudioEngine's `AVAudioUnitEQ`): one input of its own format, the
 /// bands of an ``AudioEqualizer`` applied in place. Change bands while playing with
 /// ``setBand(_:to:)``; the change glides in.
-// @unchecked: as AudioNode's (its own state is the equaliser, which is Sendable).
-public final class AudioEQNode: AudioEffectNode, @unchecked Sendable {
+public final class AudioEQNode: AudioEffectNode {
+    /// The node as its graph sees it.
+    public let graphNode: AudioGraphNode
     /// The equaliser doing the work.
     public let equalizer: AudioEqualizer
 
     /// - Throws: ``AudioQueueError/Code/invalidParameter`` naming the band that cannot be at
     ///   `sampleRate` (a frequency at or above Nyquist, a Q at or below 0).
     public init(name: String = "eq", bands: [AudioEQBand], sampleRate: Double, channels: Int, rampSeconds: Double = 0.01) throws {
-        equalizer = AudioEqualizer(bands: bands, rampSeconds: rampSeconds)
-        try super.init(name: name, sampleRate: sampleRate, channels: channels)
+        let equalizer = AudioEqualizer(bands: bands, rampSeconds: rampSeconds)
+        self.equalizer = equalizer
+        graphNode = try AudioGraphNode(name: name, sampleRate: sampleRate, channels: channels, kind: .effect,
+                                       renderer: EffectRenderer { samples, frames in
+                                           equalizer.process(samples, frames: frames, channels: channels, sampleRate: sampleRate)
+                                       })
         do { try equalizer.validate(sampleRate: sampleRate) } catch let error as AudioQueueError {
             throw AudioQueueError(error.code, "\(name): \(error.message)")
         }
@@ -288,9 +314,5 @@ public final class AudioEQNode: AudioEffectNode, @unchecked Sendable {
     /// Changes band `index` while playing (validated at the node's rate).
     public func setBand(_ index: Int, to band: AudioEQBand) throws {
         try equalizer.setBand(index, to: band, sampleRate: sampleRate)
-    }
-
-    override func process(_ samples: UnsafeMutablePointer<Float>, frames: Int) {
-        equalizer.process(samples, frames: frames, channels: channels, sampleRate: sampleRate)
     }
 }

@@ -63,12 +63,12 @@ public final class AudioGraph: Sendable {
     private let underruns = Atomic<Int>(0)
 
     private struct Topology {
-        var nodes: [ObjectIdentifier: AudioNode] = [:]
+        var nodes: [ObjectIdentifier: any AudioNode] = [:]
         /// Per slot, the connections into that node, in the order made.
         var inputs: [[GraphConnection]] = []
         /// Where each node's output goes.
-        var feeds: [ObjectIdentifier: AudioNode] = [:]
-        var output: AudioNode?
+        var feeds: [ObjectIdentifier: any AudioNode] = [:]
+        var output: (any AudioNode)?
         var current: GraphProgram
         var retired: [(program: GraphProgram, rendersDone: Int)] = []
     }
@@ -107,7 +107,7 @@ public final class AudioGraph: Sendable {
 
     /// Adds `node` to the graph (``connect(_:to:volume:pan:offsetFrames:startFrame:)`` does it too).
     /// - Throws: when the node belongs to another graph.
-    public func attach(_ node: AudioNode) throws {
+    public func attach(_ node: any AudioNode) throws {
         try topology.withLock { t in
             try attach(node, &t)
             publish(&t)
@@ -127,7 +127,7 @@ public final class AudioGraph: Sendable {
     ///     now (`AVAudioPlayerNode`'s `play(at:)`); a time already mixed starts it at once and
     ///     ``AudioMixerInput/lateFrames`` says by how much.
     @discardableResult
-    public func connect(_ source: AudioNode, to mixer: AudioMixerNode, volume: Float = 1, pan: Float = 0,
+    public func connect(_ source: any AudioNode, to mixer: AudioMixerNode, volume: Float = 1, pan: Float = 0,
                         offsetFrames: Int = 0, startFrame: Int64? = nil) throws -> AudioMixerInput {
         guard offsetFrames >= 0 else {
             throw AudioQueueError(.invalidParameter, "\(source.name): a mixer input cannot start \(offsetFrames) frames before now")
@@ -145,17 +145,17 @@ public final class AudioGraph: Sendable {
     /// Connects `source` as the one input of `destination`, attaching both if needed. When
     /// `source` fed the output, `destination` takes its place there (`connect(mainMixer, to: eq)`
     /// puts the equaliser between the main mixer and the output).
-    public func connect(_ source: AudioNode, to destination: AudioEffectNode) throws {
+    public func connect(_ source: any AudioNode, to destination: any AudioEffectNode) throws {
         try topology.withLock { t in
             try checkEdge(from: source, to: destination, t)
-            try destination.check(input: source)
+            try destination.graphNode.check(input: source.graphNode)
             try link(source, to: destination, bus: nil, &t)
         }
     }
 
     /// Adds the edge (both nodes attached) and publishes. What fed the output now feeds
     /// `destination`, which takes its place there (an EQ after the main mixer).
-    private func link(_ source: AudioNode, to destination: AudioNode, bus: AudioMixerInput?, _ t: inout Topology) throws {
+    private func link(_ source: any AudioNode, to destination: any AudioNode, bus: AudioMixerInput?, _ t: inout Topology) throws {
         try attach(source, &t)
         try attach(destination, &t)
         t.inputs[destination.slot].append(GraphConnection(source: source, bus: bus))
@@ -166,7 +166,7 @@ public final class AudioGraph: Sendable {
 
     /// Makes `node` what the output pulls (the ``mainMixer`` until this is called); its format
     /// must be ``outputFormat``.
-    public func connectOutput(_ node: AudioNode) throws {
+    public func connectOutput(_ node: any AudioNode) throws {
         guard node.sampleRate == outputFormat.sampleRate && node.channels == outputFormat.channelsPerFrame else {
             throw AudioQueueError(.invalidParameter, "\(node) cannot feed the output of \(outputFormat.channelsPerFrame) ch at "
                 + "\(outputFormat.sampleRate) Hz; put a mixer of that format before it")
@@ -183,7 +183,7 @@ public final class AudioGraph: Sendable {
 
     /// Removes the connection out of `source` (to a mixer's input or an effect, or the output);
     /// nothing happens when it has none. The render side stops pulling it from its next render.
-    public func disconnect(_ source: AudioNode) {
+    public func disconnect(_ source: any AudioNode) {
         topology.withLock { t in
             disconnect(source, &t)
             publish(&t)
@@ -191,11 +191,11 @@ public final class AudioGraph: Sendable {
     }
 
     /// Disconnects `node` from everything, both ways, and removes it from the graph.
-    public func detach(_ node: AudioNode) {
+    public func detach(_ node: any AudioNode) {
         topology.withLock { t in
             disconnect(node, &t)
-            if node.slot >= 0 && node.slot < t.inputs.count && node.owner.load(ordering: .relaxed) == id {
-                for input in t.inputs[node.slot] { t.feeds[ObjectIdentifier(input.source)] = nil }
+            if node.slot >= 0 && node.slot < t.inputs.count && node.graphNode.owner.load(ordering: .relaxed) == id {
+                for input in t.inputs[node.slot] { t.feeds[ObjectIdentifier(input.node)] = nil }
                 t.inputs[node.slot] = []
             }
             t.nodes[ObjectIdentifier(node)] = nil
@@ -206,18 +206,18 @@ public final class AudioGraph: Sendable {
     /// The inputs of `mixer`, in the order connected.
     public func inputs(of mixer: AudioMixerNode) -> [AudioMixerInput] {
         topology.withLock { t in
-            guard mixer.owner.load(ordering: .relaxed) == id, mixer.slot < t.inputs.count else { return [] }
+            guard mixer.graphNode.owner.load(ordering: .relaxed) == id, mixer.slot < t.inputs.count else { return [] }
             return t.inputs[mixer.slot].compactMap(\.bus)
         }
     }
 
-    private func attach(_ node: AudioNode, _ t: inout Topology) throws {
-        let owner = node.owner.load(ordering: .acquiring)
+    private func attach(_ node: any AudioNode, _ t: inout Topology) throws {
+        let owner = node.graphNode.owner.load(ordering: .acquiring)
         if owner == 0 {
-            guard node.owner.compareExchange(expected: 0, desired: id, ordering: .acquiringAndReleasing).exchanged else {
+            guard node.graphNode.owner.compareExchange(expected: 0, desired: id, ordering: .acquiringAndReleasing).exchanged else {
                 throw AudioQueueError(.invalidParameter, "\(node.name) was attached to another graph meanwhile")
             }
-            node.assignSlot(t.inputs.count)
+            node.graphNode.assignSlot(t.inputs.count)
             t.inputs.append([])
         } else if owner != id {
             throw AudioQueueError(.invalidParameter, "\(node.name) belongs to another graph")
@@ -225,8 +225,8 @@ public final class AudioGraph: Sendable {
         t.nodes[ObjectIdentifier(node)] = node
     }
 
-    private func checkEdge(from source: AudioNode, to destination: AudioNode, _ t: Topology) throws {
-        for node in [source, destination] where node.owner.load(ordering: .relaxed) != 0 && node.owner.load(ordering: .relaxed) != id {
+    private func checkEdge(from source: any AudioNode, to destination: any AudioNode, _ t: Topology) throws {
+        for node in [source, destination] where node.graphNode.owner.load(ordering: .relaxed) != 0 && node.graphNode.owner.load(ordering: .relaxed) != id {
             throw AudioQueueError(.invalidParameter, "\(node.name) belongs to another graph")
         }
         guard source !== destination else {
@@ -242,12 +242,12 @@ public final class AudioGraph: Sendable {
             throw AudioQueueError(.invalidParameter, "\(source.name) feeds the output and \(destination) cannot take its place there")
         }
         let slot = destination.slot
-        if destination.inputLimit == 1, destination.owner.load(ordering: .relaxed) == id, slot < t.inputs.count, let existing = t.inputs[slot].first {
+        if destination.inputLimit == 1, destination.graphNode.owner.load(ordering: .relaxed) == id, slot < t.inputs.count, let existing = t.inputs[slot].first {
             throw AudioQueueError(.invalidParameter, "\(destination.name) takes one input and \(existing.source.name) is connected to it")
         }
         // Following the outputs from the destination must not reach the source.
         var path = [destination.name]
-        var node: AudioNode? = destination
+        var node: (any AudioNode)? = destination
         while let next = node.flatMap({ t.feeds[ObjectIdentifier($0)] }) {
             path.append(next.name)
             if next === source {
@@ -258,10 +258,10 @@ public final class AudioGraph: Sendable {
         }
     }
 
-    private func disconnect(_ source: AudioNode, _ t: inout Topology) {
+    private func disconnect(_ source: any AudioNode, _ t: inout Topology) {
         if t.output === source { t.output = nil }
         guard let destination = t.feeds.removeValue(forKey: ObjectIdentifier(source)) else { return }
-        t.inputs[destination.slot].removeAll { $0.source === source }
+        t.inputs[destination.slot].removeAll { $0.node === source }
     }
 
     /// Hands the render side a new table and frees the tables no render can still read.

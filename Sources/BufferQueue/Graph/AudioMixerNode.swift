@@ -16,19 +16,19 @@ import Synchronization
 /// gains, placed at its offset: its length is the longest input's offset plus its length. It ends
 /// when every input has ended; an input that has nothing yet (a live source running dry) adds
 /// silence for that render and goes on.
-// @unchecked: as AudioNode's (its scratch memory is used only by the render side).
-public final class AudioMixerNode: AudioNode, @unchecked Sendable {
+public final class AudioMixerNode: AudioNode {
     static let blockFrames = 1024
+    /// The node as its graph sees it.
+    public let graphNode: AudioGraphNode
     /// How long a change of an input's volume or pan glides, in seconds.
     public let rampSeconds: Double
     let rampFrames: Int
-    private let scratch: UnsafeMutablePointer<Float>
     /// Frames mixed so far: the mixer's timeline, which input starts and fades are placed on.
-    private let time = Atomic<Int64>(0)
+    private let clock: MixerClock
 
     /// The mixer's sample time: frames it has mixed so far (read from any thread; the render side
     /// advances it after each render).
-    public var sampleTime: Int64 { time.load(ordering: .acquiring) }
+    public var sampleTime: Int64 { clock.time.load(ordering: .acquiring) }
 
     /// - Parameters:
     ///   - name: how events and errors name the node.
@@ -39,37 +39,59 @@ public final class AudioMixerNode: AudioNode, @unchecked Sendable {
     public init(name: String = "mixer", sampleRate: Double, channels: Int, rampSeconds: Double = 0.01) throws {
         self.rampSeconds = max(rampSeconds.isFinite ? rampSeconds : 0, 0)
         rampFrames = Int((self.rampSeconds * sampleRate).rounded())
-        scratch = .allocate(capacity: Self.blockFrames * max(channels, 1))
-        try super.init(name: name, sampleRate: sampleRate, channels: channels)
+        let clock = MixerClock()
+        self.clock = clock
+        graphNode = try AudioGraphNode(name: name, sampleRate: sampleRate, channels: channels, kind: .mixer,
+                                       renderer: MixerRenderer(channels: channels, clock: clock))
+    }
+}
+
+/// A mixer's timeline, advanced by its render side and read by anyone.
+final class MixerClock: Sendable {
+    let time = Atomic<Int64>(0)
+}
+
+/// A mixer's render side: its scratch memory, and each input's render side claimed in turn.
+final class MixerRenderer: AudioNodeRenderer {
+    private let scratch: UnsafeMutablePointer<Float>
+    private let clock: MixerClock
+
+    init(channels: Int, clock: MixerClock) {
+        scratch = .allocate(capacity: AudioMixerNode.blockFrames * max(channels, 1))
+        self.clock = clock
     }
 
     deinit { scratch.deallocate() }
 
-    override var inputLimit: Int { .max }
-
-    override func render(_ program: GraphProgram, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
-        let inputs = program.inputs(of: self)
-        let ch = channels
+    func render(_ program: GraphProgram, node: AudioGraphNode, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+        let inputs = program.inputs(of: node)
+        let ch = node.channels
         out.update(repeating: 0, count: frames * ch)
         var reach = 0          // how far the inputs that ended here reached
         var active = false     // an input goes on past this render
-        let now = time.load(ordering: .relaxed)
-        defer { time.store(now + Int64(reach), ordering: .releasing) }
+        let now = clock.time.load(ordering: .relaxed)
+        defer { clock.time.store(now + Int64(reach), ordering: .releasing) }
         for index in 0..<inputs.count {
-            guard let bus = inputs.connections[index].bus, !bus.ended else { continue }
-            var position = bus.framesBeforeStart(now: now, frames: frames)
-            while position < frames {
-                let want = min(frames - position, Self.blockFrames)
-                let (n, end) = bus.pull(program, into: scratch, frames: want)
-                bus.accumulate(scratch, frames: n, into: out + position * ch, channels: ch, at: now + Int64(position))
-                position += n
-                if end == .boundary {
-                    bus.ended = true
-                    break
+            guard let bus = inputs.connections[index].bus else { continue }
+            // (how far the input reached in this render, whether it ended); nil: it had ended before.
+            let result = bus.renderSide.withClaim { side -> (Int, Bool)? in
+                guard !side.ended else { return nil }
+                var position = side.framesBeforeStart(now: now, frames: frames, of: bus)
+                while position < frames {
+                    let want = min(frames - position, AudioMixerNode.blockFrames)
+                    let (n, end) = side.pull(program, into: scratch, frames: want)
+                    side.accumulate(scratch, frames: n, into: out + position * ch, channels: ch, at: now + Int64(position), of: bus)
+                    position += n
+                    if end == .boundary {
+                        side.ended = true
+                        break
+                    }
+                    if end == .starved { position = frames; break }
                 }
-                if end == .starved { position = frames; break }
+                return (position, side.ended)
             }
-            if bus.ended { reach = max(reach, position) } else { active = true }
+            guard let reached = result ?? nil else { continue }
+            if reached.1 { reach = max(reach, reached.0) } else { active = true }
         }
         if active {
             reach = frames
@@ -82,40 +104,26 @@ public final class AudioMixerNode: AudioNode, @unchecked Sendable {
 /// One input of an ``AudioMixerNode``: its volume and pan (changed while playing, gliding over
 /// the mixer's ``AudioMixerNode/rampSeconds``), where on the mixer's timeline it starts, and a
 /// fade placed on that timeline (``fade(_:curve:at:frames:)``: what a crossfade is made of).
-// @unchecked: the render-side fields below are touched only under the graph's render claim; volume and pan are atomic.
-public final class AudioMixerInput: @unchecked Sendable {
+/// Sendable by construction: what the control side sets is atomic, and the render side is claimed
+/// by the render that mixes it (``ClaimedState``).
+public final class AudioMixerInput: Sendable {
     /// The node this bus pulls.
-    public let source: AudioNode
+    public let source: any AudioNode
     /// The mixer sample time of the input's first frame (see ``AudioMixerNode/sampleTime``).
     public let startFrame: Int64
     private let volumeBits: Atomic<UInt32>
     private let panBits: Atomic<UInt32>
     /// The fade: a sequence lock over four words (start, length, curve, direction).
-    private let fadeSequence = Atomic<Int>(0)
-    private let fadeWords = AtomicWords(count: 4)
+    let fadeSequence = Atomic<Int>(0)
+    let fadeWords = AtomicWords(count: 4)
     private let fadeLock = Lock(())
     /// Frames the input started after its start frame (it was connected too late for it).
-    private let late = Atomic<Int64>(0)
+    let late = Atomic<Int64>(0)
+    /// The input's render side.
+    let renderSide: ClaimedState<MixerBusRenderer>
 
-    // MARK: render side
-    var ended = false
-    private var seen = false
-    private var fadeSeen = 0
-    private var envelope = Envelope()
-    private let converter: ConversionNode?
-    private let rampFrames: Int
-    /// The program of the render under way (not retained: the graph keeps it alive while it renders).
-    private var program: Unmanaged<GraphProgram>?
-    private var pullThrough: PullSource = { _, _ in (0, .boundary) }
-    private var started = false
-    /// Left, right, and every channel past the first two (pan places only left and right).
-    private var gainLeft: Float = 1, gainRight: Float = 1, gainOther: Float = 1
-    private var goalLeft: Float = 1, goalRight: Float = 1, goalOther: Float = 1
-    private var stepLeft: Float = 0, stepRight: Float = 0, stepOther: Float = 0
-    private var rampLeft = 0
-    private var volumeSeen: Float = 1, panSeen: Float = 0
 
-    init(source: AudioNode, mixer: AudioMixerNode, volume: Float, pan: Float, startFrame: Int64,
+    init(source: any AudioNode, mixer: AudioMixerNode, volume: Float, pan: Float, startFrame: Int64,
          resamplers: AudioResamplerRegistry, quality: AudioConverterQuality) throws {
         guard volume.isFinite, volume >= 0 else {
             throw AudioQueueError(.invalidParameter, "\(source.name): a mixer input's volume must be 0 or more; got \(volume)")
@@ -130,7 +138,7 @@ public final class AudioMixerInput: @unchecked Sendable {
         self.startFrame = startFrame
         volumeBits = Atomic(volume.bitPattern)
         panBits = Atomic(pan.bitPattern)
-        rampFrames = mixer.rampFrames
+        let converter: ConversionNode?
         if source.sampleRate != mixer.sampleRate || source.channels != mixer.channels {
             do {
                 converter = try ConversionNode(from: (source.sampleRate, source.channels), to: (mixer.sampleRate, mixer.channels),
@@ -142,10 +150,7 @@ public final class AudioMixerInput: @unchecked Sendable {
         } else {
             converter = nil
         }
-        pullThrough = { [unowned self] out, frames in
-            guard let program = self.program?.takeUnretainedValue() else { return (0, .boundary) }
-            return program.pull(self.source, into: out, frames: frames)
-        }
+        renderSide = ClaimedState(MixerBusRenderer(source: source.graphNode, converter: converter, rampFrames: mixer.rampFrames))
     }
 
     /// The input's volume (0 silences it; 1 leaves it as it is).
@@ -191,25 +196,60 @@ public final class AudioMixerInput: @unchecked Sendable {
             fadeSequence.add(1, ordering: .releasing)
         }
     }
+}
+
+/// A mixer input's render side: where it is, its fade and gains, and the converter to the
+/// mixer's format. Touched only by the render that holds the input's claim.
+final class MixerBusRenderer {
+    /// The node it pulls.
+    let source: AudioGraphNode
+    var ended = false
+    private var seen = false
+    private var fadeSeen = 0
+    private var envelope = Envelope()
+    private let converter: ConversionNode?
+    private let rampFrames: Int
+    /// The program of the render under way (not retained: the graph keeps it alive while it renders).
+    private var program: Unmanaged<GraphProgram>?
+    private var pullThrough: PullSource = { _, _ in (0, .boundary) }
+    private var started = false
+    /// Left, right, and every channel past the first two (pan places only left and right).
+    private var gainLeft: Float = 1, gainRight: Float = 1, gainOther: Float = 1
+    private var goalLeft: Float = 1, goalRight: Float = 1, goalOther: Float = 1
+    private var stepLeft: Float = 0, stepRight: Float = 0, stepOther: Float = 0
+    private var rampLeft = 0
+    private var volumeSeen: Float = 1, panSeen: Float = 0
+
+    init(source: AudioGraphNode, converter: ConversionNode?, rampFrames: Int) {
+        self.source = source
+        self.converter = converter
+        self.rampFrames = rampFrames
+        pullThrough = { [unowned self] out, frames in
+            guard let program = self.program?.takeUnretainedValue() else { return (0, .boundary) }
+            return program.pull(self.source, into: out, frames: frames)
+        }
+    }
 
     /// Render side: on the input's first render, how many of this render's frames come before
     /// its start (all of them while its start is later than this render).
-    func framesBeforeStart(now: Int64, frames: Int) -> Int {
+    func framesBeforeStart(now: Int64, frames: Int, of input: AudioMixerInput) -> Int {
         if seen { return 0 }
+        let startFrame = input.startFrame
         if startFrame >= now + Int64(frames) { return frames }
         seen = true
-        if startFrame < now { late.store(now - startFrame, ordering: .relaxed) }
+        if startFrame < now { input.late.store(now - startFrame, ordering: .relaxed) }
         return Int(max(startFrame - now, 0))
     }
 
     /// Render side: picks up a fade published since the last render.
-    private func readFade() {
-        let generation = fadeSequence.load(ordering: .acquiring)
+    private func readFade(_ input: AudioMixerInput) {
+        let fadeWords = input.fadeWords
+        let generation = input.fadeSequence.load(ordering: .acquiring)
         guard generation != fadeSeen, generation & 1 == 0 else { return }
         var next = Envelope(start: Int64(bitPattern: fadeWords[0]), length: Int(truncatingIfNeeded: fadeWords[1]),
                             equalPower: fadeWords[2] == 1, direction: Int(truncatingIfNeeded: fadeWords[3]))
         atomicMemoryFence(ordering: .acquiring)
-        guard fadeSequence.load(ordering: .relaxed) == generation else { return }
+        guard input.fadeSequence.load(ordering: .relaxed) == generation else { return }
         if next.length < 0 { next.length = 0 }
         envelope = next
         fadeSeen = generation
@@ -224,9 +264,10 @@ public final class AudioMixerInput: @unchecked Sendable {
     }
 
     /// Render side: adds `frames` frames times the gains into `out`; the first is mixer frame `time`.
-    func accumulate(_ input: UnsafePointer<Float>, frames: Int, into out: UnsafeMutablePointer<Float>, channels: Int, at time: Int64) {
-        updateGains(channels: channels)
-        readFade()
+    func accumulate(_ input: UnsafePointer<Float>, frames: Int, into out: UnsafeMutablePointer<Float>, channels: Int, at time: Int64,
+                    of bus: AudioMixerInput) {
+        updateGains(channels: channels, volume: bus.volume, pan: bus.pan)
+        readFade(bus)
         if envelope.direction != 0 && envelope.touches(time, frames: frames) {
             accumulateFading(input, frames: frames, into: out, channels: channels, at: time)
             return
@@ -286,8 +327,7 @@ public final class AudioMixerInput: @unchecked Sendable {
     }
 
     /// Picks up a volume or pan set since the last render: at once before the first frame, else a glide.
-    private func updateGains(channels: Int) {
-        let volume = self.volume, pan = self.pan
+    private func updateGains(channels: Int, volume: Float, pan: Float) {
         guard !started || volume != volumeSeen || pan != panSeen else { return }
         volumeSeen = volume
         panSeen = pan

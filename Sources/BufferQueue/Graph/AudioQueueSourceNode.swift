@@ -20,18 +20,19 @@ import Synchronization
 /// it was playing); it never ends on its own. The queue's `drain` (an asynchronous stop) completes
 /// once its last frames were pulled into the mix: what the output's own sink still holds is the
 /// graph's latency.
-// @unchecked: `source` is written only while the state says no render can read it (closed or paused), read only while rendering.
-public final class AudioQueueSourceNode: AudioNode, AudioSink, @unchecked Sendable {
-    private enum State: Int {
-        case closed, paused, started, rendering, pausing
-    }
-    private let state = Atomic<Int>(State.closed.rawValue)
-    private let paused = DispatchSemaphore(value: 0)
-    private var source: AudioRenderSource?
+/// Sendable by construction: the queue's render source is handed over under a lock the render
+/// side only tries (never waits on), and the run state is atomic.
+public final class AudioQueueSourceNode: AudioNode, AudioSink {
+    /// The node as its graph sees it.
+    public let graphNode: AudioGraphNode
+    private let link: QueueNodeLink
 
     /// A node named `name` whose queue plays at `sampleRate` with `channels` channels.
-    public override init(name: String = "queue", sampleRate: Double, channels: Int) throws {
-        try super.init(name: name, sampleRate: sampleRate, channels: channels)
+    public init(name: String = "queue", sampleRate: Double, channels: Int) throws {
+        let link = QueueNodeLink()
+        self.link = link
+        graphNode = try AudioGraphNode(name: name, sampleRate: sampleRate, channels: channels, kind: .source,
+                                       renderer: QueueSourceRenderer(link: link))
     }
 
     /// The sink format to give the queue's configuration: the node's.
@@ -45,27 +46,29 @@ public final class AudioQueueSourceNode: AudioNode, AudioSink, @unchecked Sendab
                 + "\(format.channelsPerFrame) ch at \(format.sampleRate) Hz; create the queue with sinkFormat: node.sinkFormat")
         }
         pause()
-        self.source = source
-        state.store(State.paused.rawValue, ordering: .releasing)
+        link.source.withLock { $0 = source }
+        link.state.store(QueueNodeLink.State.paused.rawValue, ordering: .releasing)
     }
 
     public func start() throws {
-        guard state.compareExchange(expected: State.paused.rawValue, desired: State.started.rawValue, ordering: .acquiringAndReleasing).exchanged
-                || state.load(ordering: .acquiring) == State.started.rawValue else {
+        guard link.state.compareExchange(expected: QueueNodeLink.State.paused.rawValue, desired: QueueNodeLink.State.started.rawValue,
+                                    ordering: .acquiringAndReleasing).exchanged
+                || link.state.load(ordering: .acquiring) == QueueNodeLink.State.started.rawValue else {
             throw AudioQueueError(.sinkError, "\(name) was started before the queue opened it")
         }
     }
 
     /// Stops the graph from pulling the queue; if a render of it is under way, waits for its end.
     public func pause() {
+        typealias State = QueueNodeLink.State
         while true {
-            let now = state.load(ordering: .acquiring)
+            let now = link.state.load(ordering: .acquiring)
             switch State(rawValue: now) {
             case .started:
-                if state.compareExchange(expected: now, desired: State.paused.rawValue, ordering: .acquiringAndReleasing).exchanged { return }
+                if link.state.compareExchange(expected: now, desired: State.paused.rawValue, ordering: .acquiringAndReleasing).exchanged { return }
             case .rendering:
-                if state.compareExchange(expected: now, desired: State.pausing.rawValue, ordering: .acquiringAndReleasing).exchanged {
-                    paused.wait()   // signalled by the render as it ends
+                if link.state.compareExchange(expected: now, desired: State.pausing.rawValue, ordering: .acquiringAndReleasing).exchanged {
+                    link.paused.wait()   // signalled by the render as it ends
                     return
                 }
             default:
@@ -80,23 +83,44 @@ public final class AudioQueueSourceNode: AudioNode, AudioSink, @unchecked Sendab
 
     public func close() {
         pause()
-        source = nil
-        state.store(State.closed.rawValue, ordering: .releasing)
+        link.source.withLock { $0 = nil }
+        link.state.store(QueueNodeLink.State.closed.rawValue, ordering: .releasing)
     }
 
     public var latencyFrames: Int { 0 }
+}
 
-    // MARK: the graph's side
+/// What a queue source node and its render side share: the run state, the queue's render source,
+/// and the semaphore a pause waits on while a render ends.
+final class QueueNodeLink: Sendable {
+    enum State: Int {
+        case closed, paused, started, rendering, pausing
+    }
+    let state = Atomic<Int>(State.closed.rawValue)
+    let paused = DispatchSemaphore(value: 0)
+    /// Set while no render can read it (closed or paused); the render side only tries the lock,
+    /// which is free whenever it renders (a pause waits for the render's end before it writes).
+    let source = Lock<AudioRenderSource?>(nil)
+}
 
-    override func render(_ program: GraphProgram, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
-        guard state.compareExchange(expected: State.started.rawValue, desired: State.rendering.rawValue, ordering: .acquiring).exchanged else {
+/// A queue source node's render side: pulls the queue's render stage while the node is started.
+final class QueueSourceRenderer: AudioNodeRenderer {
+    private let link: QueueNodeLink
+
+    init(link: QueueNodeLink) {
+        self.link = link
+    }
+
+    func render(_ program: GraphProgram, node: AudioGraphNode, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+        typealias State = QueueNodeLink.State
+        guard link.state.compareExchange(expected: State.started.rawValue, desired: State.rendering.rawValue, ordering: .acquiring).exchanged else {
             return (0, .starved)
         }
-        _ = source?.render(into: out, frames: frames, fillSilence: true)
-        if !state.compareExchange(expected: State.rendering.rawValue, desired: State.started.rawValue, ordering: .releasing).exchanged {
+        _ = link.source.withLockIfAvailable { $0?.render(into: out, frames: frames, fillSilence: true) }
+        if !link.state.compareExchange(expected: State.rendering.rawValue, desired: State.started.rawValue, ordering: .releasing).exchanged {
             // A pause came while rendering: it waits for this.
-            state.store(State.paused.rawValue, ordering: .releasing)
-            paused.signal()
+            link.state.store(State.paused.rawValue, ordering: .releasing)
+            link.paused.signal()
         }
         return (frames, .filled)
     }
