@@ -131,6 +131,8 @@ public final class AudioInputQueue: Sendable {
         var buffers: [AudioQueueBuffer] = []
         var discontinuity = false
         var metering = false
+        /// The source is open (the worker has its target): what the queue's end must close.
+        var sourceOpen = false
     }
 
     /// The format recorded into the buffers (for a compressed format, as the encoder fills it in).
@@ -142,7 +144,10 @@ public final class AudioInputQueue: Sendable {
     let configuration: Configuration
     let layout: PCMSampleLayout
     let control: Lock<Control>
-    let worker: CaptureWorker
+    /// The worker state, on `workQueue` only (checked at every access).
+    private let confined: QueueBound<CaptureWorker>
+    /// The largest packet the encoder makes (nil for linear PCM), known from its creation.
+    private let encodedPacketSize: Int?
     let workQueue = DispatchQueue(label: "BufferQueue.input")
     let wake: WakeSignal
     let callbacks: DispatchQueue
@@ -200,7 +205,9 @@ public final class AudioInputQueue: Sendable {
         self.configuration = configuration
         source = configuration.source ?? NullSource()
         control = Lock(Control())
-        worker = CaptureWorker(format: captureFormat, layout: layout, encoder: encoder, frameLimit: configuration.frameLimit)
+        confined = QueueBound(CaptureWorker(format: captureFormat, layout: layout, encoder: encoder, frameLimit: configuration.frameLimit),
+                              on: workQueue)
+        encodedPacketSize = encoder?.maximumPacketSize
         wake = WakeSignal(queue: workQueue)
         callbacks = DispatchQueue(label: "BufferQueue.input.callbacks", target: configuration.callbackQueue)
         callbacks.setSpecific(key: callbackKey, value: 1)
@@ -210,9 +217,12 @@ public final class AudioInputQueue: Sendable {
         wake.setHandler { weakSelf.object?.service() }
     }
 
+    /// The worker state; traps off `workQueue`.
+    var worker: CaptureWorker { confined.value }
+
     deinit {
         wake.cancel()
-        if worker.target != nil { source.close() }
+        if control.withLock({ $0.sourceOpen }) { source.close() }
     }
 
     // MARK: buffers
@@ -220,10 +230,10 @@ public final class AudioInputQueue: Sendable {
     /// Allocates a buffer owned by this queue (Core Audio's `AudioQueueAllocateBuffer`). A buffer
     /// holds `capacity / bytesPerFrame` frames.
     public func allocateBuffer(capacity: Int) throws -> AudioQueueBuffer {
-        let least = worker.encoder?.maximumPacketSize ?? streamDescription.bytesPerFrame
+        let least = encodedPacketSize ?? streamDescription.bytesPerFrame
         guard capacity >= least, capacity <= 1 << 30 else {
             throw AudioQueueError(.invalidParameter,
-                "buffer capacity \(capacity) is out of range (\(least)...1073741824 bytes: at least one \(worker.encoder == nil ? "frame" : "packet of the largest size"))")
+                "buffer capacity \(capacity) is out of range (\(least)...1073741824 bytes: at least one \(encodedPacketSize == nil ? "frame" : "packet of the largest size"))")
         }
         if control.withLock({ $0.phase == .disposed }) {
             throw AudioQueueError(.disposalPending, "the input queue has been disposed of")
@@ -341,8 +351,7 @@ public final class AudioInputQueue: Sendable {
             case .drainAndClose:
                 let close = { [self] in
                     drainForStop()
-                    if worker.target != nil { source.close() }
-                    requeue(worker.close())
+                    closeSource()
                 }
                 if onWorker { close() } else { workQueue.sync(execute: close) }
             case .discardCaptured:
@@ -370,8 +379,7 @@ public final class AudioInputQueue: Sendable {
         workQueue.sync {
             if handBackFirst { drainForStop() }
             for buffer in worker.discardAll() { buffer.release() }
-            if worker.target != nil { source.close() }
-            requeue(worker.close())
+            closeSource()
         }
         let buffers = control.withLock { control in
             defer { control.buffers.removeAll() }
@@ -409,7 +417,7 @@ public final class AudioInputQueue: Sendable {
     /// Turns level metering on or off.
     public func setLevelMeteringEnabled(_ enabled: Bool) {
         control.withLock { $0.metering = enabled }
-        workQueue.async { [worker] in worker.metering = enabled }
+        workQueue.async { [confined] in confined.value.metering = enabled }
         if !enabled { meters.withLock { $0 = [] } }
     }
 
@@ -429,7 +437,7 @@ public final class AudioInputQueue: Sendable {
 
     /// The largest packet a compressed queue makes (`kAudioConverterPropertyMaximumOutputPacketSize`);
     /// the bytes per frame for linear PCM.
-    public var maximumPacketSize: Int { worker.encoder?.maximumPacketSize ?? streamDescription.bytesPerFrame }
+    public var maximumPacketSize: Int { encodedPacketSize ?? streamDescription.bytesPerFrame }
 
     /// A compressed recording's gapless numbers since the start: the frames captured (valid), the
     /// encoder's priming and the last packet's padding (final once the queue has stopped); nil for
@@ -458,7 +466,7 @@ public final class AudioInputQueue: Sendable {
         weakSelf.object = self
         let workQueue = self.workQueue
         try workQueue.sync {
-            if worker.target != nil { source.close(); requeue(worker.close()) }
+            closeSource()
             let wake = self.wake
             let target = AudioCaptureTarget(notify: { wake.signal() },
                                             errorHandler: { error in workQueue.async { weakSelf.object?.sourceFailed(error) } },
@@ -475,8 +483,20 @@ public final class AudioInputQueue: Sendable {
             target.prepare(capacityFrames: configuration.captureBufferFrames ?? max(Int(delivered.sampleRate / 2), 1024),
                            channels: delivered.channelsPerFrame)
             try worker.open(target: target, sourceFormat: delivered, configuration: configuration)
-            worker.metering = control.withLock { $0.metering }
+            worker.metering = control.withLock { control in
+                control.sourceOpen = true
+                return control.metering
+            }
         }
+    }
+
+    /// On the worker: closes the source when it is open, and hands back what the worker held.
+    private func closeSource() {
+        if worker.target != nil {
+            source.close()
+            control.withLock { $0.sourceOpen = false }
+        }
+        requeue(worker.close())
     }
 
     /// On the worker: moves captured frames into buffers and hands full ones back.

@@ -1,8 +1,8 @@
 /// The input queue's worker state: takes frames out of the capture ring, converts them when the
 /// source runs at another rate or channel count, and writes them into the caller's buffers in the
-/// queue's sample format. Used only on the queue's work queue.
-// @unchecked: used only on its input queue's work queue (every caller runs there).
-final class CaptureWorker: @unchecked Sendable {
+/// queue's sample format. Used only on the queue's work queue: the queue holds it in a
+/// ``QueueBound``, which checks so at every access.
+final class CaptureWorker {
     enum Outgoing {
         case filled(AudioQueueBuffer, AudioCapturedFrames, [AudioLevelMeter]?)
         case overrun(Int, Int64)
