@@ -330,23 +330,29 @@ public final class AudioEncodingConverter {
     }
 }
 
-/// One parallel round: each encoder encodes its slice into its own packets.
-// @unchecked: each concurrent iteration writes only its own slice; the caller reads them after concurrentPerform returns.
-private final class ParallelSlices: @unchecked Sendable {
-    let encoders: [any AudioEncoder]
-    let slices: [UnsafeRawBufferPointer]
-    let outputs: [EncodedPackets]
+/// One parallel round: each encoder encodes its slice into its own packets. Sendable by
+/// construction: each slice's job is claimed by the one iteration that runs it.
+private final class ParallelSlices: Sendable {
+    /// An encoder, the bytes it encodes, and where its packets go.
+    struct Job {
+        let encoder: any AudioEncoder
+        let slice: UnsafeRawBufferPointer
+        let output: EncodedPackets
+    }
+    let jobs: [ClaimedState<Job>]
     let failures: Lock<[any Error]>
 
     init(encoders: [any AudioEncoder], slices: [UnsafeRawBufferPointer], outputs: [EncodedPackets], failures: Lock<[any Error]>) {
-        self.encoders = encoders
-        self.slices = slices
-        self.outputs = outputs
+        jobs = encoders.indices.map { ClaimedState(Job(encoder: encoders[$0], slice: slices[$0], output: outputs[$0])) }
         self.failures = failures
     }
 
     func run(_ index: Int) {
-        guard !slices[index].isEmpty else { return }
-        do { try encoders[index].encode(slices[index], into: outputs[index]) } catch { failures.withLock { $0.append(error) } }
+        let failure = jobs[index].withClaim { job -> (any Error)? in
+            guard !job.slice.isEmpty else { return nil }
+            do { try job.encoder.encode(job.slice, into: job.output) } catch { return error }
+            return nil
+        }
+        if let error = failure ?? nil { failures.withLock { $0.append(error) } }
     }
 }
