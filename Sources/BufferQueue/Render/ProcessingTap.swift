@@ -37,9 +37,11 @@ public typealias AudioQueueProcessingTapCallback = @Sendable (
     _ tap: AudioQueueProcessingTap, _ frames: Int, _ output: UnsafeMutablePointer<Float>, _ flags: AudioQueueProcessingTapFlags
 ) -> Int
 
-/// A processing tap installed on a queue (Apple's `AudioQueueProcessingTapRef`).
-// @unchecked: render-path state is touched only by the stage's reader (one render at a time); the rest is immutable.
-public final class AudioQueueProcessingTap: @unchecked Sendable {
+/// A processing tap installed on a queue (Apple's `AudioQueueProcessingTapRef`). Sendable by
+/// construction: what it was made with is immutable, and its render-path state is claimed by the
+/// stage's reader for each step (``ClaimedState``) — never while the callback runs, so that the
+/// callback can pull (``getSourceAudio(frames:into:)``).
+public final class AudioQueueProcessingTap: Sendable {
     /// Where it sits.
     public let position: AudioQueueProcessingTapPosition
     /// The most frames a callback is asked for (and may pull per ``getSourceAudio(frames:into:)``).
@@ -49,14 +51,8 @@ public final class AudioQueueProcessingTap: @unchecked Sendable {
     public let processingFormat: AudioStreamDescription
 
     let callback: AudioQueueProcessingTapCallback
-    /// A siphon's copy of the output (allocated at installation, not on the render path).
-    private let siphonCopy: UnsafeMutablePointer<Float>?
-
-    // Render-path state (only the stage's reader touches it).
-    private var source: PullSource?
-    private var sourceEnded = false
-    private var startPending = true
-    private var pulled: Int64 = 0
+    /// Render-path state: only the stage's reader claims it.
+    private let renderSide: ClaimedState<TapRenderState>
 
     init(position: AudioQueueProcessingTapPosition, maximumFrames: Int, processingFormat: AudioStreamDescription,
          callback: @escaping AudioQueueProcessingTapCallback) {
@@ -64,39 +60,47 @@ public final class AudioQueueProcessingTap: @unchecked Sendable {
         self.maximumFrames = maximumFrames
         self.processingFormat = processingFormat
         self.callback = callback
-        siphonCopy = position == .siphon ? .allocate(capacity: maximumFrames * processingFormat.channelsPerFrame) : nil
+        renderSide = ClaimedState(TapRenderState(siphonSamples: position == .siphon ? maximumFrames * processingFormat.channelsPerFrame : 0))
     }
 
     /// Pulls up to `frames` frames of source audio (at most ``maximumFrames``) into `destination`.
     /// Only from inside the callback. Returns the frames given (fewer when the source has no more
     /// yet, or has ended: then `flags` holds ``AudioQueueProcessingTapFlags/endOfStream``), and
-    /// the sample time of the first one (frames this tap pulled since the stream began).
+    /// the sample time of the first one (frames this tap pulled since the stream began). A
+    /// siphon has no source: it gets no frames.
     public func getSourceAudio(frames: Int, into destination: UnsafeMutablePointer<Float>)
         -> (frames: Int, flags: AudioQueueProcessingTapFlags, sampleTime: Int64) {
-        let time = pulled
-        guard let source, !sourceEnded else { return (0, sourceEnded ? .endOfStream : [], time) }
-        var done = 0
         let wanted = max(min(frames, maximumFrames), 0)
         let channels = processingFormat.channelsPerFrame
-        while done < wanted {
-            let (n, end) = source(destination + done * channels, wanted - done)
-            done += n
-            if end == .boundary { sourceEnded = true; break }
-            if end == .starved { break }
-        }
-        pulled += Int64(done)
-        return (done, sourceEnded ? .endOfStream : [], time)
+        return renderSide.withClaim { state in
+            let time = state.pulled
+            guard let source = state.source, !state.sourceEnded else { return (0, state.sourceEnded ? .endOfStream : [], time) }
+            var done = 0
+            while done < wanted {
+                let (n, end) = source(destination + done * channels, wanted - done)
+                done += n
+                if end == .boundary { state.sourceEnded = true; break }
+                if end == .starved { break }
+            }
+            state.pulled += Int64(done)
+            return (done, state.sourceEnded ? .endOfStream : [], time)
+        } ?? (0, [], 0)
     }
 
     /// Runs the callback for up to `frames` frames with `source` behind it.
     /// `source` is kept while the callback runs: a closure made once (a closure made for the call
     /// and kept would be allocated on every render).
     func render(into out: UnsafeMutablePointer<Float>, frames: Int, from source: @escaping PullSource) -> (Int, PullEnd) {
-        let flags: AudioQueueProcessingTapFlags = startPending ? .startOfStream : []
-        startPending = false
-        self.source = source
+        let flags = renderSide.withClaim { state -> AudioQueueProcessingTapFlags in
+            defer { state.startPending = false }
+            state.source = source
+            return state.startPending ? .startOfStream : []
+        } ?? []
         let produced = max(min(callback(self, min(frames, maximumFrames), out, flags), frames), 0)
-        self.source = nil
+        let sourceEnded = renderSide.withClaim { state in
+            state.source = nil
+            return state.sourceEnded
+        } ?? false
         // After the end, the callback may still give a tail; once it gives nothing, the segment is over.
         if produced > 0 { return (produced, produced == frames || sourceEnded ? .filled : .starved) }
         return (0, sourceEnded ? .boundary : .starved)
@@ -104,26 +108,44 @@ public final class AudioQueueProcessingTap: @unchecked Sendable {
 
     /// A segment ended (or a discard): the next audio starts a new stream.
     func reset() {
-        sourceEnded = false
-        startPending = true
-        pulled = 0
+        _ = renderSide.withClaim { state in
+            state.sourceEnded = false
+            state.startPending = true
+            state.pulled = 0
+        }
     }
 
     /// A siphon: shows the callback `frames` output frames — a copy, in blocks of at most
     /// ``maximumFrames``, so that what it writes never reaches the output.
     func siphon(_ out: UnsafePointer<Float>, frames: Int) {
-        guard let siphonCopy else { return }
         let channels = processingFormat.channelsPerFrame
-        var offset = 0
-        while offset < frames {
-            let n = min(frames - offset, maximumFrames)
-            siphonCopy.update(from: out + offset * channels, count: n * channels)
-            let flags: AudioQueueProcessingTapFlags = startPending ? .startOfStream : []
-            startPending = false
-            _ = callback(self, n, siphonCopy, flags)
-            pulled += Int64(n)
-            offset += n
+        _ = renderSide.withClaim { state in
+            guard let copy = state.siphonCopy else { return }
+            var offset = 0
+            while offset < frames {
+                let n = min(frames - offset, maximumFrames)
+                copy.update(from: out + offset * channels, count: n * channels)
+                let flags: AudioQueueProcessingTapFlags = state.startPending ? .startOfStream : []
+                state.startPending = false
+                _ = callback(self, n, copy, flags)
+                state.pulled += Int64(n)
+                offset += n
+            }
         }
+    }
+}
+
+/// A tap's render-path state.
+final class TapRenderState {
+    /// A siphon's copy of the output (allocated at installation, not on the render path).
+    let siphonCopy: UnsafeMutablePointer<Float>?
+    var source: PullSource?
+    var sourceEnded = false
+    var startPending = true
+    var pulled: Int64 = 0
+
+    init(siphonSamples: Int) {
+        siphonCopy = siphonSamples > 0 ? .allocate(capacity: siphonSamples) : nil
     }
 
     deinit { siphonCopy?.deallocate() }
