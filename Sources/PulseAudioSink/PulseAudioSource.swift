@@ -12,8 +12,11 @@ import Synchronization
 /// server reports in the stream (data it dropped) reaches the queue as lost frames, so the
 /// timeline stays true. When the server goes away, or the named device is removed, the queue gets
 /// an error event and stops.
-// @unchecked: libpulse objects are touched only under the threaded main loop's lock or on its thread; the rest is atomic or locked.
-public final class PulseAudioSource: AudioSource, @unchecked Sendable {
+///
+/// Sendable by construction: the libpulse handles are state under a lock (taken before the main
+/// loop's, never on its thread), and the main loop's callbacks reach only an immutable context
+/// per stream.
+public final class PulseAudioSource: AudioSource {
     /// How the source connects and what it tells the server.
     public struct Configuration: Sendable {
         /// Server address (e.g. `unix:/run/user/1000/pulse/native`); nil = the default server.
@@ -50,77 +53,101 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
 
     /// What the source was made with.
     public let configuration: Configuration
-    private var connection: PulseConnection?
-    private var stream: OpaquePointer?
-    private var target: AudioCaptureTarget?
-    private var format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
-    private var streamReady = false
-    private let failureReported = Atomic<Bool>(false)
+
+    private struct State {
+        var connection: PulseConnection?
+        var stream: OpaquePointer?
+        /// The stream's callbacks' user data (retained until they are cleared).
+        var context: Unmanaged<RecordContext>?
+        var format = AudioStreamDescription.float32(sampleRate: 44100, channels: 2)
+    }
+    private let state = Lock(State())
+    /// The open stream's context, for the connection's failure (taken under the main loop's lock,
+    /// never held while waiting for it).
+    private let current = Lock<RecordContext?>(nil)
 
     /// A source that connects to the server when an input queue opens it.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
     }
 
-    deinit { teardown() }
+    deinit {
+        state.withLock { state in
+            close(&state)
+            state.connection?.disconnect()
+            state.connection = nil
+        }
+    }
 
     // MARK: AudioSource
 
     public func open(format requested: AudioStreamDescription, target: AudioCaptureTarget) throws -> AudioStreamDescription {
-        if connection?.hasFailed == true { teardown() }
-        if connection == nil {
-            let made = PulseConnection(server: configuration.server, applicationName: configuration.applicationName, role: "production")
-            connection = made
-            made.onFailure = { [unowned self] message in reportFailure("the PulseAudio server connection ended: \(message)") }
-            try made.connect()
+        try state.withLock { state in
+            if state.connection?.hasFailed == true {
+                close(&state)
+                state.connection?.disconnect()
+                state.connection = nil
+            }
+            if state.connection == nil {
+                let made = PulseConnection(server: configuration.server, applicationName: configuration.applicationName, role: "production")
+                state.connection = made
+                let current = self.current
+                made.onFailure = { message in
+                    current.withLock { $0 }?.failed("the PulseAudio server connection ended: \(message)")
+                }
+                try made.connect()
+            }
+            guard let connection = state.connection else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
+            let rate = configuration.serverResamples ? requested.sampleRate : try deviceRate(connection) ?? requested.sampleRate
+            state.format = .float32(sampleRate: rate, channels: requested.channelsPerFrame)
+            try connection.withLock { try createStream(&state, connection, target: target) }
+            return state.format
         }
-        guard let connection else { throw AudioQueueError(.cannotStart, "not connected to PulseAudio") }
-        let rate = configuration.serverResamples ? requested.sampleRate : try deviceRate(connection) ?? requested.sampleRate
-        format = .float32(sampleRate: rate, channels: requested.channelsPerFrame)
-        failureReported.store(false, ordering: .relaxed)
-        try connection.withLock {
-            self.target = target
-            try createStream(connection)
-        }
-        return format
     }
 
     public func start() throws {
-        try withLock {
-            guard let stream else { throw AudioQueueError(.cannotStart, "the PulseAudio record stream is not open") }
-            releaseOperation(pa_stream_cork(stream, 0, nil, nil))
+        try state.withLock { state in
+            guard let connection = state.connection, let stream = state.stream else {
+                throw AudioQueueError(.cannotStart, "the PulseAudio record stream is not open")
+            }
+            try connection.withLock { releaseOperation(pa_stream_cork(stream, 0, nil, nil)) }
         }
     }
 
     public func pause() {
-        // Under the lock: when this returns, the read callback (which runs with it held) is not running.
-        try? withLock {
-            if let stream { releaseOperation(pa_stream_cork(stream, 1, nil, nil)) }
+        // Under the main loop's lock: when this returns, the read callback (which runs with it held) is not running.
+        state.withLock { state in
+            guard let connection = state.connection, let stream = state.stream else { return }
+            try? connection.withLock { releaseOperation(pa_stream_cork(stream, 1, nil, nil)) }
         }
     }
 
     public func close() {
-        try? withLock {
-            streamReady = false
-            if let stream {
+        state.withLock { close(&$0) }
+    }
+
+    /// Frames captured by the device and not yet delivered.
+    public var latencyFrames: Int {
+        state.withLock { state in state.connection?.latencyFrames(of: state.stream, rate: state.format.sampleRate) ?? 0 }
+    }
+
+    // MARK: stream
+
+    /// Disconnects the stream and lets its context go once its callbacks are cleared.
+    private func close(_ state: inout State) {
+        if let connection = state.connection, let stream = state.stream {
+            try? connection.withLock {
+                state.context?.takeUnretainedValue().streamReady.store(false, ordering: .relaxed)
                 pa_stream_set_read_callback(stream, nil, nil)
                 pa_stream_set_state_callback(stream, nil, nil)
                 pa_stream_disconnect(stream)
                 pa_stream_unref(stream)
             }
-            stream = nil
-            target = nil
         }
-    }
-
-    /// Frames captured by the device and not yet delivered.
-    public var latencyFrames: Int { connection?.latencyFrames(of: stream, rate: format.sampleRate) ?? 0 }
-
-    // MARK: stream
-
-    private func withLock<R>(_ body: () throws -> R) throws -> R {
-        guard let connection else { throw AudioQueueError(.sinkError, "the PulseAudio connection is closed") }
-        return try connection.withLock(body)
+        state.stream = nil
+        state.context?.release()
+        state.context = nil
+        current.withLock { $0 = nil }
     }
 
     /// The sample rate of the source device (under no lock).
@@ -144,39 +171,71 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
         }
     }
 
-    /// Makes and connects the record stream (lock held).
-    private func createStream(_ connection: PulseConnection) throws {
-        if let stream { pa_stream_disconnect(stream); pa_stream_unref(stream) }
-        stream = nil
+    /// Makes and connects the record stream (main loop's lock held).
+    private func createStream(_ state: inout State, _ connection: PulseConnection, target: AudioCaptureTarget) throws {
+        if let stream = state.stream {
+            pa_stream_set_read_callback(stream, nil, nil)
+            pa_stream_set_state_callback(stream, nil, nil)
+            pa_stream_disconnect(stream)
+            pa_stream_unref(stream)
+        }
+        state.stream = nil
+        state.context?.release()
+        state.context = nil
+        let format = state.format
+        let place = configuration.device ?? "the default source"
         let made = try connection.makeStream(name: configuration.streamName, role: nil, format: format,
                                              channelMap: PulseAudioSink.channelMap(.default(channels: format.channelsPerFrame)),
                                              kind: "record stream")
-        stream = made
-        let me = Unmanaged.passUnretained(self).toOpaque()
+        let context = RecordContext(connection: connection, stream: made, target: target, frameBytes: format.bytesPerFrame, place: place)
+        let retained = Unmanaged.passRetained(context)
+        state.stream = made
+        state.context = retained
+        current.withLock { $0 = context }
         pa_stream_set_state_callback(made, { stream, userdata in
             guard let userdata else { return }
-            Unmanaged<PulseAudioSource>.fromOpaque(userdata).takeUnretainedValue().streamStateChanged(stream)
-        }, me)
+            Unmanaged<RecordContext>.fromOpaque(userdata).takeUnretainedValue().stateChanged(stream)
+        }, retained.toOpaque())
         pa_stream_set_read_callback(made, { stream, _, userdata in
             guard let userdata, let stream else { return }
-            Unmanaged<PulseAudioSource>.fromOpaque(userdata).takeUnretainedValue().read(stream)
-        }, me)
+            Unmanaged<RecordContext>.fromOpaque(userdata).takeUnretainedValue().read(stream)
+        }, retained.toOpaque())
         var attributes = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max,
                                         fragsize: latencyBytes(configuration.targetLatency, format: format))
         let flags = pa_stream_flags_t(rawValue: PA_STREAM_START_CORKED.rawValue | PA_STREAM_ADJUST_LATENCY.rawValue
                                       | PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue
                                       | (configuration.device == nil ? 0 : PA_STREAM_DONT_MOVE.rawValue))
         guard pa_stream_connect_record(made, configuration.device, &attributes, flags) >= 0 else {
-            throw AudioQueueError(.cannotStart, "PulseAudio could not record from \(configuration.device ?? "the default source"): \(connection.lastError)")
+            throw AudioQueueError(.cannotStart, "PulseAudio could not record from \(place): \(connection.lastError)")
         }
-        try connection.waitUntilReady(made, failure: "the PulseAudio record stream on \(configuration.device ?? "the default source") failed")
-        streamReady = true
+        try connection.waitUntilReady(made, failure: "the PulseAudio record stream on \(place) failed")
+        context.streamReady.store(true, ordering: .relaxed)
+    }
+}
+
+/// What the main loop's callbacks of one record stream reach: immutable but for two flags.
+final class RecordContext: Sendable {
+    let connection: PulseConnection
+    /// The stream's address, to tell its state changes from others'.
+    private let streamAddress: UInt
+    let target: AudioCaptureTarget
+    let frameBytes: Int
+    /// Where it records, for messages.
+    let place: String
+    /// Connected and not yet closed (a state change after this is the device going away).
+    let streamReady = Atomic<Bool>(false)
+    private let failureReported = Atomic<Bool>(false)
+
+    init(connection: PulseConnection, stream: OpaquePointer, target: AudioCaptureTarget, frameBytes: Int, place: String) {
+        self.connection = connection
+        streamAddress = UInt(bitPattern: stream)
+        self.target = target
+        self.frameBytes = frameBytes
+        self.place = place
     }
 
-    /// The server has data (main loop's thread, lock held): hand it to the queue. Nothing allocates.
-    private func read(_ stream: OpaquePointer) {
-        guard let target else { return }
-        let frameBytes = format.bytesPerFrame
+    /// The server has data (main loop's thread, its lock held): hand it to the queue. Nothing allocates.
+    func read(_ stream: OpaquePointer) {
         while pa_stream_readable_size(stream) > 0 {
             var data: UnsafeRawPointer?
             var bytes = 0
@@ -191,20 +250,18 @@ public final class PulseAudioSource: AudioSource, @unchecked Sendable {
         }
     }
 
-    private func streamStateChanged(_ changed: OpaquePointer?) {
-        guard connection?.streamEnded(changed, ours: stream, wasReady: streamReady) == true else { return }
-        streamReady = false
-        reportFailure("the PulseAudio record stream on \(configuration.device ?? "the default source") ended: \(connection?.lastError ?? "") (was the device removed?)")
+    /// A state change of a stream (main loop's thread): a ready stream that ended is a failure.
+    func stateChanged(_ changed: OpaquePointer?) {
+        guard connection.streamEnded(changed, ours: OpaquePointer(bitPattern: streamAddress),
+                                     wasReady: streamReady.load(ordering: .relaxed)) else { return }
+        streamReady.store(false, ordering: .relaxed)
+        failed("the PulseAudio record stream on \(place) ended: \(connection.lastError) (was the device removed?)")
     }
 
-    private func reportFailure(_ message: String) {
-        guard let target, !failureReported.exchange(true, ordering: .relaxed) else { return }
+    /// Reports a failure to the queue once, off the main loop's thread.
+    func failed(_ message: String) {
+        guard !failureReported.exchange(true, ordering: .relaxed) else { return }
+        let target = self.target
         DispatchQueue.global().async { target.reportError(AudioQueueError(.sinkError, message)) }
-    }
-
-    private func teardown() {
-        close()
-        connection?.disconnect()
-        connection = nil
     }
 }
