@@ -54,8 +54,13 @@ public typealias AVAudioConverterInputBlock = (AVAudioPacketCount, UnsafeMutable
 ///
 /// Compressed input is decoded by the library's decoder for its format (the converter's
 /// ``magicCookie``, else the input format's, configures it); as Apple's, nothing is trimmed:
-/// an encoder's priming frames come out first. Encoding into a compressed format is not built
-/// yet: the initialiser returns nil for a compressed output format.
+/// an encoder's priming frames come out first.
+///
+/// PCM is encoded into a compressed output format by the library's encoder for it (AAC, ALAC,
+/// FLAC, Opus …) in ``convert(to:error:withInputFrom:)`` with an ``AVAudioCompressedBuffer``:
+/// set ``bitRate`` first, size the buffer with ``maximumOutputPacketSize``, and hand the
+/// decoder at the other end ``magicCookie``; ``primeInfo`` says how many priming frames the
+/// encoder put first.
 open class AVAudioConverter: NSObject {
     /// The format of the buffers converted from.
     public let inputFormat: AVAudioFormat
@@ -74,8 +79,29 @@ open class AVAudioConverter: NSObject {
         didSet { converter = nil }
     }
 
-    /// What a compressed input's decoder needs (nil: the input format's `magicCookie`).
+    /// What a compressed input's decoder needs (nil: the input format's `magicCookie`); when
+    /// encoding, what the encoder made for the decoder at the other end (once it exists: after
+    /// ``maximumOutputPacketSize`` is read or the first conversion).
     open var magicCookie: Data?
+
+    /// The encoder's bit rate in bits per second, for a compressed output (0: the encoder's
+    /// default, as ``AVAudioFile`` uses: 128 kb/s AAC, 96 kb/s Opus). Set it before the first conversion.
+    open var bitRate: Int = 0 {
+        didSet { if !encodingStarted { encoder = nil } }
+    }
+
+    /// The largest packet the encoder makes, in bytes: the `maximumPacketSize` of the
+    /// ``AVAudioCompressedBuffer`` to convert into (0 when the output is PCM).
+    open var maximumOutputPacketSize: Int {
+        guard isEncoding else { return 0 }
+        return (try? makeEncoder())?.maximumPacketSize ?? 0
+    }
+
+    /// Compressed output: the library's encoder (made when first needed, with ``bitRate``), the
+    /// packets it made and not yet handed out.
+    private var encoder: AudioEncodingConverter?
+    private var encodingStarted = false
+    private let encoded = EncodedPackets()
 
     private var converter: BufferQueue.AudioConverter?
     private let decoded: DecodedAudio
@@ -90,11 +116,18 @@ open class AVAudioConverter: NSObject {
     /// A converter between two PCM formats; nil when either is not linear PCM of a common format.
     /// A converter from PCM or a decodable compressed format to PCM; nil when the output is not
     /// linear PCM of a common format, or no decoder is registered for the input's format.
+    /// A converter from PCM to a compressed format whose encoder is registered; nil otherwise.
     public init?(from fromFormat: AVAudioFormat, to toFormat: AVAudioFormat) {
-        guard toFormat.commonFormat != .otherFormat else { return nil }
-        // The decoders and the resampler, as AVAudioFile has them: Apple's code registers nothing.
+        // The decoders, encoders and the resampler, as AVAudioFile has them: Apple's code registers nothing.
         _ = codecsRegistered
         let compressed = fromFormat.streamDescription.pointee.mFormatID != kAudioFormatLinearPCM
+        let encoding = toFormat.streamDescription.pointee.mFormatID != kAudioFormatLinearPCM
+        if encoding {
+            guard !compressed, fromFormat.commonFormat != .otherFormat,
+                  AudioEncoderRegistry.shared.factory(for: toFormat.streamDescription.pointee.library.formatID) != nil else { return nil }
+        } else if toFormat.commonFormat == .otherFormat {
+            return nil
+        }
         if compressed {
             guard AudioDecoderRegistry.shared.factory(for: fromFormat.streamDescription.pointee.library.formatID) != nil else { return nil }
         } else if fromFormat.commonFormat == .otherFormat {
@@ -104,11 +137,13 @@ open class AVAudioConverter: NSObject {
         outputFormat = toFormat
         decoded = DecodedAudio(format: .float32(sampleRate: toFormat.sampleRate, channels: Int(toFormat.channelCount)))
         super.init()
-        if !compressed { guard (try? makeConverter(rate: fromFormat.sampleRate, channels: Int(fromFormat.channelCount))) != nil else { return nil } }
+        if !compressed && !encoding { guard (try? makeConverter(rate: fromFormat.sampleRate, channels: Int(fromFormat.channelCount))) != nil else { return nil } }
     }
 
     /// Forgets what is held (a new stream begins: after an end of stream, or a seek).
     open func reset() {
+        encoder?.reset()
+        encoded.removeAll()
         converter?.reset()
         decoder?.reset()
         decodedInput?.removeAll()
@@ -151,8 +186,9 @@ open class AVAudioConverter: NSObject {
     open func convert(to outputBuffer: AVAudioBuffer, error outError: NSErrorPointer,
                       withInputFrom inputBlock: AVAudioConverterInputBlock) -> AVAudioConverterOutputStatus {
         do {
+            if isEncoding { return try encode(to: outputBuffer, withInputFrom: inputBlock) }
             guard let output = outputBuffer as? AVAudioPCMBuffer else {
-                throw statusError(kAudio_ParamError, "the output buffer is not a PCM buffer (compressed output is not built yet)")
+                throw statusError(kAudio_ParamError, "the output buffer is not a PCM buffer: the output format is linear PCM")
             }
             try check(output, is: outputFormat, "output")
             let capacity = Int(output.frameCapacity)
@@ -186,6 +222,92 @@ open class AVAudioConverter: NSObject {
             outError?.pointee = error as NSError
             return .error
         }
+    }
+
+    // MARK: encoding
+
+    private var isEncoding: Bool { outputFormat.streamDescription.pointee.mFormatID != kAudioFormatLinearPCM }
+
+    /// The library's encoder from interleaved float32 of the input's rate and channels.
+    private func makeEncoder() throws -> AudioEncodingConverter {
+        if let encoder { return encoder }
+        let made = try AudioEncodingConverter(from: .float32(sampleRate: inputFormat.sampleRate, channels: Int(inputFormat.channelCount)),
+                                              to: outputFormat.streamDescription.pointee.library,
+                                              settings: AudioEncoderSettings(bitRate: bitRate > 0 ? bitRate : nil), quality: quality())
+        encoder = made
+        magicCookie = made.magicCookie.map { Data($0) }
+        primeInfo = AVAudioConverterPrimeInfo(leadingFrames: AVAudioFrameCount(clamping: made.primingFrames), trailingFrames: 0)
+        return made
+    }
+
+    /// ``convert(to:error:withInputFrom:)`` into a compressed buffer: pulls PCM until the
+    /// buffer's packets are made (or the input ran dry or ended), and hands them out.
+    private func encode(to outputBuffer: AVAudioBuffer, withInputFrom inputBlock: AVAudioConverterInputBlock) throws -> AVAudioConverterOutputStatus {
+        guard let output = outputBuffer as? AVAudioCompressedBuffer,
+              output.format.streamDescription.pointee.mFormatID == outputFormat.streamDescription.pointee.mFormatID else {
+            throw statusError(kAudio_ParamError, "the output buffer is not a compressed buffer of the converter's \(outputFormat)")
+        }
+        let encoder = try makeEncoder()
+        encodingStarted = true
+        let capacity = Int(output.packetCapacity)
+        let framesPerPacket = max(encoder.outputFormat.framesPerPacket, 1)
+        var ranDry = false
+        while encoded.count < capacity && !inputEnded {
+            var status = AVAudioConverterInputStatus.haveData
+            let buffer = inputBlock(AVAudioPacketCount(clamping: max(capacity - encoded.count, 1) * framesPerPacket), &status)
+            switch status {
+            case .haveData:
+                guard let input = buffer as? AVAudioPCMBuffer else {
+                    throw statusError(kAudio_ParamError, "the input block said it had data and returned no PCM buffer")
+                }
+                try check(input, is: inputFormat, "input")
+                let frames = Int(input.frameLength), channels = Int(inputFormat.channelCount)
+                guard frames > 0 else { break }
+                if scratch.count < frames * channels { scratch = [Float](repeating: 0, count: frames * channels) }
+                try scratch.withUnsafeMutableBufferPointer { samples in
+                    guard let base = samples.baseAddress else { return }
+                    input.interleavedFloats(into: base, from: 0, count: frames)
+                    try encoder.convert(floats: UnsafeBufferPointer(rebasing: samples[0..<(frames * channels)]), into: encoded)
+                }
+            case .noDataNow:
+                ranDry = true
+            case .endOfStream:
+                try encoder.finish(into: encoded)
+                inputEnded = true
+            }
+            if ranDry { break }
+        }
+        let delivered = try deliver(into: output, upTo: capacity)
+        if ranDry { return .inputRanDry }
+        return delivered > 0 || !inputEnded ? .haveData : .endOfStream
+    }
+
+    /// Moves up to `packets` encoded packets into `output` (as many as its bytes hold), with
+    /// their descriptions; returns how many.
+    private func deliver(into output: AVAudioCompressedBuffer, upTo packets: Int) throws -> Int {
+        let constantFrames = Int(outputFormat.streamDescription.pointee.mFramesPerPacket)
+        var count = 0, bytes = 0
+        while count < packets && count < encoded.count {
+            let packet = encoded.packets[count]
+            guard bytes + packet.byteCount <= Int(output.byteCapacity) else {
+                if count == 0 {
+                    throw statusError(kAudio_ParamError, "the output buffer holds \(output.byteCapacity) bytes and the next packet has \(packet.byteCount): "
+                        + "size it with maximumOutputPacketSize (\(maximumOutputPacketSize))")
+                }
+                break
+            }
+            let source = encoded.bytes(of: count)
+            if let base = source.baseAddress { (output.data + bytes).copyMemory(from: base, byteCount: packet.byteCount) }
+            output.packetDescriptions?[count] = AudioStreamPacketDescription(
+                mStartOffset: Int64(bytes), mVariableFramesInPacket: packet.frames == constantFrames ? 0 : UInt32(clamping: packet.frames),
+                mDataByteSize: UInt32(clamping: packet.byteCount))
+            bytes += packet.byteCount
+            count += 1
+        }
+        encoded.removeFirst(count)
+        output.packetCount = AVAudioPacketCount(count)
+        output.byteLength = UInt32(bytes)
+        return count
     }
 
     // MARK: helpers
