@@ -298,6 +298,8 @@ let package = Package(
         // A program written against Apple's AVFAudio only, built as a Mac would build it (Swift 5 mode).
         .executableTarget(name: "avlevels", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avlevels",
                           swiftSettings: [.swiftLanguageMode(.v5)]),
+        // AVAudioPlayers with a delegate, against Apple's API only, in Swift 6 mode.
+        .executableTarget(name: "avplayer", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avplayer"),
     ] + [
         .executableTarget(
             name: "playpcm",
