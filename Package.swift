@@ -300,6 +300,8 @@ let package = Package(
                           swiftSettings: [.swiftLanguageMode(.v5)]),
         // AVAudioPlayers with a delegate, against Apple's API only, in Swift 6 mode.
         .executableTarget(name: "avplayer", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avplayer"),
+        // An AVAudioRecorder with a delegate, against Apple's API only, in Swift 6 mode.
+        .executableTarget(name: "avrecorder", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avrecorder"),
     ] + [
         .executableTarget(
             name: "playpcm",

@@ -201,7 +201,7 @@ open class AVAudioFile: NSObject {
     // MARK: helpers
 
     /// The codec the settings ask for.
-    private static func encoding(_ settings: [String: Any]) -> AudioFileEncoding {
+    static func encoding(_ settings: [String: Any]) -> AudioFileEncoding {
         let id = AVAudioFormat.number(settings[AVFormatIDKey]).map { BufferQueue.AudioFormatID(rawValue: UInt32(truncatingIfNeeded: Int64($0))) }
         let depth = AVAudioFormat.number(settings[AVEncoderBitDepthHintKey]) ?? AVAudioFormat.number(settings[AVLinearPCMBitDepthKey])
         let bitRate = AVAudioFormat.number(settings[AVEncoderBitRateKey]).map { Int($0) }

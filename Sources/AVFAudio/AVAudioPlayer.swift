@@ -43,7 +43,7 @@ public final class AVAudioPlayer: NSObject, Sendable {
         return AVAudioFormat(streamDescription: &description) ?? Self.fallbackFormat
     }
     private let streamDescription: AudioStreamBasicDescription
-    private static var fallbackFormat: AVAudioFormat {
+    static var fallbackFormat: AVAudioFormat {
         // A literal format (two channels at 44.1 kHz), which always exists.
         AVAudioFormat(standardFormatWithSampleRate: 44_100, channels: 2)!
     }
@@ -382,7 +382,7 @@ public final class AVAudioPlayer: NSObject, Sendable {
         }
     }
 
-    private static func decibels(_ level: Float) -> Float {
+    static func decibels(_ level: Float) -> Float {
         level > 0 ? max(20 * log10(level), -160) : -160
     }
 }

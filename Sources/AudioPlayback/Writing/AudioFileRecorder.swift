@@ -38,7 +38,15 @@ public final class AudioFileRecorder: Sendable {
     /// The file's path.
     public let path: String
     private let state: Guarded
-    private let events: AsyncStream<AudioInputQueueEvent>
+    /// What ``finished()`` waits on: the queue's running changes, overruns and errors, and a stop
+    /// while paused (the queue reports none: it was not running).
+    private let ends: AsyncStream<End>
+    private let endsInput: AsyncStream<End>.Continuation
+
+    private enum End: Sendable {
+        case queue(AudioInputQueueEvent)
+        case stoppedWhilePaused
+    }
 
     /// The state shared by the callback queue and ``finished()``, behind a lock.
     private final class Guarded: Sendable {
@@ -53,6 +61,9 @@ public final class AudioFileRecorder: Sendable {
         var queueFailure: AudioQueueError?
         var framesLost = 0
         var started = false
+        /// Paused by ``pause()``: the queue's report that it stopped running is no end.
+        var paused = false
+        var stopRequested = false
         var result: Result<Recording, any Error>?
     }
 
@@ -78,9 +89,18 @@ public final class AudioFileRecorder: Sendable {
         let state = Guarded()
         self.state = state
         self.path = path
-        queue = try AudioInputQueue(format: format, configuration: .init(source: source, resamplerRegistry: resamplers,
-                                                                          encoderSettings: encoding.settings, encoderRegistry: encoders,
-                                                                          frameLimit: frameLimit)) { queue, buffer, frames in
+        let (ends, endsInput) = AsyncStream.makeStream(of: End.self)
+        self.ends = ends
+        self.endsInput = endsInput
+        let configuration = AudioInputQueue.Configuration(
+            source: source, resamplerRegistry: resamplers, encoderSettings: encoding.settings, encoderRegistry: encoders,
+            frameLimit: frameLimit, eventHandler: { event in
+                switch event {
+                case .runningChanged, .overrun, .error: endsInput.yield(.queue(event))
+                case .bufferFilled, .bufferReturned: break
+                }
+            })
+        queue = try AudioInputQueue(format: format, configuration: configuration) { queue, buffer, frames in
             // On the queue's callback queue: the packets go into the file, the buffer back to the queue.
             let written = state.withLock { state -> Bool in
                 guard let writer = state.writer, state.writeFailure == nil else { return false }
@@ -96,7 +116,6 @@ public final class AudioFileRecorder: Sendable {
             }
             if written { try? queue.enqueue(buffer) } else { try? queue.stop(immediately: true) }
         }
-        events = queue.events()
         let recorded = queue.streamDescription
         let (cookie, priming, largest) = (queue.magicCookie, queue.encodingTotals?.primingFrames ?? 0, queue.maximumPacketSize)
         try state.withLock { state in
@@ -116,9 +135,26 @@ public final class AudioFileRecorder: Sendable {
         state.withLock { $0.started = true }
     }
 
+    /// Pauses capturing; ``resume()`` goes on in the same file (the pause is not in it).
+    public func pause() throws {
+        state.withLock { $0.paused = true }
+        try queue.pause()
+    }
+
+    /// Goes on capturing after ``pause()``.
+    public func resume() throws {
+        state.withLock { $0.paused = false }
+        try queue.start()
+    }
+
     /// Stops capturing now; what was captured goes into the file. ``finished()`` closes it.
     public func stop() {
+        let paused = state.withLock { state -> Bool in
+            state.stopRequested = true
+            return state.paused
+        }
         try? queue.stop(immediately: true)
+        if paused { endsInput.yield(.stoppedWhilePaused) }
     }
 
     /// Waits until the queue has stopped (``stop()``, the frame limit, the source's end or a
@@ -132,13 +168,16 @@ public final class AudioFileRecorder: Sendable {
         let (done, started) = state.withLock { ($0.result, $0.started) }
         if let done { return try done.get() }
         if started {
-            for await event in events {
-                switch event {
-                case .overrun(let lost, _): state.withLock { $0.framesLost += lost }
-                case .error(let error): state.withLock { if $0.queueFailure == nil { $0.queueFailure = error } }
+            waiting: for await end in ends {
+                switch end {
+                case .queue(.overrun(let lost, _)): state.withLock { $0.framesLost += lost }
+                case .queue(.error(let error)): state.withLock { if $0.queueFailure == nil { $0.queueFailure = error } }
+                case .queue(.runningChanged(false)):
+                    // A pause is no end, unless a stop came with it.
+                    if state.withLock({ !$0.paused || $0.stopRequested }) { break waiting }
+                case .stoppedWhilePaused: break waiting
                 default: break
                 }
-                if case .runningChanged(false) = event { break }
             }
         }
         // Stopped: no input callback runs after the disposal returns.

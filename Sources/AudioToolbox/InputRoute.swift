@@ -1,0 +1,8 @@
+package import BufferQueue
+
+/// The input AudioToolbox's recording queues record from (`AQ_INPUT`; unset: PipeWire or
+/// PulseAudio when one answers, else the null device's silence), for AVFAudio's recorder.
+package enum InputRoute {
+    /// A source of that input; nil for the null device (a real-time source of silence then).
+    package static func makeSource() -> (any AudioSource)? { Device.input.makeSource() }
+}
