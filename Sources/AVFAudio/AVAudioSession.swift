@@ -21,14 +21,19 @@ public final class AVAudioSession: NSObject, Sendable {
         var preferredIOBufferDuration = 0.0
         /// The device the output plays to, asked when first needed and again on activation and on a move.
         var device: AudioDeviceInfo??
+        /// The input's server's sources (the default marked), asked when first needed and again on activation.
+        var inputs: [AudioDeviceInfo]?
+        var preferredInput: AVAudioSessionPortDescription?
     }
 
     private let state = Lock(State())
     private let output: @Sendable () -> AudioOutputDevice
     private let lookUp: @Sendable (AudioOutputDevice) -> AudioDeviceInfo?
+    private let input: @Sendable () -> AudioOutputDevice
+    private let lookUpInputs: @Sendable (AudioOutputDevice) -> [AudioDeviceInfo]
 
     private static let shared: AVAudioSession = {
-        let session = AVAudioSession(output: { OutputRoute.output })
+        let session = AVAudioSession(output: { OutputRoute.output }, input: { InputRoute.input })
         OutputRoute.observe { _ in session.outputMoved() }
         return session
     }()
@@ -36,13 +41,34 @@ public final class AVAudioSession: NSObject, Sendable {
     /// The session, one per process.
     public class func sharedInstance() -> AVAudioSession { shared }
 
-    /// A session describing `output` (the shared one describes AudioToolbox's output), whose
-    /// devices `lookUp` asks the server for.
+    /// A session describing `output` and `input` (the shared one describes AudioToolbox's),
+    /// whose devices `lookUp` and `lookUpInputs` ask the servers for.
     init(output: @escaping @Sendable () -> AudioOutputDevice,
-         lookUp: @escaping @Sendable (AudioOutputDevice) -> AudioDeviceInfo? = { $0.playbackDevice() }) {
+         lookUp: @escaping @Sendable (AudioOutputDevice) -> AudioDeviceInfo? = { $0.playbackDevice() },
+         input: @escaping @Sendable () -> AudioOutputDevice = { .null(unpaced: false) },
+         lookUpInputs: @escaping @Sendable (AudioOutputDevice) -> [AudioDeviceInfo] = { $0.recordingDevices() }) {
         self.output = output
         self.lookUp = lookUp
+        self.input = input
+        self.lookUpInputs = lookUpInputs
         super.init()
+    }
+
+    /// The input's server's sources, asking it when not known yet.
+    private var inputDevices: [AudioDeviceInfo] {
+        if let known = state.withLock({ $0.inputs }) { return known }
+        let asked = lookUpInputs(input())
+        state.withLock { $0.inputs = asked }
+        return asked
+    }
+
+    /// The device a recording takes now: the one the input names, else the default source.
+    private var inputDevice: AudioDeviceInfo? {
+        let devices = inputDevices
+        switch input() {
+        case .pipeWire(let target?), .pulseAudio(let target?): return devices.first { $0.name == target }
+        default: return devices.first { $0.isDefault } ?? devices.first
+        }
     }
 
     /// The device the output plays to, asking its server when not known yet.
@@ -101,7 +127,10 @@ public final class AVAudioSession: NSObject, Sendable {
     public func setActive(_ active: Bool, options: SetActiveOptions = []) throws {
         state.withLock {
             $0.active = active
-            if active { $0.device = nil }
+            if active {
+                $0.device = nil
+                $0.inputs = nil
+            }
         }
     }
 
@@ -153,11 +182,31 @@ public final class AVAudioSession: NSObject, Sendable {
         return 2
     }
 
-    /// Channels an input gives: 2 (the sources record what they are asked).
-    public var inputNumberOfChannels: Int { 2 }
+    /// The input device's channels (2 when it does not say, or there is none).
+    public var inputNumberOfChannels: Int {
+        if let channels = inputDevice?.channels, channels > 0 { return channels }
+        return 2
+    }
 
-    /// Whether audio input can be recorded: true (a sound server always has a source).
-    public var isInputAvailable: Bool { true }
+    /// Whether audio input can be recorded: the input's server has a source (the null input,
+    /// and ALSA, have none: a recorder then records silence).
+    public var isInputAvailable: Bool { !inputDevices.isEmpty }
+
+    /// The inputs a recording could take: the input's server's sources (a PulseAudio server's
+    /// monitors too); nil when there are none, as Apple's says.
+    public var availableInputs: [AVAudioSessionPortDescription]? {
+        let devices = inputDevices
+        return devices.isEmpty ? nil : devices.map { AVAudioSessionPortDescription($0, input: true) }
+    }
+
+    /// The input asked for with ``setPreferredInput(_:)`` (read back; recordings take the input
+    /// `AQ_INPUT` names).
+    public var preferredInput: AVAudioSessionPortDescription? { state.withLock { $0.preferredInput } }
+
+    /// Asks for an input (one of ``availableInputs``, or nil for the default); it reads back.
+    public func setPreferredInput(_ inPort: AVAudioSessionPortDescription?) throws {
+        state.withLock { $0.preferredInput = inPort }
+    }
 
     /// Whether another application plays: false (no session on a desktop knows of them).
     public var isOtherAudioPlaying: Bool { false }
@@ -173,10 +222,11 @@ public final class AVAudioSession: NSObject, Sendable {
         response(true)
     }
 
-    /// Where audio goes now: the output's device (none for the null output); inputs are not listed.
+    /// Where audio goes and comes from now: the output's device and the input's (none for the
+    /// null device).
     public var currentRoute: AVAudioSessionRouteDescription {
-        guard let device else { return AVAudioSessionRouteDescription(inputs: [], outputs: []) }
-        return AVAudioSessionRouteDescription(inputs: [], outputs: [AVAudioSessionPortDescription(device)])
+        AVAudioSessionRouteDescription(inputs: inputDevice.map { [AVAudioSessionPortDescription($0, input: true)] } ?? [],
+                                       outputs: device.map { [AVAudioSessionPortDescription($0)] } ?? [])
     }
 }
 
@@ -313,6 +363,10 @@ extension AVAudioSession {
         public static let builtInMic = Port(rawValue: "MicrophoneBuiltIn")
         /// A line input.
         public static let lineIn = Port(rawValue: "LineIn")
+        /// A headset's microphone.
+        public static let headsetMic = Port(rawValue: "HeadsetInOut")
+        /// A Bluetooth hands-free device (input and output).
+        public static let bluetoothHFP = Port(rawValue: "BluetoothHFP")
     }
 
     /// Posted when the route changes, with ``AVAudioSessionRouteChangeReasonKey`` and
@@ -329,18 +383,24 @@ public let AVAudioSessionRouteChangePreviousRouteKey = "AVAudioSessionRouteChang
 
 /// One input or output of a route: a sound server's device.
 public final class AVAudioSessionPortDescription: NSObject, Sendable {
-    /// The kind of port, from the device's name (HDMI, USB, Bluetooth, headphones; else a line output).
+    /// The kind of port, from the device's name: for an output HDMI, USB, Bluetooth, headphones,
+    /// else a line output; for an input USB, Bluetooth, a microphone, a headset, else a line input.
     public let portType: AVAudioSession.Port
     /// The device's description, as the sound server shows it.
     public let portName: String
     /// The device's name on its server (what a sink is pinned to).
     public let uid: String
 
-    init(_ device: AudioDeviceInfo) {
+    init(_ device: AudioDeviceInfo, input: Bool = false) {
         let name = device.name.lowercased() + " " + device.description.lowercased()
-        portType = name.contains("hdmi") ? .HDMI : name.contains("usb") ? .usbAudio
-            : name.contains("bluez") || name.contains("bluetooth") ? .bluetoothA2DP
-            : name.contains("headphone") ? .headphones : .lineOut
+        if input {
+            portType = name.contains("usb") ? .usbAudio : name.contains("bluez") || name.contains("bluetooth") ? .bluetoothHFP
+                : name.contains("headset") ? .headsetMic : name.contains("mic") ? .builtInMic : .lineIn
+        } else {
+            portType = name.contains("hdmi") ? .HDMI : name.contains("usb") ? .usbAudio
+                : name.contains("bluez") || name.contains("bluetooth") ? .bluetoothA2DP
+                : name.contains("headphone") ? .headphones : .lineOut
+        }
         portName = device.description
         uid = device.name
         super.init()

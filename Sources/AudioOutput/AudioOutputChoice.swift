@@ -142,6 +142,34 @@ extension AudioOutputDevice {
         }
     }
 
+    /// The devices this output's server records from (its sources; a PulseAudio server's sinks'
+    /// monitors too), with the default marked; none for ALSA (recording from ALSA is not done
+    /// here) and the null device.
+    /// - Parameters:
+    ///   - pipeWireRemote: the PipeWire server to ask (nil: the default, `PIPEWIRE_REMOTE`).
+    ///   - pulseServer: the PulseAudio server to ask (nil: the default, `PULSE_SERVER`).
+    public func recordingDevices(pipeWireRemote: String? = nil, pulseServer: String? = nil) -> [AudioDeviceInfo] {
+        switch self {
+        case .pipeWire: return (try? PipeWireSource.devices(remote: pipeWireRemote)) ?? []
+        case .pulseAudio: return (try? PulseAudioSource.devices(server: pulseServer)) ?? []
+        case .alsa, .null: return []
+        }
+    }
+
+    /// The device a recording from this input takes: the one it names (its `sink` or `target`
+    /// is then a source's name), else the server's default source; nil when there is none.
+    public func recordingDevice(pipeWireRemote: String? = nil, pulseServer: String? = nil) -> AudioDeviceInfo? {
+        let devices = recordingDevices(pipeWireRemote: pipeWireRemote, pulseServer: pulseServer)
+        let named: String?
+        switch self {
+        case .pipeWire(let target): named = target
+        case .pulseAudio(let source): named = source
+        case .alsa, .null: return nil
+        }
+        if let named { return devices.first { $0.name == named } }
+        return devices.first { $0.isDefault } ?? devices.first
+    }
+
     /// The same output pinned to the device named `name` (the null sink stays itself).
     public func pinned(to name: String) -> AudioOutputDevice {
         switch self {

@@ -25,6 +25,8 @@ import TestSupport
         #expect(session.ioBufferDuration == 0.005)
         // The null output has no device: the preferred rate, no route, no latency.
         #expect(session.sampleRate == 44100 && session.currentRoute.outputs.isEmpty && session.outputLatency == 0)
+        // And no input: nothing to record from, no route in.
+        #expect(!session.isInputAvailable && session.availableInputs == nil && session.currentRoute.inputs.isEmpty)
         #expect(session.recordPermission == .granted)
         var granted = false
         session.requestRecordPermission { granted = $0 }
@@ -79,6 +81,32 @@ import TestSupport
         let goneReason = (gone.first?.userInfo?[AVAudioSessionRouteChangeReasonKey] as? NSNumber)?.uintValue
         #expect(goneReason == AVAudioSession.RouteChangeReason.oldDeviceUnavailable.rawValue)
         #expect(session.currentRoute.outputs.map(\.uid) == ["out"])
+        await server.kill()
+    }
+
+    /// The route's input is the server's default source (or the one the input names), among the
+    /// available inputs, which list every source of the server; a preferred input reads back.
+    @Test(.enabled(if: !PrivateServer.missing, "PulseAudio is missing (make deps installs it)"))
+    func theInputIsTheServersDefaultSource() async throws {
+        let server = try await PrivateServer.start(rate: 44100, channels: 2)
+        let address = server.address
+        let module = try await server.addSink("second")
+        let source = try await server.pactl(["get-default-source"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let session = AVAudioSession(output: { .pulseAudio(sink: nil) }, lookUp: { $0.playbackDevice(pulseServer: address) },
+                                     input: { .pulseAudio(sink: nil) }, lookUpInputs: { $0.recordingDevices(pulseServer: address) })
+        #expect(session.isInputAvailable)
+        let available = try #require(session.availableInputs).map(\.uid)
+        #expect(available.contains("out.monitor") && available.contains("second.monitor"), "\(available)")
+        #expect(session.currentRoute.inputs.map(\.uid) == [source])
+        #expect(session.currentRoute.inputs.first?.portType == .lineIn)
+        #expect(session.inputNumberOfChannels == 2)
+        let named = AVAudioSession(output: { .null(unpaced: false) }, input: { .pulseAudio(sink: "second.monitor") },
+                                   lookUpInputs: { $0.recordingDevices(pulseServer: address) })
+        #expect(named.currentRoute.inputs.map(\.uid) == ["second.monitor"])
+        let second = try #require(session.availableInputs?.first { $0.uid == "second.monitor" })
+        try session.setPreferredInput(second)
+        #expect(session.preferredInput?.uid == "second.monitor")
+        try await server.pactl(["unload-module", "\(module)"])
         await server.kill()
     }
 
