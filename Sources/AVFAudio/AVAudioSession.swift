@@ -63,13 +63,7 @@ public final class AVAudioSession: NSObject, Sendable {
     }
 
     /// The device a recording takes now: the one the input names, else the default source.
-    private var inputDevice: AudioDeviceInfo? {
-        let devices = inputDevices
-        switch input() {
-        case .pipeWire(let target?), .pulseAudio(let target?): return devices.first { $0.name == target }
-        default: return devices.first { $0.isDefault } ?? devices.first
-        }
-    }
+    private var inputDevice: AudioDeviceInfo? { input().recordingDevice(among: inputDevices) }
 
     /// The device the output plays to, asking its server when not known yet.
     private var device: AudioDeviceInfo? {

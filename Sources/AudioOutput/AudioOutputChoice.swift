@@ -159,7 +159,12 @@ extension AudioOutputDevice {
     /// The device a recording from this input takes: the one it names (its `sink` or `target`
     /// is then a source's name), else the server's default source; nil when there is none.
     public func recordingDevice(pipeWireRemote: String? = nil, pulseServer: String? = nil) -> AudioDeviceInfo? {
-        let devices = recordingDevices(pipeWireRemote: pipeWireRemote, pulseServer: pulseServer)
+        recordingDevice(among: recordingDevices(pipeWireRemote: pipeWireRemote, pulseServer: pulseServer))
+    }
+
+    /// Of `devices` (this input's server's, as ``recordingDevices(pipeWireRemote:pulseServer:)``
+    /// lists them), the one a recording takes: the one it names, else the default.
+    public func recordingDevice(among devices: [AudioDeviceInfo]) -> AudioDeviceInfo? {
         let named: String?
         switch self {
         case .pipeWire(let target): named = target
