@@ -13,7 +13,7 @@ import Synchronization
 /// The render side allocates nothing, locks nothing and makes no system call; it computes the
 /// coefficients itself when the bands or the sample rate change.
 /// Sendable by construction: parameters cross through atomics, and the filter state is claimed by
-/// the one renderer processing (``ClaimedState``).
+/// the one renderer processing (`ClaimedState`).
 public final class AudioEqualizer: Sendable {
     /// The most channels one equaliser filters (more are passed through).
     public static let maximumChannels = 64

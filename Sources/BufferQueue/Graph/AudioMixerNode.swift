@@ -105,7 +105,7 @@ final class MixerRenderer: AudioNodeRenderer {
 /// the mixer's ``AudioMixerNode/rampSeconds``), where on the mixer's timeline it starts, and a
 /// fade placed on that timeline (``fade(_:curve:at:frames:)``: what a crossfade is made of).
 /// Sendable by construction: what the control side sets is atomic, and the render side is claimed
-/// by the render that mixes it (``ClaimedState``).
+/// by the render that mixes it (`ClaimedState`).
 public final class AudioMixerInput: Sendable {
     /// The node this bus pulls.
     public let source: any AudioNode

@@ -40,7 +40,7 @@ public protocol AudioEffectNode: AudioNode {}
 
 /// What a graph holds of a node: its name and format, which graph it belongs to, and its render
 /// side. Sendable by construction: the render side is claimed by the one render that runs it
-/// (``ClaimedState``), and the rest is immutable or atomic.
+/// (`ClaimedState`), and the rest is immutable or atomic.
 public final class AudioGraphNode: Sendable, CustomStringConvertible {
     enum Kind: Sendable {
         case source, effect, mixer

@@ -39,7 +39,7 @@ public typealias AudioQueueProcessingTapCallback = @Sendable (
 
 /// A processing tap installed on a queue (Apple's `AudioQueueProcessingTapRef`). Sendable by
 /// construction: what it was made with is immutable, and its render-path state is claimed by the
-/// stage's reader for each step (``ClaimedState``) — never while the callback runs, so that the
+/// stage's reader for each step (`ClaimedState`) — never while the callback runs, so that the
 /// callback can pull (``getSourceAudio(frames:into:)``).
 public final class AudioQueueProcessingTap: Sendable {
     /// Where it sits.
