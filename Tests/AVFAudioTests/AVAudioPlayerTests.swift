@@ -30,7 +30,9 @@ struct AVAudioPlayerTests {
         let lines = printed.split(separator: "\n")
         // The lengths are the valid frames: the AAC's priming and padding are not counted.
         #expect(lines.first == "durations 1.000 0.400 channels 2 2", "\(printed)")
-        #expect(lines.contains("playing true metered true"), "\(printed)")
+        // Once sound was heard (on a loaded machine it may not be yet), the meter shows its level.
+        #expect(lines.contains("playing true heard true metered true") || lines.contains("playing true heard false metered false")
+                || lines.contains("playing true heard false metered true"), "\(printed)")
         #expect(lines.contains { $0.hasPrefix("paused true held true at ") }, "\(printed)")
         #expect(lines.contains("after the end: playing false at 0.000"), "\(printed)")
         #expect(lines.contains("stopped playing false kept true"), "\(printed)")

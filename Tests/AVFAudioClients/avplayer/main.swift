@@ -88,10 +88,13 @@ watcher.started(short)
 long.play()
 short.play()
 
-// A quarter of a second in: the levels, then a pause of 0.3 s that holds the position.
+// A quarter of a second in (a user's pause, not a wait for anything): once sound was heard, the
+// meter shows a level; then a pause of 0.3 s that holds the position.
 Thread.sleep(forTimeInterval: 0.25)
+let heard = long.currentTime > 0
 long.updateMeters()
-print(String(format: "playing %@ metered %@", long.isPlaying ? "true" : "false", long.peakPower(forChannel: 0) > -160 ? "true" : "false"))
+let level = long.peakPower(forChannel: 0)
+print(String(format: "playing %@ heard %@ metered %@", long.isPlaying ? "true" : "false", heard ? "true" : "false", level > -160 ? "true" : "false"))
 long.pause()
 let paused = long.currentTime
 Thread.sleep(forTimeInterval: 0.3)
@@ -105,8 +108,10 @@ let stopped = try AVAudioPlayer(contentsOf: URL(fileURLWithPath: arguments[2]))
 watcher.watch(stopped, as: "stopped")
 stopped.play()
 Thread.sleep(forTimeInterval: 0.2)
+let before = stopped.currentTime
 stopped.stop()
-print(String(format: "stopped playing %@ kept %@", stopped.isPlaying ? "true" : "false", stopped.currentTime > 0.1 ? "true" : "false"))
+let kept = stopped.currentTime
+print(String(format: "stopped playing %@ kept %@", stopped.isPlaying ? "true" : "false", kept >= before && kept - before < 0.05 ? "true" : "false"))
 print("after a stop: \(watcher.waitForFinish(within: 1.5) ? "a finish" : "no finish")")
 stopped.currentTime = stopped.duration - 0.5
 watcher.started(stopped)
