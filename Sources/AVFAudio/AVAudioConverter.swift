@@ -261,14 +261,7 @@ open class AVAudioConverter: NSObject {
                     throw statusError(kAudio_ParamError, "the input block said it had data and returned no PCM buffer")
                 }
                 try check(input, is: inputFormat, "input")
-                let frames = Int(input.frameLength), channels = Int(inputFormat.channelCount)
-                guard frames > 0 else { break }
-                if scratch.count < frames * channels { scratch = [Float](repeating: 0, count: frames * channels) }
-                try scratch.withUnsafeMutableBufferPointer { samples in
-                    guard let base = samples.baseAddress else { return }
-                    input.interleavedFloats(into: base, from: 0, count: frames)
-                    try encoder.convert(floats: UnsafeBufferPointer(rebasing: samples[0..<(frames * channels)]), into: encoded)
-                }
+                try withInterleavedFloats(of: input) { try encoder.convert(floats: $0, into: encoded) }
             case .noDataNow:
                 ranDry = true
             case .endOfStream:
@@ -377,6 +370,18 @@ open class AVAudioConverter: NSObject {
         takeDecoded()
     }
 
+    /// Runs `body` with `input`'s frames interleaved as float32 (in the scratch memory); not at all for an empty buffer.
+    private func withInterleavedFloats(of input: AVAudioPCMBuffer, _ body: (UnsafeBufferPointer<Float>) throws -> Void) rethrows {
+        let frames = Int(input.frameLength), channels = Int(inputFormat.channelCount)
+        guard frames > 0 else { return }
+        if scratch.count < frames * channels { scratch = [Float](repeating: 0, count: frames * channels) }
+        try scratch.withUnsafeMutableBufferPointer { samples in
+            guard let base = samples.baseAddress else { return }
+            input.interleavedFloats(into: base, from: 0, count: frames)
+            try body(UnsafeBufferPointer(rebasing: samples[0..<(frames * channels)]))
+        }
+    }
+
     private func check(_ buffer: AVAudioPCMBuffer, is format: AVAudioFormat, _ side: String) throws {
         guard buffer.format.holdsSamples(as: format) else { throw statusError(kAudio_ParamError, "the \(side) buffer's format \(buffer.format) is not the converter's \(format)") }
     }
@@ -384,14 +389,7 @@ open class AVAudioConverter: NSObject {
     /// Converts a buffer's frames into the pending output.
     private func feed(_ input: AVAudioPCMBuffer) throws {
         let converter = try makeConverter(rate: inputFormat.sampleRate, channels: Int(inputFormat.channelCount))
-        let frames = Int(input.frameLength), channels = Int(inputFormat.channelCount)
-        guard frames > 0 else { return }
-        if scratch.count < frames * channels { scratch = [Float](repeating: 0, count: frames * channels) }
-        try scratch.withUnsafeMutableBufferPointer { samples in
-            guard let base = samples.baseAddress else { return }
-            input.interleavedFloats(into: base, from: 0, count: frames)
-            try converter.convert(UnsafeBufferPointer(rebasing: samples[0..<(frames * channels)]), into: decoded)
-        }
+        try withInterleavedFloats(of: input) { try converter.convert($0, into: decoded) }
         takeDecoded()
     }
 

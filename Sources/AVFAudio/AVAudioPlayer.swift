@@ -368,21 +368,22 @@ public final class AVAudioPlayer: NSObject, Sendable {
 
     /// The peak level of `channelNumber` at the last ``updateMeters()``, in dBFS (-160 silent).
     public func peakPower(forChannel channelNumber: Int) -> Float {
-        state.withLock { state in
-            guard state.meters.indices.contains(channelNumber) else { return -160 }
-            return Self.decibels(state.meters[channelNumber].peak)
-        }
+        state.withLock { $0.meters.power(ofChannel: channelNumber, \.peak) }
     }
 
     /// The average (RMS) level of `channelNumber` at the last ``updateMeters()``, in dBFS (-160 silent).
     public func averagePower(forChannel channelNumber: Int) -> Float {
-        state.withLock { state in
-            guard state.meters.indices.contains(channelNumber) else { return -160 }
-            return Self.decibels(state.meters[channelNumber].average)
-        }
+        state.withLock { $0.meters.power(ofChannel: channelNumber, \.average) }
     }
 
-    static func decibels(_ level: Float) -> Float {
-        level > 0 ? max(20 * log10(level), -160) : -160
+}
+
+extension Array where Element == AudioLevelMeter {
+    /// Apple's meter reading of `channel`: the `level` in dBFS, -160 for silence or a channel not
+    /// metered (the library's own `decibels` floors at -120).
+    func power(ofChannel channel: Int, _ level: KeyPath<AudioLevelMeter, Float>) -> Float {
+        guard indices.contains(channel) else { return -160 }
+        let value = self[channel][keyPath: level]
+        return value > 0 ? Swift.max(20 * log10(value), -160) : -160
     }
 }

@@ -278,17 +278,11 @@ public final class AVAudioRecorder: NSObject, Sendable {
 
     /// The peak level of `channelNumber` at the last ``updateMeters()``, in dBFS (-160 silent).
     public func peakPower(forChannel channelNumber: Int) -> Float {
-        state.withLock { state in
-            guard state.meters.indices.contains(channelNumber) else { return -160 }
-            return AVAudioPlayer.decibels(state.meters[channelNumber].peak)
-        }
+        state.withLock { $0.meters.power(ofChannel: channelNumber, \.peak) }
     }
 
     /// The average (RMS) level of `channelNumber` at the last ``updateMeters()``, in dBFS (-160 silent).
     public func averagePower(forChannel channelNumber: Int) -> Float {
-        state.withLock { state in
-            guard state.meters.indices.contains(channelNumber) else { return -160 }
-            return AVAudioPlayer.decibels(state.meters[channelNumber].average)
-        }
+        state.withLock { $0.meters.power(ofChannel: channelNumber, \.average) }
     }
 }

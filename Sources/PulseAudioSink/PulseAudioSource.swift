@@ -135,19 +135,25 @@ public final class PulseAudioSource: AudioSource {
 
     /// Disconnects the stream and lets its context go once its callbacks are cleared.
     private func close(_ state: inout State) {
-        if let connection = state.connection, let stream = state.stream {
-            try? connection.withLock {
-                state.context?.takeUnretainedValue().streamReady.store(false, ordering: .relaxed)
-                pa_stream_set_read_callback(stream, nil, nil)
-                pa_stream_set_state_callback(stream, nil, nil)
-                pa_stream_disconnect(stream)
-                pa_stream_unref(stream)
-            }
+        if let connection = state.connection, state.stream != nil {
+            try? connection.withLock { Self.disconnectStream(&state) }
         }
-        state.stream = nil
+        state.stream = nil   // (gone with its connection when that is closed)
         state.context?.release()
         state.context = nil
         current.withLock { $0 = nil }
+    }
+
+    /// Clears the stream's callbacks, then disconnects and drops it (main loop's lock held); its
+    /// context is released by the caller, outside the lock.
+    private static func disconnectStream(_ state: inout State) {
+        guard let stream = state.stream else { return }
+        state.context?.takeUnretainedValue().streamReady.store(false, ordering: .relaxed)
+        pa_stream_set_read_callback(stream, nil, nil)
+        pa_stream_set_state_callback(stream, nil, nil)
+        pa_stream_disconnect(stream)
+        pa_stream_unref(stream)
+        state.stream = nil
     }
 
     /// The sample rate of the source device (under no lock).
@@ -173,13 +179,7 @@ public final class PulseAudioSource: AudioSource {
 
     /// Makes and connects the record stream (main loop's lock held).
     private func createStream(_ state: inout State, _ connection: PulseConnection, target: AudioCaptureTarget) throws {
-        if let stream = state.stream {
-            pa_stream_set_read_callback(stream, nil, nil)
-            pa_stream_set_state_callback(stream, nil, nil)
-            pa_stream_disconnect(stream)
-            pa_stream_unref(stream)
-        }
-        state.stream = nil
+        Self.disconnectStream(&state)
         state.context?.release()
         state.context = nil
         let format = state.format

@@ -60,17 +60,7 @@ struct AVAudioRecorderTests {
         let made = try await runTool("/usr/bin/sox", ["-n", "-r", "44100", "-c", "2", "-b", "16", tone, "synth", "1", "sine", "440", "vol", "0.5"])
         try #require(made.status == 0)
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.avrecorder)
-        process.arguments = [path, "2"]
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        let lines = Watched<[String]>([])
-        let reader = LineReader(pipe.fileHandleForReading, onEnd: {}) { line in lines.update { $0.append(line) } }
-        let exit = try runWatched(process)
-        reader.start()
+        let (lines, exit) = try startReadingLines(Self.avrecorder, [path, "2"], environment: environment)
         #expect(await lines.wait(timeout: .seconds(10)) { $0.contains("recording") })
         let playing = try await runTool(Self.paplay, [tone], environment: environment, timeout: .seconds(20))
         #expect(playing.status == 0, "\(String(decoding: playing.errorOutput, as: UTF8.self))")

@@ -24,6 +24,17 @@ import TestSupport
         return buffer
     }
 
+    /// A compressed buffer of `format` holding the packets `descriptions` lay out in `data`.
+    static func compressedBuffer(_ format: AVAudioFormat, data: [UInt8], capacity: Int, maximumPacketSize: Int,
+                                 descriptions: [AudioStreamPacketDescription]) -> AVAudioCompressedBuffer {
+        let buffer = AVAudioCompressedBuffer(format: format, packetCapacity: AVAudioPacketCount(capacity), maximumPacketSize: maximumPacketSize)
+        data.withUnsafeBytes { raw in if let base = raw.baseAddress { buffer.data.copyMemory(from: base, byteCount: raw.count) } }
+        for (index, description) in descriptions.enumerated() { buffer.packetDescriptions?[index] = description }
+        buffer.packetCount = AVAudioPacketCount(descriptions.count)
+        buffer.byteLength = UInt32(data.count)
+        return buffer
+    }
+
     static func interleaved(_ buffer: AVAudioPCMBuffer) throws -> [Float] {
         let channels = Int(buffer.format.channelCount)
         let data = try #require(buffer.floatChannelData)
@@ -174,17 +185,12 @@ struct AVFAudioDecodingTests {
                     return nil
                 }
                 next += Int64(count)
-                let buffer = AVAudioCompressedBuffer(format: input, packetCapacity: 20, maximumPacketSize: maximum)
-                packets.data.withUnsafeBytes { raw in if let base = raw.baseAddress { buffer.data.copyMemory(from: base, byteCount: raw.count) } }
-                for (index, description) in packets.descriptions.enumerated() {
-                    buffer.packetDescriptions?[index] = AudioStreamPacketDescription(mStartOffset: Int64(description.startOffset),
-                                                                                     mVariableFramesInPacket: UInt32(description.variableFramesInPacket),
-                                                                                     mDataByteSize: UInt32(description.dataByteSize))
-                }
-                buffer.packetCount = AVAudioPacketCount(count)
-                buffer.byteLength = UInt32(packets.data.count)
                 inputStatus.pointee = .haveData
-                return buffer
+                return AVFAudioConverterTests.compressedBuffer(input, data: packets.data, capacity: 20, maximumPacketSize: maximum,
+                                                              descriptions: packets.descriptions.map {
+                    AudioStreamPacketDescription(mStartOffset: Int64($0.startOffset), mVariableFramesInPacket: UInt32($0.variableFramesInPacket),
+                                                 mDataByteSize: UInt32($0.dataByteSize))
+                })
             }
             #expect(error == nil, "\(String(describing: error))")
             decoded += try AVFAudioConverterTests.interleaved(out)

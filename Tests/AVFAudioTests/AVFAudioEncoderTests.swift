@@ -69,23 +69,16 @@ import TestSupport
                     inputStatus.pointee = .endOfStream
                     return nil
                 }
-                let count = min(10, packets.count - next)
-                let buffer = AVAudioCompressedBuffer(format: format, packetCapacity: 10, maximumPacketSize: maximum)
-                var offset = 0
-                for index in 0..<count {
-                    let packet = packets[next + index]
-                    packet.bytes.withUnsafeBytes { raw in
-                        if let base = raw.baseAddress { (buffer.data + offset).copyMemory(from: base, byteCount: raw.count) }
-                    }
-                    buffer.packetDescriptions?[index] = AudioStreamPacketDescription(mStartOffset: Int64(offset), mVariableFramesInPacket: packet.frames,
-                                                                                     mDataByteSize: UInt32(packet.bytes.count))
-                    offset += packet.bytes.count
+                let batch = packets[next..<min(next + 10, packets.count)]
+                next += batch.count
+                var data: [UInt8] = [], descriptions: [AudioStreamPacketDescription] = []
+                for packet in batch {
+                    descriptions.append(AudioStreamPacketDescription(mStartOffset: Int64(data.count), mVariableFramesInPacket: packet.frames,
+                                                                     mDataByteSize: UInt32(packet.bytes.count)))
+                    data.append(contentsOf: packet.bytes)
                 }
-                buffer.packetCount = AVAudioPacketCount(count)
-                buffer.byteLength = UInt32(offset)
-                next += count
                 inputStatus.pointee = .haveData
-                return buffer
+                return AVFAudioConverterTests.compressedBuffer(format, data: data, capacity: 10, maximumPacketSize: maximum, descriptions: descriptions)
             }
             #expect(error == nil, "\(String(describing: error))")
             decoded += try AVFAudioConverterTests.interleaved(out)

@@ -165,17 +165,7 @@ func writeWAV16(_ samples: [Int16], channels: Int, rate: Int, to path: String) t
         try writeWAV16(played, channels: 2, rate: 44100, to: signalPath)
 
         // The recorder runs for 2.5 s; the signal is played once it says it records.
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Clients.path("atrecord"))
-        process.arguments = [path, "alac", "2.5"]
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        let lines = Watched<[String]>([])
-        let reader = LineReader(pipe.fileHandleForReading, onEnd: {}) { line in lines.update { $0.append(line) } }
-        let exit = try runWatched(process)
-        reader.start()
+        let (lines, exit) = try startReadingLines(Clients.path("atrecord"), [path, "alac", "2.5"], environment: environment)
         #expect(await lines.wait(timeout: .seconds(10)) { $0.contains("recording") })
         let playing = try await runTool(try #require(Where.tool("paplay")), [signalPath], environment: environment, timeout: .seconds(20))
         #expect(playing.status == 0, "\(String(decoding: playing.errorOutput, as: UTF8.self))")

@@ -203,3 +203,22 @@ public final class LineReader {
     }
     public func start() { thread.start() }
 }
+
+/// Starts `tool` with `arguments` (`environment` over this process's), its standard output read
+/// line by line as it comes and its standard error dropped: for a test that acts on what a
+/// running program says (a recorder's "recording"), then waits for its exit.
+public func startReadingLines(_ tool: String, _ arguments: [String],
+                              environment: [String: String]) throws -> (lines: Watched<[String]>, exit: ChildExit) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.nullDevice
+    let lines = Watched<[String]>([])
+    let reader = LineReader(pipe.fileHandleForReading, onEnd: {}) { line in lines.update { $0.append(line) } }
+    let exit = try runWatched(process)
+    reader.start()
+    return (lines, exit)
+}
