@@ -302,6 +302,8 @@ let package = Package(
         .executableTarget(name: "avplayer", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avplayer"),
         // An AVAudioRecorder with a delegate, against Apple's API only, in Swift 6 mode.
         .executableTarget(name: "avrecorder", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avrecorder"),
+        // AVAudioEngine graphs (offline and live), against Apple's API only, in Swift 6 mode.
+        .executableTarget(name: "avengine", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avengine"),
     ] + [
         .executableTarget(
             name: "playpcm",

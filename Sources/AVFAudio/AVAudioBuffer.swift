@@ -105,8 +105,16 @@ open class AVAudioPCMBuffer: AVAudioBuffer {
 
     /// The samples of frames `start..<start + count` as interleaved float32, into `destination`.
     func interleavedFloats(into destination: UnsafeMutablePointer<Float>, from start: Int, count: Int) {
-        guard let layout = sampleLayout, count > 0 else { return }
         let channels = Int(format.channelCount)
+        if !format.isInterleaved && format.commonFormat == .pcmFormatFloat32 && count > 0 {
+            // The engine's and the file's usual case: straight copies, no scratch.
+            for channel in 0..<channels {
+                let samples = channelPointers[channel].assumingMemoryBound(to: Float.self) + start
+                for frame in 0..<count { destination[frame * channels + channel] = samples[frame] }
+            }
+            return
+        }
+        guard let layout = sampleLayout, count > 0 else { return }
         if format.isInterleaved {
             layout.toFloat(channelPointers[0] + start * channels * bytesPerSample, count: count * channels, into: destination)
             return
@@ -121,8 +129,15 @@ open class AVAudioPCMBuffer: AVAudioBuffer {
 
     /// Puts `count` interleaved float32 frames into frames `start…` of the buffer, in its sample format.
     func setInterleavedFloats(_ source: UnsafePointer<Float>, at start: Int, count: Int) {
-        guard let layout = sampleLayout, count > 0 else { return }
         let channels = Int(format.channelCount)
+        if !format.isInterleaved && format.commonFormat == .pcmFormatFloat32 && count > 0 {
+            for channel in 0..<channels {
+                let samples = channelPointers[channel].assumingMemoryBound(to: Float.self) + start
+                for frame in 0..<count { samples[frame] = source[frame * channels + channel] }
+            }
+            return
+        }
+        guard let layout = sampleLayout, count > 0 else { return }
         if format.isInterleaved {
             layout.fromFloat(source, count: count * channels, into: channelPointers[0] + start * channels * bytesPerSample)
             return

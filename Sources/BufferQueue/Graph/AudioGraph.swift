@@ -333,6 +333,9 @@ public final class AudioGraph: Sendable {
     /// Whether a sink is pulling the graph now.
     public var isRunning: Bool { output.withLock { $0.running } }
 
+    /// Frames the sink playing the graph holds before they are heard (0 when none plays it).
+    public var outputLatencyFrames: Int { output.withLock { $0.sink?.latencyFrames ?? 0 } }
+
     /// Times the output's device ran dry although the sink kept feeding it (see
     /// ``AudioRenderSource/reportDeviceUnderrun()``).
     public var deviceUnderruns: Int { underruns.load(ordering: .relaxed) }

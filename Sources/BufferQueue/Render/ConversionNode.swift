@@ -1,5 +1,5 @@
 /// How a pull ended.
-enum PullEnd {
+package enum PullEnd: Sendable {
     /// It gave every frame asked for.
     case filled
     /// Nothing more is there yet (an underrun, or a queue with nothing enqueued).

@@ -3,7 +3,7 @@ import Synchronization
 
 /// Wakes a dispatch queue from any thread without allocating: a user-data-add dispatch source.
 // @unchecked: a dispatch source, which libdispatch makes safe to signal from any thread.
-final class WakeSignal: @unchecked Sendable {
+package final class WakeSignal: @unchecked Sendable {
     private let source: DispatchSourceUserDataAdd
     private let cancelled = Atomic<Bool>(false)
     /// Set while the queue renders offline: the wake-ups that only serve decoding ahead or a sink
@@ -11,16 +11,16 @@ final class WakeSignal: @unchecked Sendable {
     /// the render's signals itself.
     private let muted = Atomic<Bool>(false)
 
-    init(queue: DispatchQueue) {
+    package init(queue: DispatchQueue) {
         source = DispatchSource.makeUserDataAddSource(queue: queue)
     }
 
-    func setHandler(_ handler: @escaping @Sendable () -> Void) {
+    package func setHandler(_ handler: @escaping @Sendable () -> Void) {
         source.setEventHandler(handler: handler)
         source.activate()
     }
 
-    func signal() {
+    package func signal() {
         if !cancelled.load(ordering: .relaxed) { source.add(data: 1) }
     }
 
@@ -33,7 +33,7 @@ final class WakeSignal: @unchecked Sendable {
         muted.store(on, ordering: .releasing)
     }
 
-    func cancel() {
+    package func cancel() {
         if !cancelled.exchange(true, ordering: .acquiringAndReleasing) { source.cancel() }
     }
 }

@@ -48,6 +48,27 @@ enum AQ_CF_ENUM_ATTRIBUTES : OSStatus {
     kAudioQueueErr_InvalidOfflineMode = -66626,
 };
 
+/* AUComponent.h's errors, which AVAudioEngine's calls throw. */
+enum AQ_CF_ENUM_ATTRIBUTES : OSStatus {
+    kAudioUnitErr_InvalidProperty = -10879,
+    kAudioUnitErr_InvalidParameter = -10878,
+    kAudioUnitErr_InvalidElement = -10877,
+    kAudioUnitErr_NoConnection = -10876,
+    kAudioUnitErr_FailedInitialization = -10875,
+    kAudioUnitErr_TooManyFramesToProcess = -10874,
+    kAudioUnitErr_InvalidFile = -10871,
+    kAudioUnitErr_FormatNotSupported = -10868,
+    kAudioUnitErr_Uninitialized = -10867,
+    kAudioUnitErr_InvalidScope = -10866,
+    kAudioUnitErr_PropertyNotWritable = -10865,
+    kAudioUnitErr_CannotDoInCurrentContext = -10863,
+    kAudioUnitErr_InvalidPropertyValue = -10851,
+    kAudioUnitErr_PropertyNotInUse = -10850,
+    kAudioUnitErr_Initialized = -10849,
+    kAudioUnitErr_InvalidOfflineRender = -10848,
+    kAudioUnitErr_Unauthorized = -10847,
+};
+
 enum AQ_CF_ENUM_ATTRIBUTES : AudioQueuePropertyID {
     kAudioQueueProperty_IsRunning = AQ_FOUR_CC('a', 'q', 'r', 'n'),
     kAudioQueueDeviceProperty_SampleRate = AQ_FOUR_CC('a', 'q', 's', 'r'),

@@ -1,0 +1,518 @@
+import Foundation
+import Synchronization
+import AudioToolbox
+internal import BufferQueue
+
+/// A node's format in the engine's graph: the rate and channels of its interleaved float32 frames.
+struct NodeFormat: Hashable {
+    var sampleRate: Double
+    var channels: Int
+
+    init(sampleRate: Double, channels: Int) {
+        self.sampleRate = sampleRate
+        self.channels = channels
+    }
+
+    init(_ format: AVAudioFormat) {
+        self.init(sampleRate: format.sampleRate, channels: Int(format.channelCount))
+    }
+
+    /// Apple's default for a node nothing has set: 44.1 kHz stereo.
+    static let standard = NodeFormat(sampleRate: 44_100, channels: 2)
+
+    /// The standard (deinterleaved float32) format Apple's nodes describe themselves with.
+    var avFormat: AVAudioFormat {
+        AVAudioFormat(standardFormatWithSampleRate: sampleRate, channels: AVAudioChannelCount(channels))
+            ?? AVAudioFormat(commonFormat: .pcmFormatFloat32, sampleRate: 44_100, channels: 2, interleaved: false)!
+    }
+}
+
+/// What an engine tells a node when it makes the node's part of the graph.
+struct NodeContext {
+    /// The engine's render clock: the output's sample time.
+    let clock: EngineClock
+    /// Where completion handlers and taps are called.
+    let callbacks: DispatchQueue
+    /// The render is manual and offline: the render side may wait for a lock (it is the
+    /// caller's thread, not a device's).
+    let offline: Bool
+    /// The output's rate (node times are counted in it).
+    let outputRate: Double
+    /// The graph, for how far behind the render the device plays (its sink's latency).
+    let graph: AudioGraph
+}
+
+/// How the engine treats a node.
+enum NodeRole {
+    case source, effect, mixer, output, input
+}
+
+/// A block that receives a node's output (``AVAudioNode/installTap(onBus:bufferSize:format:block:)``),
+/// with the sample time of its first frame.
+public typealias AVAudioNodeTapBlock = (AVAudioPCMBuffer, AVAudioTime) -> Void
+
+/// A processing stage of an ``AVAudioEngine`` (Apple's `AVAudioNode`).
+///
+/// Each node is a node of the library's render graph (`AudioGraph` in BufferQueue), made when the
+/// engine first renders and remade when its format changes: a player is a source node, a mixer is
+/// an `AudioMixerNode`, an equaliser is the graph's equaliser, a time-pitch unit its time-pitch
+/// node. Not thread-safe, as Apple's: configure an engine from one thread at a time.
+open class AVAudioNode: NSObject {
+    weak var attachedEngine: AVAudioEngine?
+    /// The node in the engine's graph, and the format it was made for.
+    var core: (any AudioNode)?
+    var coreFormat: NodeFormat?
+    /// The installed tap (bus 0), and its node in the graph.
+    var tap: NodeTap?
+    var tapCore: (any AudioNode)?
+    /// The volume and pan this node's output gets at the mixer it feeds (``AVAudioMixing``).
+    var mixingVolume: Float = 1
+    var mixingPan: Float = 0
+
+    override init() {
+        super.init()
+    }
+
+    /// How the engine treats the node.
+    var role: NodeRole { .source }
+
+    /// The format the node gives when no connection says (nil: what feeds it, or the engine's).
+    var naturalFormat: NodeFormat? { nil }
+
+    /// Makes the node's part of the graph, in `format`.
+    func makeCore(_ format: NodeFormat, _ context: NodeContext) throws -> any AudioNode {
+        throw statusError(kAudio_UnimplementedError, "\(type(of: self)) cannot be part of a graph")
+    }
+
+    /// The node's core was dropped (a new graph, or a new format).
+    func coreDropped() {}
+
+    /// The node as it feeds others: its tap when one is installed, else its core.
+    var outlet: (any AudioNode)? { tapCore ?? core }
+
+    /// The engine the node is attached to.
+    open var engine: AVAudioEngine? { attachedEngine }
+
+    /// Input buses: none for a source, one for an effect, as many as are connected (and one
+    /// free) for a mixer.
+    open var numberOfInputs: Int {
+        switch role {
+        case .source, .input: return 0
+        case .effect, .output: return 1
+        case .mixer: return attachedEngine?.nextInputBus(of: self) ?? 1
+        }
+    }
+
+    /// Output buses: one, none for the output node.
+    open var numberOfOutputs: Int { role == .output ? 0 : 1 }
+
+    /// The format of an input bus: what is connected to it (the node's own format otherwise).
+    open func inputFormat(forBus bus: AVAudioNodeBus) -> AVAudioFormat {
+        attachedEngine?.inputFormat(of: self, bus: bus) ?? outputFormat(forBus: 0)
+    }
+
+    /// The format of the output bus: as connected, else the node's own.
+    open func outputFormat(forBus bus: AVAudioNodeBus) -> AVAudioFormat {
+        (attachedEngine?.format(of: self) ?? naturalFormat ?? .standard).avFormat
+    }
+
+    /// The name of an input bus (nil: none).
+    open func name(forInputBus bus: AVAudioNodeBus) -> String? { bus < numberOfInputs ? "input \(bus)" : nil }
+
+    /// The name of an output bus (nil: none).
+    open func name(forOutputBus bus: AVAudioNodeBus) -> String? { bus < numberOfOutputs ? "output \(bus)" : nil }
+
+    /// Calls `block` with the node's output, `bufferSize` frames at a time, on a thread of the
+    /// engine's (not the render thread), with the sample time of each buffer's first frame.
+    /// The buffers are in the node's output format (a `format` of another rate or channel count
+    /// is not converted: the node's is used). One tap per node; installing a second replaces it.
+    open func installTap(onBus bus: AVAudioNodeBus, bufferSize: AVAudioFrameCount, format: AVAudioFormat?, block: @escaping AVAudioNodeTapBlock) {
+        tap = NodeTap(bufferSize: Int(max(bufferSize, 64)), block: block)
+        attachedEngine?.graphChanged()
+    }
+
+    /// Removes the tap.
+    open func removeTap(onBus bus: AVAudioNodeBus) {
+        tap = nil
+        attachedEngine?.graphChanged()
+    }
+
+    /// Clears what the node holds (a player's schedule, an effect's history).
+    open func reset() {}
+
+    /// When the node last rendered: the engine's sample time at the start of that render.
+    open var lastRenderTime: AVAudioTime? { attachedEngine?.lastRenderTime }
+
+    /// The node's processing latency in seconds (0: the library's effects have none that delays the mix).
+    open var latency: TimeInterval { 0 }
+
+    /// The output's presentation latency in seconds (the device's buffer, for the output node).
+    open var outputPresentationLatency: TimeInterval { 0 }
+}
+
+/// A node's tap: the block, the buffer size, and what the graph side shares with the engine.
+final class NodeTap {
+    let bufferSize: Int
+    let block: AVAudioNodeTapBlock
+    var shared: TapShared?
+
+    init(bufferSize: Int, block: @escaping AVAudioNodeTapBlock) {
+        self.bufferSize = bufferSize
+        self.block = block
+    }
+}
+
+/// What a tap's render side hands to the engine's callback queue: the frames, in a ring, and the
+/// sample time of the ring's first frame. The block is called on the callback queue only.
+final class TapShared: Sendable {
+    let ring: SampleRing
+    let channels: Int
+    let sampleRate: Double
+    let bufferSize: Int
+    /// The node time of the ring's first frame (set by the first render).
+    let base = Atomic<Int64>(-1)
+    /// Frames the render side dropped because the ring was full (a block slower than real time).
+    let dropped = Atomic<Int>(0)
+    private let delivery: Lock<Delivery>
+    private let wake: WakeSignal
+
+    struct Delivery {
+        var block: AVAudioNodeTapBlock?
+        var delivered: Int64 = 0
+    }
+
+    init(format: NodeFormat, bufferSize: Int, maximumRender: Int, block: @escaping AVAudioNodeTapBlock, queue: DispatchQueue) {
+        channels = format.channels
+        sampleRate = format.sampleRate
+        self.bufferSize = bufferSize
+        ring = SampleRing(minimumCapacity: (max(bufferSize * 8, maximumRender * 2, Int(format.sampleRate)) + bufferSize) * format.channels)
+        delivery = Lock(Delivery(block: block))
+        wake = WakeSignal(queue: queue)
+        wake.setHandler { [weak self] in self?.deliver() }
+    }
+
+    deinit { wake.cancel() }
+
+    /// Render side: enough frames for a buffer are there.
+    func signal() { wake.signal() }
+
+    /// Stops calling the block (the tap was removed).
+    func close() {
+        delivery.withLock { $0.block = nil }
+        wake.cancel()
+    }
+
+    /// On the callback queue: calls the block with each whole buffer the ring holds.
+    func deliver() {
+        let format = NodeFormat(sampleRate: sampleRate, channels: channels).avFormat
+        while ring.readable >= bufferSize * channels {
+            guard let buffer = AVAudioPCMBuffer(pcmFormat: format, frameCapacity: AVAudioFrameCount(bufferSize)) else { return }
+            var offset = 0
+            ring.consume(count: bufferSize * channels) { pointer, _, count in
+                buffer.setInterleavedFloats(pointer, at: offset / channels, count: count / channels)
+                offset += count
+            }
+            buffer.frameLength = AVAudioFrameCount(bufferSize)
+            let (block, first) = delivery.withLock { d -> (AVAudioNodeTapBlock?, Int64) in
+                defer { d.delivered += Int64(bufferSize) }
+                return (d.block, d.delivered)
+            }
+            guard let block else { return }
+            let start = max(base.load(ordering: .acquiring), 0) + first
+            block(buffer, AVAudioTime(sampleTime: start, atRate: sampleRate))
+        }
+    }
+}
+
+/// A tap's render side: passes its input through and copies it into the ring.
+final class TapProcessor: AudioNodeProcessor {
+    private let shared: TapShared
+    private let clock: EngineClock
+    private let outputRate: Double
+    private var started = false
+
+    init(shared: TapShared, clock: EngineClock, outputRate: Double) {
+        self.shared = shared
+        self.clock = clock
+        self.outputRate = outputRate
+    }
+
+    func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+        let (n, end) = input.pull(into: out, frames: frames)
+        if !started {
+            started = true
+            let now = clock.renderStart.load(ordering: .relaxed)
+            shared.base.store(Int64((Double(now) * shared.sampleRate / outputRate).rounded()), ordering: .releasing)
+        }
+        let samples = n * shared.channels
+        if shared.ring.writable >= samples {
+            shared.ring.write(out, count: samples)
+        } else {
+            shared.dropped.add(n, ordering: .relaxed)
+        }
+        if shared.ring.readable >= shared.bufferSize * shared.channels { shared.signal() }
+        return (n, end)
+    }
+}
+
+/// The stereo part of ``AVAudioMixing``: where a node's output sits between left and right.
+public protocol AVAudioStereoMixing: AnyObject {
+    /// -1 (left) ... 1 (right), at the mixer the node feeds.
+    var pan: Float { get set }
+}
+
+/// How a node's output is mixed at the mixer it feeds (Apple's `AVAudioMixing`): its volume
+/// and pan there, applied by the mixer's input (changes glide over 10 ms, without a click).
+public protocol AVAudioMixing: AVAudioStereoMixing {
+    /// Linear gain at the mixer the node feeds, 0...1 (more amplifies).
+    var volume: Float { get set }
+}
+
+/// A node of the engine's input or output (Apple's `AVAudioIONode`).
+open class AVAudioIONode: AVAudioNode {
+    /// The device's latency in seconds.
+    open var presentationLatency: TimeInterval { attachedEngine?.outputLatency ?? 0 }
+}
+
+/// The engine's output (Apple's `AVAudioOutputNode`): the device, or the manual render's
+/// buffers. Its format is the engine's output format.
+open class AVAudioOutputNode: AVAudioIONode {
+    override var role: NodeRole { .output }
+}
+
+/// Mixes any number of inputs into one output (Apple's `AVAudioMixerNode`): the graph's
+/// `AudioMixerNode`. Inputs of another rate or channel count are converted (libsoxr; the
+/// channel matrix of the library's converter). Each input's volume and pan are those of the node
+/// that feeds it (``AVAudioMixing``); ``outputVolume`` scales them all.
+open class AVAudioMixerNode: AVAudioNode, AVAudioMixing {
+    override var role: NodeRole { .mixer }
+
+    public override init() {
+        super.init()
+    }
+
+    override func makeCore(_ format: NodeFormat, _ context: NodeContext) throws -> any AudioNode {
+        try AudioMixerNode(name: "mixer", sampleRate: format.sampleRate, channels: format.channels)
+    }
+
+    /// The mixer's own output gain (applied to each of its inputs).
+    open var outputVolume: Float = 1 {
+        didSet { attachedEngine?.mixingChanged(into: self) }
+    }
+
+    /// The input bus the next ``AVAudioEngine/connect(_:to:format:)`` to this mixer takes.
+    open var nextAvailableInputBus: AVAudioNodeBus { attachedEngine?.nextInputBus(of: self) ?? 0 }
+
+    /// This mixer's volume at the mixer it feeds.
+    open var volume: Float {
+        get { mixingVolume }
+        set { mixingVolume = newValue; attachedEngine?.mixingChanged(of: self) }
+    }
+
+    /// This mixer's pan at the mixer it feeds.
+    open var pan: Float {
+        get { mixingPan }
+        set { mixingPan = newValue; attachedEngine?.mixingChanged(of: self) }
+    }
+}
+
+/// The block an ``AVAudioSourceNode`` renders with: fill `frameCount` frames of the buffer list
+/// (the node's format, deinterleaved float32), set `isSilence` when they are silence, and
+/// return `noErr`.
+public typealias AVAudioSourceNodeRenderBlock = (_ isSilence: UnsafeMutablePointer<ObjCBool>, _ timestamp: UnsafePointer<AudioTimeStamp>,
+                                                 _ frameCount: AVAudioFrameCount, _ outputData: UnsafeMutablePointer<AudioBufferList>) -> OSStatus
+
+/// A source whose frames a block renders (Apple's `AVAudioSourceNode`): a tone, a synthesiser.
+/// The block is called on the render thread (the device's, or the caller of a manual render)
+/// with the node's format, deinterleaved float32, and at most 1024 frames at a time.
+open class AVAudioSourceNode: AVAudioNode, AVAudioMixing {
+    private let block: Lock<AVAudioSourceNodeRenderBlock>
+    private let format: NodeFormat?
+
+    /// A source in the format of its output connection.
+    public init(renderBlock block: @escaping AVAudioSourceNodeRenderBlock) {
+        self.block = Lock(block)
+        format = nil
+        super.init()
+    }
+
+    /// A source in `format` (its rate and channels; a mixer converts it).
+    public init(format: AVAudioFormat, renderBlock block: @escaping AVAudioSourceNodeRenderBlock) {
+        self.block = Lock(block)
+        self.format = NodeFormat(format)
+        super.init()
+    }
+
+    override var naturalFormat: NodeFormat? { format }
+
+    override func makeCore(_ format: NodeFormat, _ context: NodeContext) throws -> any AudioNode {
+        try AudioProcessorSourceNode(name: "source", sampleRate: format.sampleRate, channels: format.channels,
+                                     processor: SourceBlockProcessor(block: block, format: format, clock: context.clock, outputRate: context.outputRate))
+    }
+
+    /// The node's volume at the mixer it feeds.
+    open var volume: Float {
+        get { mixingVolume }
+        set { mixingVolume = newValue; attachedEngine?.mixingChanged(of: self) }
+    }
+
+    /// The node's pan at the mixer it feeds.
+    open var pan: Float {
+        get { mixingPan }
+        set { mixingPan = newValue; attachedEngine?.mixingChanged(of: self) }
+    }
+}
+
+/// A source node's render side: a buffer list of its own, the block, and its sample time.
+final class SourceBlockProcessor: AudioNodeProcessor {
+    private static let chunk = 1024
+    private let block: Lock<AVAudioSourceNodeRenderBlock>
+    private let channels: Int
+    private let samples: UnsafeMutablePointer<Float>
+    private let list: UnsafeMutableAudioBufferListPointer
+    private var sampleTime: Int64 = -1
+    private let clock: EngineClock
+    private let rateRatio: Double
+
+    init(block: Lock<AVAudioSourceNodeRenderBlock>, format: NodeFormat, clock: EngineClock, outputRate: Double) {
+        self.block = block
+        channels = format.channels
+        samples = .allocate(capacity: Self.chunk * format.channels)
+        samples.initialize(repeating: 0, count: Self.chunk * format.channels)
+        list = AudioBufferList.allocate(maximumBuffers: format.channels)
+        self.clock = clock
+        rateRatio = format.sampleRate / outputRate
+    }
+
+    deinit {
+        samples.deallocate()
+        list.unsafeMutablePointer.deallocate()
+    }
+
+    func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+        if sampleTime < 0 { sampleTime = Int64((Double(clock.renderStart.load(ordering: .relaxed)) * rateRatio).rounded()) }
+        let render = block.withLock { $0 }
+        var done = 0
+        while done < frames {
+            let n = min(Self.chunk, frames - done)
+            for channel in 0..<channels {
+                list[channel] = AudioBuffer(mNumberChannels: 1, mDataByteSize: UInt32(n * 4), mData: samples + channel * Self.chunk)
+            }
+            var silence = ObjCBool(false)
+            var stamp = AudioTimeStamp()
+            stamp.mSampleTime = Double(sampleTime)
+            stamp.mFlags = .sampleTimeValid
+            let status = render(&silence, &stamp, AVAudioFrameCount(n), list.unsafeMutablePointer)
+            let target = out + done * channels
+            if status != noErr || silence.boolValue {
+                target.update(repeating: 0, count: n * channels)
+            } else {
+                for channel in 0..<channels {
+                    let source = samples + channel * Self.chunk
+                    for frame in 0..<n { target[frame * channels + channel] = source[frame] }
+                }
+            }
+            sampleTime += Int64(n)
+            done += n
+        }
+        return (frames, .filled)
+    }
+}
+
+/// The device input (Apple's `AVAudioInputNode`): what AudioToolbox's input records (`AQ_INPUT`;
+/// else PipeWire or PulseAudio, else the null device's silence), at the session's rate and input
+/// channel count, from when the engine starts. Its frames come through a recording queue that
+/// converts the device's rate; the graph reads them from a ring, silence when it runs dry.
+/// Not in manual rendering (an engine rendering manually gives the input's silence).
+open class AVAudioInputNode: AVAudioIONode, AVAudioMixing {
+    private let shared = InputShared()
+    private var queue: AudioInputQueue?
+
+    override init() {
+        super.init()
+    }
+
+    override var role: NodeRole { .input }
+
+    override var naturalFormat: NodeFormat? {
+        NodeFormat(sampleRate: AVAudioSession.sharedInstance().sampleRate, channels: max(1, min(AVAudioSession.sharedInstance().inputNumberOfChannels, 2)))
+    }
+
+    override func makeCore(_ format: NodeFormat, _ context: NodeContext) throws -> any AudioNode {
+        let ring = SampleRing(minimumCapacity: Int(format.sampleRate) * format.channels)
+        shared.ring.withLock { $0 = ring }
+        return try AudioProcessorSourceNode(name: "input", sampleRate: format.sampleRate, channels: format.channels,
+                                            processor: InputProcessor(ring: ring, channels: format.channels))
+    }
+
+    /// Starts recording into the ring (the engine started live).
+    func startCapture(engine: AVAudioEngine) {
+        guard queue == nil, let format = coreFormat, let ring = shared.ring.withLock({ $0 }) else { return }
+        let channels = format.channels
+        do {
+            let recorder = try AudioInputQueue(format: .float32(sampleRate: format.sampleRate, channels: channels),
+                                               configuration: .init(source: InputRoute.makeSource())) { queue, buffer, frames in
+                buffer.withUnsafeBytes { bytes in
+                    guard let base = bytes.baseAddress?.assumingMemoryBound(to: Float.self) else { return }
+                    let count = min(frames.frameCount * channels, ring.writable)
+                    ring.write(base, count: count - count % channels)
+                }
+                try? queue.enqueue(buffer)
+            }
+            let frames = max(Int(format.sampleRate / 100), 64)
+            for _ in 0..<4 { try recorder.enqueue(recorder.allocateBuffer(capacity: frames * channels * 4)) }
+            try recorder.start()
+            queue = recorder
+        } catch {
+            FileHandle.standardError.write(Data("AVAudioInputNode: the input did not start: \(error)\n".utf8))
+        }
+    }
+
+    /// Stops recording.
+    func stopCapture() {
+        guard let queue else { return }
+        self.queue = nil
+        queue.dispose(immediately: true)
+    }
+
+    /// The input's volume at the mixer it feeds.
+    open var volume: Float {
+        get { mixingVolume }
+        set { mixingVolume = newValue; attachedEngine?.mixingChanged(of: self) }
+    }
+
+    /// The input's pan at the mixer it feeds.
+    open var pan: Float {
+        get { mixingPan }
+        set { mixingPan = newValue; attachedEngine?.mixingChanged(of: self) }
+    }
+}
+
+/// The ring the input node's recording fills and its render side reads (the one in use).
+final class InputShared: Sendable {
+    let ring = Lock<SampleRing?>(nil)
+}
+
+/// The input node's render side: the recorded frames, silence where there are none yet.
+final class InputProcessor: AudioNodeProcessor {
+    private let ring: SampleRing
+    private let channels: Int
+
+    init(ring: SampleRing, channels: Int) {
+        self.ring = ring
+        self.channels = channels
+    }
+
+    func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+        let available = min(ring.readable / channels, frames)
+        var offset = 0
+        if available > 0 {
+            ring.consume(count: available * channels) { pointer, _, count in
+                (out + offset).update(from: pointer, count: count)
+                offset += count
+            }
+        }
+        if available < frames { (out + available * channels).update(repeating: 0, count: (frames - available) * channels) }
+        return (frames, .filled)
+    }
+}
