@@ -100,6 +100,8 @@ open class AVAudioEngine: NSObject {
         /// The engine node whose mixing (volume, pan) the bus carries.
         let mixing: AVAudioNode?
         let mixer: AVAudioMixerNode?
+        /// The engine connection's index (mixers sum their inputs in the order connected; -1: a tap's).
+        var order = -1
     }
 
     private struct Built {
@@ -130,7 +132,6 @@ open class AVAudioEngine: NSObject {
     private var configurationError: NSError?
     private var scratch: [Float] = []
     let callbacks = DispatchQueue(label: "AVAudioEngine callbacks")
-    private let routeObserved = Atomic<Bool>(false)
 
     public override init() {
         _ = codecsRegistered
@@ -255,7 +256,6 @@ open class AVAudioEngine: NSObject {
             let sink = OutputRoute.output.makeSink(applicationName: ProcessInfo.processInfo.processName, streamName: "AVAudioEngine")
             try wrap { try built.graph.start(sink: sink) }
             live = true
-            observeRoute()
         }
         input?.startCapture(engine: self)
         running = true
@@ -416,7 +416,15 @@ open class AVAudioEngine: NSObject {
             format = NodeFormat(sampleRate: AVAudioSession.sharedInstance().sampleRate, channels: 2)
         }
         let clock = EngineClock()
-        let graph = try wrap { try AudioGraph(sampleRate: format.sampleRate, channels: format.channels) }
+        let engine = WeakEngine(self)
+        let graph = try wrap {
+            try AudioGraph(sampleRate: format.sampleRate, channels: format.channels) { event in
+                guard case .outputDeviceChanged(let name) = event else { return }
+                // The session's route follows, and the engine says its configuration changed.
+                OutputRoute.changed(to: name)
+                if let engine = engine.engine { NotificationCenter.default.post(name: .AVAudioEngineConfigurationChange, object: engine) }
+            }
+        }
         let output = try wrap {
             try AudioProcessorEffectNode(name: "output", sampleRate: format.sampleRate, channels: format.channels,
                                          processor: OutputProcessor(clock: clock, channels: format.channels))
@@ -533,20 +541,20 @@ open class AVAudioEngine: NSObject {
                 wanted[ObjectIdentifier(core)] = Applied(source: core, destination: tap, bus: nil, mixing: nil, mixer: nil)
             }
         }
-        for edge in edges {
+        for (index, edge) in edges.enumerated() {
             guard let source = edge.source.outlet, let destination = edge.destination.core else { continue }
-            wanted[ObjectIdentifier(source)] = Applied(source: source, destination: destination, bus: nil, mixing: edge.source,
-                                                       mixer: edge.destination as? AVAudioMixerNode)
+            wanted[ObjectIdentifier(source)] = Applied(source: source, destination: destination, bus: nil, mixing: mixingSource(of: edge.source),
+                                                       mixer: edge.destination as? AVAudioMixerNode, order: index)
         }
         for (key, applied) in built.applied where wanted[key]?.destination !== applied.destination {
             graph.disconnect(applied.source)
             built.applied[key] = nil
         }
-        for (key, want) in wanted.sorted(by: { order(of: $0.value.mixing) < order(of: $1.value.mixing) }) where built.applied[key] == nil {
+        for (key, want) in wanted.sorted(by: { $0.value.order < $1.value.order }) where built.applied[key] == nil {
             if let mixer = want.destination as? AudioMixerNode {
                 let gain = (want.mixing?.mixingVolume ?? 1) * (want.mixer?.outputVolume ?? 1)
                 let bus = try wrap { try graph.connect(want.source, to: mixer, volume: gain, pan: want.mixing?.mixingPan ?? 0) }
-                built.applied[key] = Applied(source: want.source, destination: mixer, bus: bus, mixing: want.mixing, mixer: want.mixer)
+                built.applied[key] = Applied(source: want.source, destination: mixer, bus: bus, mixing: want.mixing, mixer: want.mixer, order: want.order)
             } else if let effect = want.destination as? any AudioEffectNode {
                 try wrap { try graph.connect(want.source, to: effect) }
                 built.applied[key] = want
@@ -554,14 +562,18 @@ open class AVAudioEngine: NSObject {
         }
     }
 
-    /// Where a node's connection comes in the order connections were made (mixers sum their
-    /// inputs in the order connected).
-    private func order(of node: AVAudioNode?) -> Int {
-        guard let node else { return -1 }
-        return edges.firstIndex { $0.source === node } ?? Int.max
+    /// Whose volume and pan a connection out of `node` carries: its own, or through effects the
+    /// node that feeds them (a player's volume applies at the mixer it reaches through an EQ).
+    private func mixingSource(of node: AVAudioNode) -> AVAudioNode {
+        var current = node
+        for _ in 0..<64 {
+            guard current.role == .effect, let feed = edges.first(where: { $0.destination === current }) else { break }
+            current = feed.source
+        }
+        return current
     }
 
-    /// A node's volume or pan changed: the mixer input it feeds follows.
+    /// A node's volume or pan changed: the mixer input it reaches follows.
     func mixingChanged(of node: AVAudioNode) {
         guard let built else { return }
         for applied in built.applied.values where applied.mixing === node {
@@ -607,16 +619,6 @@ open class AVAudioEngine: NSObject {
         callbacks.sync { for tap in shared { tap.deliver() } }
     }
 
-    /// Posts ``Notification/Name/AVAudioEngineConfigurationChange`` when the output moves.
-    private func observeRoute() {
-        guard !routeObserved.exchange(true, ordering: .relaxed) else { return }
-        let weakSelf = WeakEngine(self)
-        OutputRoute.observe { _ in
-            guard let engine = weakSelf.engine else { return }
-            NotificationCenter.default.post(name: .AVAudioEngineConfigurationChange, object: engine)
-        }
-    }
-
     private func wrap<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch let error as NSError where error.domain == NSOSStatusErrorDomain {
             throw error
@@ -626,8 +628,8 @@ open class AVAudioEngine: NSObject {
     }
 }
 
-/// A weak reference to an engine that a Sendable observer can hold: the engine is only
-/// handed to NotificationCenter, which takes any object.
+/// A weak reference to an engine that the graph's event handler (Sendable) can hold: the engine is
+/// only handed to NotificationCenter, which takes any object.
 private final class WeakEngine: Sendable {
     private let reference = Lock<WeakBox>(WeakBox())
     private struct WeakBox { weak var engine: AVAudioEngine? }

@@ -176,4 +176,27 @@ struct AVAudioEngineTests {
         #expect(captured.count == reference.count, "\(captured.count / 2) frames of sound played, \(reference.count / 2) in the file")
         #expect(difference(captured, reference) == nil)
     }
+
+    /// The output moves when the user picks another default device: the engine posts
+    /// `AVAudioEngineConfigurationChange`, and (unlike a Mac's) it plays on, on the new device.
+    @Test(.enabled(if: built && !PrivateServer.missing, "avengine or PulseAudio is missing"))
+    func aMoveOfTheOutputIsAConfigurationChange() async throws {
+        let folder = try AVFAudioFileTests.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/sound.wav"
+        try await AVFAudioFileTests.make(path, frames: 8_000, codec: ["-c:a", "pcm_s16le"])
+        let server = try await PrivateServer.start(rate: 44_100, channels: 2)
+        defer { Task { await server.kill() } }
+        _ = try await server.addSink("two")
+        let (lines, exit) = try startReadingLines(Self.avengine, ["follow", path], environment: [
+            "AQ_OUTPUT": "pulse", "PULSE_SERVER": server.address, "HOME": server.runtime, "XDG_RUNTIME_DIR": server.runtime,
+        ])
+        #expect(await lines.wait(timeout: .seconds(20)) { $0.contains("playing") }, "\(lines.current)")
+        try await server.startRecording(sink: "out")
+        #expect(await server.waitForSound(frames: 4_410, sink: "out"))
+        _ = await server.stopRecording(soundFrames: 1, sink: "out")
+        try await server.pactl(["set-default-sink", "two"])
+        #expect(await exit.wait(timeout: .seconds(40)) == 0)
+        #expect(await lines.wait(timeout: .seconds(5)) { $0.contains("configuration changed; running true") }, "\(lines.current)")
+    }
 }

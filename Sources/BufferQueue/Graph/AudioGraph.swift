@@ -8,11 +8,15 @@ public enum AudioGraphEvent: Sendable, CustomStringConvertible {
     /// The output's sink failed (server gone, device lost); the graph stopped pulling. Delivered
     /// on the thread the sink reported it from.
     case outputFailed(AudioQueueError)
+    /// The output's sink moved to another device (it follows the default, as PipeWire's and
+    /// PulseAudio's sinks do); the device's name. Delivered on the thread the sink reported it from.
+    case outputDeviceChanged(String)
 
     public var description: String {
         switch self {
         case let .sourceFailed(name, error): return "\(name) failed: \(error.message)"
         case let .outputFailed(error): return "the output failed: \(error.message)"
+        case let .outputDeviceChanged(name): return "the output moved to \(name)"
         }
     }
 }
@@ -294,7 +298,8 @@ public final class AudioGraph: Sendable {
         try output.withLock { state in
             guard state.sink == nil else { throw AudioQueueError(.invalidRunState, "the graph already plays through a sink; stop it first") }
             let handler = eventHandler
-            let source = AudioRenderSource(graph: self) { error in handler?(.outputFailed(error)) }
+            let source = AudioRenderSource(graph: self, errorHandler: { error in handler?(.outputFailed(error)) },
+                                           deviceHandler: { name in handler?(.outputDeviceChanged(name)) })
             try sink.open(format: outputFormat, source: source)
             do { try sink.start() } catch {
                 sink.close()

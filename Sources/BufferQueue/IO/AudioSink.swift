@@ -85,10 +85,11 @@ public final class AudioRenderSource: Sendable {
         self.deviceHandler = deviceHandler
     }
 
-    init(graph: AudioGraph, errorHandler: @escaping @Sendable (AudioQueueError) -> Void) {
+    init(graph: AudioGraph, errorHandler: @escaping @Sendable (AudioQueueError) -> Void,
+         deviceHandler: @escaping @Sendable (String) -> Void = { _ in }) {
         backing = .graph(graph)
         self.errorHandler = errorHandler
-        deviceHandler = { _ in }
+        self.deviceHandler = deviceHandler
     }
 
     /// What ``RenderThreadObserver`` is passed for this source's renders (a graph's own identity
@@ -151,7 +152,7 @@ public final class AudioRenderSource: Sendable {
     public func reportError(_ error: AudioQueueError) { errorHandler(error) }
 
     /// Tells the queue the sink moved to the device named `name` (it followed the default
-    /// output): the queue posts ``AudioQueueEvent/outputDeviceChanged(_:)``. Not for the
-    /// real-time thread.
+    /// output): a queue posts ``AudioQueueEvent/outputDeviceChanged(_:)``, a graph
+    /// ``AudioGraphEvent/outputDeviceChanged(_:)``. Not for the real-time thread.
     public func reportDeviceChanged(_ name: String) { deviceHandler(name) }
 }

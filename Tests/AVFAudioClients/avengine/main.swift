@@ -10,6 +10,8 @@
 //   avengine mix OUT IN...          a player per input into one mixer (volumes 1/n, pans spread),
 //                                   real-time manual rendering into an AAC file
 //   avengine live IN                plays IN through the output device; prints when it was heard
+//   avengine follow IN              loops IN through the output device until the engine says its
+//                                   configuration changed (the output moved)
 import AVFoundation
 import Foundation
 
@@ -221,6 +223,28 @@ do {
         guard heard.wait(for: 1, seconds: seconds + 10) else { fail("the file was not played back") }
         print(String(format: "played back after %.3f s of %.3f s; running %@", Date().timeIntervalSince(started), seconds,
                      engine.isRunning ? "true" : "false"))
+        engine.stop()
+
+    case "follow":
+        let file = try AVAudioFile(forReading: URL(fileURLWithPath: arguments[2]))
+        let buffer = AVAudioPCMBuffer(pcmFormat: file.processingFormat, frameCapacity: AVAudioFrameCount(file.length))!
+        try file.read(into: buffer)
+        let engine = AVAudioEngine()
+        let player = AVAudioPlayerNode()
+        engine.attach(player)
+        engine.connect(player, to: engine.mainMixerNode, format: file.processingFormat)
+        player.scheduleBuffer(buffer, at: nil, options: .loops)
+        let changed = Completions()
+        let token = NotificationCenter.default.addObserver(forName: .AVAudioEngineConfigurationChange, object: engine, queue: nil) { _ in
+            changed.add("changed")
+        }
+        try engine.start()
+        player.play()
+        print("playing")
+        fflush(nil)
+        guard changed.wait(for: 1, seconds: 30) else { fail("no configuration change came") }
+        print("configuration changed; running \(engine.isRunning)")
+        NotificationCenter.default.removeObserver(token)
         engine.stop()
 
     default:
