@@ -58,6 +58,7 @@ bench:
 	$(SWIFT) build -c release --product aqmix
 	$(SWIFT) build -c release --product aqinfo
 	$(SWIFT) build -c release --product atoffline
+	$(SWIFT) build -c release --product avengine
 	$(SWIFT) run -c release aqbench
 
 # libFuzzer targets with AddressSanitizer, FUZZ_SECONDS each (default 60); fails on a crash, leak or timeout.

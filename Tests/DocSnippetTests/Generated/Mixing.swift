@@ -63,4 +63,10 @@ func docSnippets_Mixing() async throws {
                              crossfade: try AudioPlayerCrossfade(seconds: 4, curve: .equalPower))
     try await player.play()
     _ = player
+    // Docs/Mixing.md, snippet 6
+    let stretch = try AudioTimePitchNode(rate: 1.25, sampleRate: 44_100, channels: 2)   // .timeDomain keeps the pitch
+    try graph.connect(voice, to: stretch)
+    try graph.connect(stretch, to: graph.mainMixer)
+    try stretch.setRate(1.5)                                                            // while playing
+    _ = stretch
 }
