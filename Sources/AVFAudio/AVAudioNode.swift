@@ -45,6 +45,8 @@ struct NodeContext {
 /// How the engine treats a node.
 enum NodeRole {
     case source, effect, mixer, output, input
+    /// A node that takes its input and gives nothing on (``AVAudioSinkNode``).
+    case sink
 }
 
 /// A block that receives a node's output (``AVAudioNode/installTap(onBus:bufferSize:format:block:)``),
@@ -65,6 +67,8 @@ open class AVAudioNode: NSObject {
     /// The installed tap (bus 0), and its node in the graph.
     var tap: NodeTap?
     var tapCore: (any AudioNode)?
+    /// A tapped input node that feeds nothing is still rendered: through this, which gives silence on.
+    var drainCore: (any AudioNode)?
     /// The volume and pan this node's output gets at the mixer it feeds (``AVAudioMixing``).
     var mixingVolume: Float = 1
     var mixingPan: Float = 0
@@ -98,13 +102,13 @@ open class AVAudioNode: NSObject {
     open var numberOfInputs: Int {
         switch role {
         case .source, .input: return 0
-        case .effect, .output: return 1
+        case .effect, .output, .sink: return 1
         case .mixer: return attachedEngine?.nextInputBus(of: self) ?? 1
         }
     }
 
     /// Output buses: one, none for the output node.
-    open var numberOfOutputs: Int { role == .output ? 0 : 1 }
+    open var numberOfOutputs: Int { role == .output || role == .sink ? 0 : 1 }
 
     /// The format of an input bus: what is connected to it (the node's own format otherwise).
     open func inputFormat(forBus bus: AVAudioNodeBus) -> AVAudioFormat {
@@ -513,6 +517,97 @@ final class InputProcessor: AudioNodeProcessor {
             }
         }
         if available < frames { (out + available * channels).update(repeating: 0, count: (frames - available) * channels) }
+        return (frames, .filled)
+    }
+}
+
+/// The block an ``AVAudioSinkNode`` receives its input with: `frameCount` frames in the buffer
+/// list (the node's format, deinterleaved float32) and their sample time; return `noErr`.
+public typealias AVAudioSinkNodeReceiverBlock = (_ timestamp: UnsafePointer<AudioTimeStamp>, _ frameCount: AVAudioFrameCount,
+                                                 _ inputData: UnsafePointer<AudioBufferList>) -> OSStatus
+
+/// A node that hands what feeds it to a block and gives nothing on (Apple's `AVAudioSinkNode`):
+/// connect the input node (or any node) to it. The block is called on the render thread, with
+/// at most the frames of one render, in the format of what feeds it. The engine renders it as part
+/// of its output (it adds silence to the main mixer), so it runs while the engine does.
+open class AVAudioSinkNode: AVAudioNode {
+    private let block: Lock<AVAudioSinkNodeReceiverBlock>
+
+    /// A sink calling `block` with its input.
+    public init(receiverBlock block: @escaping AVAudioSinkNodeReceiverBlock) {
+        self.block = Lock(block)
+        super.init()
+    }
+
+    override var role: NodeRole { .sink }
+
+    override func makeCore(_ format: NodeFormat, _ context: NodeContext) throws -> any AudioNode {
+        try AudioProcessorEffectNode(name: "sink", sampleRate: format.sampleRate, channels: format.channels,
+                                     processor: SinkBlockProcessor(block: block, format: format, clock: context.clock, outputRate: context.outputRate))
+    }
+}
+
+/// A sink node's render side: the input, deinterleaved for the block; silence on.
+final class SinkBlockProcessor: AudioNodeProcessor {
+    private static let chunk = 4096
+    private let block: Lock<AVAudioSinkNodeReceiverBlock>
+    private let channels: Int
+    private let samples: UnsafeMutablePointer<Float>
+    private let list: UnsafeMutableAudioBufferListPointer
+    private let clock: EngineClock
+    private let rateRatio: Double
+    private var sampleTime: Int64 = -1
+
+    init(block: Lock<AVAudioSinkNodeReceiverBlock>, format: NodeFormat, clock: EngineClock, outputRate: Double) {
+        self.block = block
+        channels = format.channels
+        samples = .allocate(capacity: Self.chunk * format.channels)
+        samples.initialize(repeating: 0, count: Self.chunk * format.channels)
+        list = AudioBufferList.allocate(maximumBuffers: format.channels)
+        self.clock = clock
+        rateRatio = format.sampleRate / outputRate
+    }
+
+    deinit {
+        samples.deallocate()
+        list.unsafeMutablePointer.deallocate()
+    }
+
+    func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+        if sampleTime < 0 { sampleTime = Int64((Double(clock.renderStart.load(ordering: .relaxed)) * rateRatio).rounded()) }
+        let (n, _) = input.pull(into: out, frames: frames)
+        let receive = block.withLock { $0 }
+        var done = 0
+        while done < n {
+            let count = min(Self.chunk, n - done)
+            for channel in 0..<channels {
+                let target = samples + channel * Self.chunk
+                for frame in 0..<count { target[frame] = out[(done + frame) * channels + channel] }
+                list[channel] = AudioBuffer(mNumberChannels: 1, mDataByteSize: UInt32(count * 4), mData: target)
+            }
+            var stamp = AudioTimeStamp()
+            stamp.mSampleTime = Double(sampleTime)
+            stamp.mFlags = .sampleTimeValid
+            _ = receive(&stamp, AVAudioFrameCount(count), UnsafePointer(list.unsafeMutablePointer))
+            sampleTime += Int64(count)
+            done += count
+        }
+        out.update(repeating: 0, count: frames * channels)
+        return (frames, .filled)
+    }
+}
+
+/// Renders what feeds it and gives silence on (a tapped node that feeds nothing).
+final class DrainProcessor: AudioNodeProcessor {
+    private let channels: Int
+
+    init(channels: Int) {
+        self.channels = channels
+    }
+
+    func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+        _ = input.pull(into: out, frames: frames)
+        out.update(repeating: 0, count: frames * channels)
         return (frames, .filled)
     }
 }

@@ -185,6 +185,28 @@ struct AVAudioEngineNodeTests {
         player.removeTap(onBus: 0)
     }
 
+    @Test func aSinkNodeReceivesItsInputAndGivesNothingOn() throws {
+        let player = AVAudioPlayerNode()
+        let received = FrameCount()
+        let sink = AVAudioSinkNode { timestamp, frames, list in
+            let buffers = UnsafeMutableAudioBufferListPointer(UnsafeMutablePointer(mutating: list))
+            let samples = buffers[0].mData!.assumingMemoryBound(to: Float.self)
+            received.add(Array(UnsafeBufferPointer(start: samples, count: Int(frames))), at: Int64(timestamp.pointee.mSampleTime))
+            return noErr
+        }
+        let engine = AVAudioEngine()
+        engine.attach(player)
+        engine.attach(sink)
+        engine.connect(player, to: sink, format: Self.format)
+        try engine.enableManualRenderingMode(.offline, format: Self.format, maximumFrameCount: 4096)
+        try engine.start()
+        player.scheduleBuffer(Self.buffer(Self.a))
+        player.play()
+        #expect(try Self.render(engine, 150) == [Float](repeating: 0, count: 150))
+        #expect(received.values == Self.a + [Float](repeating: 0, count: 50) && received.first == 0)
+        #expect(sink.numberOfInputs == 1 && sink.numberOfOutputs == 0)
+    }
+
     @Test func whatTheGraphRefusesIsAnError() throws {
         let engine = AVAudioEngine()
         let buffer = AVAudioPCMBuffer(pcmFormat: Self.format, frameCapacity: 64)!

@@ -199,4 +199,33 @@ struct AVAudioEngineTests {
         #expect(await exit.wait(timeout: .seconds(40)) == 0)
         #expect(await lines.wait(timeout: .seconds(5)) { $0.contains("configuration changed; running true") }, "\(lines.current)")
     }
+
+    /// A tap on the input node, converted to 16 kHz mono Int16 (a voice app's shape), while paplay
+    /// plays a tone into a private server whose monitor is the input: exactly the frames asked, the
+    /// tone in them.
+    @Test(.enabled(if: built && !PrivateServer.missing && AVAudioRecorderTests.canPlay, "avengine, PulseAudio or paplay is missing"))
+    func aMicrophoneTapConvertsTo16kHzInt16() async throws {
+        let folder = try AVFAudioFileTests.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let server = try await PrivateServer.start(rate: 44100, channels: 2)
+        defer { Task { await server.kill() } }
+        let environment = ["AQ_INPUT": "pulse:out.monitor", "PULSE_SERVER": server.address, "HOME": server.runtime,
+                           "XDG_RUNTIME_DIR": server.runtime]
+        let tone = folder + "/tone.wav", path = folder + "/voice.wav"
+        let made = try await runTool("/usr/bin/sox", ["-n", "-r", "44100", "-c", "2", "-b", "16", tone, "synth", "3", "sine", "440", "vol", "0.5"])
+        try #require(made.status == 0)
+        let (lines, exit) = try startReadingLines(Self.avengine, ["listen", path, "2"], environment: environment)
+        #expect(await lines.wait(timeout: .seconds(10)) { $0.contains("listening at 44100 Hz, 2 ch") }, "\(lines.current)")
+        let playing = try await runTool(AVAudioRecorderTests.paplay, [tone], environment: environment, timeout: .seconds(20))
+        #expect(playing.status == 0, "\(String(decoding: playing.errorOutput, as: UTF8.self))")
+        #expect(await exit.wait(timeout: .seconds(20)) == 0)
+        #expect(await lines.wait(timeout: .seconds(5)) { $0.contains("file 32000 frames") }, "\(lines.current)")
+        let probe = try await runTool("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_name,sample_rate,channels",
+                                                           "-of", "csv=p=0", path])
+        #expect(String(decoding: probe.output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "pcm_s16le,16000,1")
+        let recorded = try await AVFAudioFileTests.reference(path)
+        #expect(recorded.count == 32_000)
+        let peak = recorded.map(abs).max() ?? 0
+        #expect(peak > 0.45 && peak < 0.55, "the recording's peak is \(peak)")
+    }
 }

@@ -12,6 +12,8 @@
 //   avengine live IN                plays IN through the output device; prints when it was heard
 //   avengine follow IN              loops IN through the output device until the engine says its
 //                                   configuration changed (the output moved)
+//   avengine listen OUT SECONDS     a tap on the input node, converted to 16 kHz mono Int16 by an
+//                                   AVAudioConverter, written to a WAV of exactly SECONDS
 import AVFoundation
 import Foundation
 
@@ -247,6 +249,27 @@ do {
         NotificationCenter.default.removeObserver(token)
         engine.stop()
 
+    case "listen":
+        guard arguments.count >= 4, let seconds = Double(arguments[3]) else { fail("listen OUT SECONDS") }
+        let engine = AVAudioEngine()
+        let input = engine.inputNode
+        let inputFormat = input.outputFormat(forBus: 0)
+        let target = AVAudioFormat(commonFormat: .pcmFormatInt16, sampleRate: 16_000, channels: 1, interleaved: true)!
+        guard let converter = AVAudioConverter(from: inputFormat, to: target) else { fail("no converter from \(inputFormat)") }
+        let settings: [String: Any] = [AVFormatIDKey: kAudioFormatLinearPCM, AVSampleRateKey: 16_000, AVNumberOfChannelsKey: 1, AVLinearPCMBitDepthKey: 16]
+        let file = try AVAudioFile(forWriting: URL(fileURLWithPath: arguments[2]), settings: settings, commonFormat: .pcmFormatInt16, interleaved: true)
+        let wanted = AVAudioFramePosition((seconds * 16_000).rounded())
+        let done = Completions()
+        let writer = TapWriter(file: file, converter: converter, target: target, wanted: wanted) { done.add("done") }
+        input.installTap(onBus: 0, bufferSize: 4_410, format: inputFormat) { buffer, _ in writer.take(buffer) }
+        try engine.start()
+        print("listening at \(Int(inputFormat.sampleRate)) Hz, \(inputFormat.channelCount) ch")
+        fflush(nil)
+        guard done.wait(for: 1, seconds: seconds + 20) else { fail("the tap did not fill the file") }
+        input.removeTap(onBus: 0)
+        engine.stop()
+        print("file \(writer.written) frames")
+
     default:
         fail("unknown command \(arguments[1])")
     }
@@ -282,5 +305,49 @@ final class TapCounter: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return "\(frames) frames from \(first ?? -1), contiguous \(contiguous)"
+    }
+}
+
+/// Converts what the tap gives to 16 kHz Int16 and writes it until the file holds `wanted` frames.
+final class TapWriter: @unchecked Sendable {
+    private let file: AVAudioFile
+    private let converter: AVAudioConverter
+    private let target: AVAudioFormat
+    private let wanted: AVAudioFramePosition
+    private let finished: () -> Void
+    private(set) var written: AVAudioFramePosition = 0
+
+    init(file: AVAudioFile, converter: AVAudioConverter, target: AVAudioFormat, wanted: AVAudioFramePosition, finished: @escaping () -> Void) {
+        self.file = file
+        self.converter = converter
+        self.target = target
+        self.wanted = wanted
+        self.finished = finished
+    }
+
+    func take(_ buffer: AVAudioPCMBuffer) {
+        guard written < wanted else { return }
+        let capacity = AVAudioFrameCount(Double(buffer.frameLength) * 16_000 / buffer.format.sampleRate) + 64
+        guard let out = AVAudioPCMBuffer(pcmFormat: target, frameCapacity: capacity) else { return }
+        var given = false
+        var error: NSError?
+        _ = converter.convert(to: out, error: &error) { _, status in
+            if given {
+                status.pointee = .noDataNow
+                return nil
+            }
+            given = true
+            status.pointee = .haveData
+            return buffer
+        }
+        if let error { fail("convert: \(error)") }
+        let keep = min(AVAudioFramePosition(out.frameLength), wanted - written)
+        out.frameLength = AVAudioFrameCount(keep)
+        do { try file.write(from: out) } catch { fail("write: \(error)") }
+        written += keep
+        if written == wanted {
+            file.close()
+            finished()
+        }
     }
 }
