@@ -304,6 +304,9 @@ let package = Package(
         .executableTarget(name: "avrecorder", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avrecorder"),
         // AVAudioEngine graphs (offline and live), against Apple's API only, in Swift 6 mode.
         .executableTarget(name: "avengine", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avengine"),
+        // A seeking file player on AVAudioEngine, against Apple's API only, in Swift 5 mode.
+        .executableTarget(name: "avseek", dependencies: ["AVFoundation"], path: "Tests/AVFAudioClients/avseek",
+                          swiftSettings: [.swiftLanguageMode(.v5)]),
     ] + [
         .executableTarget(
             name: "playpcm",

@@ -107,7 +107,16 @@ open class AVAudioPCMBuffer: AVAudioBuffer {
     func interleavedFloats(into destination: UnsafeMutablePointer<Float>, from start: Int, count: Int) {
         let channels = Int(format.channelCount)
         if !format.isInterleaved && format.commonFormat == .pcmFormatFloat32 && count > 0 {
-            // The engine's and the file's usual case: straight copies, no scratch.
+            // The engine's and the file's usual case: straight copies, no scratch (stereo in one pass).
+            if channels == 2 {
+                let left = channelPointers[0].assumingMemoryBound(to: Float.self) + start
+                let right = channelPointers[1].assumingMemoryBound(to: Float.self) + start
+                for frame in 0..<count {
+                    destination[2 * frame] = left[frame]
+                    destination[2 * frame + 1] = right[frame]
+                }
+                return
+            }
             for channel in 0..<channels {
                 let samples = channelPointers[channel].assumingMemoryBound(to: Float.self) + start
                 for frame in 0..<count { destination[frame * channels + channel] = samples[frame] }
@@ -131,6 +140,15 @@ open class AVAudioPCMBuffer: AVAudioBuffer {
     func setInterleavedFloats(_ source: UnsafePointer<Float>, at start: Int, count: Int) {
         let channels = Int(format.channelCount)
         if !format.isInterleaved && format.commonFormat == .pcmFormatFloat32 && count > 0 {
+            if channels == 2 {
+                let left = channelPointers[0].assumingMemoryBound(to: Float.self) + start
+                let right = channelPointers[1].assumingMemoryBound(to: Float.self) + start
+                for frame in 0..<count {
+                    left[frame] = source[2 * frame]
+                    right[frame] = source[2 * frame + 1]
+                }
+                return
+            }
             for channel in 0..<channels {
                 let samples = channelPointers[channel].assumingMemoryBound(to: Float.self) + start
                 for frame in 0..<count { samples[frame] = source[frame * channels + channel] }

@@ -228,4 +228,23 @@ struct AVAudioEngineTests {
         let peak = recorded.map(abs).max() ?? 0
         #expect(peak > 0.45 && peak < 0.55, "the recording's peak is \(peak)")
     }
+
+    /// `avseek`, a seeking file player written for a Mac in Swift 5 mode: its position around the
+    /// seek is what `playerTime(forNodeTime:)` gives, and what it played is the FLAC up to the seek,
+    /// then from the frame sought, exactly.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: AVFAudioClientTests.directory.appendingPathComponent("avseek").path),
+                   "avseek is not built beside the tests"))
+    func aSeekingPlayerPlaysWhatItSays() async throws {
+        let folder = try AVFAudioFileTests.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let input = folder + "/in.flac", output = folder + "/out.wav"
+        try await AVFAudioFileTests.make(input, frames: 50_000, codec: ["-c:a", "flac"])
+        let run = try await runTool(AVFAudioClientTests.directory.appendingPathComponent("avseek").path, [input, output, "12345", "31000"])
+        let printed = String(decoding: run.output, as: UTF8.self)
+        #expect(run.status == 0 && printed == "before the seek at 12345\nafter the seek at 31001\nplayed 31345 frames\n",
+                "\(printed) \(String(decoding: run.errorOutput, as: UTF8.self))")
+        let file = try await AVFAudioFileTests.reference(input)
+        let played = try await AVFAudioFileTests.reference(output)
+        #expect(difference(played, Array(file[0..<(12_345 * 2)]) + Array(file[(31_000 * 2)...])) == nil)
+    }
 }

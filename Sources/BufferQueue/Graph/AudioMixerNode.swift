@@ -66,6 +66,9 @@ final class MixerRenderer: AudioNodeRenderer {
     func render(_ program: GraphProgram, node: AudioGraphNode, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
         let inputs = program.inputs(of: node)
         let ch = node.channels
+        if inputs.count == 1, let bus = inputs.connections[0].bus, let passed = passThrough(program, bus: bus, into: out, frames: frames, channels: ch) {
+            return passed
+        }
         out.update(repeating: 0, count: frames * ch)
         var reach = 0          // how far the inputs that ended here reached
         var active = false     // an input goes on past this render
@@ -98,6 +101,28 @@ final class MixerRenderer: AudioNodeRenderer {
             return (frames, .filled)
         }
         return (reach, .boundary)
+    }
+
+    /// One input at unity gain, started, in the mixer's format, with no fade and no glide under
+    /// way: its frames are the mix (0 + x × 1 is x), so they are pulled straight into `out`. Nil
+    /// when the input is not such (the render mixes as usual).
+    private func passThrough(_ program: GraphProgram, bus: AudioMixerInput, into out: UnsafeMutablePointer<Float>, frames: Int,
+                             channels: Int) -> (Int, PullEnd)? {
+        let now = clock.time.load(ordering: .relaxed)
+        let result = bus.renderSide.withClaim { side -> (Int, PullEnd)? in
+            guard !side.ended, side.passesThrough(bus, now: now, frames: frames, channels: channels) else { return nil }
+            var (n, end) = side.pull(program, into: out, frames: frames)
+            if end == .boundary { side.ended = true }
+            if end == .starved {
+                // A live source that ran dry: silence for the rest, as the mix gives it.
+                (out + n * channels).update(repeating: 0, count: (frames - n) * channels)
+                (n, end) = (frames, .filled)
+            }
+            return (n, end == .boundary ? .boundary : .filled)
+        }
+        guard let passed = result ?? nil else { return nil }
+        clock.time.store(now + Int64(passed.0), ordering: .releasing)
+        return passed
     }
 }
 
@@ -253,6 +278,18 @@ final class MixerBusRenderer {
         if next.length < 0 { next.length = 0 }
         envelope = next
         fadeSeen = generation
+    }
+
+    /// Render side: whether this render can take the source's frames as they are: no converter,
+    /// started before this render, unity gains with no glide, no fade (volume and pan changes are
+    /// picked up here first).
+    func passesThrough(_ input: AudioMixerInput, now: Int64, frames: Int, channels: Int) -> Bool {
+        guard converter == nil, seen || input.startFrame <= now else { return false }
+        updateGains(channels: channels, volume: input.volume, pan: input.pan)
+        readFade(input)
+        guard envelope.direction == 0, rampLeft == 0, gainLeft == 1, gainRight == 1, gainOther == 1 else { return false }
+        if !seen { _ = framesBeforeStart(now: now, frames: frames, of: input) }
+        return true
     }
 
     /// Render side: pulls the source (through the converter when formats differ).
