@@ -360,6 +360,8 @@ open class AVAudioEngine: NSObject {
         }
         buffer.frameLength = AVAudioFrameCount(rendered)
         deliverTapsNow()
+        // The input block had nothing for this render: its frames are silence, as on a Mac.
+        if input?.takeStarved() == true { return .insufficientDataFromInputNode }
         return .success
     }
 
@@ -372,6 +374,7 @@ open class AVAudioEngine: NSObject {
         let maximum = Int(manual?.maximumFrameCount ?? 0)
         let channels = Int(format?.channelCount ?? 2)
         let samples = UnsafeMutablePointer<Float>.allocate(capacity: max(maximum * channels, 1))
+        let starved = input?.starvedFlag
         let holder = ScratchHolder(samples)
         return { frames, list, status in
             guard let graph, let format, Int(frames) <= maximum, format.commonFormat == .pcmFormatFloat32 else {
@@ -394,14 +397,8 @@ open class AVAudioEngine: NSObject {
                 }
             }
             status?.pointee = noErr
-            return .success
+            return starved?.take() == true ? .insufficientDataFromInputNode : .success
         }
-    }
-
-    /// Sets the format the input node gives in manual rendering (Apple's input block); the
-    /// library's engine records only live, so this only keeps the format.
-    open func setManualRenderingInputPCMFormat(_ format: AVAudioFormat, inputBlock block: @escaping (AVAudioFrameCount) -> UnsafePointer<AudioBufferList>?) -> Bool {
-        false
     }
 
     // MARK: the graph behind it
@@ -462,6 +459,14 @@ open class AVAudioEngine: NSObject {
         node.coreFormat = nil
         node.tapCore = nil
         node.coreDropped()
+    }
+
+    /// What `node` renders changed (a manual input block): its graph node is made anew.
+    func nodeChanged(_ node: AVAudioNode) {
+        guard built != nil else { return }
+        if let old = node.core { built?.applied = built?.applied.filter { $0.value.source !== old && $0.value.destination !== old } ?? [:] }
+        dropCore(of: node)
+        graphChanged()
     }
 
     /// The topology changed: the graph follows (when made), and a refusal is kept for the next
@@ -637,6 +642,9 @@ open class AVAudioEngine: NSObject {
         guard let edge = edges.first(where: { $0.destination === node && $0.destinationBus == bus }) else { return nil }
         return format(of: edge.source)?.avFormat
     }
+
+    /// The manual rendering format, while the engine renders manually (the input node's block gives it).
+    var manualFormat: AVAudioFormat? { manual?.format }
 
     /// The render clock and settings nodes use outside the graph (the player's times).
     var renderClock: (clock: EngineClock, rate: Double)? { built.map { ($0.clock, $0.format.sampleRate) } }

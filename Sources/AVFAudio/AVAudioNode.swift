@@ -431,6 +431,8 @@ final class SourceBlockProcessor: AudioNodeProcessor {
 open class AVAudioInputNode: AVAudioIONode, AVAudioMixing {
     private let shared = InputShared()
     private var queue: AudioInputQueue?
+    /// In manual rendering: the format and block the input's frames come from.
+    private var manualInput: (format: NodeFormat, block: Lock<AVAudioIONodeInputBlock>)?
 
     override init() {
         super.init()
@@ -439,10 +441,35 @@ open class AVAudioInputNode: AVAudioIONode, AVAudioMixing {
     override var role: NodeRole { .input }
 
     override var naturalFormat: NodeFormat? {
-        NodeFormat(sampleRate: AVAudioSession.sharedInstance().sampleRate, channels: max(1, min(AVAudioSession.sharedInstance().inputNumberOfChannels, 2)))
+        if let manualInput { return manualInput.format }
+        return NodeFormat(sampleRate: AVAudioSession.sharedInstance().sampleRate, channels: max(1, min(AVAudioSession.sharedInstance().inputNumberOfChannels, 2)))
     }
 
+    /// In manual rendering, takes the input's frames from `block`: each render asks it for that
+    /// many frames of `format` (float32, interleaved or not); nil when it has none (the render
+    /// then gives ``AVAudioEngineManualRenderingStatus/insufficientDataFromInputNode`` and the
+    /// input's silence). False when the engine does not render manually or the format is not float32.
+    open func setManualRenderingInputPCMFormat(_ format: AVAudioFormat, inputBlock block: @escaping AVAudioIONodeInputBlock) -> Bool {
+        guard attachedEngine?.manualFormat != nil, format.commonFormat == .pcmFormatFloat32, (1...64).contains(format.channelCount) else { return false }
+        manualInput = (NodeFormat(format), Lock(block))
+        interleavedInput = format.isInterleaved && format.channelCount > 1
+        attachedEngine?.nodeChanged(self)
+        return true
+    }
+
+    private var interleavedInput = false
+
+    /// Whether the input block had nothing for the last render (cleared by reading it).
+    func takeStarved() -> Bool { shared.starved.take() }
+
+    var starvedFlag: InputStarved { shared.starved }
+
     override func makeCore(_ format: NodeFormat, _ context: NodeContext) throws -> any AudioNode {
+        if let manualInput, attachedEngine?.manualFormat != nil {
+            return try AudioProcessorSourceNode(name: "input", sampleRate: format.sampleRate, channels: format.channels,
+                                                processor: ManualInputProcessor(block: manualInput.block, channels: format.channels,
+                                                                                interleaved: interleavedInput, starved: shared.starved))
+        }
         let ring = SampleRing(minimumCapacity: Int(format.sampleRate) * format.channels)
         shared.ring.withLock { $0 = ring }
         return try AudioProcessorSourceNode(name: "input", sampleRate: format.sampleRate, channels: format.channels,
@@ -492,9 +519,60 @@ open class AVAudioInputNode: AVAudioIONode, AVAudioMixing {
     }
 }
 
-/// The ring the input node's recording fills and its render side reads (the one in use).
+/// The ring the input node's recording fills and its render side reads (the one in use), and
+/// whether a manual input block ran dry.
 final class InputShared: Sendable {
     let ring = Lock<SampleRing?>(nil)
+    let starved = InputStarved()
+}
+
+/// Set by the render side when the manual input block had nothing; taken by the engine.
+final class InputStarved: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func set() { flag.store(true, ordering: .releasing) }
+    func take() -> Bool { flag.exchange(false, ordering: .acquiringAndReleasing) }
+}
+
+/// The block the input node takes its frames from in manual rendering: `frameCount` frames in
+/// a buffer list of the format given, or nil when there are none.
+public typealias AVAudioIONodeInputBlock = (_ frameCount: AVAudioFrameCount) -> UnsafePointer<AudioBufferList>?
+
+/// The input node's render side in manual rendering: the caller's block, asked for each render's frames.
+final class ManualInputProcessor: AudioNodeProcessor {
+    private let block: Lock<AVAudioIONodeInputBlock>
+    private let channels: Int
+    private let interleaved: Bool
+    private let starved: InputStarved
+
+    init(block: Lock<AVAudioIONodeInputBlock>, channels: Int, interleaved: Bool, starved: InputStarved) {
+        self.block = block
+        self.channels = channels
+        self.interleaved = interleaved
+        self.starved = starved
+    }
+
+    func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+        let ask = block.withLock { $0 }
+        guard let list = ask(AVAudioFrameCount(frames)) else {
+            starved.set()
+            out.update(repeating: 0, count: frames * channels)
+            return (frames, .filled)
+        }
+        let buffers = UnsafeMutableAudioBufferListPointer(UnsafeMutablePointer(mutating: list))
+        if interleaved {
+            let given = buffers.count > 0 ? Int(buffers[0].mDataByteSize) / 4 / channels : 0
+            let n = min(given, frames)
+            if let data = buffers.count > 0 ? buffers[0].mData?.assumingMemoryBound(to: Float.self) : nil { out.update(from: data, count: n * channels) }
+            if n < frames { (out + n * channels).update(repeating: 0, count: (frames - n) * channels) }
+        } else {
+            for channel in 0..<channels {
+                let data = channel < buffers.count ? buffers[channel].mData?.assumingMemoryBound(to: Float.self) : nil
+                let n = channel < buffers.count ? min(Int(buffers[channel].mDataByteSize) / 4, frames) : 0
+                for frame in 0..<frames { out[frame * channels + channel] = frame < n ? data?[frame] ?? 0 : 0 }
+            }
+        }
+        return (frames, .filled)
+    }
 }
 
 /// The input node's render side: the recorded frames, silence where there are none yet.

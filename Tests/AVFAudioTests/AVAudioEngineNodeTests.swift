@@ -207,6 +207,29 @@ struct AVAudioEngineNodeTests {
         #expect(sink.numberOfInputs == 1 && sink.numberOfOutputs == 0)
     }
 
+    @Test func theInputNodeTakesTheCallersFramesInManualRendering() throws {
+        let engine = AVAudioEngine()
+        #expect(!engine.inputNode.setManualRenderingInputPCMFormat(Self.format) { _ in nil }, "refused outside manual rendering")
+        try engine.enableManualRenderingMode(.offline, format: Self.format, maximumFrameCount: 4096)
+        let given = AVAudioPCMBuffer(pcmFormat: Self.format, frameCapacity: 4096)!
+        let source = Remaining(Self.a)
+        let accepted = engine.inputNode.setManualRenderingInputPCMFormat(Self.format) { frames in
+            guard let values = source.take(Int(frames)) else { return nil }
+            for (index, value) in values.enumerated() { given.floatChannelData![0][index] = value }
+            given.frameLength = frames
+            return given.audioBufferList
+        }
+        #expect(accepted)
+        engine.connect(engine.inputNode, to: engine.mainMixerNode, format: Self.format)
+        try engine.start()
+        #expect(try Self.render(engine, 60) == Array(Self.a[0..<60]))
+        #expect(try Self.render(engine, 40) == Array(Self.a[60...]))
+        // The block has no more: the render is silence and says the input was short.
+        let buffer = AVAudioPCMBuffer(pcmFormat: Self.format, frameCapacity: 50)!
+        #expect(try engine.renderOffline(50, to: buffer) == .insufficientDataFromInputNode)
+        #expect(buffer.frameLength == 50 && (0..<50).allSatisfy { buffer.floatChannelData![0][$0] == 0 })
+    }
+
     @Test func whatTheGraphRefusesIsAnError() throws {
         let engine = AVAudioEngine()
         let buffer = AVAudioPCMBuffer(pcmFormat: Self.format, frameCapacity: 64)!
@@ -244,4 +267,18 @@ final class FrameCount: @unchecked Sendable {
     }
     var values: [Float] { lock.lock(); defer { lock.unlock() }; return all }
     var first: Int64? { lock.lock(); defer { lock.unlock() }; return start }
+}
+
+/// Values handed out in the sizes asked, then nil.
+final class Remaining: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [Float]
+    init(_ values: [Float]) { self.values = values }
+    func take(_ count: Int) -> [Float]? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard values.count >= count else { return nil }
+        defer { values.removeFirst(count) }
+        return Array(values.prefix(count))
+    }
 }

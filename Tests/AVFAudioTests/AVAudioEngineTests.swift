@@ -247,4 +247,27 @@ struct AVAudioEngineTests {
         let played = try await AVFAudioFileTests.reference(output)
         #expect(difference(played, Array(file[0..<(12_345 * 2)]) + Array(file[(31_000 * 2)...])) == nil)
     }
+
+    /// Through a private PipeWire (48 kHz): the engine takes the device's rate, and a 48 kHz file
+    /// plays bit for bit (pw-record records float32).
+    @Test(.enabled(if: built && !PrivatePipeWire.missing, "avengine or PipeWire is missing"))
+    func aPlayerPlaysBitForBitThroughPipeWire() async throws {
+        let folder = try AVFAudioFileTests.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/sound.wav"
+        let made = try await runTool("/usr/bin/ffmpeg", ["-v", "error", "-f", "lavfi", "-i", "sine=frequency=330:sample_rate=48000",
+            "-f", "lavfi", "-i", "anoisesrc=color=white:amplitude=0.3:seed=5:sample_rate=48000",
+            "-filter_complex", "[0][1]amerge=inputs=2,atrim=end_sample=24001", "-c:a", "pcm_s16le", path])
+        try #require(made.status == 0)
+        let reference = withoutSilence(try await AVFAudioFileTests.reference(path), channels: 2)
+        let server = try await PrivatePipeWire.start()
+        defer { Task { await server.kill() } }
+        try await server.startRecording()
+        let run = try await runTool(Self.avengine, ["live", path], environment: server.environment.merging(["AQ_OUTPUT": "pipewire"]) { $1 })
+        let printed = String(decoding: run.output, as: UTF8.self)
+        #expect(run.status == 0 && printed.hasPrefix("played back after "), "\(printed) \(String(decoding: run.errorOutput, as: UTF8.self))")
+        let captured = withoutSilence(await server.stopRecording(soundFrames: reference.count / 2), channels: 2)
+        #expect(captured.count == reference.count, "\(captured.count / 2) frames of sound played, \(reference.count / 2) in the file")
+        #expect(difference(captured, reference) == nil)
+    }
 }
