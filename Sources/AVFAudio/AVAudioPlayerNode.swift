@@ -41,8 +41,11 @@ public typealias AVAudioPlayerNodeCompletionHandler = (AVAudioPlayerNodeCompleti
 /// buffer must have the player's channel count. Completion handlers are called once, in the order
 /// scheduled, on a queue of the player's — also for what a ``stop()`` drops.
 ///
-/// Files are decoded on the render thread as they play (as the library's offline renderers do);
-/// in a live engine that thread is the sound server's.
+/// In a live engine, files are decoded ahead on a queue of the player's (half a second, the next
+/// segment too, from the moment the player's format is known) and the render thread only copies;
+/// a render that finds nothing decoded yet plays silence for what is missing and goes on. In
+/// manual rendering they are decoded on the rendering thread, as they play: exactly, whatever
+/// the pace.
 open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing {
     let shared = PlayerShared()
 
@@ -269,7 +272,10 @@ struct PlayerState {
         let options: AVAudioPlayerNodeBufferOptions
         let completion: PlayerCompletion?
         var position: Int64 = 0
+        /// Offline: the file's renderer, on the rendering thread.
         var renderer: AudioFileRenderer?
+        /// Live: the file decoded ahead on the player's queue.
+        var ahead: FileAhead?
     }
 
     var segments: [Segment] = []
@@ -285,6 +291,8 @@ struct PlayerState {
     var format = NodeFormat.standard
     var outputRate = 44_100.0
     var offline = false
+    /// The player renders in a live engine (its format known): files are decoded ahead.
+    var live = false
     /// The graph the player renders in (nil before its first), for the device's latency.
     weak var graph: AudioGraph?
     /// The frames of the render that finished the last completion (it is heard by their end).
@@ -296,21 +304,52 @@ final class PlayerShared: Sendable {
     let state = Lock<PlayerState>(PlayerState())
     private let queue = DispatchQueue(label: "AVAudioPlayerNode completions")
     private let wake: WakeSignal
+    /// Where files are decoded ahead of a live render, and its wake-up (the render signals it as it consumes).
+    private let worker = DispatchQueue(label: "AVAudioPlayerNode decoding")
+    let decodeAhead: WakeSignal
 
     init() {
         wake = WakeSignal(queue: queue)
+        decodeAhead = WakeSignal(queue: worker)
         wake.setHandler { [weak self] in self?.deliver() }
+        decodeAhead.setHandler { [weak self] in self?.fillAhead() }
     }
 
-    deinit { wake.cancel() }
+    deinit {
+        wake.cancel()
+        decodeAhead.cancel()
+    }
+
+    /// On the decoding queue: the first two file segments (the one playing and the next, for a
+    /// gapless join) get their decoders, and their rings are filled.
+    private func fillAhead() {
+        let worker = self.worker
+        let aheads = state.withLock { s -> [FileAhead] in
+            guard s.live else { return [] }
+            var list: [FileAhead] = []
+            for index in s.segments.indices.prefix(2) {
+                guard case .file(let path, let start, let count) = s.segments[index].source else { continue }
+                if s.segments[index].ahead == nil {
+                    s.segments[index].ahead = FileAhead(path: path, start: start, count: count, format: s.format, on: worker)
+                }
+                if let ahead = s.segments[index].ahead { list.append(ahead) }
+            }
+            return list
+        }
+        for ahead in aheads { ahead.fill() }
+    }
 
     func configure(format: NodeFormat, context: NodeContext) {
         state.withLock {
             $0.format = format
             $0.outputRate = context.outputRate
             $0.offline = context.offline
+            $0.live = !context.offline
             $0.graph = context.graph
-            for index in $0.segments.indices { $0.segments[index].renderer = nil }
+            for index in $0.segments.indices {
+                $0.segments[index].renderer = nil
+                $0.segments[index].ahead = nil
+            }
             if let first = $0.segments.first, first.position > 0 {
                 // A new format: the file segment playing reopens at its place.
                 $0.segments[0] = PlayerState.Segment(source: Self.advanced(first.source, by: first.position),
@@ -319,6 +358,7 @@ final class PlayerShared: Sendable {
             }
             $0.anchor = nil
         }
+        decodeAhead.signal()
     }
 
     private static func advanced(_ source: SegmentSource, by frames: Int64) -> SegmentSource {
@@ -346,6 +386,7 @@ final class PlayerShared: Sendable {
             return !s.finished.isEmpty
         }
         if ready { wake.signal() }
+        decodeAhead.signal()
     }
 
     func play(atNodeTime node: Int64?) {
@@ -474,7 +515,7 @@ final class PlayerProcessor: AudioNodeProcessor {
         }
         let before = s.finished.count
         s.lastRenderFrames = frames
-        while done < frames {
+        rendering: while done < frames {
             guard var segment = s.segments.first else {
                 (out + done * channels).update(repeating: 0, count: (frames - done) * channels)
                 s.playerTime += Int64(frames - done)
@@ -495,7 +536,21 @@ final class PlayerProcessor: AudioNodeProcessor {
                 buffer.interleavedFloats(into: out + done * channels, from: Int(segment.position), count: want)
                 n = want
             case .file(let path, let start, let count):
-                n = renderFile(&segment, path: path, start: start, count: count, format: s.format, into: out + done * channels, frames: want)
+                if offline {
+                    n = renderFile(&segment, path: path, start: start, count: count, format: s.format, into: out + done * channels, frames: want)
+                } else {
+                    let (copied, finished) = copyAhead(segment.ahead, into: out + done * channels, frames: want)
+                    if !finished && copied < want {
+                        // Not decoded yet: what is missing is silence, and the file goes on at the next render.
+                        segment.position += Int64(copied)
+                        s.segments[0] = segment
+                        (out + (done + copied) * channels).update(repeating: 0, count: (frames - done - copied) * channels)
+                        s.playerTime += Int64(frames - done)
+                        done = frames
+                        break rendering
+                    }
+                    n = copied
+                }
             }
             segment.position += Int64(n)
             s.playerTime += Int64(n)
@@ -514,6 +569,23 @@ final class PlayerProcessor: AudioNodeProcessor {
             }
         }
         return s.finished.count > before
+    }
+
+    /// Live: copies up to `frames` frames decoded ahead; `finished` once the file's last frame is out.
+    private func copyAhead(_ ahead: FileAhead?, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, finished: Bool) {
+        defer { shared.decodeAhead.signal() }
+        guard let ahead else { return (0, false) }
+        let ended = ahead.ended.load(ordering: .acquiring)
+        let available = ahead.ring.readable / channels
+        let n = min(available, frames)
+        var offset = 0
+        if n > 0 {
+            ahead.ring.consume(count: n * channels) { pointer, _, count in
+                (out + offset).update(from: pointer, count: count)
+                offset += count
+            }
+        }
+        return (n, ended && n == available)
     }
 
     /// Decodes up to `frames` frames of a file segment (opening it at its first); fewer at the
@@ -542,6 +614,72 @@ final class PlayerProcessor: AudioNodeProcessor {
         } catch {
             FileHandle.standardError.write(Data("AVAudioPlayerNode: \(path): \(error); the segment ends at frame \(start + segment.position)\n".utf8))
             out.update(repeating: 0, count: frames * channels)
+            return 0
+        }
+    }
+}
+
+/// A file segment decoded ahead of a live render: the ring the decoding queue fills and the
+/// render side empties, and whether the file's last frame is in it.
+final class FileAhead: Sendable {
+    static let chunk = 4096
+    let ring: SampleRing
+    let ended = Atomic<Bool>(false)
+    private let decoder: QueueBound<AheadDecoder>
+
+    init(path: String, start: Int64, count: Int64, format: NodeFormat, on queue: DispatchQueue) {
+        ring = SampleRing(minimumCapacity: max(Int(format.sampleRate / 2), 2 * Self.chunk) * format.channels)
+        decoder = QueueBound(AheadDecoder(path: path, start: start, count: count, format: format), on: queue)
+    }
+
+    /// On the decoding queue: decodes until the ring is full or the file has ended.
+    func fill() {
+        guard !ended.load(ordering: .relaxed) else { return }
+        let channels = decoder.value.format.channels
+        while ring.writable >= Self.chunk * channels {
+            let n = decoder.value.decode(frames: Self.chunk)
+            if n == 0 {
+                ended.store(true, ordering: .releasing)
+                return
+            }
+            decoder.value.scratch.withUnsafeBufferPointer { ring.write($0.baseAddress!, count: n * channels) }
+        }
+    }
+}
+
+/// The decoding queue's part of a file decoded ahead: the file's renderer (opened at the first
+/// fill) and its scratch memory.
+final class AheadDecoder {
+    let path: String
+    let start: Int64
+    let count: Int64
+    let format: NodeFormat
+    var scratch: [Float]
+    private var renderer: AudioFileRenderer?
+    private var failed = false
+
+    init(path: String, start: Int64, count: Int64, format: NodeFormat) {
+        self.path = path
+        self.start = start
+        self.count = count
+        self.format = format
+        scratch = [Float](repeating: 0, count: FileAhead.chunk * format.channels)
+    }
+
+    /// Up to `frames` frames into ``scratch``; 0 at the end, or where the file is damaged (said
+    /// once, on standard error).
+    func decode(frames: Int) -> Int {
+        guard !failed else { return 0 }
+        do {
+            if renderer == nil {
+                renderer = try AudioFileRenderer(file: AudioFile(path: path), startFrame: start, endFrame: start + count,
+                                                 sampleRate: format.sampleRate, channels: format.channels)
+            }
+            guard let renderer else { return 0 }
+            return try scratch.withUnsafeMutableBufferPointer { try renderer.render(into: $0, frames: frames) }
+        } catch {
+            failed = true
+            FileHandle.standardError.write(Data("AVAudioPlayerNode: \(path): \(error); the segment ends there\n".utf8))
             return 0
         }
     }

@@ -7,8 +7,8 @@
 //                                   into a buffer, scheduled back to back; prints the completions
 //                                   in the order they came and the player's times
 //   avengine tone OUT HZ SECONDS    an AVAudioSourceNode sine, tapped on the main mixer
-//   avengine mix OUT IN...          a player per input into one mixer (volumes 1/n, pans spread),
-//                                   real-time manual rendering into an AAC file
+//   avengine mix OUT IN...          a player per input (read into a buffer) into one mixer (volumes
+//                                   1/n, pans spread), real-time manual rendering into an AAC file
 //   avengine live IN                plays IN through the output device; prints when it was heard
 //   avengine follow IN              loops IN through the output device until the engine says its
 //                                   configuration changed (the output moved)
@@ -185,7 +185,10 @@ do {
             engine.connect(player, to: mixer, format: input.processingFormat)
             player.volume = 1 / Float(inputs.count)
             player.pan = inputs.count > 1 ? -1 + 2 * Float(index) / Float(inputs.count - 1) : 0
-            player.scheduleFile(input, at: nil)
+            // A real-time render must not wait for a file to decode: the inputs are read into memory first.
+            let buffer = AVAudioPCMBuffer(pcmFormat: input.processingFormat, frameCapacity: AVAudioFrameCount(input.length))!
+            try input.read(into: buffer)
+            player.scheduleBuffer(buffer, completionHandler: nil)
             players.append(player)
         }
         try engine.enableManualRenderingMode(.realtime, format: format, maximumFrameCount: 1024)
