@@ -307,6 +307,11 @@ final class PlayerShared: Sendable {
     /// Where files are decoded ahead of a live render, and its wake-up (the render signals it as it consumes).
     private let worker = DispatchQueue(label: "AVAudioPlayerNode decoding")
     let decodeAhead: WakeSignal
+    /// The file segments to decode ahead, in the order scheduled: the decoding queue's list, under
+    /// a lock of its own (the render never takes it, so decoding never keeps the render from the
+    /// schedule). Made on the control side; a segment the render finished or a stop dropped is
+    /// marked and leaves the list at the next fill.
+    private let aheads = Lock<[FileAhead]>([])
 
     init() {
         wake = WakeSignal(queue: queue)
@@ -320,23 +325,27 @@ final class PlayerShared: Sendable {
         decodeAhead.cancel()
     }
 
-    /// On the decoding queue: the first two file segments (the one playing and the next, for a
-    /// gapless join) get their decoders, and their rings are filled.
+    /// On the decoding queue: the first two file segments not finished (the one playing and the
+    /// next, for a gapless join) are filled.
     private func fillAhead() {
-        let worker = self.worker
-        let aheads = state.withLock { s -> [FileAhead] in
-            guard s.live else { return [] }
-            var list: [FileAhead] = []
-            for index in s.segments.indices.prefix(2) {
-                guard case .file(let path, let start, let count) = s.segments[index].source else { continue }
-                if s.segments[index].ahead == nil {
-                    s.segments[index].ahead = FileAhead(path: path, start: start, count: count, format: s.format, on: worker)
-                }
-                if let ahead = s.segments[index].ahead { list.append(ahead) }
-            }
-            return list
+        let next = aheads.withLock { list -> [FileAhead] in
+            list.removeAll { $0.dropped.load(ordering: .acquiring) }
+            return Array(list.prefix(2))
         }
-        for ahead in aheads { ahead.fill() }
+        for ahead in next { ahead.fill() }
+    }
+
+    /// Control side, under the state lock: a live player's file segment gets its decoder ahead.
+    private func prepareAhead(_ segment: inout PlayerState.Segment, _ s: PlayerState) {
+        guard s.live, segment.ahead == nil, case .file(let path, let start, let count) = segment.source else { return }
+        let ahead = FileAhead(path: path, start: start, count: count, format: s.format, on: worker)
+        segment.ahead = ahead
+        aheads.withLock { $0.append(ahead) }
+    }
+
+    /// Control side: segments leave (a stop, an interruption, a new format).
+    private func drop(_ segments: [PlayerState.Segment]) {
+        for segment in segments { segment.ahead?.dropped.store(true, ordering: .releasing) }
     }
 
     func configure(format: NodeFormat, context: NodeContext) {
@@ -346,6 +355,7 @@ final class PlayerShared: Sendable {
             $0.offline = context.offline
             $0.live = !context.offline
             $0.graph = context.graph
+            drop($0.segments)
             for index in $0.segments.indices {
                 $0.segments[index].renderer = nil
                 $0.segments[index].ahead = nil
@@ -356,6 +366,8 @@ final class PlayerShared: Sendable {
                                                      frames: first.frames == .max ? .max : first.frames - first.position,
                                                      at: nil, options: first.options, completion: first.completion)
             }
+            let s = $0
+            for index in $0.segments.indices { prepareAhead(&$0.segments[index], s) }
             $0.anchor = nil
         }
         decodeAhead.signal()
@@ -372,7 +384,7 @@ final class PlayerShared: Sendable {
 
     func schedule(_ source: SegmentSource, frames: Int64, at: Int64?, options: AVAudioPlayerNodeBufferOptions, completion: PlayerCompletion?) {
         let ready = state.withLock { s -> Bool in
-            let segment = PlayerState.Segment(source: source, frames: frames, at: at, options: options, completion: completion)
+            var segment = PlayerState.Segment(source: source, frames: frames, at: at, options: options, completion: completion)
             if frames == 0 {
                 if let completion { s.finished.append(completion) }
                 return true
@@ -380,8 +392,10 @@ final class PlayerShared: Sendable {
             if options.contains(.interrupts), !s.segments.isEmpty {
                 // What plays now is cut short; what waited behind it is dropped.
                 for dropped in s.segments { if let c = dropped.completion { s.finished.append(c) } }
+                drop(s.segments)
                 s.segments.removeAll()
             }
+            prepareAhead(&segment, s)
             s.segments.append(segment)
             return !s.finished.isEmpty
         }
@@ -409,6 +423,7 @@ final class PlayerShared: Sendable {
     func stop() {
         state.withLock { s in
             for segment in s.segments { if let c = segment.completion { s.finished.append(c) } }
+            drop(s.segments)
             s.segments.removeAll()
             s.playing = false
             s.anchor = nil
@@ -539,7 +554,7 @@ final class PlayerProcessor: AudioNodeProcessor {
                 if offline {
                     n = renderFile(&segment, path: path, start: start, count: count, format: s.format, into: out + done * channels, frames: want)
                 } else {
-                    let (copied, finished) = copyAhead(segment.ahead, into: out + done * channels, frames: want)
+                    let (copied, finished) = copyAhead(segment.ahead, starting: segment.position == 0, into: out + done * channels, frames: want)
                     if !finished && copied < want {
                         // Not decoded yet: what is missing is silence, and the file goes on at the next render.
                         segment.position += Int64(copied)
@@ -562,6 +577,7 @@ final class PlayerProcessor: AudioNodeProcessor {
                     s.segments[0] = segment
                 } else {
                     if let c = segment.completion { s.finished.append(c) }
+                    segment.ahead?.dropped.store(true, ordering: .releasing)
                     s.segments.removeFirst()
                 }
             } else {
@@ -571,12 +587,15 @@ final class PlayerProcessor: AudioNodeProcessor {
         return s.finished.count > before
     }
 
-    /// Live: copies up to `frames` frames decoded ahead; `finished` once the file's last frame is out.
-    private func copyAhead(_ ahead: FileAhead?, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, finished: Bool) {
+    /// Live: copies up to `frames` frames decoded ahead; `finished` once the file's last frame is
+    /// out. A segment `starting` waits (gives nothing) until a whole render's frames are decoded,
+    /// so that it does not begin with a gap.
+    private func copyAhead(_ ahead: FileAhead?, starting: Bool, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, finished: Bool) {
         defer { shared.decodeAhead.signal() }
         guard let ahead else { return (0, false) }
         let ended = ahead.ended.load(ordering: .acquiring)
         let available = ahead.ring.readable / channels
+        if starting && !ended && available < frames { return (0, false) }
         let n = min(available, frames)
         var offset = 0
         if n > 0 {
@@ -625,6 +644,8 @@ final class FileAhead: Sendable {
     static let chunk = 4096
     let ring: SampleRing
     let ended = Atomic<Bool>(false)
+    /// The segment finished playing or was dropped: nothing more to decode.
+    let dropped = Atomic<Bool>(false)
     private let decoder: QueueBound<AheadDecoder>
 
     init(path: String, start: Int64, count: Int64, format: NodeFormat, on queue: DispatchQueue) {
@@ -634,7 +655,7 @@ final class FileAhead: Sendable {
 
     /// On the decoding queue: decodes until the ring is full or the file has ended.
     func fill() {
-        guard !ended.load(ordering: .relaxed) else { return }
+        guard !ended.load(ordering: .relaxed), !dropped.load(ordering: .acquiring) else { return }
         let channels = decoder.value.format.channels
         while ring.writable >= Self.chunk * channels {
             let n = decoder.value.decode(frames: Self.chunk)
