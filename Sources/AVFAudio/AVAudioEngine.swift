@@ -452,8 +452,6 @@ open class AVAudioEngine: NSObject {
             if let core = node.core, core !== graph.mainMixer { graph.detach(core) }
         }
         if let shared = node.tap?.shared { shared.close() }
-        if let graph = built?.graph, let drain = node.drainCore { graph.detach(drain) }
-        node.drainCore = nil
         node.tap?.shared = nil
         node.core = nil
         node.coreFormat = nil
@@ -553,33 +551,6 @@ open class AVAudioEngine: NSObject {
             wanted[ObjectIdentifier(source)] = Applied(source: source, destination: destination, bus: nil, mixing: mixingSource(of: edge.source),
                                                        mixer: edge.destination as? AVAudioMixerNode, order: index)
         }
-        // A sink node gives nothing on, but the render must reach it: it feeds the main mixer
-        // silence. So does a tapped input node that feeds nothing (as on a Mac, a tap on the input
-        // is enough for it to record), through a drain.
-        if let mixer = mainMixerNode.core {
-            for node in nodes where node.role == .sink && edges.contains(where: { $0.destination === node }) {
-                if let core = node.core {
-                    wanted[ObjectIdentifier(core)] = Applied(source: core, destination: mixer, bus: nil, mixing: nil, mixer: mainMixerNode, order: edges.count)
-                }
-            }
-            for node in nodes {
-                let drained = node.tap != nil && node.role == .input && !edges.contains { $0.source === node }
-                if drained, node.drainCore == nil, let format = node.coreFormat {
-                    node.drainCore = try wrap {
-                        try AudioProcessorEffectNode(name: "drain", sampleRate: format.sampleRate, channels: format.channels,
-                                                     processor: DrainProcessor(channels: format.channels))
-                    }
-                } else if !drained, let old = node.drainCore {
-                    built.applied = built.applied.filter { $0.value.source !== old && $0.value.destination !== old }
-                    graph.detach(old)
-                    node.drainCore = nil
-                }
-                if let drain = node.drainCore, let outlet = node.outlet {
-                    wanted[ObjectIdentifier(outlet)] = Applied(source: outlet, destination: drain, bus: nil, mixing: nil, mixer: nil, order: edges.count)
-                    wanted[ObjectIdentifier(drain)] = Applied(source: drain, destination: mixer, bus: nil, mixing: nil, mixer: mainMixerNode, order: edges.count)
-                }
-            }
-        }
         for (key, applied) in built.applied where wanted[key]?.destination !== applied.destination {
             graph.disconnect(applied.source)
             built.applied[key] = nil
@@ -594,6 +565,16 @@ open class AVAudioEngine: NSObject {
                 built.applied[key] = want
             }
         }
+        // Pulled each render though they feed nothing: a sink node that something feeds, and a
+        // tapped input node that feeds nothing (as on a Mac, a tap on the input is enough for it
+        // to record).
+        let terminals = nodes.compactMap { node -> (any AudioNode)? in
+            let fed = edges.contains { $0.destination === node }, feeds = edges.contains { $0.source === node }
+            if node.role == .sink && fed { return node.core }
+            if node.role == .input && node.tap != nil && !feeds { return node.outlet }
+            return nil
+        }
+        try wrap { try graph.setTerminals(terminals) }
     }
 
     /// Whose volume and pan a connection out of `node` carries: its own, or through effects the

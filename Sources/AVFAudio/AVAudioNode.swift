@@ -67,8 +67,6 @@ open class AVAudioNode: NSObject {
     /// The installed tap (bus 0), and its node in the graph.
     var tap: NodeTap?
     var tapCore: (any AudioNode)?
-    /// A tapped input node that feeds nothing is still rendered: through this, which gives silence on.
-    var drainCore: (any AudioNode)?
     /// The volume and pan this node's output gets at the mixer it feeds (``AVAudioMixing``).
     var mixingVolume: Float = 1
     var mixingPan: Float = 0
@@ -272,6 +270,27 @@ public protocol AVAudioMixing: AVAudioStereoMixing {
     var volume: Float { get set }
 }
 
+extension AVAudioMixing where Self: AVAudioNode {
+    /// The node's volume at the mixer it reaches (directly, or through effects), times that
+    /// mixer's output volume; changes glide over 10 ms.
+    public var volume: Float {
+        get { mixingVolume }
+        set {
+            mixingVolume = newValue
+            attachedEngine?.mixingChanged(of: self)
+        }
+    }
+
+    /// The node's pan at the mixer it reaches, -1 (left) ... 1 (right).
+    public var pan: Float {
+        get { mixingPan }
+        set {
+            mixingPan = newValue
+            attachedEngine?.mixingChanged(of: self)
+        }
+    }
+}
+
 /// A node of the engine's input or output (Apple's `AVAudioIONode`).
 open class AVAudioIONode: AVAudioNode {
     /// The device's latency in seconds.
@@ -307,17 +326,6 @@ open class AVAudioMixerNode: AVAudioNode, AVAudioMixing {
     /// The input bus the next ``AVAudioEngine/connect(_:to:format:)`` to this mixer takes.
     open var nextAvailableInputBus: AVAudioNodeBus { attachedEngine?.nextInputBus(of: self) ?? 0 }
 
-    /// This mixer's volume at the mixer it feeds.
-    open var volume: Float {
-        get { mixingVolume }
-        set { mixingVolume = newValue; attachedEngine?.mixingChanged(of: self) }
-    }
-
-    /// This mixer's pan at the mixer it feeds.
-    open var pan: Float {
-        get { mixingPan }
-        set { mixingPan = newValue; attachedEngine?.mixingChanged(of: self) }
-    }
 }
 
 /// The block an ``AVAudioSourceNode`` renders with: fill `frameCount` frames of the buffer list
@@ -354,32 +362,21 @@ open class AVAudioSourceNode: AVAudioNode, AVAudioMixing {
                                      processor: SourceBlockProcessor(block: block, format: format, clock: context.clock, outputRate: context.outputRate))
     }
 
-    /// The node's volume at the mixer it feeds.
-    open var volume: Float {
-        get { mixingVolume }
-        set { mixingVolume = newValue; attachedEngine?.mixingChanged(of: self) }
-    }
-
-    /// The node's pan at the mixer it feeds.
-    open var pan: Float {
-        get { mixingPan }
-        set { mixingPan = newValue; attachedEngine?.mixingChanged(of: self) }
-    }
 }
 
-/// A source node's render side: a buffer list of its own, the block, and its sample time.
-final class SourceBlockProcessor: AudioNodeProcessor {
-    private static let chunk = 1024
-    private let block: Lock<AVAudioSourceNodeRenderBlock>
-    private let channels: Int
+/// The render side of a node whose block takes or gives deinterleaved float32 (the source and
+/// sink nodes): a buffer list over memory of its own, ``chunk`` frames a channel, and the node's
+/// sample time (from the output's at its first render).
+final class BlockBuffers {
+    static let chunk = 1024
+    let channels: Int
     private let samples: UnsafeMutablePointer<Float>
     private let list: UnsafeMutableAudioBufferListPointer
     private var sampleTime: Int64 = -1
     private let clock: EngineClock
     private let rateRatio: Double
 
-    init(block: Lock<AVAudioSourceNodeRenderBlock>, format: NodeFormat, clock: EngineClock, outputRate: Double) {
-        self.block = block
+    init(format: NodeFormat, clock: EngineClock, outputRate: Double) {
         channels = format.channels
         samples = .allocate(capacity: Self.chunk * format.channels)
         samples.initialize(repeating: 0, count: Self.chunk * format.channels)
@@ -393,30 +390,61 @@ final class SourceBlockProcessor: AudioNodeProcessor {
         list.unsafeMutablePointer.deallocate()
     }
 
-    func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+    /// The list sized for `count` frames (at most ``chunk``) and their timestamp; the sample time
+    /// moves on by `count`.
+    func next(_ count: Int) -> (UnsafeMutablePointer<AudioBufferList>, AudioTimeStamp) {
         if sampleTime < 0 { sampleTime = Int64((Double(clock.renderStart.load(ordering: .relaxed)) * rateRatio).rounded()) }
-        let render = block.withLock { $0 }
+        for channel in 0..<channels {
+            list[channel] = AudioBuffer(mNumberChannels: 1, mDataByteSize: UInt32(count * 4), mData: samples + channel * Self.chunk)
+        }
+        var stamp = AudioTimeStamp()
+        stamp.mSampleTime = Double(sampleTime)
+        stamp.mFlags = .sampleTimeValid
+        sampleTime += Int64(count)
+        return (list.unsafeMutablePointer, stamp)
+    }
+
+    /// `count` interleaved frames into the list's memory.
+    func deinterleave(_ source: UnsafePointer<Float>, count: Int) {
+        for channel in 0..<channels {
+            let target = samples + channel * Self.chunk
+            for frame in 0..<count { target[frame] = source[frame * channels + channel] }
+        }
+    }
+
+    /// The list's first `count` frames, interleaved into `target`.
+    func interleave(into target: UnsafeMutablePointer<Float>, count: Int) {
+        for channel in 0..<channels {
+            let source = samples + channel * Self.chunk
+            for frame in 0..<count { target[frame * channels + channel] = source[frame] }
+        }
+    }
+}
+
+/// A source node's render side: its block (taken once, when the node's part of the graph is
+/// made) and its buffers.
+final class SourceBlockProcessor: AudioNodeProcessor {
+    private let render: AVAudioSourceNodeRenderBlock
+    private let buffers: BlockBuffers
+
+    init(block: Lock<AVAudioSourceNodeRenderBlock>, format: NodeFormat, clock: EngineClock, outputRate: Double) {
+        render = block.withLock { $0 }
+        buffers = BlockBuffers(format: format, clock: clock, outputRate: outputRate)
+    }
+
+    func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+        let channels = buffers.channels
         var done = 0
         while done < frames {
-            let n = min(Self.chunk, frames - done)
-            for channel in 0..<channels {
-                list[channel] = AudioBuffer(mNumberChannels: 1, mDataByteSize: UInt32(n * 4), mData: samples + channel * Self.chunk)
-            }
+            let n = min(BlockBuffers.chunk, frames - done)
+            var (list, stamp) = buffers.next(n)
             var silence = ObjCBool(false)
-            var stamp = AudioTimeStamp()
-            stamp.mSampleTime = Double(sampleTime)
-            stamp.mFlags = .sampleTimeValid
-            let status = render(&silence, &stamp, AVAudioFrameCount(n), list.unsafeMutablePointer)
-            let target = out + done * channels
+            let status = render(&silence, &stamp, AVAudioFrameCount(n), list)
             if status != noErr || silence.boolValue {
-                target.update(repeating: 0, count: n * channels)
+                (out + done * channels).update(repeating: 0, count: n * channels)
             } else {
-                for channel in 0..<channels {
-                    let source = samples + channel * Self.chunk
-                    for frame in 0..<n { target[frame * channels + channel] = source[frame] }
-                }
+                buffers.interleave(into: out + done * channels, count: n)
             }
-            sampleTime += Int64(n)
             done += n
         }
         return (frames, .filled)
@@ -506,17 +534,6 @@ open class AVAudioInputNode: AVAudioIONode, AVAudioMixing {
         queue.dispose(immediately: true)
     }
 
-    /// The input's volume at the mixer it feeds.
-    open var volume: Float {
-        get { mixingVolume }
-        set { mixingVolume = newValue; attachedEngine?.mixingChanged(of: self) }
-    }
-
-    /// The input's pan at the mixer it feeds.
-    open var pan: Float {
-        get { mixingPan }
-        set { mixingPan = newValue; attachedEngine?.mixingChanged(of: self) }
-    }
 }
 
 /// The ring the input node's recording fills and its render side reads (the one in use), and
@@ -539,20 +556,19 @@ public typealias AVAudioIONodeInputBlock = (_ frameCount: AVAudioFrameCount) -> 
 
 /// The input node's render side in manual rendering: the caller's block, asked for each render's frames.
 final class ManualInputProcessor: AudioNodeProcessor {
-    private let block: Lock<AVAudioIONodeInputBlock>
+    private let ask: AVAudioIONodeInputBlock
     private let channels: Int
     private let interleaved: Bool
     private let starved: InputStarved
 
     init(block: Lock<AVAudioIONodeInputBlock>, channels: Int, interleaved: Bool, starved: InputStarved) {
-        self.block = block
+        ask = block.withLock { $0 }
         self.channels = channels
         self.interleaved = interleaved
         self.starved = starved
     }
 
     func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
-        let ask = block.withLock { $0 }
         guard let list = ask(AVAudioFrameCount(frames)) else {
             starved.set()
             out.update(repeating: 0, count: frames * channels)
@@ -606,8 +622,8 @@ public typealias AVAudioSinkNodeReceiverBlock = (_ timestamp: UnsafePointer<Audi
 
 /// A node that hands what feeds it to a block and gives nothing on (Apple's `AVAudioSinkNode`):
 /// connect the input node (or any node) to it. The block is called on the render thread, with
-/// at most the frames of one render, in the format of what feeds it. The engine renders it as part
-/// of its output (it adds silence to the main mixer), so it runs while the engine does.
+/// at most 1024 frames at a time, in the format of what feeds it. The graph pulls it after its
+/// output at each render (a terminal), so it runs while the engine does.
 open class AVAudioSinkNode: AVAudioNode {
     private let block: Lock<AVAudioSinkNodeReceiverBlock>
 
@@ -625,67 +641,28 @@ open class AVAudioSinkNode: AVAudioNode {
     }
 }
 
-/// A sink node's render side: the input, deinterleaved for the block; silence on.
+/// A sink node's render side: its block (taken once, when the node's part of the graph is made)
+/// and its buffers. The graph pulls it as a terminal and drops what it gives.
 final class SinkBlockProcessor: AudioNodeProcessor {
-    private static let chunk = 4096
-    private let block: Lock<AVAudioSinkNodeReceiverBlock>
-    private let channels: Int
-    private let samples: UnsafeMutablePointer<Float>
-    private let list: UnsafeMutableAudioBufferListPointer
-    private let clock: EngineClock
-    private let rateRatio: Double
-    private var sampleTime: Int64 = -1
+    private let receive: AVAudioSinkNodeReceiverBlock
+    private let buffers: BlockBuffers
 
     init(block: Lock<AVAudioSinkNodeReceiverBlock>, format: NodeFormat, clock: EngineClock, outputRate: Double) {
-        self.block = block
-        channels = format.channels
-        samples = .allocate(capacity: Self.chunk * format.channels)
-        samples.initialize(repeating: 0, count: Self.chunk * format.channels)
-        list = AudioBufferList.allocate(maximumBuffers: format.channels)
-        self.clock = clock
-        rateRatio = format.sampleRate / outputRate
-    }
-
-    deinit {
-        samples.deallocate()
-        list.unsafeMutablePointer.deallocate()
+        receive = block.withLock { $0 }
+        buffers = BlockBuffers(format: format, clock: clock, outputRate: outputRate)
     }
 
     func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
-        if sampleTime < 0 { sampleTime = Int64((Double(clock.renderStart.load(ordering: .relaxed)) * rateRatio).rounded()) }
-        let (n, _) = input.pull(into: out, frames: frames)
-        let receive = block.withLock { $0 }
+        let (n, end) = input.pull(into: out, frames: frames)
         var done = 0
         while done < n {
-            let count = min(Self.chunk, n - done)
-            for channel in 0..<channels {
-                let target = samples + channel * Self.chunk
-                for frame in 0..<count { target[frame] = out[(done + frame) * channels + channel] }
-                list[channel] = AudioBuffer(mNumberChannels: 1, mDataByteSize: UInt32(count * 4), mData: target)
-            }
-            var stamp = AudioTimeStamp()
-            stamp.mSampleTime = Double(sampleTime)
-            stamp.mFlags = .sampleTimeValid
-            _ = receive(&stamp, AVAudioFrameCount(count), UnsafePointer(list.unsafeMutablePointer))
-            sampleTime += Int64(count)
+            let count = min(BlockBuffers.chunk, n - done)
+            buffers.deinterleave(out + done * buffers.channels, count: count)
+            var (list, stamp) = buffers.next(count)
+            _ = receive(&stamp, AVAudioFrameCount(count), UnsafePointer(list))
             done += count
         }
-        out.update(repeating: 0, count: frames * channels)
-        return (frames, .filled)
+        return (n, end)
     }
 }
 
-/// Renders what feeds it and gives silence on (a tapped node that feeds nothing).
-final class DrainProcessor: AudioNodeProcessor {
-    private let channels: Int
-
-    init(channels: Int) {
-        self.channels = channels
-    }
-
-    func render(input: AudioNodeInput, into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
-        _ = input.pull(into: out, frames: frames)
-        out.update(repeating: 0, count: frames * channels)
-        return (frames, .filled)
-    }
-}

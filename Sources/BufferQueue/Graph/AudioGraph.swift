@@ -73,6 +73,8 @@ public final class AudioGraph: Sendable {
         /// Where each node's output goes.
         var feeds: [ObjectIdentifier: any AudioNode] = [:]
         var output: (any AudioNode)?
+        /// Nodes pulled after the output, their frames dropped (``setTerminals(_:)``).
+        var terminals: [any AudioNode] = []
         var current: GraphProgram
         var retired: [(program: GraphProgram, rendersDone: Int)] = []
     }
@@ -164,6 +166,7 @@ public final class AudioGraph: Sendable {
         try attach(destination, &t)
         t.inputs[destination.slot].append(GraphConnection(source: source, bus: bus))
         t.feeds[ObjectIdentifier(source)] = destination
+        t.terminals.removeAll { $0 === source }
         if t.output === source { t.output = destination }
         publish(&t)
     }
@@ -203,6 +206,25 @@ public final class AudioGraph: Sendable {
                 t.inputs[node.slot] = []
             }
             t.nodes[ObjectIdentifier(node)] = nil
+            t.terminals.removeAll { $0 === node }
+            publish(&t)
+        }
+    }
+
+    /// Makes `nodes` (attaching them) the graph's terminals: each render pulls them after the
+    /// output, as many frames as the output gave, and drops what they give — nodes that hand
+    /// their input elsewhere (AVFAudio's sink node, a tapped input). A terminal feeds nothing.
+    /// Replaces the terminals set before.
+    /// - Throws: a node that belongs to another graph, or feeds a node.
+    package func setTerminals(_ nodes: [any AudioNode]) throws {
+        try topology.withLock { t in
+            for node in nodes {
+                if let fed = t.feeds[ObjectIdentifier(node)] {
+                    throw AudioQueueError(.invalidParameter, "\(node.name) feeds \(fed.name): a terminal feeds nothing")
+                }
+                try attach(node, &t)
+            }
+            t.terminals = nodes
             publish(&t)
         }
     }
@@ -271,7 +293,7 @@ public final class AudioGraph: Sendable {
     /// Hands the render side a new table and frees the tables no render can still read.
     private func publish(_ t: inout Topology) {
         let failing = t.nodes.values.compactMap { $0 as? AudioPullSourceNode }
-        let program = GraphProgram(inputs: t.inputs, output: t.output, failing: failing)
+        let program = GraphProgram(inputs: t.inputs, output: t.output, failing: failing, terminals: t.terminals.map(\.graphNode))
         let old = t.current
         t.current = program
         published.store(UInt(bitPattern: Unmanaged.passUnretained(program).toOpaque()), ordering: .sequentiallyConsistent)
@@ -413,7 +435,9 @@ public final class AudioGraph: Sendable {
         guard let pointer = UnsafeRawPointer(bitPattern: bits) else { return 0 }
         return Unmanaged<GraphProgram>.fromOpaque(pointer)._withUnsafeGuaranteedRef { program in
             guard let output = program.output else { return 0 }
-            return program.pull(output, into: buffer, frames: frames).0
+            let rendered = program.pull(output, into: buffer, frames: frames).0
+            program.pullTerminals(frames: rendered)
+            return rendered
         }
     }
 }

@@ -153,10 +153,20 @@ final class GraphProgram: @unchecked Sendable {
     private let starts: UnsafeMutablePointer<Int>
     private let counts: UnsafeMutablePointer<Int>
     private let slots: Int
+    /// Nodes pulled after the output each render, their frames dropped (a node that hands its
+    /// input elsewhere: AVFAudio's sink node), and the memory they are pulled into.
+    private let terminals: UnsafeMutablePointer<AudioGraphNode>
+    private let terminalCount: Int
+    private let terminalScratch: UnsafeMutablePointer<Float>
+    static let terminalBlock = 4096
 
-    init(inputs: [[GraphConnection]], output: (any AudioNode)?, failing: [AudioPullSourceNode]) {
+    init(inputs: [[GraphConnection]], output: (any AudioNode)?, failing: [AudioPullSourceNode], terminals: [AudioGraphNode] = []) {
         self.output = output?.graphNode
         self.failing = failing
+        terminalCount = terminals.count
+        self.terminals = .allocate(capacity: max(terminals.count, 1))
+        self.terminals.initialize(from: terminals, count: terminals.count)
+        terminalScratch = .allocate(capacity: Self.terminalBlock * max(terminals.map(\.channels).max() ?? 1, 1))
         slots = inputs.count
         connectionCount = inputs.reduce(0) { $0 + $1.count }
         connections = .allocate(capacity: max(connectionCount, 1))
@@ -174,6 +184,9 @@ final class GraphProgram: @unchecked Sendable {
     }
 
     deinit {
+        terminals.deinitialize(count: terminalCount)
+        terminals.deallocate()
+        terminalScratch.deallocate()
         connections.deinitialize(count: connectionCount)
         connections.deallocate()
         starts.deallocate()
@@ -186,6 +199,20 @@ final class GraphProgram: @unchecked Sendable {
         let slot = node.slot
         guard slot >= 0 && slot < slots else { return (UnsafePointer(connections), 0) }
         return (UnsafePointer(connections + starts[slot]), counts[slot])
+    }
+
+    /// Pulls each terminal node for `frames` frames (of the output's time), in blocks, dropping
+    /// what they give.
+    @inline(__always)
+    func pullTerminals(frames: Int) {
+        for index in 0..<terminalCount {
+            var done = 0
+            while done < frames {
+                let (n, end) = pull(terminals[index], into: terminalScratch, frames: min(Self.terminalBlock, frames - done))
+                done += n
+                if end != .filled || n == 0 { break }
+            }
+        }
     }
 
     /// Pulls `node` until `frames` frames are out or it is starved or ended.
