@@ -212,17 +212,6 @@ open class AVAudioPlayerNode: AVAudioNode, AVAudioMixing {
         return AVAudioTime(sampleTime: node, atRate: rate)
     }
 
-    /// The player's volume at the mixer it feeds.
-    open var volume: Float {
-        get { mixingVolume }
-        set { mixingVolume = newValue; attachedEngine?.mixingChanged(of: self) }
-    }
-
-    /// The player's pan at the mixer it feeds.
-    open var pan: Float {
-        get { mixingPan }
-        set { mixingPan = newValue; attachedEngine?.mixingChanged(of: self) }
-    }
 }
 
 /// Waits for one completion (the async scheduling calls).
@@ -288,6 +277,10 @@ struct PlayerState {
     var playerTime: Int64 = 0
     /// Completions to call (the render side or stop() put them here).
     var finished: [PlayerCompletion] = []
+    /// Segments the render finished: released on the player's queue, never on the render thread
+    /// (a buffer's last reference may be the schedule's). Both lists have room reserved for every
+    /// scheduled segment when it is scheduled, so the render side's appends do not allocate.
+    var retired: [Segment] = []
     var format = NodeFormat.standard
     var outputRate = 44_100.0
     var offline = false
@@ -397,6 +390,8 @@ final class PlayerShared: Sendable {
             }
             prepareAhead(&segment, s)
             s.segments.append(segment)
+            s.finished.reserveCapacity(s.finished.count + s.segments.count)
+            s.retired.reserveCapacity(s.retired.count + s.segments.count)
             return !s.finished.isEmpty
         }
         if ready { wake.signal() }
@@ -457,12 +452,16 @@ final class PlayerShared: Sendable {
 
     /// On the player's queue: calls the completions in order.
     private func deliver() {
-        let (done, latency, offline) = state.withLock { s -> ([PlayerCompletion], Double, Bool) in
-            defer { s.finished.removeAll() }
+        let (done, latency, offline, retired) = state.withLock { s -> ([PlayerCompletion], Double, Bool, [PlayerState.Segment]) in
+            defer {
+                s.finished.removeAll(keepingCapacity: true)
+                s.retired.removeAll(keepingCapacity: true)
+            }
             // Played back: what the device holds (its sink's latency) and the render's own frames.
             let frames = (s.graph?.outputLatencyFrames ?? 0) + s.lastRenderFrames
-            return (s.finished, Double(frames) / s.outputRate, s.offline)
+            return (s.finished, Double(frames) / s.outputRate, s.offline, s.retired)
         }
+        defer { withExtendedLifetime(retired) {} }
         for completion in done {
             switch completion {
             case .plain(let handler): handler()
@@ -506,7 +505,7 @@ final class PlayerProcessor: AudioNodeProcessor {
         return (frames, .filled)
     }
 
-    /// Fills `frames` frames; true when a completion is ready.
+    /// Fills `frames` frames; true when a completion is ready or a segment retired (for the player's queue).
     private func render(_ s: inout PlayerState, into out: UnsafeMutablePointer<Float>, frames: Int, nodeTime: Int64) -> Bool {
         guard s.playing else {
             out.update(repeating: 0, count: frames * channels)
@@ -528,7 +527,7 @@ final class PlayerProcessor: AudioNodeProcessor {
             s.anchor = (nodeTime + Int64(lead), s.playerTime)
             s.startNodeTime = nil
         }
-        let before = s.finished.count
+        let before = s.finished.count + s.retired.count
         s.lastRenderFrames = frames
         rendering: while done < frames {
             guard var segment = s.segments.first else {
@@ -579,12 +578,13 @@ final class PlayerProcessor: AudioNodeProcessor {
                     if let c = segment.completion { s.finished.append(c) }
                     segment.ahead?.dropped.store(true, ordering: .releasing)
                     s.segments.removeFirst()
+                    s.retired.append(segment)
                 }
             } else {
                 s.segments[0] = segment
             }
         }
-        return s.finished.count > before
+        return s.finished.count + s.retired.count > before
     }
 
     /// Live: copies up to `frames` frames decoded ahead; `finished` once the file's last frame is
