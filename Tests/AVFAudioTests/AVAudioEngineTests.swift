@@ -163,9 +163,7 @@ struct AVAudioEngineTests {
         let server = try await PrivateServer.start(rate: 44_100, channels: 2)
         defer { Task { await server.kill() } }
         try await server.startRecording()
-        let run = try await runTool(Self.avengine, ["live", path], environment: [
-            "AQ_OUTPUT": "pulse", "PULSE_SERVER": server.address, "HOME": server.runtime, "XDG_RUNTIME_DIR": server.runtime,
-        ])
+        let run = try await runTool(Self.avengine, ["live", path], environment: server.environment(["AQ_OUTPUT": "pulse"]))
         let printed = String(decoding: run.output, as: UTF8.self)
         #expect(run.status == 0 && printed.hasPrefix("played back after ") && printed.hasSuffix("running true\n"),
                 "\(printed) \(String(decoding: run.errorOutput, as: UTF8.self))")
@@ -189,9 +187,7 @@ struct AVAudioEngineTests {
         let server = try await PrivateServer.start(rate: 44_100, channels: 2)
         defer { Task { await server.kill() } }
         _ = try await server.addSink("two")
-        let (lines, exit) = try startReadingLines(Self.avengine, ["follow", path], environment: [
-            "AQ_OUTPUT": "pulse", "PULSE_SERVER": server.address, "HOME": server.runtime, "XDG_RUNTIME_DIR": server.runtime,
-        ])
+        let (lines, exit) = try startReadingLines(Self.avengine, ["follow", path], environment: server.environment(["AQ_OUTPUT": "pulse"]))
         #expect(await lines.wait(timeout: .seconds(20)) { $0.contains("playing") }, "\(lines.current)")
         try await server.startRecording(sink: "out")
         #expect(await server.waitForSound(frames: 4_410, sink: "out"))
@@ -210,8 +206,7 @@ struct AVAudioEngineTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let server = try await PrivateServer.start(rate: 44100, channels: 2)
         defer { Task { await server.kill() } }
-        let environment = ["AQ_INPUT": "pulse:out.monitor", "PULSE_SERVER": server.address, "HOME": server.runtime,
-                           "XDG_RUNTIME_DIR": server.runtime]
+        let environment = server.environment(["AQ_INPUT": "pulse:out.monitor"])
         let tone = folder + "/tone.wav", path = folder + "/voice.wav"
         let made = try await runTool("/usr/bin/sox", ["-n", "-r", "44100", "-c", "2", "-b", "16", tone, "synth", "3", "sine", "440", "vol", "0.5"])
         try #require(made.status == 0)

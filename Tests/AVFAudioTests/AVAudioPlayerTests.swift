@@ -54,9 +54,7 @@ struct AVAudioPlayerTests {
         let server = try await PrivateServer.start(rate: 44_100, channels: 2)
         defer { Task { await server.kill() } }
         try await server.startRecording()
-        let run = try await runTool(Self.avplayer, ["play", path], environment: [
-            "AQ_OUTPUT": "pulse", "PULSE_SERVER": server.address, "HOME": server.runtime, "XDG_RUNTIME_DIR": server.runtime,
-        ])
+        let run = try await runTool(Self.avplayer, ["play", path], environment: server.environment(["AQ_OUTPUT": "pulse"]))
         let printed = String(decoding: run.output, as: UTF8.self)
         #expect(run.status == 0 && printed.hasPrefix("file finished true after "), "\(printed) \(String(decoding: run.errorOutput, as: UTF8.self))")
         let captured = withoutSilence(await server.stopRecording(soundFrames: reference.count / 2), channels: 2)

@@ -54,8 +54,7 @@ struct AVAudioRecorderTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let server = try await PrivateServer.start(rate: 44100, channels: 2)
         defer { Task { await server.kill() } }
-        let environment = ["AQ_INPUT": "pulse:out.monitor", "PULSE_SERVER": server.address, "HOME": server.runtime,
-                           "XDG_RUNTIME_DIR": server.runtime]
+        let environment = server.environment(["AQ_INPUT": "pulse:out.monitor"])
         let tone = folder + "/tone.wav", path = folder + "/memo.wav"
         let made = try await runTool("/usr/bin/sox", ["-n", "-r", "44100", "-c", "2", "-b", "16", tone, "synth", "1", "sine", "440", "vol", "0.5"])
         try #require(made.status == 0)

@@ -39,9 +39,7 @@ func expectPlayedThroughPulseAudio(_ client: String, _ arguments: [String], refe
     let server = try await PrivateServer.start(rate: rate, channels: channels)
     defer { Task { await server.kill() } }
     try await server.startRecording()
-    let output = try await Clients.run(client, arguments, environment: [
-        "AQ_OUTPUT": "pulse", "PULSE_SERVER": server.address, "HOME": server.runtime, "XDG_RUNTIME_DIR": server.runtime,
-    ])
+    let output = try await Clients.run(client, arguments, environment: server.environment(["AQ_OUTPUT": "pulse"]))
     let expected = withoutSilence(reference, channels: channels)
     let captured = withoutSilence(await server.stopRecording(soundFrames: expected.count / channels), channels: channels)
     #expect(captured.count == expected.count, "\(what): \(captured.count / channels) frames of sound played, \(expected.count / channels) rendered; \(output)")
@@ -154,8 +152,7 @@ func writeWAV16(_ samples: [Int16], channels: Int, rate: Int, to path: String) t
     func aRecordingFromPulseAudioIsBitExact() async throws {
         let server = try await PrivateServer.start(rate: 44100, channels: 2)
         defer { Task { await server.kill() } }
-        let environment = ["AQ_INPUT": "pulse:out.monitor", "PULSE_SERVER": server.address, "HOME": server.runtime,
-                           "XDG_RUNTIME_DIR": server.runtime]
+        let environment = server.environment(["AQ_INPUT": "pulse:out.monitor"])
         let signalPath = Self.temporary("signal.wav"), path = Self.temporary("alac.caf")
         defer {
             try? FileManager.default.removeItem(atPath: signalPath)

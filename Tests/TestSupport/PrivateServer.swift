@@ -21,6 +21,10 @@ public final class PrivateServer: @unchecked Sendable {
     public let rate: Int
     public let channels: Int
     public var address: String { "unix:\(runtime)/pulse/native" }
+    /// The environment of a program that talks to this server, and `more` (a program's own settings).
+    public func environment(_ more: [String: String] = [:]) -> [String: String] {
+        ["PULSE_SERVER": address, "HOME": runtime, "XDG_RUNTIME_DIR": runtime].merging(more) { $1 }
+    }
     private var daemon: Process?
     private var daemonState = Watched(DaemonState.gone)
     /// A recorder per sink, by the sink's name: parec and what it delivered.
