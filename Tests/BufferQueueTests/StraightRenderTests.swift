@@ -46,21 +46,37 @@ import Testing
         return output
     }
 
-    /// Enqueues `pieces` (float32 or 16-bit) on a queue whose volume and pan are set first, renders
-    /// them `chunk` frames per call and returns the output, what was expected, and how many frames
-    /// went past the ring.
-    static func render(_ pieces: [Piece], chunk: Int, int16: Bool, volume: Float = 1,
+    /// Enqueues `pieces` (float32 or 16-bit, or 16-bit coded as Apple Lossless: decoded frames
+    /// that are staged before they go straight or through the ring) on a queue whose volume and
+    /// pan are set first, renders them `chunk` frames per call and returns the output, what was
+    /// expected, and how many frames went past the ring.
+    static func render(_ pieces: [Piece], chunk: Int, int16: Bool, alac: Bool = false, volume: Float = 1,
                        pan: Float = 0) throws -> (output: [Float], expected: [Float], straight: Int) {
         let channels = 2
-        let format: AudioStreamDescription = int16 ? .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16) : .float32(sampleRate: 44100, channels: channels)
-        let queue = try AudioQueue(format: format, configuration: .init(decodeBufferFrames: 1024))
+        let pcm: AudioStreamDescription = int16 || alac ? .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16) : .float32(sampleRate: 44100, channels: channels)
+        let encoder = alac ? try ALACEncoder(format: .init(sampleRate: 44100, formatID: .appleLossless, bytesPerPacket: 0, framesPerPacket: 4096,
+                                                           bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 16)) : nil
+        let queue = try AudioQueue(format: encoder?.outputFormat ?? pcm, configuration: .init(decodeBufferFrames: 1024))
         defer { queue.dispose(immediately: true) }
+        if let cookie = encoder?.magicCookie { try queue.setMagicCookie(cookie) }
         try queue.setParameters(.init(volume: volume, pan: pan))
         var sources: [[Float]] = []
         var timeline = 0
         for (index, piece) in pieces.enumerated() {
             let buffer: AudioQueueBuffer
-            if int16 {
+            var descriptions: [AudioPacketDescription] = []
+            if let encoder {
+                let samples = (0..<(piece.frames * channels)).map { Int16(truncatingIfNeeded: (index * 7919 + $0 * 13) % 60000 - 30000) }
+                sources.append(samples.map { Float($0) / 32768 })
+                // Each piece coded on its own: its packets decode to exactly its frames.
+                let coder = try ALACEncoder(format: encoder.outputFormat)
+                let packets = EncodedPackets()
+                try samples.withUnsafeBytes { try coder.encode($0, into: packets) }
+                try coder.finish(into: packets)
+                buffer = try queue.allocateBuffer(capacity: packets.byteCount, packetDescriptionCapacity: packets.count)
+                try buffer.setData(packets.allBytes)
+                descriptions = packets.descriptions(variableFrames: true)
+            } else if int16 {
                 let samples = (0..<(piece.frames * channels)).map { Int16(truncatingIfNeeded: (index * 7919 + $0 * 13) % 60000 - 30000) }
                 sources.append(samples.map { Float($0) / 32768 })
                 buffer = try queue.allocateBuffer(capacity: samples.count * 2)
@@ -71,7 +87,7 @@ import Testing
                 buffer = try queue.makeBuffer(samples)
             }
             timeline += piece.gap
-            try queue.enqueue(buffer, trimFramesAtStart: piece.trimStart, trimFramesAtEnd: piece.trimEnd,
+            try queue.enqueue(buffer, packetDescriptions: descriptions, trimFramesAtStart: piece.trimStart, trimFramesAtEnd: piece.trimEnd,
                               parameters: .init(volume: piece.volume, pan: piece.pan), startTime: piece.gap > 0 ? Int64(timeline) : nil)
             timeline += piece.frames - piece.trimStart - piece.trimEnd
         }
@@ -85,6 +101,36 @@ import Testing
     /// The first sample where `output` differs from `expected` (nil: none, within both).
     static func firstDifference(_ output: [Float], _ expected: [Float]) -> Int? {
         output.indices.first { $0 < expected.count && output[$0] != expected[$0] }
+    }
+
+    /// Decoded frames (Apple Lossless here) go from the decoder's staging block to the output
+    /// past the ring too, whatever the render sizes, trims, gaps, volumes and pans.
+    @Test(.timeLimit(.minutes(1)))
+    func decodedFramesTakenStraightRenderTheSame() async {
+        await propertyCheck(count: 30, input: Self.pieces, Gen.int(in: 1...9000)) { pieces, chunk in
+            let result = await onOwnThread { () -> Result<(output: [Float], expected: [Float], straight: Int), any Error> in
+                Result { try Self.render(pieces, chunk: chunk, int16: true, alac: true) }
+            }
+            switch result {
+            case .failure(let error):
+                Issue.record("render of \(pieces) failed: \(error)")
+            case .success(let rendered):
+                #expect(rendered.output.count == rendered.expected.count, "\(pieces), chunk \(chunk)")
+                let difference = Self.firstDifference(rendered.output, rendered.expected)
+                #expect(difference == nil, "\(pieces), chunk \(chunk): first difference at sample \(difference ?? -1)")
+            }
+        }
+    }
+
+    /// Plain decoded buffers read in large calls go almost entirely past the ring.
+    @Test(.timeLimit(.minutes(1)))
+    func decodedBuffersGoPastTheRing() async throws {
+        let pieces = (0..<8).map { Piece(frames: 16384, trimStart: $0 == 0 ? 2112 : 0, trimEnd: $0 == 7 ? 970 : 0, volume: nil, gap: 0) }
+        let rendered = try await onOwnThread { try Self.render(pieces, chunk: 8192, int16: true, alac: true, volume: 0.8, pan: -0.25) }
+        #expect(rendered.output.count == rendered.expected.count)
+        #expect(Self.firstDifference(rendered.output, rendered.expected) == nil)
+        let total = rendered.expected.count / 2
+        #expect(rendered.straight > total - 8192, "\(rendered.straight) of \(total) frames went past the ring")
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -227,6 +227,8 @@ final class Producer {
         var progressed = false
         while true {
             if let readySamples, stage.ring.readable >= readySamples { return progressed }
+            // Decoded frames that can go straight to the output are left staged for it.
+            if yieldingStraight && stagedStraightFrames() != nil { return progressed }
             let (emitted, blocked) = emitStaged()
             progressed = progressed || emitted
             if blocked { return progressed }
@@ -386,17 +388,67 @@ final class Producer {
         return directFrames()
     }
 
-    private var straightReady: Bool { straightFrames() != nil }
+    private var straightReady: Bool { straightFrames() != nil || stagedStraightFrames() != nil }
+
+    /// How many decoded frames waiting in the staging block can go straight to an offline
+    /// render's output, past the ring: the ring is empty, no marker waits, and the next staged
+    /// frames are kept frames of a buffer that needs no gap and no parameter marker before them,
+    /// in the ring's format (nil: none now; ``emitStaged()`` takes them).
+    private func stagedStraightFrames() -> Int? {
+        guard stage.ring.readable == 0, stage.markers.peek() == nil, stagingRead < staging.sampleCount,
+              staging.format == ringFormat, let account = accounts.first, let total = total(account) else { return nil }
+        var end = staging.sampleCount
+        if let change = staging.firstFormatChange {
+            guard change.sampleOffset > stagingRead else { return nil }
+            end = min(end, change.sampleOffset)
+        }
+        let keepEnd = total - account.trimEnd
+        guard account.consumed >= account.trimStart, account.consumed < keepEnd else { return nil }
+        if !account.started {
+            if let start = account.startTime, start > writeTimeline { return nil }
+            guard account.volume == nil, account.pan == nil, account.playRate == nil, account.pitch == nil, account.gain == nil else { return nil }
+        }
+        let frames = min((end - stagingRead) / max(ringFormat.channelsPerFrame, 1), keepEnd - account.consumed)
+        return frames > 0 ? frames : nil
+    }
 
     /// Offline render: converts up to `frames` frames of the current buffer straight into the
-    /// render's output, past the ring (which is empty, so order and positions are kept), scaled by
-    /// `gains` (mono or stereo). Only for the stage's reader holding the pipeline lock. Returns the
-    /// frames written (0: not possible now).
+    /// render's output, or copies decoded frames from the staging block there, past the ring
+    /// (which is empty, so order and positions are kept), scaled by `gains` (mono or stereo).
+    /// Only for the stage's reader holding the pipeline lock. Returns the frames written (0: not
+    /// possible now).
     func renderStraight(into destination: UnsafeMutablePointer<Float>, frames: Int, gains: (left: Float, right: Float)?) -> Int {
-        guard let allowed = straightFrames() else { return 0 }
-        let written = convertDirect(frames: min(frames, allowed), into: destination, gains: gains)
-        framesRenderedStraight += written
-        return written
+        if let allowed = straightFrames() {
+            let written = convertDirect(frames: min(frames, allowed), into: destination, gains: gains)
+            framesRenderedStraight += written
+            return written
+        }
+        guard let allowed = stagedStraightFrames() else { return 0 }
+        let count = min(frames, allowed), channels = max(ringFormat.channelsPerFrame, 1)
+        let source = staging.samples + stagingRead
+        if let (left, right) = gains {
+            if channels == 1 {
+                for i in 0..<count { destination[i] = source[i] * left }
+            } else {
+                for i in 0..<count {
+                    destination[2 * i] = source[2 * i] * left
+                    destination[2 * i + 1] = source[2 * i + 1] * right
+                }
+            }
+        } else {
+            destination.update(from: source, count: count * channels)
+        }
+        accounts.at(0).pointee.started = true
+        accounts.at(0).pointee.consumed += count
+        stagingRead += count * channels
+        writeTimeline += count
+        framesRenderedStraight += count
+        if stagingRead >= staging.sampleCount && staging.firstFormatChange == nil {
+            // All read (a format change at its end stays for ``emitStaged()``).
+            staging.removeAll()
+            stagingRead = 0
+        }
+        return count
     }
 
     /// Decodes the next packet (or PCM chunk) of the current buffer, or finishes the buffer.

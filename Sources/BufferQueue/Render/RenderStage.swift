@@ -778,7 +778,7 @@ final class RenderStage: @unchecked Sendable {
             let count = min(frames - done, available / ch)
             if count <= 0 { return (done, .starved) }
             let destination = out + done * ch
-            if gain, ch <= 2, let (left, right) = steadyGains(channels: ch) {
+            if gain, ch <= 2, let (left, right) = steadyGains(channels: ch), left != 1 || right != 1 {
                 // One pass: the gain is applied while copying out. The run starts on a frame, but
                 // the ring's wrap may fall inside one (after a stretch of an odd number of mono
                 // samples): the second piece's channel follows from its offset in the run.
