@@ -83,6 +83,20 @@ import TestSupport
 
     /// An input that fails mid-mix ends there: the frames it gave stay, the others play on, and
     /// the failure is an event naming it.
+    /// The table a crossfade takes its gains from is the curve's own numbers, bit for bit, at
+    /// lengths around the rotation's re-anchoring and at a five-second crossfade's.
+    @Test(arguments: [1, 2, 63, 64, 65, 1_000, 220_500])
+    func aFadesGainTableIsTheCurveBitForBit(_ length: Int) {
+        for curve in AudioFadeCurve.allCases {
+            let table = curve.gainTable(length)
+            #expect(table.count == 2 * length)
+            let mismatch = (0..<length).first { i in
+                table[2 * i] != curve.gain(.out, frame: i, of: length) || table[2 * i + 1] != curve.gain(.in, frame: i, of: length)
+            }
+            #expect(mismatch == nil, "\(curve) of \(length) frames differs at frame \(mismatch ?? -1)")
+        }
+    }
+
     @Test func anInputThatFailsEndsAndTheOthersGoOn() throws {
         let events = Lock<[String]>([])
         let graph = try AudioGraph(sampleRate: 44_100, channels: 1, rampSeconds: 0) { event in events.withLock { $0.append("\(event)") } }

@@ -417,6 +417,47 @@ public enum AudioFadeCurve: String, Sendable, Hashable, CaseIterable {
         case (.equalPower, .out): return Float(cos(Double.pi / 2 * x))
         }
     }
+
+    /// Both gains of every frame of a fade of `length` frames, interleaved (out, in): exactly
+    /// ``gain(_:frame:of:)``'s numbers. The equal-power sines and cosines come from a rotation
+    /// re-anchored on the library's own every 64 frames; a value whose float is not certain from
+    /// it (the rotation's error bound straddles a rounding boundary) is computed directly. A
+    /// crossfade of seconds needs hundreds of thousands of them: about a tenth of the cost.
+    package func gainTable(_ length: Int) -> [Float] {
+        guard length > 0 else { return [] }
+        guard self == .equalPower else {
+            return [Float](unsafeUninitializedCapacity: 2 * length) { table, count in
+                for i in 0..<length {
+                    table[2 * i] = gain(.out, frame: i, of: length)
+                    table[2 * i + 1] = gain(.in, frame: i, of: length)
+                }
+                count = 2 * length
+            }
+        }
+        let step = Double.pi / 2 / Double(length)
+        let (stepCos, stepSin) = (cos(step), sin(step))
+        // 64 rotations add at most about 64 · 4 ulp to values of magnitude ≤ 1; the angles the
+        // direct formula takes differ from the rotation's by a few ulp more. 1e-13 is far above both.
+        let bound = 1e-13
+        return [Float](unsafeUninitializedCapacity: 2 * length) { table, count in
+            var c = 1.0, s = 0.0
+            for i in 0..<length {
+                if i & 63 == 0 {
+                    let x = Double.pi / 2 * (Double(i) / Double(length))
+                    (c, s) = (cos(x), sin(x))
+                    table[2 * i] = Float(c)
+                    table[2 * i + 1] = Float(s)
+                } else {
+                    (c, s) = (c * stepCos - s * stepSin, s * stepCos + c * stepSin)
+                    let (outLow, outHigh) = (Float(c - bound), Float(c + bound))
+                    table[2 * i] = outLow == outHigh ? outLow : gain(.out, frame: i, of: length)
+                    let (inLow, inHigh) = (Float(s - bound), Float(s + bound))
+                    table[2 * i + 1] = inLow == inHigh ? inLow : gain(.in, frame: i, of: length)
+                }
+            }
+            count = 2 * length
+        }
+    }
 }
 
 /// A fade as the render side holds it (direction 0: none, 1: in, 2: out).
