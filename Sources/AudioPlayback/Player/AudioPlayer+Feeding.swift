@@ -241,10 +241,17 @@ extension AudioPlayer {
             guard let format = feeder.outputFormat else { throw AudioQueueError(.invalidRunState, "the first item decided no output format") }
             return format
         }
+        // Events come on `work` in one order with the output callbacks (not through an event
+        // stream read by a task that hops back to `work` for each returned buffer).
+        let origin = WeakReference<AudioQueue>()
         let made = try AudioQueue(format: crossfading ?? source.format,
                                   configuration: .init(sink: makeSink(), decodeBufferFrames: 65536, callbackQueue: work,
                                                        decoderRegistry: decoders, resamplerRegistry: resamplers,
-                                                       timePitchRegistry: timePitchEngines, sinkFormat: sinkFormat)) { [weak self] _, buffer in
+                                                       timePitchRegistry: timePitchEngines, sinkFormat: sinkFormat,
+                                                       eventHandler: { [weak self] event in
+                                                           guard let self, let queue = origin.object else { return }
+                                                           self.handle(event, from: queue)
+                                                       })) { [weak self] _, buffer in
             // On `work`: the buffer is free again.
             guard let self else { return }
             self.feed.free.append(buffer)
@@ -273,14 +280,8 @@ extension AudioPlayer {
         let capacity = crossfading.map { Int(($0.sampleRate * bufferSeconds).rounded(.up)) * $0.channelsPerFrame * 4 }
             ?? max(1 << 15, 2 * min(max(largest, 0), 1 << 22))
         for _ in 0..<feed.bufferCount { feed.free.append(try made.allocateBuffer(capacity: capacity, packetDescriptionCapacity: 128)) }
+        origin.object = made
         shared.withLock { $0.queue = made }
-        let events = made.events()
-        Task { [weak self] in
-            for await event in events {
-                guard let self else { return }
-                self.work.async { self.handle(event, from: made) }
-            }
-        }
     }
 
     /// Starts playback once enough is enqueued (or nothing more will come for now).
