@@ -107,6 +107,56 @@ struct PlayerCrossfadeTests {
         #expect(shortened.allSatisfy { $0.requested == d })
     }
 
+    /// A source that claims an exact length longer than its packets hold (what a stream whose
+    /// bytes stop early looks like until they stop).
+    final class ClaimingSource: PacketSource {
+        let base: FilePacketSource
+        let claimed: Int64
+        init(_ path: String, claiming frames: Int64) throws {
+            base = FilePacketSource(file: try AudioFile(path: path))
+            claimed = frames
+        }
+        var isReady: Bool { base.isReady }
+        var format: AudioStreamDescription { base.format }
+        var magicCookie: [UInt8]? { base.magicCookie }
+        var packetTable: AudioFilePacketTableInfo? { nil }
+        var rollDistance: Int? { base.rollDistance }
+        var duration: (frames: Int64, isEstimated: Bool)? { (claimed, false) }
+        var title: String? { nil }
+        func packet(forFrame frame: Int64) -> Int64? { base.packet(forFrame: frame) }
+        func frame(forPacket packet: Int64) -> Int64? { base.frame(forPacket: packet) }
+        func seek(toPacket packet: Int64) throws { try base.seek(toPacket: packet) }
+        func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead { try base.read(maxPackets: maxPackets, maxBytes: maxBytes) }
+    }
+
+    /// An incoming item that ends before the exact length it claimed (its frames are mixed into
+    /// the held ones as they come): what it gave is mixed by the curve, the outgoing item still
+    /// fades out to its end, and the next item follows without a crossfade (nothing of the short
+    /// one is left), which an event says.
+    @Test func anItemEndingBeforeItsClaimedLengthStillFadesTheOneBeforeOut() async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await Self.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 1.0, frequency: 440)
+        let short = try await Self.tone(folder, "s.wav", rate: 44_100, channels: 2, seconds: 0.05, frequency: 880)
+        let c = try await Self.tone(folder, "c.wav", rate: 44_100, channels: 2, seconds: 0.3, frequency: 660)
+        let (ra, rs, rc) = (try await rendered(a).samples, try await rendered(short).samples, try await rendered(c).samples)
+        let d = Int((0.25 * 44_100).rounded())
+        #expect(rs.count / 2 == 2_205)
+        // The short item's frames, then silence, against the outgoing item's last D.
+        let expected = Self.crossfaded(ra, rs + [Float](repeating: 0, count: 2 * d - rs.count), channels: 2, frames: d, curve: .equalPower) + rc
+        let collector = SinkCollector(), events = Events()
+        let items = [AudioPlayerItem.file(a), AudioPlayerItem(name: "claims a second") { _ in try ClaimingSource(short, claiming: 44_100) },
+                     AudioPlayerItem.file(c)]
+        let player = AudioPlayer(items: items, makeSink: { collector.make() }, onEvent: { events.add($0) },
+                                 crossfade: try AudioPlayerCrossfade(seconds: 0.25))
+        let frames = try await player.play()
+        let heard = try #require(collector.captured.first)
+        #expect(frames == Int64(expected.count / 2))
+        #expect(difference(heard, expected) == nil)
+        #expect(events.shortened.map(\.index) == [2])
+        #expect(events.shortened.map(\.frames) == [0])
+    }
+
     /// Each item's gain scales its own frames, from its first frame: gaplessly (the queue's gain
     /// per buffer) and before the mix of a crossfade.
     @Test(arguments: [0.0, 0.1])

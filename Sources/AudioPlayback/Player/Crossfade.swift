@@ -80,12 +80,15 @@ final class CrossfadeJoin {
     /// first join and used by every later one: the same numbers, without a sine and a cosine
     /// per frame each time.
     private var gains: [Float] = []
+    /// The gains of the last shortened join (D' < D frames).
+    private var shortGains: [Float] = []
+    /// A small block the incoming item's first frames are rendered into, step by step, when
+    /// they are mixed into the held ones as they come (``mixIn(_:at:frames:of:)``).
+    private var block: UnsafeMutablePointer<Float>?
+    private var blockCapacity = 0
     /// An item rendered straight into the queue's buffers ended before the frames it was known to
     /// have: nothing of it was held, so the next item's join is a crossfade of 0 frames (said).
     var endedEarly = false
-    /// The incoming item's first frames, gathered before the mix (by its feeder; kept from join to
-    /// join, so allocated and zeroed once).
-    var head: [Float] = []
 
     init(crossfade: AudioPlayerCrossfade) {
         self.crossfade = crossfade
@@ -93,7 +96,10 @@ final class CrossfadeJoin {
         storage = .allocate(capacity: capacity)
     }
 
-    deinit { storage.deallocate() }
+    deinit {
+        storage.deallocate()
+        block?.deallocate()
+    }
 
     /// Frames decoded and not enqueued yet.
     var heldFrames: Int { (end - start) / channels }
@@ -103,6 +109,14 @@ final class CrossfadeJoin {
         self.format = .float32(sampleRate: format.sampleRate, channels: format.channelsPerFrame)
         channels = max(format.channelsPerFrame, 1)
         frames = crossfade.frames(at: format.sampleRate)
+        // What a join of an item of known length holds at most: its last D frames and one step
+        // of rendering; twice that, so that it neither grows nor moves.
+        let needed = 2 * (frames + 16_384) * channels
+        if needed > capacity {
+            storage.deallocate()
+            capacity = needed
+            storage = .allocate(capacity: capacity)
+        }
     }
 
     /// Drops everything held (a seek, a jump, a new run).
@@ -145,35 +159,87 @@ final class CrossfadeJoin {
         return written
     }
 
-    /// Mixes the incoming item's first frames into the last held ones: D' = min(D, pure held
-    /// frames, head frames) are mixed; the rest of the head follows. Returns D'.
-    func mix(head: UnsafeBufferPointer<Float>) -> Int {
-        let channels = self.channels, curve = crossfade.curve
-        let headFrames = head.count / channels
-        let mixed = min(frames, pureFrames, headFrames)
-        let held = storage + end - mixed * channels
-        if mixed == frames && gains.count != 2 * mixed {
-            gains = (0..<(2 * mixed)).map { curve.gain($0 & 1 == 0 ? .out : .in, frame: $0 >> 1, of: mixed) }
+    /// Makes room for the incoming item's first `frames` frames right after the held ones, where
+    /// its feeder gathers them (``headSpace(from:frames:)``) before ``mix(headFrames:)``; nothing
+    /// else may change the join in between.
+    func reserveHead(_ frames: Int) { makeRoom(frames * channels) }
+
+    /// Where the incoming item's head frames `offset ..< offset + frames` go (after the held ones).
+    func headSpace(from offset: Int, frames: Int) -> UnsafeMutableBufferPointer<Float> {
+        UnsafeMutableBufferPointer(start: storage + end + offset * channels, count: frames * channels)
+    }
+
+    /// The curve's gains for a join of `length` frames (fade-out, fade-in, interleaved): a
+    /// shortened join has its own curve of D' frames; a full one reuses the first's.
+    private func gainTable(_ length: Int) -> [Float] {
+        if length == frames {
+            if gains.count != 2 * length { gains = crossfade.curve.gainTable(length) }
+            return gains
         }
-        if mixed == frames {
-            gains.withUnsafeBufferPointer { gains in
-                for i in 0..<mixed {
+        if shortGains.count != 2 * length { shortGains = crossfade.curve.gainTable(length) }
+        return shortGains
+    }
+
+    /// Mixes `count` frames of the incoming item at `source` into the held frames of a join of
+    /// `length` frames (the last `length` held ones), from its frame `offset` on.
+    func mixIn(_ source: UnsafePointer<Float>, at offset: Int, frames count: Int, of length: Int) {
+        let channels = self.channels
+        let held = storage + end - (length - offset) * channels
+        gainTable(length).withUnsafeBufferPointer { table in
+            guard let gains = table.baseAddress.map({ $0 + 2 * offset }) else { return }
+            if channels == 2 {
+                for i in 0..<count {
+                    let out = gains[2 * i], gain = gains[2 * i + 1]
+                    held[2 * i] = held[2 * i] * out + source[2 * i] * gain
+                    held[2 * i + 1] = held[2 * i + 1] * out + source[2 * i + 1] * gain
+                }
+            } else {
+                for i in 0..<count {
                     let out = gains[2 * i], gain = gains[2 * i + 1]
                     let frame = held + i * channels
-                    for c in 0..<channels { frame[c] = frame[c] * out + head[i * channels + c] * gain }
+                    for c in 0..<channels { frame[c] = frame[c] * out + source[i * channels + c] * gain }
                 }
             }
-        } else {
-            // A shortened join: its own curve of D' frames.
-            for i in 0..<mixed {
-                let out = curve.gain(.out, frame: i, of: mixed), gain = curve.gain(.in, frame: i, of: mixed)
-                let frame = held + i * channels
-                for c in 0..<channels { frame[c] = frame[c] * out + head[i * channels + c] * gain }
+        }
+    }
+
+    /// Room in the block for `frames` frames; where they go.
+    func blockSpace(frames: Int) -> UnsafeMutableBufferPointer<Float> {
+        if blockCapacity < frames * channels || block == nil {
+            block?.deallocate()
+            blockCapacity = max(frames, 8192) * channels
+            block = .allocate(capacity: blockCapacity)
+        }
+        return UnsafeMutableBufferPointer(start: block, count: frames * channels)
+    }
+
+    /// Ends a join of `length` frames mixed block by block, to which the incoming item gave
+    /// `given` frames: all of them, or fewer when it had fewer than it was known to have (a
+    /// damaged file), and then the held frames after them fade out alone, as the curve says. No
+    /// frame of the incoming item's own is held.
+    func endBlockMix(given: Int, of length: Int) {
+        pureFrames = 0
+        guard given < length else { return }
+        let channels = self.channels
+        let held = storage + end - length * channels
+        gainTable(length).withUnsafeBufferPointer { gains in
+            for i in given..<length {
+                for c in 0..<channels { held[i * channels + c] *= gains[2 * i] }
             }
         }
+    }
+
+    /// Mixes the incoming item's first `headFrames` frames, gathered after the held ones, into the
+    /// last held ones: D' = min(D, pure held frames, head frames) are mixed; the rest of the head
+    /// follows. Returns D'.
+    func mix(headFrames: Int) -> Int {
+        let channels = self.channels
+        let mixed = min(frames, pureFrames, headFrames)
+        let head = storage + end
+        mixIn(head, at: 0, frames: mixed, of: mixed)
+        // The head's frames after the mixed ones move up to follow them (memmove: they may overlap).
         let rest = (headFrames - mixed) * channels
-        makeRoom(rest)
-        if let base = head.baseAddress { (storage + end).update(from: base + mixed * channels, count: rest) }
+        UnsafeMutableRawPointer(storage + end).copyMemory(from: head + mixed * channels, byteCount: rest * 4)
         end += rest
         pureFrames = headFrames - mixed
         return mixed
@@ -185,6 +251,11 @@ final class CrossfadeJoin {
         guard count > 0, let base = destination.baseAddress else { return 0 }
         base.copyMemory(from: storage + start, byteCount: count * channels * 4)
         start += count * channels
+        if start == end {
+            // Empty: the next frames go to the front again, into pages already touched.
+            start = 0
+            end = 0
+        }
         pureFrames = min(pureFrames, heldFrames)
         return count
     }
@@ -208,6 +279,9 @@ final class CrossfadeItemFeeder: ItemFeeding {
     private let shortened: (Int) -> Void
     private var mixPending: Bool
     private var headFrames = 0
+    /// Whether the join mixes this item's first frames block by block as they come (decided
+    /// when the mix begins).
+    private var mixesInBlocks: Bool?
     private var renderDone: Bool
     private var followed: Bool?
     private(set) var framesKept: Int64 = 0
@@ -280,44 +354,73 @@ final class CrossfadeItemFeeder: ItemFeeding {
         guard source.isReady else { return .waiting }
         try prepare()
         let channels = join.channels
-        if mixPending, renderer != nil {
+        if mixPending, let renderer {
             let wanted = min(join.frames, join.pureFrames)
-            if join.head.count < wanted * channels { join.head = [Float](repeating: 0, count: wanted * channels) }
-            while headFrames < wanted {
-                let had = headFrames
-                let n = try join.head.withUnsafeMutableBufferPointer { try render(wanted - had, into: UnsafeMutableBufferPointer(rebasing: $0[(had * channels)...])) }
-                headFrames += n
-                if n == 0 {
-                    if renderDone { break }
-                    return .waiting
-                }
+            if headFrames == 0 && mixesInBlocks == nil {
+                // Mixed block by block as the frames come when the item is known to have them
+                // all (the curve over `wanted` frames is then certain); gathered first otherwise,
+                // as a shorter item shortens the curve.
+                let known = renderer.expectedFrames.map { expected in limit.map { min($0, expected) } ?? expected }
+                mixesInBlocks = (known ?? 0) >= Int64(wanted)
+                if mixesInBlocks == false { join.reserveHead(wanted) }
             }
-            let held = join.heldFrames, count = headFrames * channels
-            let mixed = join.head.withUnsafeBufferPointer { join.mix(head: UnsafeBufferPointer(rebasing: $0[0..<count])) }
+            let held = join.heldFrames, mixed: Int
+            if mixesInBlocks == true {
+                while headFrames < wanted {
+                    let space = join.blockSpace(frames: min(8192, wanted - headFrames))
+                    let n = try render(space.count / channels, into: space)
+                    if n == 0 {
+                        if renderDone { break }
+                        return .waiting
+                    }
+                    if let base = space.baseAddress { join.mixIn(base, at: headFrames, frames: n, of: wanted) }
+                    headFrames += n
+                }
+                join.endBlockMix(given: headFrames, of: wanted)
+                mixed = wanted
+            } else {
+                while headFrames < wanted {
+                    let n = try render(wanted - headFrames, into: join.headSpace(from: headFrames, frames: wanted - headFrames))
+                    headFrames += n
+                    if n == 0 {
+                        if renderDone { break }
+                        return .waiting
+                    }
+                }
+                mixed = join.mix(headFrames: headFrames)
+            }
             leadFrames = Int64(held - mixed)
             if mixed < join.frames { shortened(mixed) }
             headFrames = 0
+            mixesInBlocks = nil
             mixPending = false
         }
         let capacity = buffer.capacity / (channels * 4)
-        if join.heldFrames == 0, !renderDone, let renderer, let expected = renderer.expectedFrames {
-            // The frames before the item's last D, when its length is known and nothing is held,
-            // go straight into the queue's buffer: not through the join's storage.
+        if !renderDone, let renderer, let expected = renderer.expectedFrames {
+            // The frames before the item's last D, when its length is known, go straight into
+            // the queue's buffer, not through the join's storage. What the join holds then (the
+            // mix with the item before, the rest of this one's head) all comes before them: it
+            // goes first, and the join is empty from then on until the item's last D.
             let end = limit.map { min($0, expected) } ?? expected
             let before = end - Int64(join.frames) - renderer.framesRendered
             if before > 0 {
-                let wanted = Int(min(Int64(capacity), before))
-                // Filled in steps of 8192 frames, as the join is (what one offline render bridges).
                 let n = try buffer.withUnsafeMutableBytes { raw -> Int in
+                    var filled = join.take(upTo: capacity, keeping: 0, into: raw)
+                    let wanted = filled + Int(min(Int64(capacity - filled), before))
                     let samples = raw.bindMemory(to: Float.self)
-                    var filled = 0
+                    // Filled in steps of 8192 frames, as the join is (what one offline render bridges).
                     while filled < wanted {
-                        let step = min(8192, wanted - filled)
+                        let step = wanted - filled
                         let got = try render(step, into: UnsafeMutableBufferPointer(rebasing: samples[(filled * channels)..<((filled + step) * channels)]))
                         if got == 0 { break }
                         filled += got
                     }
                     return filled
+                }
+                if renderDone {
+                    // Fewer frames than the source said, and nothing of them held: the next
+                    // item's crossfade has nothing to mix into, and says so.
+                    join.endedEarly = true
                 }
                 if n > 0 {
                     try buffer.setByteSize(n * channels * 4)
@@ -326,9 +429,6 @@ final class CrossfadeItemFeeder: ItemFeeding {
                     return .enqueued
                 }
                 if !renderDone { return .waiting }
-                // Fewer frames than the source said: the next item's crossfade has nothing to
-                // mix into, and says so.
-                join.endedEarly = true
             }
         }
         var waiting = false
