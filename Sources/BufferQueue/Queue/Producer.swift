@@ -227,8 +227,16 @@ final class Producer {
         var progressed = false
         while true {
             if let readySamples, stage.ring.readable >= readySamples { return progressed }
-            // Decoded frames that can go straight to the output are left staged for it.
-            if yieldingStraight && stagedStraightFrames() != nil { return progressed }
+            // Decoded frames that can go straight to the output are left staged for it: the
+            // current buffer's next packets first, up to what the render still needs (at most
+            // 4096 frames, which stay in cache), so that it takes them a few packets at a time.
+            if yieldingStraight, let staged = stagedStraightFrames() {
+                let wanted = min((readySamples ?? 0) / max(ringFormat.channelsPerFrame, 1), 4096)
+                if staged >= wanted || current == nil { return progressed }
+                guard step(waitForRoom: true) else { return progressed }
+                progressed = true
+                continue
+            }
             let (emitted, blocked) = emitStaged()
             progressed = progressed || emitted
             if blocked { return progressed }
