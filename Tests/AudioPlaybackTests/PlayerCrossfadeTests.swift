@@ -107,6 +107,32 @@ struct PlayerCrossfadeTests {
         #expect(shortened.allSatisfy { $0.requested == d })
     }
 
+    /// MP3 items: each item's middle goes to the queue as packets (decoded there from a pre-roll,
+    /// as libmpg123's traits say joins exactly) between its edges rendered for the mixes; the whole
+    /// equals the crossfade of each item's own linear render, bit for bit.
+    @Test(.enabled(if: Where.tool("lame") != nil, "lame is missing (make deps installs it)"))
+    func mp3ItemsCrossfadeBitForBitWithTheirMiddlesDecodedByTheQueue() async throws {
+        registerAllDecoders()
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var mp3s: [String] = []
+        for (name, seconds, frequency) in [("a", 1.5, 440), ("b", 1.2, 660), ("c", 0.9, 550)] {
+            let wav = try await Self.tone(folder, "\(name).wav", rate: 44_100, channels: 2, seconds: seconds, frequency: frequency)
+            let mp3 = folder.appendingPathComponent("\(name).mp3").path
+            _ = try await run(try #require(Where.tool("lame")), ["--quiet", "-b", "128", wav, mp3])
+            mp3s.append(mp3)
+        }
+        var renders: [[Float]] = []
+        for mp3 in mp3s { renders.append(try await rendered(mp3).samples) }
+        let d = Int((0.3 * 44_100).rounded())
+        let expected = Self.crossfaded(Self.crossfaded(renders[0], renders[1], channels: 2, frames: d, curve: .equalPower), renders[2],
+                                       channels: 2, frames: d, curve: .equalPower)
+        let (heard, frames, events) = try await Self.play(mp3s, crossfade: try AudioPlayerCrossfade(seconds: 0.3))
+        #expect(frames == Int64(expected.count / 2))
+        #expect(difference(heard, expected) == nil)
+        #expect(events.shortened.isEmpty)
+    }
+
     /// A source that claims an exact length longer than its packets hold (what a stream whose
     /// bytes stop early looks like until they stop).
     final class ClaimingSource: PacketSource {

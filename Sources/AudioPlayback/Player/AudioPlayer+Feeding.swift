@@ -90,13 +90,13 @@ extension AudioPlayer {
         let index = feed.itemIndex, id = item.id
         let (decoders, resamplers, engines) = (self.decoders, self.resamplers, timePitchEngines)
         let gain = Self.gain(item.gain, replayGain, source, amongItsAlbum: Self.amongItsAlbum(item.albumKey, source, neighbours))
-        return CrossfadeItemFeeder(source: source, join: join, gain: gain, limit: fadingOut ? Int64(join.frames) : nil,
+        return CrossfadeItemFeeder(source: source, join: join, gain: gain, limit: fadingOut ? Int64(join.frames) : nil, registry: decoders,
                                    hasNext: { [unowned self] in feed.itemIndex + 1 < shared.withLock { $0.items.count } || feed.loop + 1 < loops },
                                    shortened: { [unowned self] frames in
                                        emit(.crossfadeShortened(index: index, id: id, frames: frames, requested: join.frames))
-                                   }) { source in
+                                   }) { source, frame in
             try PacketSourceRenderer(source: source, name: item.name, maximumPacketSize: source.maximumPacketSize,
-                                     start: .seconds(seconds), sampleRate: target?.rate, channels: target?.channels,
+                                     start: frame.map { .frame($0) } ?? .seconds(seconds), sampleRate: target?.rate, channels: target?.channels,
                                      registry: decoders, resamplers: resamplers, timePitchEngines: engines)
         }
     }
@@ -270,15 +270,16 @@ extension AudioPlayer {
             let (rate, pitch) = shared.withLock { ($0.playRate, $0.pitch) }
             try made.setParameters(.init(playRate: rate, pitch: pitch))
         }
-        // PCM of a crossfade: a second a buffer (each enqueue wakes the queue's worker: half as
-        // many wake-ups as half-second buffers); compressed buffers hold about half a second.
-        let bufferSeconds = crossfading == nil ? 0.5 : 1.0
+        // Compressed buffers hold about half a second. A crossfading player's buffers take the
+        // PCM of its joins (a quarter of a second each: below the size from which an allocation
+        // of the packets read is mapped afresh each time) and the packets of its items' middles.
+        let bufferSeconds = crossfading == nil ? 0.5 : 0.25
         feed.bufferCount = max(4, Int((buffering.maximumSeconds / bufferSeconds).rounded(.up)))
         // 32 KiB holds many packets of most formats; a format with larger packets (multichannel
         // ALAC) gets buffers that hold two of its largest, or four times a decoded packet's PCM.
         let largest = source.maximumPacketSize ?? source.format.framesPerPacket * source.format.channelsPerFrame * 4
-        let capacity = crossfading.map { Int(($0.sampleRate * bufferSeconds).rounded(.up)) * $0.channelsPerFrame * 4 }
-            ?? max(1 << 15, 2 * min(max(largest, 0), 1 << 22))
+        let pcm = crossfading.map { Int(($0.sampleRate * bufferSeconds).rounded(.up)) * $0.channelsPerFrame * 4 } ?? 0
+        let capacity = max(pcm, 1 << 15, 2 * min(max(largest, 0), 1 << 22))
         for _ in 0..<feed.bufferCount { feed.free.append(try made.allocateBuffer(capacity: capacity, packetDescriptionCapacity: 128)) }
         origin.object = made
         shared.withLock { $0.queue = made }

@@ -89,6 +89,11 @@ final class CrossfadeJoin {
     /// An item rendered straight into the queue's buffers ended before the frames it was known to
     /// have: nothing of it was held, so the next item's join is a crossfade of 0 frames (said).
     var endedEarly = false
+    /// The queue's current stream takes this PCM (false after an item's packets went in as a
+    /// stream of their own, and after a reset: the next PCM begins a stream of its format).
+    private var streamIsPCM = true
+    /// An item's packets went in with its gain: the queue applies it until a buffer sets another.
+    var gainInForce = false
 
     init(crossfade: AudioPlayerCrossfade) {
         self.crossfade = crossfade
@@ -125,6 +130,29 @@ final class CrossfadeJoin {
         end = 0
         pureFrames = 0
         endedEarly = false
+        streamIsPCM = false
+    }
+
+    /// An item's packets begin a stream of their own format on `queue`.
+    func beginPackets(of source: any PacketSource, on queue: AudioQueue) throws {
+        try queue.beginStream(format: source.format, magicCookie: source.magicCookie)
+        streamIsPCM = false
+    }
+
+    /// Enqueues `frames` frames of this PCM in `buffer`: in a stream of its format, at gain 1
+    /// (the frames carry their item's gain already).
+    func enqueuePCM(_ buffer: AudioQueueBuffer, frames: Int, on queue: AudioQueue) throws {
+        if !streamIsPCM, let format {
+            try queue.beginStream(format: format)
+            streamIsPCM = true
+        }
+        try buffer.setByteSize(frames * channels * 4)
+        if gainInForce {
+            try queue.enqueue(buffer, parameters: AudioQueueParameters(gain: 1))
+            gainInForce = false
+        } else {
+            try queue.enqueue(buffer)
+        }
     }
 
     /// Room for `samples` more at the end: what is held moves to the front, or into more memory.
@@ -261,14 +289,36 @@ final class CrossfadeJoin {
     }
 }
 
-/// Feeds one item of a crossfading player: renders it (decoded and converted to the output
-/// format, on the player's work queue) into the join, mixes its first frames into the previous
-/// item's held ones, and enqueues PCM of the output format.
+/// Feeds one item of a crossfading player: renders its edges (decoded and converted to the output
+/// format, on the player's work queue), mixes its first frames into the previous item's held ones
+/// and holds its last D in the join, enqueuing PCM of the output format; its middle goes to the
+/// queue as packets when the queue's decode of them gives the same frames (else it is rendered too).
 final class CrossfadeItemFeeder: ItemFeeding {
     let source: any PacketSource
     private let join: CrossfadeJoin
-    private let makeRenderer: ((any PacketSource) throws -> PacketSourceRenderer)?
+    /// Makes a renderer of the item: from where the item starts (nil), or from a valid frame.
+    private let makeRenderer: ((any PacketSource, Int64?) throws -> PacketSourceRenderer)?
     private var renderer: PacketSourceRenderer?
+    /// Where the item's decoders come from (their traits say whether pieces join exactly).
+    private let registry: AudioDecoderRegistry
+    /// The first valid frame played, once the renderer of the item's last frames replaced the first.
+    private var firstFrame: Int64?
+
+    /// The item's middle — after its frames mixed with the item before, before its last D —
+    /// when it goes to the queue as packets, decoded there once as the gapless player's items
+    /// are, instead of rendered here and enqueued as PCM.
+    private enum Middle {
+        case undecided
+        /// Rendered here with the rest (a converted item, a decoder whose pieces do not join
+        /// exactly, an unknown length, the outgoing side of a skip).
+        case rendered
+        /// The packets of valid frames `start ..< end`, once what the join holds is enqueued.
+        case packets(start: Int64, end: Int64)
+        case feeding(PacketFeeder, end: Int64)
+        /// Enqueued: the item's last frames are rendered from the end of the packets.
+        case done
+    }
+    private var middle = Middle.undecided
     /// The item's gain (``AudioPlayerItem/gain``), applied to its frames before the mix.
     private let gain: Float
     /// Output frames to render at most (the outgoing side of a skip); nil: to the end.
@@ -288,10 +338,12 @@ final class CrossfadeItemFeeder: ItemFeeding {
     private(set) var leadFrames: Int64 = 0
     let isTail: Bool
 
-    init(source: any PacketSource, join: CrossfadeJoin, gain: Float = 1, limit: Int64? = nil, hasNext: @escaping () -> Bool,
-         shortened: @escaping (Int) -> Void, makeRenderer: @escaping (any PacketSource) throws -> PacketSourceRenderer) {
+    init(source: any PacketSource, join: CrossfadeJoin, gain: Float = 1, limit: Int64? = nil, registry: AudioDecoderRegistry,
+         hasNext: @escaping () -> Bool, shortened: @escaping (Int) -> Void,
+         makeRenderer: @escaping (any PacketSource, Int64?) throws -> PacketSourceRenderer) {
         self.source = source
         self.join = join
+        self.registry = registry
         self.gain = gain
         self.limit = limit
         self.hasNext = hasNext
@@ -309,6 +361,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
     init(tailOf source: any PacketSource, join: CrossfadeJoin) {
         self.source = source
         self.join = join
+        registry = .shared
         gain = 1
         limit = nil
         hasNext = { false }
@@ -320,7 +373,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
     }
 
     var started: Bool { renderer?.started ?? isTail }
-    var startFrame: Int64 { renderer?.startFrame ?? 0 }
+    var startFrame: Int64 { firstFrame ?? renderer?.startFrame ?? 0 }
     var timelineRate: Double { join.format?.sampleRate ?? source.format.sampleRate }
     /// The output format, once the first item's renderer decided it.
     var outputFormat: AudioStreamDescription? { join.format }
@@ -328,7 +381,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
     /// Makes the renderer once the source is ready (the first one decides the output format).
     func prepare() throws {
         guard renderer == nil, !isTail, let makeRenderer, source.isReady else { return }
-        let made = try makeRenderer(source)
+        let made = try makeRenderer(source, nil)
         join.adopt(made.outputFormat)
         renderer = made
     }
@@ -396,6 +449,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
             mixPending = false
         }
         let capacity = buffer.capacity / (channels * 4)
+        if let progress = try enqueueMiddle(buffer, on: queue, capacity: capacity) { return progress }
         if !renderDone, let renderer, let expected = renderer.expectedFrames {
             // The frames before the item's last D, when its length is known, go straight into
             // the queue's buffer, not through the join's storage. What the join holds then (the
@@ -408,7 +462,6 @@ final class CrossfadeItemFeeder: ItemFeeding {
                     var filled = join.take(upTo: capacity, keeping: 0, into: raw)
                     let wanted = filled + Int(min(Int64(capacity - filled), before))
                     let samples = raw.bindMemory(to: Float.self)
-                    // Filled in steps of 8192 frames, as the join is (what one offline render bridges).
                     while filled < wanted {
                         let step = wanted - filled
                         let got = try render(step, into: UnsafeMutableBufferPointer(rebasing: samples[(filled * channels)..<((filled + step) * channels)]))
@@ -423,8 +476,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
                     join.endedEarly = true
                 }
                 if n > 0 {
-                    try buffer.setByteSize(n * channels * 4)
-                    try queue.enqueue(buffer)
+                    try join.enqueuePCM(buffer, frames: n, on: queue)
                     framesKept += Int64(n)
                     return .enqueued
                 }
@@ -440,15 +492,71 @@ final class CrossfadeItemFeeder: ItemFeeding {
                 if waiting { break } else { continue }
             }
         }
+        if case .done = middle, renderDone, renderer?.framesRendered == 0 {
+            // The packets ended the item (it had fewer frames than it said): nothing is held
+            // for the next item's crossfade, which says so.
+            join.endedEarly = true
+        }
         if renderDone && followed == nil { followed = hasNext() }
         let keep = renderDone && followed == false ? 0 : join.frames
         let n = try buffer.withUnsafeMutableBytes { join.take(upTo: capacity, keeping: keep, into: $0) }
         if n > 0 {
-            try buffer.setByteSize(n * channels * 4)
-            try queue.enqueue(buffer)
+            try join.enqueuePCM(buffer, frames: n, on: queue)
             framesKept += Int64(n)
             return .enqueued
         }
         return renderDone ? .finished : .waiting
+    }
+
+    /// Whether the item's middle goes to the queue as packets: an item played as decoded (no
+    /// conversion), of known length, from a source that reads out of order (a file, not a
+    /// stream: the middle and the last frames are reached by seeks), whose decoder's pieces join
+    /// into the bits of one decode (``/BufferQueue/AudioDecoderTraits/parallelRefusal``; linear
+    /// PCM trivially). Its valid frames from where the render stands to its last D.
+    private func decideMiddle(_ renderer: PacketSourceRenderer) -> Middle {
+        let format = source.format
+        guard limit == nil, !renderDone, source.isSeekable, source.peekPackets(from: 0, count: 0) != nil,
+              renderer.passesThrough, let expected = renderer.expectedFrames,
+              format.isLinearPCM || registry.traits(for: format).parallelRefusal(format) == nil else { return .rendered }
+        let start = renderer.startFrame + renderer.framesRendered
+        let end = renderer.startFrame + expected - Int64(join.frames)
+        return end > start ? .packets(start: start, end: end) : .rendered
+    }
+
+    /// The item's middle as packets: what the join holds first (as PCM), then the packets in a
+    /// stream of their own (with the item's gain), then a renderer of the item's last D frames
+    /// from where they end. nil when the feeding goes on below (the middle is rendered here, or
+    /// done).
+    private func enqueueMiddle(_ buffer: AudioQueueBuffer, on queue: AudioQueue, capacity: Int) throws -> PacketFeeder.Progress? {
+        if case .undecided = middle, let renderer { middle = decideMiddle(renderer) }
+        if case .packets(let start, let end) = middle {
+            if join.heldFrames > 0 {
+                let n = try buffer.withUnsafeMutableBytes { join.take(upTo: capacity, keeping: 0, into: $0) }
+                try join.enqueuePCM(buffer, frames: n, on: queue)
+                framesKept += Int64(n)
+                return .enqueued
+            }
+            try join.beginPackets(of: source, on: queue)
+            // The renderer has read ahead: from the first packet, the feeder seeks there itself.
+            if start == 0 { try source.seek(toPacket: 0) }
+            let feeder = PacketFeeder(source: source, startFrame: start, endFrame: end, registry: registry)
+            if gain != 1 {
+                feeder.firstFrameParameters = AudioQueueParameters(gain: gain)
+                join.gainInForce = true
+            }
+            middle = .feeding(feeder, end: end)
+        }
+        guard case .feeding(let feeder, let end) = middle else { return nil }
+        let before = feeder.framesKept
+        let progress = try feeder.enqueueNext(buffer, on: queue)
+        framesKept += feeder.framesKept - before
+        guard progress == .finished else { return progress }
+        // The item's last D frames, rendered from where the packets end (mixed with the next
+        // item's first, or enqueued as they are after the last).
+        guard let makeRenderer else { return nil }
+        firstFrame = startFrame
+        renderer = try makeRenderer(source, end)
+        middle = .done
+        return nil
     }
 }

@@ -108,6 +108,15 @@ final class PacketSourceRenderer {
     /// The start was planned (the source was ready).
     var started: Bool { feeder.started }
 
+    /// Whether the frames handed out are the source's frames as decoded: at the source format's
+    /// rate and channel count, nothing converted, at play rate 1 (a queue decoding the source's
+    /// packets gives the same frames).
+    var passesThrough: Bool {
+        let decoded = queue.outputFormat, declared = source.format
+        return decodedRate == declared.sampleRate && outputFormat.sampleRate == declared.sampleRate && playRate == 1
+            && decoded.channelsPerFrame == declared.channelsPerFrame && outputFormat.channelsPerFrame == declared.channelsPerFrame
+    }
+
     /// The output frames `validFrames` decoded frames become (rate conversion and play rate).
     func outputFrames(forValidFrames frames: Int64) -> Int64 {
         guard decodedRate > 0, outputFormat.sampleRate != decodedRate || playRate != 1 else { return frames }
