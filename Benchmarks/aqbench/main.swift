@@ -218,6 +218,21 @@ func runTool(_ path: String, _ arguments: [String], stdout: FileHandle? = FileHa
     return (end.withLock { $0 } ?? ContinuousClock.now) - start
 }
 
+/// CPU seconds (user + system) of every child process waited for so far: the kernel counts them
+/// to the microsecond (GNU time prints hundredths, too coarse for runs of a tenth of a second).
+func childrenCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+/// Runs a command to its end: its wall time and CPU time, in seconds.
+func wallAndCPU(_ path: String, _ arguments: [String]) throws -> (wall: Double, cpu: Double) {
+    let before = childrenCPUSeconds()
+    let wall = try runTool(path, arguments)
+    return (seconds(wall), childrenCPUSeconds() - before)
+}
+
 struct ExitMessage: Error { let text: String; init(_ text: String) { self.text = text } }
 
 /// Decodes a whole file through the queue (offline), as aqrender does without writing.
@@ -589,20 +604,21 @@ func mixBenchmarks() throws -> [String] {
     guard FileManager.default.isExecutableFile(atPath: aqplay) else { return lines + ["crossfade: \(aqplay) not built (make bench builds it)"] }
     let mp3 = try makeFile("60s.mp3", seconds: 60, in: folder)
     let list = Array(repeating: mp3, count: 4)
-    // Runs of a quarter of a second vary by ±20 % on a shared machine: medians of 11 runs each,
-    // taking turns, of the wall time and of the CPU time (user + system) under GNU time.
+    // Runs of a tenth of a second vary by several per cent on a shared machine: medians of 25
+    // runs each, taking turns, of the wall time and of the CPU time (user + system, as the
+    // kernel counts it for the waited-for child).
     var walls: [[Double]] = [[], []], cpus: [[Double]] = [[], []]
-    for _ in 0..<11 {
+    for _ in 0..<25 {
         for (index, extra) in [[], ["--crossfade", "5"]].enumerated() {
-            let numbers = try gnuTime("%e %U %S", "/usr/bin/taskset", ["-c", "0", aqplay, "--fast"] + extra + list)
-            walls[index].append(numbers[0])
-            cpus[index].append(numbers.count >= 3 ? numbers[1] + numbers[2] : numbers[0])
+            let (wall, cpu) = try wallAndCPU("/usr/bin/taskset", ["-c", "0", aqplay, "--fast"] + extra + list)
+            walls[index].append(wall)
+            cpus[index].append(cpu)
         }
     }
     func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
     let (gapless, crossfading) = (median(walls[0]), median(walls[1]))
     let (gaplessCPU, crossfadingCPU) = (median(cpus[0]), median(cpus[1]))
-    lines.append("aqplay of 4 one-minute MP3s (stereo 44.1 kHz) through the unpaced null sink, whole commands on one core, medians of 11 runs")
+    lines.append("aqplay of 4 one-minute MP3s (stereo 44.1 kHz) through the unpaced null sink, whole commands on one core, medians of 25 runs")
     lines.append(String(format: "  aqplay --fast LIST                     : wall %4.0f ms  CPU %4.0f ms", gapless * 1000, gaplessCPU * 1000))
     lines.append(String(format: "  aqplay --fast --crossfade 5 LIST       : wall %4.0f ms  CPU %4.0f ms  ratio crossfading / gapless: wall %5.2f, CPU %5.2f",
                         crossfading * 1000, crossfadingCPU * 1000, crossfading / gapless, crossfadingCPU / gaplessCPU))
