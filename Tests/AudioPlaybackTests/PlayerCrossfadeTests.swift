@@ -260,6 +260,41 @@ struct PlayerCrossfadeTests {
         #expect(events.started == [0, 1])
     }
 
+    /// A seek while an item's middle plays as packets: the item goes on from the frame sought (its
+    /// middle again as packets, in a new stream after the reset) and crossfades into the next as
+    /// defined (or joins it gaplessly: the gapless player). The rest of the list fits in the
+    /// player's free buffers, so the jump feeds all of it at once: the seek still answers with
+    /// the position reached (it said "playback ended before the seek took effect" before).
+    @Test(arguments: [true, false])
+    func aSeekInAnItemThenItsJoinIntoTheNext(_ crossfading: Bool) async throws {
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let a = try await Self.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 3, frequency: 440)
+        let b = try await Self.tone(folder, "b.wav", rate: 44_100, channels: 2, seconds: 0.6, frequency: 660)
+        let (ra, rb) = (try await rendered(a).samples, try await rendered(b).samples)
+        let collector = SinkCollector(), events = Events()
+        let player = AudioPlayer(items: [.file(a), .file(b)], makeSink: { collector.make(pacing: .realTime) },
+                                 onEvent: { events.add($0) }, crossfade: crossfading ? try AudioPlayerCrossfade(seconds: 0.2, curve: .equalPower) : nil)
+        let playing = Task { try await player.play() }
+        var reachedSeek: Double?
+        for await status in player.positions(every: .milliseconds(20)) where status.position >= 0.3 {
+            reachedSeek = try await player.seek(to: 2)
+            break
+        }
+        let frames = try await playing.value
+        #expect(reachedSeek == 2)
+        let captured = try #require(collector.captured.first)
+        let heard = Array(captured.prefix(Int(frames) * 2))
+        let d = crossfading ? Int((0.2 * 44_100).rounded()) : 0
+        let after = Self.crossfaded(Array(ra[(88_200 * 2)...]), rb, channels: 2, frames: d, curve: .equalPower)
+        // The frames heard before the seek: the first item's from its start.
+        let reached = Int(frames) - after.count / 2
+        #expect(reached > 0 && reached < 2 * 44_100, "\(reached) frames before the seek; \(frames) heard")
+        guard reached > 0, reached <= ra.count / 2 else { return }
+        #expect(difference(heard, Array(ra[0..<(reached * 2)]) + after) == nil)
+        #expect(events.started == [0, 1])
+    }
+
     static let aqplay = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
         .appendingPathComponent("aqplay").path
 

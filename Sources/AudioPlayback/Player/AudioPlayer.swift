@@ -354,11 +354,16 @@ public final class AudioPlayer: Sendable {
                         underlying: AudioQueueError(.invalidRunState, "item \(index) is a live stream: it cannot seek; playback goes on")))
                 }
                 afterFadingOut { [self] in
+                    // Waiting before the jump: its feeding may plan the start and feed the rest
+                    // of the list at once (all of it fits in the free buffers), and the position
+                    // is answered while its feeder is there.
+                    feed.pendingSeeks.append(continuation)
                     guard performJump(toItem: nil, seconds: max(seconds, 0)) else {
+                        // (Refused before anything ran: this one is still the last waiting.)
+                        feed.pendingSeeks.removeLast()
                         return continuation.resume(throwing: AudioPlayerError(.request, underlying: AudioQueueError(.invalidRunState,
                             "the player can seek only while it plays (after play(), before the end)")))
                     }
-                    feed.pendingSeeks.append(continuation)
                     resolveSeeks()
                 }
             }
