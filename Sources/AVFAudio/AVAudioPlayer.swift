@@ -76,6 +76,9 @@ public final class AVAudioPlayer: NSObject, Sendable {
         /// Where the next playback starts (seconds into the sound), and a seek not yet done.
         var start: TimeInterval = 0
         var pendingSeek: TimeInterval?
+        /// Where a pause found playback: ``currentTime`` holds it from the call on (the output's
+        /// short fade out still plays after it, as on a Mac the device's latency does).
+        var pausedAt: TimeInterval?
         var scheduled: DispatchWorkItem?
     }
     private let state = Lock(State())
@@ -173,6 +176,7 @@ public final class AVAudioPlayer: NSObject, Sendable {
             guard !state.playing else { return nil }
             state.playing = true
             if let player = state.player, state.started {
+                state.pausedAt = nil
                 player.resume()
                 return nil
             }
@@ -214,6 +218,7 @@ public final class AVAudioPlayer: NSObject, Sendable {
         state.withLock { state in
             state.scheduled?.cancel()
             guard state.playing, let player = state.player else { return }
+            state.pausedAt = position(state)
             player.pause()
             state.playing = false
         }
@@ -226,6 +231,7 @@ public final class AVAudioPlayer: NSObject, Sendable {
             state.scheduled?.cancel()
             state.start = position(state)
             state.pendingSeek = nil
+            state.pausedAt = nil
             state.generation += 1
             state.playing = false
             state.started = false
@@ -275,6 +281,7 @@ public final class AVAudioPlayer: NSObject, Sendable {
                     return nil
                 }
                 state.pendingSeek = target
+                if state.pausedAt != nil { state.pausedAt = target }
                 return player
             }
             guard let player else { return }
@@ -288,7 +295,7 @@ public final class AVAudioPlayer: NSObject, Sendable {
     private func position(_ state: State) -> TimeInterval {
         if let seek = state.pendingSeek { return seek }
         guard let player = state.player, state.started else { return state.start }
-        return player.status.position
+        return state.pausedAt ?? player.status.position
     }
 
     /// The output's clock, in seconds (host time: the monotonic clock, as ``AVAudioTime`` uses).
