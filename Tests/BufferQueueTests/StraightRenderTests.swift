@@ -46,16 +46,21 @@ import Testing
         return output
     }
 
-    /// Enqueues `pieces` (float32 or 16-bit, or 16-bit coded as Apple Lossless: decoded frames
-    /// that are staged before they go straight or through the ring) on a queue whose volume and
-    /// pan are set first, renders them `chunk` frames per call and returns the output, what was
-    /// expected, and how many frames went past the ring.
-    static func render(_ pieces: [Piece], chunk: Int, int16: Bool, alac: Bool = false, volume: Float = 1,
+    /// How the pieces are enqueued: float32 or 16-bit linear PCM (converted straight from the
+    /// buffer), or 16-bit coded as Apple Lossless (decoded frames, staged before they go straight
+    /// or through the ring).
+    enum Encoding: CaseIterable, Sendable { case float32, int16, alac }
+
+    /// Enqueues `pieces` in `encoding` on a queue whose volume and pan are set first, renders
+    /// them `chunk` frames per call and returns the output, what was expected, and how many
+    /// frames went past the ring.
+    static func render(_ pieces: [Piece], chunk: Int, _ encoding: Encoding, volume: Float = 1,
                        pan: Float = 0) throws -> (output: [Float], expected: [Float], straight: Int) {
         let channels = 2
-        let pcm: AudioStreamDescription = int16 || alac ? .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16) : .float32(sampleRate: 44100, channels: channels)
-        let encoder = alac ? try ALACEncoder(format: .init(sampleRate: 44100, formatID: .appleLossless, bytesPerPacket: 0, framesPerPacket: 4096,
-                                                           bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 16)) : nil
+        let encoder = encoding == .alac ? try ALACEncoder(format: .init(sampleRate: 44100, formatID: .appleLossless, bytesPerPacket: 0, framesPerPacket: 4096,
+                                                                        bytesPerFrame: 0, channelsPerFrame: channels, bitsPerChannel: 16)) : nil
+        let pcm: AudioStreamDescription = encoding == .float32 ? .float32(sampleRate: 44100, channels: channels)
+            : .linearPCM(sampleRate: 44100, channels: channels, bitsPerChannel: 16)
         let queue = try AudioQueue(format: encoder?.outputFormat ?? pcm, configuration: .init(decodeBufferFrames: 1024))
         defer { queue.dispose(immediately: true) }
         if let cookie = encoder?.magicCookie { try queue.setMagicCookie(cookie) }
@@ -65,26 +70,26 @@ import Testing
         for (index, piece) in pieces.enumerated() {
             let buffer: AudioQueueBuffer
             var descriptions: [AudioPacketDescription] = []
-            if let encoder {
-                let samples = (0..<(piece.frames * channels)).map { Int16(truncatingIfNeeded: (index * 7919 + $0 * 13) % 60000 - 30000) }
-                sources.append(samples.map { Float($0) / 32768 })
-                // Each piece coded on its own: its packets decode to exactly its frames.
-                let coder = try ALACEncoder(format: encoder.outputFormat)
-                let packets = EncodedPackets()
-                try samples.withUnsafeBytes { try coder.encode($0, into: packets) }
-                try coder.finish(into: packets)
-                buffer = try queue.allocateBuffer(capacity: packets.byteCount, packetDescriptionCapacity: packets.count)
-                try buffer.setData(packets.allBytes)
-                descriptions = packets.descriptions(variableFrames: true)
-            } else if int16 {
-                let samples = (0..<(piece.frames * channels)).map { Int16(truncatingIfNeeded: (index * 7919 + $0 * 13) % 60000 - 30000) }
-                sources.append(samples.map { Float($0) / 32768 })
-                buffer = try queue.allocateBuffer(capacity: samples.count * 2)
-                try samples.withUnsafeBytes { try buffer.setData($0) }
-            } else {
+            if encoding == .float32 {
                 let samples = ramp(frames: piece.frames, channels: channels, offset: index * 5000 + 1)
                 sources.append(samples)
                 buffer = try queue.makeBuffer(samples)
+            } else {
+                let samples = (0..<(piece.frames * channels)).map { Int16(truncatingIfNeeded: (index * 7919 + $0 * 13) % 60000 - 30000) }
+                sources.append(samples.map { Float($0) / 32768 })
+                if let encoder {
+                    // Each piece coded on its own: its packets decode to exactly its frames.
+                    let coder = try ALACEncoder(format: encoder.outputFormat)
+                    let packets = EncodedPackets()
+                    try samples.withUnsafeBytes { try coder.encode($0, into: packets) }
+                    try coder.finish(into: packets)
+                    buffer = try queue.allocateBuffer(capacity: packets.byteCount, packetDescriptionCapacity: packets.count)
+                    try buffer.setData(packets.allBytes)
+                    descriptions = packets.descriptions(variableFrames: true)
+                } else {
+                    buffer = try queue.allocateBuffer(capacity: samples.count * 2)
+                    try samples.withUnsafeBytes { try buffer.setData($0) }
+                }
             }
             timeline += piece.gap
             try queue.enqueue(buffer, packetDescriptions: descriptions, trimFramesAtStart: piece.trimStart, trimFramesAtEnd: piece.trimEnd,
@@ -103,63 +108,38 @@ import Testing
         output.indices.first { $0 < expected.count && output[$0] != expected[$0] }
     }
 
-    /// Decoded frames (Apple Lossless here) go from the decoder's staging block to the output
-    /// past the ring too, whatever the render sizes, trims, gaps, volumes and pans.
-    @Test(.timeLimit(.minutes(1)))
-    func decodedFramesTakenStraightRenderTheSame() async {
-        await propertyCheck(count: 30, input: Self.pieces, Gen.int(in: 1...9000)) { pieces, chunk in
+    /// Whatever mix of straight and ring frames the render sizes, trims, gaps, volumes and pans
+    /// make — linear PCM converted from the buffer, or decoded frames (Apple Lossless) from the
+    /// staging block — the output is the same frames.
+    @Test(.timeLimit(.minutes(1)), arguments: [[Encoding.float32, .int16], [.alac]])
+    func everyMixOfStraightAndRingFramesRendersTheSame(_ encodings: [Encoding]) async {
+        await propertyCheck(count: 35, input: Self.pieces, Gen.int(in: 1...9000), Gen.int(in: 0...(encodings.count - 1))) { pieces, chunk, which in
+            let encoding = encodings[which]
             let result = await onOwnThread { () -> Result<(output: [Float], expected: [Float], straight: Int), any Error> in
-                Result { try Self.render(pieces, chunk: chunk, int16: true, alac: true) }
+                Result { try Self.render(pieces, chunk: chunk, encoding) }
             }
             switch result {
             case .failure(let error):
                 Issue.record("render of \(pieces) failed: \(error)")
             case .success(let rendered):
-                #expect(rendered.output.count == rendered.expected.count, "\(pieces), chunk \(chunk)")
+                #expect(rendered.output.count == rendered.expected.count, "\(encoding) \(pieces), chunk \(chunk)")
                 let difference = Self.firstDifference(rendered.output, rendered.expected)
-                #expect(difference == nil, "\(pieces), chunk \(chunk): first difference at sample \(difference ?? -1)")
-            }
-        }
-    }
-
-    /// Plain decoded buffers read in large calls go almost entirely past the ring.
-    @Test(.timeLimit(.minutes(1)))
-    func decodedBuffersGoPastTheRing() async throws {
-        let pieces = (0..<8).map { Piece(frames: 16384, trimStart: $0 == 0 ? 2112 : 0, trimEnd: $0 == 7 ? 970 : 0, volume: nil, gap: 0) }
-        let rendered = try await onOwnThread { try Self.render(pieces, chunk: 8192, int16: true, alac: true, volume: 0.8, pan: -0.25) }
-        #expect(rendered.output.count == rendered.expected.count)
-        #expect(Self.firstDifference(rendered.output, rendered.expected) == nil)
-        let total = rendered.expected.count / 2
-        #expect(rendered.straight > total - 8192, "\(rendered.straight) of \(total) frames went past the ring")
-    }
-
-    @Test(.timeLimit(.minutes(1)))
-    func everyMixOfStraightAndRingFramesRendersTheSame() async {
-        await propertyCheck(count: 40, input: Self.pieces, Gen.int(in: 1...9000), Gen.bool) { pieces, chunk, int16 in
-            let result = await onOwnThread { () -> Result<(output: [Float], expected: [Float], straight: Int), any Error> in
-                Result { try Self.render(pieces, chunk: chunk, int16: int16) }
-            }
-            switch result {
-            case .failure(let error):
-                Issue.record("render of \(pieces) failed: \(error)")
-            case .success(let rendered):
-                #expect(rendered.output.count == rendered.expected.count, "\(pieces), chunk \(chunk)")
-                let difference = Self.firstDifference(rendered.output, rendered.expected)
-                #expect(difference == nil, "\(pieces), chunk \(chunk): first difference at sample \(difference ?? -1)")
+                #expect(difference == nil, "\(encoding) \(pieces), chunk \(chunk): first difference at sample \(difference ?? -1)")
             }
         }
     }
 
     /// A long run of plain buffers read in large calls goes almost entirely past the ring (only
-    /// the frames the first buffer's start trim shares a staging chunk with take the ring), with
-    /// the queue's volume and pan applied as they are copied.
-    @Test(.timeLimit(.minutes(1)))
-    func plainBuffersGoPastTheRing() async throws {
+    /// the frames the first buffer's start trim shares a staging chunk with take the ring; for a
+    /// decoded format, the first packets), with the queue's volume and pan applied as they are
+    /// copied.
+    @Test(.timeLimit(.minutes(1)), arguments: [(Encoding.float32, 4096), (.alac, 8192)])
+    func plainBuffersGoPastTheRing(_ encoding: Encoding, _ throughRing: Int) async throws {
         let pieces = (0..<8).map { Piece(frames: 16384, trimStart: $0 == 0 ? 2112 : 0, trimEnd: $0 == 7 ? 970 : 0, volume: nil, gap: 0) }
-        let rendered = try await onOwnThread { try Self.render(pieces, chunk: 8192, int16: false, volume: 0.8, pan: -0.25) }
+        let rendered = try await onOwnThread { try Self.render(pieces, chunk: 8192, encoding, volume: 0.8, pan: -0.25) }
         #expect(rendered.output.count == rendered.expected.count)
         #expect(Self.firstDifference(rendered.output, rendered.expected) == nil)
         let total = rendered.expected.count / 2
-        #expect(rendered.straight > total - 4096, "\(rendered.straight) of \(total) frames went past the ring")
+        #expect(rendered.straight > total - throughRing, "\(rendered.straight) of \(total) frames went past the ring")
     }
 }

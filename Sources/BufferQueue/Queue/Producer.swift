@@ -334,17 +334,24 @@ final class Producer {
     private func directFrames() -> Int? {
         guard let byteSize = current?.byteSize, current?.packets.isEmpty == true, directDecoder != nil,
               stagingRead >= staging.sampleCount, staging.firstFormatChange == nil, accounts.count == 1,
-              let account = accounts.first, let total = total(account), scale == 1, staging.format == ringFormat else { return nil }
+              let account = accounts.first, scale == 1, staging.format == ringFormat, let kept = plainFramesLeft(account) else { return nil }
+        accounts.at(0).pointee.started = true
+        let packetsLeft = byteSize / max(format.bytesPerPacket, 1) - nextPacket
+        return min(packetsLeft * max(format.framesPerPacket, 1), kept)
+    }
+
+    /// The kept frames left of `account` when its next frames may go out as they are: past its
+    /// start trim, before its end trim, and — before its first frame — with no schedule gap and
+    /// no parameter marker to write first (the staged path writes those). nil otherwise.
+    private func plainFramesLeft(_ account: Account) -> Int? {
+        guard let total = total(account) else { return nil }
         let keepEnd = total - account.trimEnd
         guard account.consumed >= account.trimStart, account.consumed < keepEnd else { return nil }
         if !account.started {
-            // The staged path writes a schedule gap or a parameter marker before the first frame.
             if let start = account.startTime, start > writeTimeline { return nil }
             guard account.volume == nil, account.pan == nil, account.playRate == nil, account.pitch == nil, account.gain == nil else { return nil }
-            accounts.at(0).pointee.started = true
         }
-        let packetsLeft = byteSize / max(format.bytesPerPacket, 1) - nextPacket
-        return min(packetsLeft * max(format.framesPerPacket, 1), keepEnd - account.consumed)
+        return keepEnd - account.consumed
     }
 
     /// Converts up to `frames` frames (whole packets) of the current buffer into `destination`
@@ -404,19 +411,13 @@ final class Producer {
     /// in the ring's format (nil: none now; ``emitStaged()`` takes them).
     private func stagedStraightFrames() -> Int? {
         guard stage.ring.readable == 0, stage.markers.peek() == nil, stagingRead < staging.sampleCount,
-              staging.format == ringFormat, let account = accounts.first, let total = total(account) else { return nil }
+              staging.format == ringFormat, let account = accounts.first, let kept = plainFramesLeft(account) else { return nil }
         var end = staging.sampleCount
         if let change = staging.firstFormatChange {
             guard change.sampleOffset > stagingRead else { return nil }
             end = min(end, change.sampleOffset)
         }
-        let keepEnd = total - account.trimEnd
-        guard account.consumed >= account.trimStart, account.consumed < keepEnd else { return nil }
-        if !account.started {
-            if let start = account.startTime, start > writeTimeline { return nil }
-            guard account.volume == nil, account.pan == nil, account.playRate == nil, account.pitch == nil, account.gain == nil else { return nil }
-        }
-        let frames = min((end - stagingRead) / max(ringFormat.channelsPerFrame, 1), keepEnd - account.consumed)
+        let frames = min((end - stagingRead) / max(ringFormat.channelsPerFrame, 1), kept)
         return frames > 0 ? frames : nil
     }
 
