@@ -5,6 +5,7 @@ import AudioPlayback
 import BufferQueue
 import SoxrConverter
 import CodecTestSupport
+import MPG123Decoder
 import TestSupport
 import Synchronization
 
@@ -57,12 +58,12 @@ struct PlayerCrossfadeTests {
         return folder
     }
 
-    static func play(_ paths: [String], crossfade: AudioPlayerCrossfade?, outputFormat: AudioPlayer.OutputFormat = .firstItem)
-        async throws -> (heard: [Float], frames: Int64, events: Events) {
+    static func play(_ paths: [String], crossfade: AudioPlayerCrossfade?, outputFormat: AudioPlayer.OutputFormat = .firstItem,
+                     decoders: AudioDecoderRegistry = .shared) async throws -> (heard: [Float], frames: Int64, events: Events) {
         SoxrConverter.register()
         let collector = SinkCollector(), events = Events()
         let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) }, outputFormat: outputFormat, makeSink: { collector.make() },
-                                 onEvent: { events.add($0) }, crossfade: crossfade)
+                                 onEvent: { events.add($0) }, crossfade: crossfade, decoders: decoders)
         let frames = try await player.play()
         #expect(collector.captured.count == 1)
         return (collector.captured.first ?? [], frames, events)
@@ -108,8 +109,9 @@ struct PlayerCrossfadeTests {
     }
 
     /// MP3 items: each item's middle goes to the queue as packets (decoded there from a pre-roll,
-    /// as libmpg123's traits say joins exactly) between its edges rendered for the mixes; the whole
-    /// equals the crossfade of each item's own linear render, bit for bit.
+    /// as libmpg123's traits say joins exactly) between its edges rendered for the mixes — three
+    /// decoders an item, where an item rendered whole has one; the whole equals the crossfade of
+    /// each item's own linear render, bit for bit.
     @Test(.enabled(if: Where.tool("lame") != nil, "lame is missing (make deps installs it)"))
     func mp3ItemsCrossfadeBitForBitWithTheirMiddlesDecodedByTheQueue() async throws {
         registerAllDecoders()
@@ -127,10 +129,18 @@ struct PlayerCrossfadeTests {
         let d = Int((0.3 * 44_100).rounded())
         let expected = Self.crossfaded(Self.crossfaded(renders[0], renders[1], channels: 2, frames: d, curve: .equalPower), renders[2],
                                        channels: 2, frames: d, curve: .equalPower)
-        let (heard, frames, events) = try await Self.play(mp3s, crossfade: try AudioPlayerCrossfade(seconds: 0.3))
+        // libmpg123 as registered, counting the decoders made.
+        let made = Atomic<Int>(0)
+        let counted = AudioDecoderRegistry()
+        counted.register(AudioDecoderFactory(name: "counted libmpg123", formats: [.mpegLayer3], priority: 10, traits: MPG123Decoder.traits) { format, _ in
+            made.add(1, ordering: .relaxed)
+            return try MPG123Decoder(format: format)
+        })
+        let (heard, frames, events) = try await Self.play(mp3s, crossfade: try AudioPlayerCrossfade(seconds: 0.3), decoders: counted)
         #expect(frames == Int64(expected.count / 2))
         #expect(difference(heard, expected) == nil)
         #expect(events.shortened.isEmpty)
+        #expect(made.load(ordering: .relaxed) == 3 * mp3s.count, "the items' middles were not decoded by the player's queue")
     }
 
     /// A source that claims an exact length longer than its packets hold (what a stream whose

@@ -85,7 +85,6 @@ final class CrossfadeJoin {
     /// A small block the incoming item's first frames are rendered into, step by step, when
     /// they are mixed into the held ones as they come (``mixIn(_:at:frames:of:)``).
     private var block: UnsafeMutablePointer<Float>?
-    private var blockCapacity = 0
     /// An item rendered straight into the queue's buffers ended before the frames it was known to
     /// have: nothing of it was held, so the next item's join is a crossfade of 0 frames (said).
     var endedEarly = false
@@ -93,7 +92,10 @@ final class CrossfadeJoin {
     /// stream of their own, and after a reset: the next PCM begins a stream of its format).
     private var streamIsPCM = true
     /// An item's packets went in with its gain: the queue applies it until a buffer sets another.
-    var gainInForce = false
+    private var gainInForce = false
+    /// The incoming item's frames rendered at a time when they are mixed into the held ones as
+    /// they come (``mixIn(_:at:frames:of:)``).
+    static let blockFrames = 8192
 
     init(crossfade: AudioPlayerCrossfade) {
         self.crossfade = crossfade
@@ -133,10 +135,14 @@ final class CrossfadeJoin {
         streamIsPCM = false
     }
 
-    /// An item's packets begin a stream of their own format on `queue`.
-    func beginPackets(of source: any PacketSource, on queue: AudioQueue) throws {
+    /// An item's packets begin a stream of their own format on `queue`. Returns what their first
+    /// frame must carry: the item's `gain` (nil when 1), which the PCM after them sets back.
+    func beginPackets(of source: any PacketSource, gain: Float, on queue: AudioQueue) throws -> AudioQueueParameters? {
         try queue.beginStream(format: source.format, magicCookie: source.magicCookie)
         streamIsPCM = false
+        guard gain != 1 else { return nil }
+        gainInForce = true
+        return AudioQueueParameters(gain: gain)
     }
 
     /// Enqueues `frames` frames of this PCM in `buffer`: in a stream of its format, at gain 1
@@ -231,14 +237,10 @@ final class CrossfadeJoin {
         }
     }
 
-    /// Room in the block for `frames` frames; where they go.
+    /// Room in the block for `frames` frames (at most ``blockFrames``); where they go.
     func blockSpace(frames: Int) -> UnsafeMutableBufferPointer<Float> {
-        if blockCapacity < frames * channels || block == nil {
-            block?.deallocate()
-            blockCapacity = max(frames, 8192) * channels
-            block = .allocate(capacity: blockCapacity)
-        }
-        return UnsafeMutableBufferPointer(start: block, count: frames * channels)
+        if block == nil { block = .allocate(capacity: Self.blockFrames * channels) }
+        return UnsafeMutableBufferPointer(start: block, count: min(frames, Self.blockFrames) * channels)
     }
 
     /// Ends a join of `length` frames mixed block by block, to which the incoming item gave
@@ -257,20 +259,12 @@ final class CrossfadeJoin {
         }
     }
 
-    /// Mixes the incoming item's first `headFrames` frames, gathered after the held ones, into the
-    /// last held ones: D' = min(D, pure held frames, head frames) are mixed; the rest of the head
-    /// follows. Returns D'.
-    func mix(headFrames: Int) -> Int {
-        let channels = self.channels
-        let mixed = min(frames, pureFrames, headFrames)
-        let head = storage + end
-        mixIn(head, at: 0, frames: mixed, of: mixed)
-        // The head's frames after the mixed ones move up to follow them (memmove: they may overlap).
-        let rest = (headFrames - mixed) * channels
-        UnsafeMutableRawPointer(storage + end).copyMemory(from: head + mixed * channels, byteCount: rest * 4)
-        end += rest
-        pureFrames = headFrames - mixed
-        return mixed
+    /// Mixes the incoming item's first `headFrames` frames, gathered after the held ones (at most
+    /// D and the pure held frames: all its frames when it is that short), into the last held ones,
+    /// over a curve of their own length D'. No frame of the incoming item's own is held.
+    func mix(headFrames: Int) {
+        mixIn(storage + end, at: 0, frames: headFrames, of: headFrames)
+        pureFrames = 0
     }
 
     /// Moves up to `maxFrames` of the frames before the last `keeping` into `destination`; returns how many.
@@ -409,18 +403,17 @@ final class CrossfadeItemFeeder: ItemFeeding {
         let channels = join.channels
         if mixPending, let renderer {
             let wanted = min(join.frames, join.pureFrames)
-            if headFrames == 0 && mixesInBlocks == nil {
+            if mixesInBlocks == nil {
                 // Mixed block by block as the frames come when the item is known to have them
                 // all (the curve over `wanted` frames is then certain); gathered first otherwise,
                 // as a shorter item shortens the curve.
-                let known = renderer.expectedFrames.map { expected in limit.map { min($0, expected) } ?? expected }
-                mixesInBlocks = (known ?? 0) >= Int64(wanted)
+                mixesInBlocks = (knownEnd(of: renderer) ?? 0) >= Int64(wanted)
                 if mixesInBlocks == false { join.reserveHead(wanted) }
             }
             let held = join.heldFrames, mixed: Int
             if mixesInBlocks == true {
                 while headFrames < wanted {
-                    let space = join.blockSpace(frames: min(8192, wanted - headFrames))
+                    let space = join.blockSpace(frames: wanted - headFrames)
                     let n = try render(space.count / channels, into: space)
                     if n == 0 {
                         if renderDone { break }
@@ -440,7 +433,8 @@ final class CrossfadeItemFeeder: ItemFeeding {
                         return .waiting
                     }
                 }
-                mixed = join.mix(headFrames: headFrames)
+                join.mix(headFrames: headFrames)
+                mixed = headFrames
             }
             leadFrames = Int64(held - mixed)
             if mixed < join.frames { shortened(mixed) }
@@ -450,12 +444,11 @@ final class CrossfadeItemFeeder: ItemFeeding {
         }
         let capacity = buffer.capacity / (channels * 4)
         if let progress = try enqueueMiddle(buffer, on: queue, capacity: capacity) { return progress }
-        if !renderDone, let renderer, let expected = renderer.expectedFrames {
+        if !renderDone, let renderer, let end = knownEnd(of: renderer) {
             // The frames before the item's last D, when its length is known, go straight into
             // the queue's buffer, not through the join's storage. What the join holds then (the
-            // mix with the item before, the rest of this one's head) all comes before them: it
-            // goes first, and the join is empty from then on until the item's last D.
-            let end = limit.map { min($0, expected) } ?? expected
+            // mix with the item before) all comes before them: it goes first, and the join is
+            // empty from then on until the item's last D.
             let before = end - Int64(join.frames) - renderer.framesRendered
             if before > 0 {
                 let n = try buffer.withUnsafeMutableBytes { raw -> Int in
@@ -475,18 +468,14 @@ final class CrossfadeItemFeeder: ItemFeeding {
                     // item's crossfade has nothing to mix into, and says so.
                     join.endedEarly = true
                 }
-                if n > 0 {
-                    try join.enqueuePCM(buffer, frames: n, on: queue)
-                    framesKept += Int64(n)
-                    return .enqueued
-                }
+                if n > 0 { return try enqueuePCM(buffer, frames: n, on: queue) }
                 if !renderDone { return .waiting }
             }
         }
         var waiting = false
         while !renderDone && join.heldFrames - join.frames < capacity {
             // Rendered straight into the held frames: no copy on the way.
-            let n = try join.append(upTo: 8192) { try render(8192, into: $0) }
+            let n = try join.append(upTo: CrossfadeJoin.blockFrames) { try render(CrossfadeJoin.blockFrames, into: $0) }
             if n == 0 {
                 waiting = !renderDone
                 if waiting { break } else { continue }
@@ -500,12 +489,20 @@ final class CrossfadeItemFeeder: ItemFeeding {
         if renderDone && followed == nil { followed = hasNext() }
         let keep = renderDone && followed == false ? 0 : join.frames
         let n = try buffer.withUnsafeMutableBytes { join.take(upTo: capacity, keeping: keep, into: $0) }
-        if n > 0 {
-            try join.enqueuePCM(buffer, frames: n, on: queue)
-            framesKept += Int64(n)
-            return .enqueued
-        }
+        if n > 0 { return try enqueuePCM(buffer, frames: n, on: queue) }
         return renderDone ? .finished : .waiting
+    }
+
+    /// Enqueues `frames` frames of PCM in `buffer` (through the join: its stream and gain) and counts them.
+    private func enqueuePCM(_ buffer: AudioQueueBuffer, frames: Int, on queue: AudioQueue) throws -> PacketFeeder.Progress {
+        try join.enqueuePCM(buffer, frames: frames, on: queue)
+        framesKept += Int64(frames)
+        return .enqueued
+    }
+
+    /// The output frames `renderer` gives in all (at most the limit), when the item's length is known.
+    private func knownEnd(of renderer: PacketSourceRenderer) -> Int64? {
+        renderer.expectedFrames.map { expected in limit.map { min($0, expected) } ?? expected }
     }
 
     /// Whether the item's middle goes to the queue as packets: an item played as decoded (no
@@ -532,18 +529,13 @@ final class CrossfadeItemFeeder: ItemFeeding {
         if case .packets(let start, let end) = middle {
             if join.heldFrames > 0 {
                 let n = try buffer.withUnsafeMutableBytes { join.take(upTo: capacity, keeping: 0, into: $0) }
-                try join.enqueuePCM(buffer, frames: n, on: queue)
-                framesKept += Int64(n)
-                return .enqueued
+                return try enqueuePCM(buffer, frames: n, on: queue)
             }
-            try join.beginPackets(of: source, on: queue)
-            // The renderer has read ahead: from the first packet, the feeder seeks there itself.
+            let parameters = try join.beginPackets(of: source, gain: gain, on: queue)
+            // The renderer has read ahead: from the first packet (a later one, the feeder seeks there itself).
             if start == 0 { try source.seek(toPacket: 0) }
             let feeder = PacketFeeder(source: source, startFrame: start, endFrame: end, registry: registry)
-            if gain != 1 {
-                feeder.firstFrameParameters = AudioQueueParameters(gain: gain)
-                join.gainInForce = true
-            }
+            feeder.firstFrameParameters = parameters
             middle = .feeding(feeder, end: end)
         }
         guard case .feeding(let feeder, let end) = middle else { return nil }
