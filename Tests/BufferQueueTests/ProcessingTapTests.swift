@@ -201,3 +201,33 @@ final class Biquad: @unchecked Sendable {
         queue.dispose(immediately: true)
     }
 }
+
+/// An item's gain (``AudioQueueParameters/gain``) belongs to its frames: it applies exactly from
+/// the first frame of the buffer that sets it whatever taps sit on the path, and every tap sees
+/// the frames with it — an equaliser before or after never sees one item's frames at another's gain.
+@Suite struct ItemGainTests {
+    /// Two buffers with their own gains, rendered in large pulls through a tap at `position`.
+    @Test(arguments: [AudioQueueProcessingTapPosition.preEffects, .postEffects, .siphon])
+    func aGainAppliesAtItsBuffersFirstFrameThroughATap(_ position: AudioQueueProcessingTapPosition) throws {
+        let queue = try AudioQueue(format: .float32(sampleRate: 44100, channels: 2))
+        let seen = Locked<[Float]>([])
+        try queue.installProcessingTap(position) { tap, frames, output, _ in
+            if position == .siphon {
+                seen.withLock { $0 += UnsafeBufferPointer(start: output, count: frames * 2) }
+                return frames
+            }
+            let got = tap.getSourceAudio(frames: frames, into: output)
+            seen.withLock { $0 += UnsafeBufferPointer(start: output, count: got.frames * 2) }
+            return got.frames
+        }
+        let a = ramp(frames: 3_001, channels: 2, offset: 1), b = ramp(frames: 2_500, channels: 2, offset: 5)
+        try queue.enqueue(try queue.makeBuffer(a), parameters: AudioQueueParameters(gain: 0.5))
+        try queue.enqueue(try queue.makeBuffer(b), parameters: AudioQueueParameters(gain: 2))
+        try queue.flush()
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 44100, channels: 2))
+        let output = try queue.renderRest(channels: 2, chunk: 4096)
+        let expected = a.map { $0 * 0.5 } + b.map { $0 * 2 }
+        #expect(difference(output, expected) == nil)
+        #expect(difference(seen.value, expected) == nil, "the tap sees the frames at their item's gain")
+    }
+}

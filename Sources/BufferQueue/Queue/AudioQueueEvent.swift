@@ -93,7 +93,8 @@ public struct AudioQueueParameters: Hashable, Sendable {
     /// A linear multiplier on the volume, 0...16 (+24 dB): a gain that belongs to what is played
     /// (an item's loudness normalisation, ReplayGain) rather than to the listener's ``volume``,
     /// which it leaves as it is. It applies at once, without the volume's ramp: given with a
-    /// buffer, exactly from its first frame.
+    /// buffer, exactly from its first frame, as the frames leave the decoded ring — before every
+    /// processing tap, time-pitch and conversion, so each of them sees the frames at their gain.
     public var gain: Float?
 
     /// Parameters to set; nil leaves each as it is.

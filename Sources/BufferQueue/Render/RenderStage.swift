@@ -712,7 +712,8 @@ final class RenderStage: @unchecked Sendable {
 
     private func chainWithGain(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
         let (n, end) = chainConverted(destination, wanted)
-        if n > 0 { applyGain(destination, frames: n, channels: outputChannels) }
+        // The item's gain was applied as the frames left the ring; volume and pan apply here.
+        if n > 0 { applyGain(destination, frames: n, channels: outputChannels, withItemGain: false) }
         return (n, end)
     }
 
@@ -802,7 +803,14 @@ final class RenderStage: @unchecked Sendable {
                 }
             } else {
                 ring.consume(count: count * ch) { source, offset, n in (destination + offset).update(from: source, count: n) }
-                if gain { applyGain(destination, frames: count, channels: ch) }
+                if gain {
+                    applyGain(destination, frames: count, channels: ch)
+                } else if gainFactor != 1 {
+                    // The item's gain belongs to its frames: applied here, at the frame its buffer
+                    // set it, before every tap and node that follows (they see what is heard).
+                    let factor = gainFactor
+                    for i in 0..<(count * ch) { destination[i] *= factor }
+                }
             }
             done += count
         }
@@ -922,10 +930,13 @@ final class RenderStage: @unchecked Sendable {
         return (ch >= 2 ? level * Self.panGain(pan, channel: 0) : level, level * Self.panGain(pan, channel: 1))
     }
 
-    /// Multiplies frames in place by volume and pan (balance on channels 0 and 1).
-    private func applyGain(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels ch: Int) {
+    /// Multiplies frames in place by volume and pan (balance on channels 0 and 1), and by the
+    /// item's gain unless it was applied already (`withItemGain` false: the frames went through
+    /// the render chain, which applies it as they leave the ring).
+    private func applyGain(_ samples: UnsafeMutablePointer<Float>, frames: Int, channels ch: Int, withItemGain: Bool = true) {
+        let itemGain = withItemGain ? gainFactor : 1
         if volumeRampLeft == 0 && panRampLeft == 0 {
-            let level = volume * gainFactor
+            let level = volume * itemGain
             let left = ch >= 2 ? level * Self.panGain(pan, channel: 0) : level
             let right = level * Self.panGain(pan, channel: 1)
             if left == 1 && (ch == 1 || (right == 1 && level == 1)) { return }
@@ -951,7 +962,7 @@ final class RenderStage: @unchecked Sendable {
                 panRampLeft -= 1
                 pan = panRampLeft == 0 ? panGoal : pan + panStep
             }
-            let frame = samples + i * ch, level = volume * gainFactor
+            let frame = samples + i * ch, level = volume * itemGain
             if ch == 1 { frame[0] *= level; continue }
             frame[0] *= level * Self.panGain(pan, channel: 0)
             frame[1] *= level * Self.panGain(pan, channel: 1)
