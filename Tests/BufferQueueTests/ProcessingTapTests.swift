@@ -231,3 +231,52 @@ final class Biquad: @unchecked Sendable {
         #expect(difference(seen.value, expected) == nil, "the tap sees the frames at their item's gain")
     }
 }
+
+/// Taps beside each other (a layer built on the queue: an equaliser, a meter and the caller's
+/// taps): each position's taps run in the order added, each pre- and post-effects tap pulling the
+/// one added before it, every siphon seeing what goes out.
+@Suite struct TapChainTests {
+    /// A tap that pulls its source and maps each sample with `f`.
+    static func mapping(_ f: @escaping @Sendable (Float) -> Float) -> AudioQueueProcessingTapCallback {
+        { tap, frames, output, _ in
+            let got = tap.getSourceAudio(frames: frames, into: output)
+            for i in 0..<(got.frames * tap.processingFormat.channelsPerFrame) { output[i] = f(output[i]) }
+            return got.frames
+        }
+    }
+
+    @Test func tapsAtEachPositionRunInTheOrderAdded() throws {
+        let queue = try AudioQueue(format: .float32(sampleRate: 44100, channels: 2))
+        let first = Locked<[Float]>([]), second = Locked<[Float]>([])
+        try queue.addProcessingTap(.postEffects, callback: Self.mapping { $0 - 0.25 })
+        try queue.addProcessingTap(.preEffects, callback: Self.mapping { $0 * 2 })
+        try queue.addProcessingTap(.siphon) { tap, frames, output, _ in
+            first.withLock { $0 += UnsafeBufferPointer(start: output, count: frames * 2) }
+            return frames
+        }
+        try queue.addProcessingTap(.preEffects, callback: Self.mapping { $0 + 1 })
+        let last = try queue.addProcessingTap(.postEffects, callback: Self.mapping { $0 * 3 })
+        try queue.addProcessingTap(.siphon) { tap, frames, output, _ in
+            second.withLock { $0 += UnsafeBufferPointer(start: output, count: frames * 2) }
+            return frames
+        }
+        // The one-tap API of Apple's refuses a tap beside others.
+        #expect(throws: AudioQueueError.self) { try queue.installProcessingTap(.siphon) { _, frames, _, _ in frames } }
+        try queue.setParameters(.init(volume: 0.5))
+        let input = ramp(frames: 5_000, channels: 2, offset: 7)
+        try queue.enqueue(try queue.makeBuffer(input))
+        try queue.flush()
+        try queue.setOfflineRenderFormat(.float32(sampleRate: 44100, channels: 2))
+        let output = try queue.renderRest(channels: 2, chunk: 1_500)
+        // ((x · 2 + 1) · volume − 0.25) · 3, in the render's float operations.
+        let expected = input.map { (($0 * 2 + 1) * 0.5 - 0.25) * 3 }
+        #expect(difference(output, expected) == nil)
+        #expect(difference(first.value, expected) == nil && difference(second.value, expected) == nil)
+        // Taken out, the chain closes over the gap.
+        try queue.removeProcessingTap(last)
+        try queue.enqueue(try queue.makeBuffer(input))
+        try queue.flush()
+        let again = try queue.renderRest(channels: 2, chunk: 1_500)
+        #expect(difference(again, input.map { ($0 * 2 + 1) * 0.5 - 0.25 }) == nil)
+    }
+}

@@ -18,12 +18,28 @@ extension AudioQueue {
     @discardableResult
     public func installProcessingTap(_ position: AudioQueueProcessingTapPosition,
                                      callback: @escaping AudioQueueProcessingTapCallback) throws -> AudioQueueProcessingTap {
+        try addTap(position, callback: callback, besideOthers: false)
+    }
+
+    /// Adds a processing tap after those installed before at its position (a layer built on the
+    /// queue: the player's equaliser, a meter, the caller's taps, in order). Pre-effects taps
+    /// chain (each pulls the one added before it), post-effects taps likewise, siphons each see
+    /// what goes out. The same conditions as ``installProcessingTap(_:callback:)`` otherwise.
+    @discardableResult
+    package func addProcessingTap(_ position: AudioQueueProcessingTapPosition,
+                                  callback: @escaping AudioQueueProcessingTapCallback) throws -> AudioQueueProcessingTap {
+        try addTap(position, callback: callback, besideOthers: true)
+    }
+
+    private func addTap(_ position: AudioQueueProcessingTapPosition, callback: @escaping AudioQueueProcessingTapCallback,
+                        besideOthers: Bool) throws -> AudioQueueProcessingTap {
         try checkNotDisposed()
         let active = control.withLock { $0.lifecycle.sink == .active }
         let result: Result<AudioQueueProcessingTap, AudioQueueError>? = active ? nil : pipeline.withLock { _ in
             stage.tryExclusiveAccess { () -> Result<AudioQueueProcessingTap, AudioQueueError> in
                 stage.adoptLeadingFormatChange()
-                if stage.tap != nil {
+                let installed = stage.taps?.taps ?? []
+                if !besideOthers && !installed.isEmpty {
                     return .failure(AudioQueueError(.invalidPropertyValue, "the queue has a processing tap already; remove it first"))
                 }
                 let format: AudioStreamDescription = position == .preEffects
@@ -31,7 +47,7 @@ extension AudioQueue {
                     : .float32(sampleRate: stage.outputRate, channels: stage.outputChannels)
                 let tap = AudioQueueProcessingTap(position: position, maximumFrames: ConversionNode.blockFrames,
                                                   processingFormat: format, callback: callback)
-                stage.setTap(tap)
+                stage.setTaps(installed + [tap])
                 return .success(tap)
             }
         }
@@ -43,13 +59,14 @@ extension AudioQueue {
 
     /// Removes the tap (Apple's `AudioQueueProcessingTapDispose`), under the same condition.
     /// - Throws: ``AudioQueueError/Code/invalidRunState`` while the sink renders,
-    ///   ``AudioQueueError/Code/invalidParameter`` for a tap that is not this queue's current one.
+    ///   ``AudioQueueError/Code/invalidParameter`` for a tap that is not installed on this queue.
     public func removeProcessingTap(_ tap: AudioQueueProcessingTap) throws {
         let active = control.withLock { $0.lifecycle.sink == .active }
         let result: AudioQueueError?? = active ? nil : pipeline.withLock { _ in
             stage.tryExclusiveAccess { () -> AudioQueueError? in
-                guard stage.tap === tap else { return AudioQueueError(.invalidParameter, "the tap is not installed on this queue") }
-                stage.setTap(nil)
+                let installed = stage.taps?.taps ?? []
+                guard installed.contains(where: { $0 === tap }) else { return AudioQueueError(.invalidParameter, "the tap is not installed on this queue") }
+                stage.setTaps(installed.filter { $0 !== tap })
                 return nil
             }
         }

@@ -150,3 +150,90 @@ final class TapRenderState {
 
     deinit { siphonCopy?.deallocate() }
 }
+
+/// The processing taps a render stage runs, in the order installed at each position: the
+/// pre-effects taps as a chain (each pulls the one installed before it, the first pulls the
+/// ring), the post-effects taps likewise after volume and pan, then the siphons, each shown what
+/// goes out. Made on the control side while no render runs; the render side only follows links
+/// and calls closures made here (it iterates no collection: unspecialised, that would allocate).
+final class TapChain {
+    /// A tap and what it pulls: the tap before it in the chain, or the stage.
+    final class Link {
+        let tap: AudioQueueProcessingTap
+        let source: PullSource
+        let previous: Link?
+        init(tap: AudioQueueProcessingTap, source: @escaping PullSource, previous: Link?) {
+            self.tap = tap
+            self.source = source
+            self.previous = previous
+        }
+
+        /// Render side: the tap's output, pulling its source.
+        @inline(__always)
+        func render(into out: UnsafeMutablePointer<Float>, frames: Int) -> (Int, PullEnd) {
+            tap.render(into: out, frames: frames, from: source)
+        }
+    }
+
+    /// A siphon and the next one.
+    final class Siphon {
+        let tap: AudioQueueProcessingTap
+        let next: Siphon?
+        init(tap: AudioQueueProcessingTap, next: Siphon?) {
+            self.tap = tap
+            self.next = next
+        }
+    }
+
+    /// Every tap, in the order installed (control side).
+    let taps: [AudioQueueProcessingTap]
+    /// The last pre-effects and post-effects taps (nil: none there).
+    let preEffects: Link?
+    let postEffects: Link?
+    let siphons: Siphon?
+
+    /// The chain of `taps`; the first pre-effects tap pulls `ring`, the first post-effects tap
+    /// pulls `processed` (everything before it).
+    init(taps: [AudioQueueProcessingTap], ring: @escaping PullSource, processed: @escaping PullSource) {
+        self.taps = taps
+        func chain(_ position: AudioQueueProcessingTapPosition, from first: @escaping PullSource) -> Link? {
+            var last: Link?
+            for tap in taps where tap.position == position {
+                let source: PullSource
+                if let before = last {
+                    source = { out, frames in before.render(into: out, frames: frames) }
+                } else {
+                    source = first
+                }
+                last = Link(tap: tap, source: source, previous: last)
+            }
+            return last
+        }
+        preEffects = chain(.preEffects, from: ring)
+        postEffects = chain(.postEffects, from: processed)
+        var siphons: Siphon?
+        for tap in taps.reversed() where tap.position == .siphon { siphons = Siphon(tap: tap, next: siphons) }
+        self.siphons = siphons
+    }
+
+    /// Whether a tap changes frames on the path (pre- or post-effects): the render goes through the chain.
+    var processes: Bool { preEffects != nil || postEffects != nil }
+
+    /// Render side: a new stream begins for the processing taps (a segment's end, a format
+    /// change), and for the siphons too with `siphons`.
+    func reset(siphons resetSiphons: Bool) {
+        var link = preEffects
+        while let current = link { current.tap.reset(); link = current.previous }
+        link = postEffects
+        while let current = link { current.tap.reset(); link = current.previous }
+        guard resetSiphons else { return }
+        var siphon = siphons
+        while let current = siphon { current.tap.reset(); siphon = current.next }
+    }
+
+    /// Render side: shows every siphon from `first` on `frames` output frames, in the order installed.
+    static func siphon(from first: Siphon, _ out: UnsafePointer<Float>, frames: Int) {
+        var siphon: Siphon? = first
+        while let current = siphon { current.tap.siphon(out, frames: frames); siphon = current.next }
+    }
+}

@@ -139,8 +139,8 @@ final class RenderStage: @unchecked Sendable {
     private var pitch: Double = 0
     /// The stretch's lookahead already taken off the timeline.
     private var reportedLag = 0
-    /// The processing tap, if one is installed.
-    private(set) var tap: AudioQueueProcessingTap?
+    /// The processing taps installed, in order per position (nil: none).
+    private(set) var taps: TapChain?
     /// Sees every output frame after the tap (a player's frame count and recording), beside the
     /// caller's one tap.
     private(set) var outputObserver: AudioQueue.OutputObserver?
@@ -220,7 +220,9 @@ final class RenderStage: @unchecked Sendable {
     }
 
     /// Installs or removes the processing tap; only while no sink pulls.
-    func setTap(_ newTap: AudioQueueProcessingTap?) { tap = newTap }
+    func setTaps(_ list: [AudioQueueProcessingTap]) {
+        taps = list.isEmpty ? nil : TapChain(taps: list, ring: preTapSource, processed: postTapSource)
+    }
 
     /// Sets or removes the output observer; only while no sink pulls.
     func setOutputObserver(_ observer: AudioQueue.OutputObserver?) { outputObserver = observer }
@@ -451,7 +453,7 @@ final class RenderStage: @unchecked Sendable {
         outputFrames.store(0, ordering: .relaxed)
         converter?.reset()
         timeStretch?.reset()
-        tap?.reset()
+        taps?.reset(siphons: true)
         reportedLag = 0
         silenceFramesSinceAudio.store(0, ordering: .relaxed)
         holdAfterEnd = false
@@ -543,7 +545,7 @@ final class RenderStage: @unchecked Sendable {
     /// nothing between the ring and the output but volume, pan, a siphon tap and the observer, and
     /// nothing holds the render.
     var takesFramesStraight: Bool {
-        converter == nil && timeStretch == nil && (tap == nil || tap?.position == .siphon)
+        converter == nil && timeStretch == nil && taps?.processes != true
             && !holdAfterEnd && !waitingForFormat.load(ordering: .relaxed) && fadeGain == 1 && fadeLeft == 0 && !outputHeld
     }
 
@@ -580,7 +582,7 @@ final class RenderStage: @unchecked Sendable {
         // Once more after new nodes were swapped in at a format change.
         while !blocked && done < frames {
             nodesChanged = false
-            if converter != nil || timeStretch != nil || (tap != nil && tap?.position != .siphon) {
+            if converter != nil || timeStretch != nil || taps?.processes == true {
                 // In blocks: a volume or pan a buffer sets applies from the block its first frame reaches.
                 while done < frames && !blocked {
                     let (n, end) = renderChain(into: out + done * ch, frames: min(frames - done, ConversionNode.blockFrames),
@@ -589,7 +591,7 @@ final class RenderStage: @unchecked Sendable {
                     if end == .boundary {
                         converter?.passBoundary()
                         timeStretch?.passBoundary()
-                        if tap?.position != .siphon { tap?.reset() }
+                        taps?.reset(siphons: false)
                         blocked = passBoundary(signal: &signal)
                     } else if end == .starved {
                         break
@@ -635,7 +637,7 @@ final class RenderStage: @unchecked Sendable {
             publishedScale = scale
             sourceFramesPerOutputFrame.store(scale.bitPattern, ordering: .relaxed)
         }
-        if done > 0, let tap, tap.position == .siphon { tap.siphon(out, frames: done) }
+        if done > 0, let siphons = taps?.siphons { TapChain.siphon(from: siphons, out, frames: done) }
         if done > 0, let outputObserver { outputObserver(UnsafePointer(out), done) }
         if done > 0 || consumed > 0 {
             afterConsumeHook?()
@@ -683,7 +685,7 @@ final class RenderStage: @unchecked Sendable {
             consumed = chainConsumed
             signal = chainSignal
         }
-        if let tap, tap.position == .postEffects { return tap.render(into: out, frames: frames, from: postTapSource) }
+        if let last = taps?.postEffects { return last.render(into: out, frames: frames) }
         return chainWithGain(out, frames)
     }
 
@@ -695,8 +697,8 @@ final class RenderStage: @unchecked Sendable {
     }
 
     private func chainTapped(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
-        guard let tap, tap.position == .preEffects else { return chainSource(destination, wanted) }
-        return tap.render(into: destination, frames: wanted, from: preTapSource)
+        guard let last = taps?.preEffects else { return chainSource(destination, wanted) }
+        return last.render(into: destination, frames: wanted)
     }
 
     private func chainStretched(_ destination: UnsafeMutablePointer<Float>, _ wanted: Int) -> (Int, PullEnd) {
@@ -872,7 +874,7 @@ final class RenderStage: @unchecked Sendable {
         ring.skip(to: discardPosition.load(ordering: .acquiring))
         converter?.reset()
         timeStretch?.reset()
-        tap?.reset()
+        taps?.reset(siphons: true)
         reportedLag = 0
         timelineFrames.store(discardTimeline.load(ordering: .acquiring), ordering: .releasing)
         silenceFramesSinceAudio.store(0, ordering: .relaxed)
