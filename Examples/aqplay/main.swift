@@ -18,7 +18,24 @@ struct AQPlay: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "aqplay",
         abstract: "Play audio files in order, gaplessly, through PipeWire, PulseAudio, ALSA or the null sink.",
-        discussion: "With no input it plays the short sample in Fixtures/ (the repository's demo).")
+        discussion: """
+            With no input it plays the short sample in Fixtures/ (the repository's demo).
+
+            Exit status: 0 when every item played; 2 when some were skipped (they could not be \
+            opened or read: the others played, each skip is reported); 1 when nothing could play \
+            (or the output failed, or the arguments were wrong); 128 + the signal's number after \
+            Ctrl-C (130) or SIGTERM (143).
+
+            --events writes one JSON object per line on standard output, per item in this order: \
+            {"event": "opened", "item": I, "name": …, "sampleRate": …, "channels": …}, \
+            {"event": "warning", "item": I, "message": …}, \
+            {"event": "started", "item": I, "outputFrame": F, "gain": DB}, \
+            {"event": "finished", "item": I} — or {"event": "skipped", "item": I, "error": …}; \
+            then {"event": "loudness", "integrated": LUFS, "range": LU, "truePeak": DBTP} with \
+            --loudness, and last {"event": "end", "framesPlayed": N, "itemsPlayed": N, "skipped": N}. \
+            I is the item's place in the list (from 0); F the output frame its first frame plays at; \
+            DB the gain applied to it (ReplayGain and --volume aside).
+            """)
 
     enum SinkChoice: String, ExpressibleByArgument, CaseIterable { case pipewire, pulse, alsa, null }
 
@@ -62,6 +79,10 @@ struct AQPlay: ParsableCommand {
     var replaygain: ReplayGainSettings.Mode = .off
     @Option(parsing: .unconditional, help: "With --replaygain: dB added to every tagged gain.")
     var preamp: Double = 0
+    @Flag(help: "Write what happens to each item as JSON Lines on standard output (see below); the status line and the summary go to standard error.")
+    var events = false
+    @Flag(help: "Meter what is played (after gains, crossfades, volume and --eq) and say its loudness at the end: integrated (LUFS), range (LU) and true peak (dBTP).")
+    var loudness = false
 
     func validate() throws {
         guard loops >= 1 else { throw ValidationError("--loops must be at least 1") }
@@ -152,9 +173,11 @@ struct AQPlay: ParsableCommand {
             throw ValidationError("\(error)")
         }
         let algorithm = timePitchOptions.requested
-        let names = paths
+        let names = items.map(\.name)
+        let json = events
         let player = AudioPlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,
                                      onEvent: { event in
+            if json, let line = JSONLine(event, names: names) { line.write() }
             // Stream events on their own line (the status line is redrawn after them).
             switch event {
             case .streamTitle(let title, _): FileHandle.standardError.write(Data("\naqplay: now playing: \(title)\n".utf8))
@@ -196,7 +219,7 @@ struct AQPlay: ParsableCommand {
 
         // A status line on a terminal.
         // (A dispatch source that was never activated must not be released: make it only when used.)
-        let status: DispatchSourceTimer? = isatty(1) != 0 ? DispatchSource.makeTimerSource(queue: .global()) : nil
+        let status: DispatchSourceTimer? = isatty(1) != 0 && !events ? DispatchSource.makeTimerSource(queue: .global()) : nil
         if let status {
             status.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
             status.setEventHandler {
@@ -208,18 +231,20 @@ struct AQPlay: ParsableCommand {
             }
             status.resume()
         }
+        let meter = loudness ? player.installLoudnessMeter() : nil
         let started = ContinuousClock.now
-        let frames: Int64
-        do { frames = try player.run() } catch {
+        let report: AudioPlayer.Report
+        do { report = try player.run() } catch {
             status?.cancel()
             if let recordError = writer.close() { FileHandle.standardError.write(Data("\naqplay: --record: \(recordError)".utf8)) }
             FileHandle.standardError.write(Data("\naqplay: \(error)\n".utf8))
+            if events { JSONLine(["event": .text("end"), "framesPlayed": .integer(0), "itemsPlayed": .integer(0), "error": .text("\(error)")]).write() }
             throw ExitCode(1)
         }
         status?.cancel()
         interrupts.forEach { $0.cancel() }
         let recordError = writer.close()
-        if isatty(1) != 0 { print("") }
+        if isatty(1) != 0 && !events { print("") }
         if let recordError {
             FileHandle.standardError.write(Data("aqplay: --record: \(recordError)\n".utf8))
             throw ExitCode(1)
@@ -229,13 +254,89 @@ struct AQPlay: ParsableCommand {
             let scheduling = sinks.withLock { $0.compactMap(\.renderThreadScheduling) }
             print("The sink's render thread: \(scheduling.first.map(String.init(describing:)) ?? "the null sink's timer (no thread of its own)")")
         }
-        print("Played \(frames) frames through \(output) in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s")
+        let summary = "Played \(report.framesPlayed) frames through \(output) in \(String(format: "%.2f", (ContinuousClock.now - started) / .seconds(1))) s"
+        if let meter {
+            let reading = meter.reading
+            if events {
+                JSONLine(["event": .text("loudness"), "integrated": .number(reading.integrated), "range": .number(reading.range),
+                          "truePeak": .number(reading.truePeak)]).write()
+            } else {
+                print(String(format: "Loudness of what played: %.2f LUFS integrated, %.2f LU range, %.2f dBTP true peak",
+                             reading.integrated, reading.range, reading.truePeak))
+            }
+        }
+        if events {
+            JSONLine(["event": .text("end"), "framesPlayed": .integer(report.framesPlayed), "itemsPlayed": .integer(Int64(report.itemsPlayed)),
+                      "skipped": .integer(Int64(report.skipped.count))]).write()
+            FileHandle.standardError.write(Data((summary + "\n").utf8))
+        } else {
+            print(summary)
+        }
         // As mpv does: an item that could not be played makes the exit status 2.
-        let skipped = player.itemStates.filter { if case .failed = $0 { return true } else { return false } }.count
-        if skipped > 0 {
-            FileHandle.standardError.write(Data("aqplay: \(skipped) of \(paths.count) item\(paths.count == 1 ? "" : "s") could not be played\n".utf8))
+        if !report.skipped.isEmpty {
+            let count = items.count
+            FileHandle.standardError.write(Data("aqplay: \(report.skipped.count) of \(count) item\(count == 1 ? "" : "s") could not be played\n".utf8))
             throw ExitCode(2)
         }
+    }
+}
+
+/// One line of --events: a JSON object whose keys keep their order ("event" first).
+struct JSONLine {
+    enum Value {
+        case text(String), integer(Int64), number(Double)
+        var json: String {
+            switch self {
+            case .integer(let value): return "\(value)"
+            // JSON has no infinities: -infinity (silence, a gain of 0) is null.
+            case .number(let value): return value.isFinite ? String(format: "%.4f", value) : "null"
+            case .text(let text):
+                var out = "\""
+                for scalar in text.unicodeScalars {
+                    switch scalar {
+                    case "\"": out += "\\\""
+                    case "\\": out += "\\\\"
+                    case "\n": out += "\\n"
+                    case "\r": out += "\\r"
+                    case "\t": out += "\\t"
+                    case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+                    default: out.unicodeScalars.append(scalar)
+                    }
+                }
+                return out + "\""
+            }
+        }
+    }
+    let fields: KeyValuePairs<String, Value>
+
+    init(_ fields: KeyValuePairs<String, Value>) { self.fields = fields }
+
+    /// The line for a player event (nil for the events --events does not write).
+    init?(_ event: AudioPlayerEvent, names: [String]) {
+        func name(_ index: Int) -> Value { .text(names.indices.contains(index) ? names[index] : "item \(index)") }
+        switch event {
+        case let .itemOpened(index, _, format, metadata):
+            fields = ["event": .text("opened"), "item": .integer(Int64(index)), "name": name(index), "sampleRate": .number(format.sampleRate),
+                      "channels": .integer(Int64(format.channelsPerFrame)), "title": .text(metadata?.title ?? "")]
+        case let .itemStarted(index, _, frame, gain):
+            fields = ["event": .text("started"), "item": .integer(Int64(index)), "name": name(index), "outputFrame": .integer(frame), "gain": .number(gain)]
+        case let .itemState(index, _, .finished):
+            fields = ["event": .text("finished"), "item": .integer(Int64(index)), "name": name(index)]
+        case let .itemSkipped(index, _, error):
+            fields = ["event": .text("skipped"), "item": .integer(Int64(index)), "name": name(index), "error": .text("\(error)")]
+        case let .itemWarning(index, _, text):
+            fields = ["event": .text("warning"), "item": .integer(Int64(index)), "name": name(index), "message": .text(text)]
+        case let .crossfadeShortened(index, _, frames, requested):
+            fields = ["event": .text("crossfadeShortened"), "item": .integer(Int64(index)), "frames": .integer(Int64(frames)),
+                      "requested": .integer(Int64(requested))]
+        default:
+            return nil
+        }
+    }
+
+    func write() {
+        let text = "{" + fields.map { "\(Value.text($0.key).json): \($0.value.json)" }.joined(separator: ", ") + "}\n"
+        FileHandle.standardOutput.write(Data(text.utf8))
     }
 }
 

@@ -99,7 +99,7 @@ struct CueSheetPlayerTests {
         #expect(items.count == 3)
         let collector = SinkCollector()
         let player = AudioPlayer(items: items, makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) })
-        let frames = try await player.play()
+        let frames = try await player.play().framesPlayed
         #expect(frames == CueSheetRenderTests.total)
         #expect(collector.recording == album)
         #expect(items.map(\.name).allSatisfy { $0.contains("#") })
@@ -129,7 +129,7 @@ struct CueSheetPlayerTests {
             let item = AudioPlayerItem(name: "slice") { _ in try FrameRangePacketSource(base: FilePacketSource(file: file), range: range) }
             let collector = SinkCollector()
             let player = AudioPlayer(items: [item], makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) })
-            let frames = try await player.play()
+            let frames = try await player.play().framesPlayed
             #expect(frames == Int64(range.count))
             let out = collector.recording
             #expect(difference(out, Array(whole[Int(range.lowerBound * 2)..<Int(range.upperBound * 2)])) == nil, "\(range)")

@@ -20,7 +20,7 @@ struct PlayerCrossfadeTests {
         var shortened: [(index: Int, frames: Int, requested: Int)] {
             list.withLock { $0.compactMap { if case .crossfadeShortened(let index, _, let frames, let requested) = $0 { (index, frames, requested) } else { nil } } }
         }
-        var started: [Int] { list.withLock { $0.compactMap { if case .itemStarted(let index) = $0 { index } else { nil } } } }
+        var started: [Int] { list.withLock { $0.compactMap { if case .itemStarted(let index, _, _, _) = $0 { index } else { nil } } } }
     }
 
     /// The test's own gains, in double precision, as the documentation states them.
@@ -64,7 +64,7 @@ struct PlayerCrossfadeTests {
         let collector = SinkCollector(), events = Events()
         let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) }, outputFormat: outputFormat, makeSink: { collector.make() },
                                  onEvent: { events.add($0) }, crossfade: crossfade, decoders: decoders)
-        let frames = try await player.play()
+        let frames = try await player.play().framesPlayed
         #expect(collector.captured.count == 1)
         return (collector.captured.first ?? [], frames, events)
     }
@@ -185,7 +185,7 @@ struct PlayerCrossfadeTests {
                      AudioPlayerItem.file(c)]
         let player = AudioPlayer(items: items, makeSink: { collector.make() }, onEvent: { events.add($0) },
                                  crossfade: try AudioPlayerCrossfade(seconds: 0.25))
-        let frames = try await player.play()
+        let frames = try await player.play().framesPlayed
         let heard = try #require(collector.captured.first)
         #expect(frames == Int64(expected.count / 2))
         #expect(difference(heard, expected) == nil)
@@ -253,7 +253,7 @@ struct PlayerCrossfadeTests {
             await player.skip()
             break
         }
-        let frames = try await playing.value
+        let frames = try await playing.value.framesPlayed
         // A sink on a clock pulls silence once the queue has played out: the frames before it are the queue's.
         let captured = try #require(collector.captured.first)
         #expect(captured.count >= Int(frames) * 2)
@@ -291,7 +291,7 @@ struct PlayerCrossfadeTests {
             reachedSeek = try await player.seek(to: 2)
             break
         }
-        let frames = try await playing.value
+        let frames = try await playing.value.framesPlayed
         #expect(reachedSeek == 2)
         let captured = try #require(collector.captured.first)
         let heard = Array(captured.prefix(Int(frames) * 2))
@@ -348,7 +348,7 @@ struct PlayerItemStartTests {
         let seen = Seen()
         let player = AudioPlayer(items: [.file(a), .file(b)], outputFormat: .fixed(sampleRate: 48_000, channels: 2), makeSink: { sink },
                                  onEvent: { event in
-                                     if case .itemStarted(let index) = event { seen.frames.withLock { $0[index] = sink.framesReceived - held } }
+                                     if case .itemStarted(let index, _, _, _) = event { seen.frames.withLock { $0[index] = sink.framesReceived - held } }
                                  }, crossfade: crossfading ? try AudioPlayerCrossfade(seconds: 0.1) : nil)
         _ = try await player.play()
         // Item 1's first frame at the sink: item 0's 48 000 frames (less the crossfade).

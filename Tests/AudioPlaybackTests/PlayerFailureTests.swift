@@ -22,6 +22,9 @@ import Synchronization
         var finishedItems: [Int] {
             list.withLock { $0.compactMap { if case .itemState(let index, _, .finished) = $0 { return index } else { return nil } } }
         }
+        var skippedItems: [Int] {
+            list.withLock { $0.compactMap { if case .itemSkipped(let index, _, _) = $0 { return index } else { return nil } } }
+        }
         var warnings: [(Int, String)] {
             list.withLock { $0.compactMap { if case .itemWarning(let index, _, let text) = $0 { return (index, text) } else { return nil } } }
         }
@@ -51,8 +54,12 @@ import Synchronization
         let missing = "/nonexistent/\(UUID()).flac"
         let expected = try await rendered(mp3).samples + rendered(wav, channels: 2).samples
         let (player, collector, events) = Self.player([mp3, bad, missing, wav])
-        // The list plays to its end; the run still ends with the first skipped item's error.
-        await #expect { _ = try await player.play() } throws: { ($0 as? AudioPlayerError)?.itemIndex == 1 }
+        // The list plays to its end; the report lists the skipped items with their errors.
+        let report = try await player.play()
+        #expect(report.skipped.map(\.itemIndex) == [1, 2])
+        #expect(report.skipped.map(\.itemName) == [bad, missing])
+        #expect(report.itemsPlayed == 2 && report.framesPlayed == Int64(expected.count / 2) && !report.isComplete)
+        #expect(player.playerState == .finished)
         #expect(collector.captured.count == 1)
         #expect(difference(collector.captured.first ?? [], expected) == nil, "the two good files, joined without a gap")
         #expect(events.failedItems == [1, 2])
@@ -75,8 +82,10 @@ import Synchronization
         let bad = try Self.garbage()
         defer { try? FileManager.default.removeItem(atPath: bad) }
         let (player, _, events) = Self.player([bad, "/nonexistent/\(UUID()).mp3"])
-        await #expect { _ = try await player.play() } throws: { ($0 as? AudioPlayerError)?.itemIndex == 1 }
+        // Nothing could play: the first item's error says why (as Playback.md says).
+        await #expect { _ = try await player.play() } throws: { ($0 as? AudioPlayerError)?.itemIndex == 0 }
         #expect(events.failedItems == [0, 1])
+        #expect(events.skippedItems == [0, 1])
     }
 
     /// A FLAC cut in the middle: what it holds plays, and the player says why it is short.
@@ -89,7 +98,7 @@ import Synchronization
         try bytes.prefix(bytes.count * 4 / 10).write(to: URL(fileURLWithPath: cut))
         let mp3 = Where.fixture("lame-vbr-v2-44k-stereo.mp3")
         let (player, collector, events) = Self.player([mp3, cut, mp3])
-        let frames = try await player.play()
+        let frames = try await player.play().framesPlayed
         #expect(collector.captured.first?.count == Int(frames) * 2)
         let file = try AudioFile(path: cut)
         let held = (0..<file.packetCount).reduce(Int64(0)) { $0 + Int64(file.frames(ofPacket: $1)) }

@@ -12,17 +12,17 @@ import CodecTestSupport
         let tone = TestPaths.fixture("tone-440hz-mono-s16.wav")   // 44 100 frames of PCM
         let player = AudioPlayer(items: [.file(tone), .file(tone)], makeSink: { NullSink(pacing: .unpaced) })
         let states = player.events()
-        let first = try await player.play()
+        let first = try await player.play().framesPlayed
         #expect(first == 88_200)
         #expect(player.playerState == .finished && player.itemStates == [.finished, .finished])
         var seen: [AudioPlayerState] = []
         for await event in states { if case .state(let state) = event { seen.append(state) } }
         #expect(seen.last == .finished)
         // Again: the same frames, states from the start.
-        let again = try await player.play()
+        let again = try await player.play().framesPlayed
         #expect(again == 88_200)
         #expect(player.playerState == .finished && player.itemStates == [.finished, .finished])
-        let third = try await player.replay()
+        let third = try await player.replay().framesPlayed
         #expect(third == 88_200)
     }
 }
@@ -39,7 +39,7 @@ import CodecTestSupport
             for await status in positions { all.append(status) }   // ends when playback ends
             return all
         }
-        let frames = try await player.play()
+        let frames = try await player.play().framesPlayed
         let all = await collected.value
         #expect(frames == 44_100)
         let moving = all.map(\.position).filter { $0 > 0 }

@@ -45,7 +45,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
                                  makeSink: { collector.make() },
                                  record: recording,
                                  timePitch: timePitch, playRate: rate, decoders: AACDecoderChoice.current.registry)
-    let frames = try await player.play()
+    let frames = try await player.play().framesPlayed
     return (collector, frames)
 }
 
@@ -81,7 +81,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         let collector = SinkCollector()
         let player = AudioPlayer(items: [.file(path)], startSeconds: 39.5, makeSink: { collector.make() }, decoders: registry)
         DispatchQueue.global().asyncAfter(deadline: .now() + 60) { player.stop() }   // a stall fails, not hangs
-        let frames = try await player.play()
+        let frames = try await player.play().framesPlayed
         let file = try AudioFile(path: path)
         let valid = try #require(file.packetTableInfo?.validFrames)
         let expected = valid - Int64((39.5 * 44100).rounded())
@@ -237,7 +237,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
                                          tapped.frames.add(Int64(got.frames), ordering: .relaxed)
                                          return got.frames
                                      }, decoders: AACDecoderChoice.current.registry)
-        let frames = try await player.play()
+        let frames = try await player.play().framesPlayed
         #expect(frames == Int64(expected.count / 2))
         #expect(tapped.frames.load(ordering: .relaxed) == frames)
         #expect(difference(try #require(collector.captured.first), expected) == nil)

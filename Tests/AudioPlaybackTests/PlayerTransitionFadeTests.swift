@@ -48,7 +48,7 @@ struct PlayerTransitionFadeTests {
         #expect(await sink.waitUntilStopped())
         #expect(sink.framesReceived >= pausedAt + fade)
         player.resume()
-        let frames = try await playing.value
+        let frames = try await playing.value.framesPlayed
 
         // Every frame of the item was handed to the sink, once.
         #expect(frames == Int64(source.count / 2))

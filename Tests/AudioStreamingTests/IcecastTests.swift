@@ -210,7 +210,7 @@ final class StreamReader: @unchecked Sendable {
         player = AudioPlayer(items: [item], buffering: .init(startSeconds: 0.2, restartSeconds: 0.5, maximumSeconds: 2),
                                  makeSink: { sink }, onEvent: { events.add($0) })
         let player = self.player!
-        playing = Task { try await player.play() }
+        playing = Task { try await player.play().framesPlayed }
     }
 
     var source: HTTPAudioSource? { lock.withLock { held } }

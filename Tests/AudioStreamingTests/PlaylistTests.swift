@@ -62,7 +62,7 @@ import TestSupport
         let recorder = Task { for await event in recording { events.update { $0.append(event) } } }
         let reactor = Task {
             for await event in reacting {
-                guard case .itemStarted(let index) = event else { continue }
+                guard case .itemStarted(let index, _, _, _) = event else { continue }
                 let status = player.status
                 #expect(status.itemIndex == index, "started \(index), status says \(String(describing: status.itemIndex))")
                 #expect(status.duration > 2.9 && status.duration < 3.1, "item \(index) is \(status.duration) s long")
@@ -76,7 +76,7 @@ import TestSupport
                 }
             }
         }
-        let played = try await player.play()
+        let played = try await player.play().framesPlayed
         try await reactor.value
         await recorder.value
 

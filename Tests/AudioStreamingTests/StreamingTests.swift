@@ -71,7 +71,7 @@ func playStreamToTheEnd(_ items: [AudioPlayerItem], seek: Double = 0, loops: Int
     // its frames) rather than hanging the suite.
     DispatchQueue.global().asyncAfter(deadline: .now() + 60) { player.stop() }
     let outcome: Result<Int64, any Error>
-    do { outcome = .success(try await player.play()) } catch { outcome = .failure(error) }
+    do { outcome = .success(try await player.play().framesPlayed) } catch { outcome = .failure(error) }
     return (capture, outcome)
 }
 
@@ -354,7 +354,7 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
                                          capture.add(event)
                                          if case .state(let state) = event { states.update { $0.append(state) } }
                                      }, decoders: AACDecoderChoice.current.registry)
-        let done: Task<Int64, any Error> = Task { try await player.play() }
+        let done: Task<Int64, any Error> = Task { try await player.play().framesPlayed }
         // 0.3 s (stereo, 44.1 kHz) have been handed to the real-time sink.
         try #require(await recorded.wait(timeout: .seconds(20)) { $0.count >= 13_230 * 2 }, "playback did not get going")
         let seekAt = ContinuousClock.now

@@ -435,7 +435,7 @@ struct PlayerThroughPulseAudioTests {
                                          PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50),
                                                                              applicationName: "PlayerThroughPulseAudioTests"))
                                      })
-        let frames = try await player.play()
+        let frames = try await player.play().framesPlayed
         #expect(frames == Int64(expected.count / 2))
         let soundFrames = (0..<(expected.count / 2)).filter { expected[2 * $0] != 0 || expected[2 * $0 + 1] != 0 }.count
         let heard = trimSilence(await server.stopRecording(soundFrames: soundFrames), channels: 2)

@@ -137,6 +137,8 @@ public final class PacketFeeder {
     /// Computes ``firstFrameParameters`` from the source once it is ready (its tags known: a
     /// stream's come with its header), before its first packet is read.
     public var parametersAtStart: ((any PacketSource) -> AudioQueueParameters?)?
+    /// What ``parametersAtStart`` computed, kept (nil before the start, or when it gave none).
+    public private(set) var parametersChosenAtStart: AudioQueueParameters?
 
     /// What ``enqueueNext(_:on:)`` did.
     public enum Progress: Equatable {
@@ -200,7 +202,10 @@ public final class PacketFeeder {
     private func start() throws {
         if let hook = parametersAtStart {
             parametersAtStart = nil
-            if let parameters = hook(source) { firstFrameParameters = parameters }
+            if let parameters = hook(source) {
+                firstFrameParameters = parameters
+                parametersChosenAtStart = parameters
+            }
         }
         if let startSeconds { startFrame = Int64((startSeconds * source.format.sampleRate).rounded()) }
         let table = source.packetTable

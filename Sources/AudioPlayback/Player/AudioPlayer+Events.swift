@@ -1,6 +1,11 @@
 import AudioFileStream
 import BufferQueue
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The machine's actions, events out, what is heard, time observers and the end. All on `work` unless said.
 extension AudioPlayer {
@@ -18,9 +23,17 @@ extension AudioPlayer {
                 emit(.state(state))
                 reportPositions()
             case .publishItem(let id, let state):
-                let index = shared.withLock { s in s.items.firstIndex { $0.id == id } } ?? removedIndex ?? -1
+                let (index, start) = shared.withLock { s -> (Int, (output: Int64, gain: Float)?) in
+                    let index = s.items.firstIndex { $0.id == id } ?? removedIndex ?? -1
+                    guard state == .playing else { return (index, nil) }
+                    s.itemsPlayed += 1
+                    return (index, s.startsHeard.removeValue(forKey: id))
+                }
                 emit(.itemState(index: index, id: id, state))
-                if state == .playing { emit(.itemStarted(index: index)) }
+                if state == .playing {
+                    let gain = Double(start?.gain ?? 1)
+                    emit(.itemStarted(index: index, id: id, outputFrame: start?.output ?? 0, gain: gain > 0 ? 20 * log10(gain) : -.infinity))
+                }
                 reportPositions()
             case .openItem:
                 openItem()
@@ -63,7 +76,12 @@ extension AudioPlayer {
 
     func emit(_ event: AudioPlayerEvent) {
         let subscribers = shared.withLock { s -> [AsyncStream<AudioPlayerEvent>.Continuation] in
-            if case .streamTitle(let title, let index) = event, s.items.indices.contains(index) { s.streamTitles[s.items[index].id] = title }
+            switch event {
+            case .streamTitle(let title, let index) where s.items.indices.contains(index): s.streamTitles[s.items[index].id] = title
+            case .itemWarning(let index, _, let text): s.warnings.append(.init(itemIndex: index, message: text))
+            case .itemSkipped(_, _, let error): s.skippedItems.append(error)
+            default: break
+            }
             return Array(s.subscribers.values)
         }
         for subscriber in subscribers { subscriber.yield(event) }
@@ -86,8 +104,8 @@ extension AudioPlayer {
         })
     }
 
-    func whenDone(_ waiter: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
-        let ready = shared.withLock { s -> Result<Int64, any Error>? in
+    func whenDone(_ waiter: @escaping @Sendable (Result<Report, any Error>) -> Void) {
+        let ready = shared.withLock { s -> Result<Report, any Error>? in
             if let result = s.result { return result }
             s.waiters.append(waiter)
             return nil
@@ -103,16 +121,30 @@ extension AudioPlayer {
     func scheduleHeardCheck() {
         feed.heardCheck?.cancel()
         feed.heardCheck = nil
-        guard soundRunning, let queue else { return }
+        guard soundRunning, let next = noteHeard() else { return }
+        guard let queue else { return }
         let now = queue.currentTime().sampleTime
-        let (reached, next) = shared.withLock { $0.timeline.reached(by: now) }
-        for id in reached { act { $0.itemHeard(id) } }
-        guard let next else { return }
         let rate = Double(shared.withLock { $0.playRate })
         let seconds = Double(next.start - now) / next.rate / max(rate, 0.25)
         let check = DispatchWorkItem { [weak self] in self?.scheduleHeardCheck() }
         feed.heardCheck = check
         work.asyncAfter(deadline: .now() + seconds + 0.002, execute: check)
+    }
+
+    /// Reports the items whose first frame is heard by now, in order, whatever paces the sink
+    /// (an unpaced one plays a list in a moment: it is asked as buffers come back and at the
+    /// end, not only when a clock says); returns the next item to come.
+    @discardableResult
+    func noteHeard() -> PlayerTimeline.Mark? {
+        guard let queue else { return nil }
+        let now = queue.currentTime().sampleTime
+        let (reached, next) = shared.withLock { s -> ([PlayerTimeline.Mark], PlayerTimeline.Mark?) in
+            let (reached, next) = s.timeline.reach(by: now)
+            for mark in reached { s.startsHeard[mark.id] = (mark.outputStart, mark.gain) }
+            return (reached, next)
+        }
+        for mark in reached { act { $0.itemHeard(mark.id) } }
+        return next
     }
 
     // MARK: time observers
@@ -186,8 +218,9 @@ extension AudioPlayer {
     func restartRun() {
         feed.timelineBeforeItem = 0
         feed.join?.reset()
+        let handed = framesHanded.frames.load(ordering: .relaxed)
         shared.withLock { s in
-            s.timeline.restart(at: 0)
+            s.timeline.restart(at: 0, output: handed)
         }
         feed.needsNewStream = true
         openItem()
@@ -234,8 +267,9 @@ extension AudioPlayer {
         let start = fadingOut ? shared.withLock { $0.timeline.status(heard: reached, titles: [:], outputFormat: nil).position } : seconds
         // A stopped queue's timeline starts again from 0; a reset one goes on from the frame reached.
         feed.timelineBeforeItem = restarts ? 0 : reached
+        let handed = framesHanded.frames.load(ordering: .relaxed)
         shared.withLock { s in
-            s.timeline.restart(at: feed.timelineBeforeItem)
+            s.timeline.restart(at: feed.timelineBeforeItem, output: handed)
         }
         let index = target ?? heardIndex
         if feed.itemIndex != index { feed.loop = max(feed.loop - (index > feed.itemIndex ? 1 : 0), 0) }
@@ -255,11 +289,17 @@ extension AudioPlayer {
         feed.rewind(to: startSeconds)
         framesHanded.frames.store(0, ordering: .relaxed)
         recorderBox.clear()
+        // A new run meters afresh, in its output's format.
+        loudnessSlot.clear()
         shared.withLock { s in
             s.machine.reset(items: s.items.map(\.id))
             s.queue = nil
             s.timeline = PlayerTimeline()
             s.result = nil
+            s.skippedItems = []
+            s.warnings = []
+            s.itemsPlayed = 0
+            s.startsHeard = [:]
         }
     }
 
@@ -268,9 +308,11 @@ extension AudioPlayer {
         feed.cancelTimers()
         let played = framesHanded.frames.load(ordering: .relaxed)
         let (waiters, subscribers, observers, result) = shared.withLock { s in
-            guard s.result == nil else { return ([@Sendable (Result<Int64, any Error>) -> Void](), [AsyncStream<AudioPlayerEvent>.Continuation](),
-                                                  [AsyncStream<Status>.Continuation](), Result<Int64, any Error>?.none) }
-            let result: Result<Int64, any Error> = s.machine.outcomeFailure.map { .failure($0) } ?? .success(played)
+            guard s.result == nil else { return ([@Sendable (Result<Report, any Error>) -> Void](), [AsyncStream<AudioPlayerEvent>.Continuation](),
+                                                  [AsyncStream<Status>.Continuation](), Result<Report, any Error>?.none) }
+            let report = Report(framesPlayed: played, itemsPlayed: s.itemsPlayed, skipped: s.skippedItems, warnings: s.warnings)
+            // Skipped items are in the report; the run fails only when nothing could play.
+            let result: Result<Report, any Error> = s.machine.outcomeFailure.map { .failure($0) } ?? .success(report)
             s.result = result
             defer {
                 s.waiters.removeAll()
@@ -280,7 +322,7 @@ extension AudioPlayer {
             return (s.waiters, Array(s.subscribers.values), s.positionObservers.values.map(\.continuation), result)
         }
         guard let result else { return }
-        recorderBox.recorder?.finish()
+        recorderBox.object?.finish()
         feed.resolvePendingSeeks(with: .failure(AudioPlayerError(.request, underlying: AudioQueueError(.invalidRunState,
             "playback ended before the seek took effect"))))
         for subscriber in subscribers { subscriber.finish() }

@@ -45,16 +45,28 @@ extension AudioPlayer {
             }
             feed.feedingID = item.id
             feed.needsNewStream = queue != nil
+            feed.openedReported = false
             shared.withLock { $0.timeline.feeding = nil }
             act { $0.itemOpened(item.id) }
-            for warning in source.warnings { emit(.itemWarning(index: feed.itemIndex, id: item.id, warning)) }
+            // A file is ready now; a stream once its header came (``noteSource(_:)``).
+            if source.isReady { reportOpened(source) }
         } catch {
             feed.feedingID = item.id
+            feed.openedReported = true
             let failure = AudioPlayerError(.open, itemIndex: feed.itemIndex, itemName: item.name, underlying: error)
             if skipFailedItem(failure) { return }
             fail(failure, item: item.id)
         }
         pump()
+    }
+
+    /// The item being fed was opened and its source is ready: its format and tags, then the
+    /// problems found opening it (once per item).
+    func reportOpened(_ source: any PacketSource) {
+        guard !feed.openedReported, let id = feed.feedingID else { return }
+        feed.openedReported = true
+        emit(.itemOpened(index: feed.itemIndex, id: id, format: source.format, metadata: source.metadata))
+        for warning in source.warnings { emit(.itemWarning(index: feed.itemIndex, id: id, warning)) }
     }
 
     /// An item's gain: its own times what its tags say for `settings` (at most 16).
@@ -89,7 +101,11 @@ extension AudioPlayer {
         }
         let index = feed.itemIndex, id = item.id
         let (decoders, resamplers, engines) = (self.decoders, self.resamplers, timePitchEngines)
-        let gain = Self.gain(item.gain, replayGain, source, amongItsAlbum: Self.amongItsAlbum(item.albumKey, source, neighbours))
+        // Decided once the source is ready (a stream's tags come with its header), before its first frame.
+        let (own, settings, key) = (item.gain, replayGain, item.albumKey)
+        let gain: (any PacketSource) -> Float = { source in
+            Self.gain(own, settings, source, amongItsAlbum: Self.amongItsAlbum(key, source, neighbours))
+        }
         return CrossfadeItemFeeder(source: source, join: join, gain: gain, limit: fadingOut ? Int64(join.frames) : nil, registry: decoders,
                                    hasNext: { [unowned self] in feed.itemIndex + 1 < shared.withLock { $0.items.count } || feed.loop + 1 < loops },
                                    shortened: { [unowned self] frames in
@@ -102,9 +118,10 @@ extension AudioPlayer {
     }
 
     /// After the last item of a crossfading player: what its join still holds is enqueued (true), if anything.
+    /// `previous` is nil when the last item failed to open: the held frames are the item's before it.
     func crossfadeTail(after previous: (any ItemFeeding)?) -> Bool {
-        guard let join = feed.join, let previous, join.heldFrames > 0 else { return false }
-        feed.feeder = CrossfadeItemFeeder(tailOf: previous.source, join: join)
+        guard let join = feed.join, join.heldFrames > 0, let source = previous?.source ?? join.heldSource else { return false }
+        feed.feeder = CrossfadeItemFeeder(tailOf: source, join: join)
         return true
     }
 
@@ -113,12 +130,13 @@ extension AudioPlayer {
     func skipFailedItem(_ error: AudioPlayerError) -> Bool {
         guard onItemFailure == .skip, let id = feed.feedingID, shared.withLock({ $0.result == nil }) else { return false }
         // Nothing of a failed item's source is read again: its enqueued frames play, the next item follows.
+        emit(.itemSkipped(index: feed.itemIndex, id: id, error))
         act { $0.itemSkipped(id, error) }
         if advance() {
             pump()
         } else if queue == nil {
-            // Every item failed before any audio: that is no success.
-            fail(error, playOut: false)
+            // Every item failed before any audio: that is no success; the first one's error says why.
+            fail(shared.withLock { $0.machine.skipped } ?? error, playOut: false)
         } else {
             finishInput()
         }
@@ -193,6 +211,7 @@ extension AudioPlayer {
     func noteSource(_ feeder: any ItemFeeding) {
         guard let id = feed.feedingID, feeder.source.isReady else { return }
         let source = feeder.source
+        if !feeder.isTail { reportOpened(source) }
         shared.withLock { s in
             let feeding = s.timeline.feeding
             guard feeding?.id != id || (feeder.started && feeding?.start == 0 && feeder.startFrame > 0) else { return }
@@ -207,6 +226,8 @@ extension AudioPlayer {
         let source = feeder.source
         let end = feed.timelineBeforeItem + feeder.framesKept
         let heard = queue?.currentTime().sampleTime ?? 0
+        // The output's rate (an item's own when the sink follows each item's format).
+        let outputRate = outputFormat == .itemFormat ? nil : queue?.sinkStreamFormat?.sampleRate
         let added = shared.withLock { s -> Bool in
             s.timeline.enqueued(upTo: end, heard: heard)
             guard before == 0 && feeder.framesKept > 0, let id = feed.feedingID else { return false }
@@ -216,7 +237,8 @@ extension AudioPlayer {
             func onTimeline(_ frames: Int64) -> Int64 { scale == 1 ? frames : Int64((Double(frames) * scale).rounded()) }
             s.timeline.add(.init(start: feed.timelineBeforeItem + feeder.leadFrames, index: feed.itemIndex, id: id, offset: onTimeline(feeder.startFrame),
                                 rate: feeder.timelineRate, frames: onTimeline(duration?.frames ?? 0),
-                                estimated: duration?.isEstimated ?? false, title: source.title, seekable: source.isSeekable))
+                                estimated: duration?.isEstimated ?? false, title: source.title, seekable: source.isSeekable,
+                                gain: feeder.gain), outputRate: outputRate)
             return true
         }
         if added { scheduleHeardCheck() }
@@ -255,6 +277,7 @@ extension AudioPlayer {
             // On `work`: the buffer is free again.
             guard let self else { return }
             self.feed.free.append(buffer)
+            self.noteHeard()
             self.pump()
         }
         if crossfading == nil, let cookie = source.magicCookie { try made.setMagicCookie(cookie) }
@@ -314,14 +337,17 @@ extension AudioPlayer {
             // what goes to the sink.
             if !feed.tapInstalled {
                 feed.tapInstalled = true
-                let handed = framesHanded, box = recorderBox
-                // An observer, not a tap: the caller's processing tap keeps its place.
+                let handed = framesHanded, box = recorderBox, meter = loudnessSlot
+                // An observer, not a tap: the caller's processing taps keep their places.
                 let format = try queue.setOutputObserver { output, frames in
-                    box.recorder?.push(output, frames: frames)
+                    box.object?.push(output, frames: frames)
+                    meter.object?.measure(output, frames: frames)
                     handed.frames.add(Int64(frames), ordering: .relaxed)
                 }
                 // Set before the first start, so before the first render.
                 if let record { box.set(SiphonRecorder(format: format, record: record)) }
+                feed.observedFormat = format
+                startLoudnessMeter()
                 if let processingTap { try queue.installProcessingTap(processingTap.position, callback: processingTap.callback) }
             }
             if play { try queue.start() }
@@ -340,6 +366,9 @@ extension AudioPlayer {
             act { $0.underran() }
             schedulePositionTicks()
         case .runningChanged(let running):
+            // What was heard by the end is reported before the end (an unpaced sink's run is over
+            // before any clock would have said).
+            if !running { noteHeard() }
             act { $0.runningChanged(running, queueStopping: source.isStopping) }
             if soundRunning { scheduleHeardCheck() }
             schedulePositionTicks()

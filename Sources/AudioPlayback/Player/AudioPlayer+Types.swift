@@ -27,6 +27,31 @@ extension AudioPlayer {
         public var outputFormat: AudioStreamDescription?
     }
 
+    /// What a playback did: ``play()`` returns it when anything played, whether or not some items
+    /// were skipped (``AudioPlayerItemFailurePolicy/skip``); it throws only when nothing could play.
+    public struct Report: Sendable, Equatable {
+        /// Frames handed to the sink (after volume and play rate), exactly.
+        public var framesPlayed: Int64
+        /// Items whose first frame was heard, counting each pass of a loop (an item the list plays
+        /// twice counts twice).
+        public var itemsPlayed: Int
+        /// The items that failed and were skipped, in the order they failed, each with its error
+        /// (``AudioPlayerError/itemIndex`` and ``AudioPlayerError/itemName`` say which).
+        public var skipped: [AudioPlayerError]
+        /// Problems that did not stop an item (a cut end, a length its header claims and its
+        /// packets do not hold), as ``AudioPlayerEvent/itemWarning(index:id:_:)`` reported them.
+        public var warnings: [Warning]
+
+        /// One warning: the item's place in the list when reported, and what is wrong, in words.
+        public struct Warning: Sendable, Equatable {
+            public var itemIndex: Int
+            public var message: String
+        }
+
+        /// Whether every item played: nothing was skipped.
+        public var isComplete: Bool { skipped.isEmpty }
+    }
+
     /// How much audio the player keeps ahead of what is heard.
     public struct Buffering: Sendable {
         /// Enqueued ahead before playback starts (and after a seek).

@@ -84,8 +84,15 @@ public final class AudioPlayer: Sendable {
         var pan: Float = 0
         var pitch: Float = 0
         var metering = false
-        var result: Result<Int64, any Error>?
-        var waiters: [@Sendable (Result<Int64, any Error>) -> Void] = []
+        var result: Result<Report, any Error>?
+        var waiters: [@Sendable (Result<Report, any Error>) -> Void] = []
+        /// What the report will say: the items skipped (in order), the warnings, the items heard.
+        var skippedItems: [AudioPlayerError] = []
+        var warnings: [Report.Warning] = []
+        var itemsPlayed = 0
+        /// Items just heard: where their first frame played on the output and their gain, for
+        /// ``AudioPlayerEvent/itemStarted(index:id:outputFrame:gain:)``.
+        var startsHeard: [AudioPlayerItem.ID: (output: Int64, gain: Float)] = [:]
         var subscribers: [Int: AsyncStream<AudioPlayerEvent>.Continuation] = [:]
         var nextSubscriber = 0
         /// The time observers: their period and stream.
@@ -95,7 +102,11 @@ public final class AudioPlayer: Sendable {
     /// Frames handed to the sink (counted by a siphon on the render path).
     let framesHanded = FrameCounter()
     /// The recording's hand-over, when `record` is given.
-    let recorderBox = RecorderBox()
+    let recorderBox = ObjectSlot<SiphonRecorder>()
+    /// The loudness meter the output observer feeds, once ``installLoudnessMeter()`` made it.
+    let loudnessSlot = ObjectSlot<OutputLoudness>()
+    /// The meter asked for (it meters from the first frame once the output format is known).
+    let loudnessRequest = Lock<AudioPlayerLoudnessMonitor?>(nil)
 
     /// - Parameters:
     ///   - items: the list, played in order.
@@ -255,11 +266,14 @@ public final class AudioPlayer: Sendable {
     // MARK: control
 
     /// Plays the list `loops` times and returns when all has been heard (or ``stop()``), with
-    /// the frames handed to the sink. Cancelling the task stops playback. Blocks no thread.
-    /// On a player whose playback ended it plays the list again from the start (``replay()``).
-    /// - Throws: ``AudioPlayerError``: what failed, for which item; what was decoded before it has played.
+    /// what was played: the frames handed to the sink, the items played, the items skipped with
+    /// their errors, the warnings (``Report``). Cancelling the task stops playback. Blocks no
+    /// thread. On a player whose playback ended it plays the list again from the start (``replay()``).
+    /// - Throws: ``AudioPlayerError`` when nothing could play (every item failed: the first
+    ///   one's error), when the sink failed, or with ``AudioPlayerItemFailurePolicy/stop`` the
+    ///   error that ended playback (what was decoded before it has played).
     @discardableResult
-    public func play() async throws -> Int64 {
+    public func play() async throws -> Report {
         if shared.withLock({ $0.result != nil }) { return try await replay() }
         return try await playToTheEnd()
     }
@@ -267,7 +281,7 @@ public final class AudioPlayer: Sendable {
     /// Plays the list again from the first item after playback ended (finished, failed or
     /// stopped), as ``play()`` does the first time; while it plays, the same as ``play()``.
     @discardableResult
-    public func replay() async throws -> Int64 {
+    public func replay() async throws -> Report {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             work.async { [self] in
                 resetForReplay()
@@ -278,9 +292,9 @@ public final class AudioPlayer: Sendable {
     }
 
     /// Begins (once) and waits for the end; cancelling the task stops playback.
-    func playToTheEnd() async throws -> Int64 {
+    func playToTheEnd() async throws -> Report {
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int64, any Error>) in
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Report, any Error>) in
                 whenDone { continuation.resume(with: $0) }
                 begin()
             }
@@ -292,16 +306,16 @@ public final class AudioPlayer: Sendable {
     /// ``play()`` for a caller that may block its thread (a command-line tool's main thread):
     /// never call it from a Swift task or a Dispatch queue the player's callbacks need.
     @discardableResult
-    public func run() throws -> Int64 {
+    public func run() throws -> Report {
         let done = DispatchSemaphore(value: 0)
-        let outcome = Lock<Result<Int64, any Error>?>(nil)
+        let outcome = Lock<Result<Report, any Error>?>(nil)
         whenDone { result in
             outcome.withLock { $0 = result }
             done.signal()
         }
         begin()
         done.wait()
-        guard let result = outcome.withLock({ $0 }) else { return 0 }
+        guard let result = outcome.withLock({ $0 }) else { return Report(framesPlayed: 0, itemsPlayed: 0, skipped: [], warnings: []) }
         return try result.get()
     }
 

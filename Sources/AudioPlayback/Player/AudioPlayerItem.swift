@@ -12,8 +12,21 @@ import Darwin
 public enum AudioPlayerEvent: Sendable {
     /// The player's state: the state of the item heard now (a prefetched item's states are its own).
     case state(AudioPlayerState)
-    /// The first frame of item `index` is heard (its frames follow the previous item's without a gap).
-    case itemStarted(index: Int)
+    /// Item `index` was opened and is being read ahead of what is heard: the format it decodes
+    /// to and its tags as its source knows them then (a stream's come with its header). It comes
+    /// before the item's ``itemStarted(index:id:outputFrame:gain:)`` (or its ``itemSkipped(index:id:_:)``).
+    case itemOpened(index: Int, id: AudioPlayerItem.ID, format: AudioStreamDescription, metadata: AudioFileMetadata?)
+    /// The first frame of item `index` is heard (its frames follow the previous item's without a gap,
+    /// or under the crossfade's curve). `outputFrame`: where on the output that first frame plays,
+    /// in frames handed to the sink since ``AudioPlayer/play()`` began (exact when the item plays
+    /// at the output rate; a converted item's to a frame). `gain`: the gain the player applied to
+    /// the item, in dB (its ``AudioPlayerItem/gain`` times what its ReplayGain or R128 tags gave;
+    /// 0 when none; `-infinity` for a gain of 0).
+    case itemStarted(index: Int, id: AudioPlayerItem.ID, outputFrame: Int64, gain: Double)
+    /// Item `index` could not be opened or read and the list plays on without it
+    /// (``AudioPlayerItemFailurePolicy/skip``); what was enqueued of it before the failure plays.
+    /// Its state becomes ``AudioPlayerItemState/failed(_:)`` at the same time.
+    case itemSkipped(index: Int, id: AudioPlayerItem.ID, AudioPlayerError)
     /// Item `index` (with the given id) is in a new state.
     case itemState(index: Int, id: AudioPlayerItem.ID, AudioPlayerItemState)
     /// A stream announced a new title (ICY `StreamTitle`) for item `index`.
@@ -32,9 +45,12 @@ public enum AudioPlayerEvent: Sendable {
 
 /// What the player does when an item cannot be opened or read.
 public enum AudioPlayerItemFailurePolicy: Sendable, Equatable {
-    /// The item is reported (``AudioPlayerItemState/failed(_:)``) and the list plays on from the
-    /// next item, gaplessly; what was enqueued of the failed item plays. Once the list has played,
-    /// `play()` throws the first skipped item's error (audio that was asked for was not found).
+    /// The item is reported (``AudioPlayerEvent/itemSkipped(index:id:_:)``, its state
+    /// ``AudioPlayerItemState/failed(_:)``) and the list plays on from the next item (gaplessly, or
+    /// with the crossfade: a crossfade into an item that fails becomes the outgoing item played to
+    /// its end); what was enqueued of the failed item plays. `play()` returns a
+    /// ``AudioPlayer/Report`` that lists every skipped item with its error; it throws the first
+    /// skipped item's error only when nothing could play at all.
     case skip
     /// Playback ends with the error once what was enqueued has played.
     case stop

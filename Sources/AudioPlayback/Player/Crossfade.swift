@@ -48,6 +48,8 @@ protocol ItemFeeding: AnyObject {
     var timelineRate: Double { get }
     /// Only the previous item's held frames, after the last item: no item of its own.
     var isTail: Bool { get }
+    /// The linear gain applied to the item's frames (1 until decided, once its source is ready).
+    var gain: Float { get }
     func enqueueNext(_ buffer: AudioQueueBuffer, on queue: AudioQueue) throws -> PacketFeeder.Progress
 }
 
@@ -56,6 +58,7 @@ extension PacketFeeder: ItemFeeding {
     /// The queue counts each stream's frames at its own rate.
     var timelineRate: Double { source.format.sampleRate }
     var isTail: Bool { false }
+    var gain: Float { parametersChosenAtStart?.gain ?? 1 }
 }
 
 /// The crossfading player's join, owned by its work queue: the frames decoded and not yet
@@ -93,6 +96,9 @@ final class CrossfadeJoin {
     private var streamIsPCM = true
     /// An item's packets went in with its gain: the queue applies it until a buffer sets another.
     private var gainInForce = false
+    /// The source of the item whose frames the join holds last: what plays them after the last
+    /// item, when the item after them could not be opened.
+    var heldSource: (any PacketSource)?
     /// The incoming item's frames rendered at a time when they are mixed into the held ones as
     /// they come (``mixIn(_:at:frames:of:)``).
     static let blockFrames = 8192
@@ -130,6 +136,7 @@ final class CrossfadeJoin {
     func reset() {
         start = 0
         end = 0
+        heldSource = nil
         pureFrames = 0
         endedEarly = false
         streamIsPCM = false
@@ -313,8 +320,10 @@ final class CrossfadeItemFeeder: ItemFeeding {
         case done
     }
     private var middle = Middle.undecided
-    /// The item's gain (``AudioPlayerItem/gain``), applied to its frames before the mix.
-    private let gain: Float
+    /// The item's gain (``AudioPlayerItem/gain`` times its tags'), applied to its frames before
+    /// the mix: decided by `gainOf` once the source is ready (a stream's tags come with its header).
+    private(set) var gain: Float = 1
+    private let gainOf: ((any PacketSource) -> Float)?
     /// Output frames to render at most (the outgoing side of a skip); nil: to the end.
     private let limit: Int64?
     /// Whether another item follows this one (asked when this one's frames are all rendered).
@@ -332,13 +341,13 @@ final class CrossfadeItemFeeder: ItemFeeding {
     private(set) var leadFrames: Int64 = 0
     let isTail: Bool
 
-    init(source: any PacketSource, join: CrossfadeJoin, gain: Float = 1, limit: Int64? = nil, registry: AudioDecoderRegistry,
-         hasNext: @escaping () -> Bool, shortened: @escaping (Int) -> Void,
+    init(source: any PacketSource, join: CrossfadeJoin, gain: ((any PacketSource) -> Float)? = nil, limit: Int64? = nil,
+         registry: AudioDecoderRegistry, hasNext: @escaping () -> Bool, shortened: @escaping (Int) -> Void,
          makeRenderer: @escaping (any PacketSource, Int64?) throws -> PacketSourceRenderer) {
         self.source = source
         self.join = join
         self.registry = registry
-        self.gain = gain
+        gainOf = gain
         self.limit = limit
         self.hasNext = hasNext
         self.shortened = shortened
@@ -349,6 +358,9 @@ final class CrossfadeItemFeeder: ItemFeeding {
         join.endedEarly = false
         renderDone = false
         isTail = false
+        // The source of the frames the join holds from now on (their tail plays after a last
+        // item that cannot be opened: that one makes no feeder).
+        join.heldSource = source
     }
 
     /// What the join still holds after the last item: enqueued, nothing mixed into it.
@@ -356,7 +368,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
         self.source = source
         self.join = join
         registry = .shared
-        gain = 1
+        gainOf = nil
         limit = nil
         hasNext = { false }
         shortened = { _ in }
@@ -377,6 +389,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
         guard renderer == nil, !isTail, let makeRenderer, source.isReady else { return }
         let made = try makeRenderer(source, nil)
         join.adopt(made.outputFormat)
+        gain = gainOf?(source) ?? 1
         renderer = made
     }
 
@@ -414,7 +427,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
             if mixesInBlocks == true {
                 while headFrames < wanted {
                     let space = join.blockSpace(frames: wanted - headFrames)
-                    let n = try render(space.count / channels, into: space)
+                    let n = try renderMixing(space.count / channels, into: space, wanted: wanted)
                     if n == 0 {
                         if renderDone { break }
                         return .waiting
@@ -426,7 +439,7 @@ final class CrossfadeItemFeeder: ItemFeeding {
                 mixed = wanted
             } else {
                 while headFrames < wanted {
-                    let n = try render(wanted - headFrames, into: join.headSpace(from: headFrames, frames: wanted - headFrames))
+                    let n = try renderMixing(wanted - headFrames, into: join.headSpace(from: headFrames, frames: wanted - headFrames), wanted: wanted)
                     headFrames += n
                     if n == 0 {
                         if renderDone { break }
@@ -491,6 +504,24 @@ final class CrossfadeItemFeeder: ItemFeeding {
         let n = try buffer.withUnsafeMutableBytes { join.take(upTo: capacity, keeping: keep, into: $0) }
         if n > 0 { return try enqueuePCM(buffer, frames: n, on: queue) }
         return renderDone ? .finished : .waiting
+    }
+
+    /// ``render(_:into:)`` for the incoming item's frames mixed into the held ones. When the item
+    /// fails there, the mix ends with what it gave before the error is passed on, and the outgoing
+    /// item plays to its end: unfaded when the failing one gave nothing, else fading out after its
+    /// frames as the curve says (as for an item shorter than it claimed); the next item joins it
+    /// gaplessly.
+    private func renderMixing(_ frames: Int, into destination: UnsafeMutableBufferPointer<Float>, wanted: Int) throws -> Int {
+        do {
+            return try render(frames, into: destination)
+        } catch {
+            // Nothing given: the outgoing frames stay as they are (a gapless join to what follows).
+            if mixesInBlocks == true && headFrames > 0 { join.endBlockMix(given: headFrames, of: wanted) } else { join.mix(headFrames: headFrames) }
+            headFrames = 0
+            mixesInBlocks = nil
+            mixPending = false
+            throw error
+        }
     }
 
     /// Enqueues `frames` frames of PCM in `buffer` (through the join: its stream and gain) and counts them.

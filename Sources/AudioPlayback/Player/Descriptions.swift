@@ -9,7 +9,9 @@ extension AudioPlayerEvent: CustomStringConvertible {
     public var description: String {
         switch self {
         case let .state(v0): "state(\(v0))"
-        case let .itemStarted(v0): "itemStarted(index: \(v0))"
+        case let .itemOpened(v0, v1, v2, v3): "itemOpened(index: \(v0), id: \(v1), format: \(v2), metadata: \(v3.map { "\($0)" } ?? "nil"))"
+        case let .itemStarted(v0, v1, v2, v3): "itemStarted(index: \(v0), id: \(v1), outputFrame: \(v2), gain: \(v3))"
+        case let .itemSkipped(v0, v1, v2): "itemSkipped(index: \(v0), id: \(v1), \(v2))"
         case let .itemState(v0, v1, v2): "itemState(index: \(v0), id: \(v1), \(v2))"
         case let .streamTitle(v0, v1): "streamTitle(\(v0), index: \(v1))"
         case let .property(v0, v1, v2): "property(name: \(v0), value: \(v1), index: \(v2))"

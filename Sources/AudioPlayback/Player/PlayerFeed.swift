@@ -21,8 +21,12 @@ final class PlayerFeed {
     var loop = 0
     /// The next item must begin a new stream of the queue.
     var needsNewStream = false
+    /// ``AudioPlayerEvent/itemOpened(index:id:format:metadata:)`` was given for the item being fed.
+    var openedReported = false
     /// The frame count, the recording and the caller's tap are on the queue.
     var tapInstalled = false
+    /// The output's format as the observer sees it (once ``tapInstalled``).
+    var observedFormat: AudioStreamDescription?
     /// Where the next opened item starts (seconds into it).
     var nextStart: Double
     /// Frames kept of the items fed before the current one (the timeline where it starts).
@@ -54,6 +58,7 @@ final class PlayerFeed {
         needsNewStream = false
         join?.reset()
         tapInstalled = false
+        observedFormat = nil
         timelineBeforeItem = 0
         nextStart = start
     }
@@ -82,28 +87,32 @@ final class PlayerFeed {
         positionTicks.removeAll()
     }
 }
-/// The recorder the siphon pushes to: set on the player's queue before the first render (the
-/// queue's start orders the store before the render thread's loads), read lock-free there.
-final class RecorderBox: Sendable {
-    /// An `Unmanaged` reference to the recorder (0: none), retained while set.
+/// An object the render path reads lock-free (the recorder the output observer pushes to, the
+/// loudness meter it feeds): set before the first render that needs it (the queue's start orders
+/// the store before the render thread's loads), or swapped in while it renders; read with one load.
+final class ObjectSlot<Object: AnyObject & Sendable>: Sendable {
+    /// An `Unmanaged` reference to the object (0: none), retained while set.
     private let storage = Atomic<Int>(0)
 
-    var recorder: SiphonRecorder? {
+    /// The object set, if any (on the render path: one atomic load, no retain).
+    var object: Object? {
         let bits = storage.load(ordering: .acquiring)
         guard let pointer = UnsafeRawPointer(bitPattern: bits) else { return nil }
-        return Unmanaged<SiphonRecorder>.fromOpaque(pointer).takeUnretainedValue()
+        return Unmanaged<Object>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    func set(_ recorder: SiphonRecorder) {
-        let bits = Int(bitPattern: Unmanaged.passRetained(recorder).toOpaque())
+    /// Sets `object` in place of the one before, which is released once no render can still
+    /// read it: only set while no render runs, or for an object that is never replaced.
+    func set(_ object: Object) {
+        let bits = Int(bitPattern: Unmanaged.passRetained(object).toOpaque())
         let old = storage.exchange(bits, ordering: .acquiringAndReleasing)
-        if let pointer = UnsafeRawPointer(bitPattern: old) { Unmanaged<SiphonRecorder>.fromOpaque(pointer).release() }
+        if let pointer = UnsafeRawPointer(bitPattern: old) { Unmanaged<Object>.fromOpaque(pointer).release() }
     }
 
-    /// Drops the recorder (between runs, when no render runs).
+    /// Drops the object (between runs, when no render runs).
     func clear() {
         let old = storage.exchange(0, ordering: .acquiringAndReleasing)
-        if let pointer = UnsafeRawPointer(bitPattern: old) { Unmanaged<SiphonRecorder>.fromOpaque(pointer).release() }
+        if let pointer = UnsafeRawPointer(bitPattern: old) { Unmanaged<Object>.fromOpaque(pointer).release() }
     }
 
     deinit { clear() }

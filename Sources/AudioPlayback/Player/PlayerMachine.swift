@@ -93,11 +93,13 @@ struct PlayerMachine: Equatable {
     private(set) var heard: AudioPlayerItem.ID?
     /// The first error that ended playback.
     private(set) var failure: AudioPlayerError?
-    /// The first item that failed and was skipped (``AudioPlayerItemFailurePolicy/skip``): the rest
-    /// played, and the run still ends failed with it — audio that was asked for was not found.
+    /// The first item that failed and was skipped (``AudioPlayerItemFailurePolicy/skip``).
     private(set) var skipped: AudioPlayerError?
-    /// What the run ends with: its failure, else the first skipped item's.
-    var outcomeFailure: AudioPlayerError? { failure ?? skipped }
+    /// An item was heard in this run.
+    private(set) var anyHeard = false
+    /// What the run ends with: its failure; else, when nothing was heard, the first skipped
+    /// item's error (nothing could play). Skips beside items that played are in the report.
+    var outcomeFailure: AudioPlayerError? { failure ?? (anyHeard ? nil : skipped) }
     private(set) var itemStates: [AudioPlayerItem.ID: AudioPlayerItemState] = [:]
 
     init(items: [AudioPlayerItem.ID] = []) {
@@ -197,6 +199,7 @@ struct PlayerMachine: Equatable {
         var actions: [Action] = []
         if let previous = heard, itemStates[previous] == .playing { actions += setItem(previous, .finished) }
         heard = id
+        anyHeard = true
         actions += setItem(id, .playing)
         return actions
     }

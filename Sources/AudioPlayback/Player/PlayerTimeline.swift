@@ -21,6 +21,12 @@ struct PlayerTimeline: Equatable {
         var title: String?
         /// Its source can seek (not a live stream).
         var seekable: Bool
+        /// The gain the player applied to the item (linear).
+        var gain: Float = 1
+        /// Where its first frame plays on the output: frames handed to the sink before it.
+        var outputStart: Int64 = 0
+        /// Its first frame was reported heard.
+        var heard = false
     }
 
     /// The item being fed, before its first frame is enqueued: its duration and rate once its
@@ -40,32 +46,55 @@ struct PlayerTimeline: Equatable {
     /// The timeline frame after the last one enqueued.
     private(set) var enqueuedEnd: Int64 = 0
     var feeding: Feeding?
+    /// The last place whose output frame is known: a timeline frame, the frames handed to the sink
+    /// before it, and the rate of the timeline's frames from there (nil: the next mark's).
+    private(set) var anchor = Anchor(timeline: 0, output: 0, rate: nil)
+    struct Anchor: Equatable {
+        var timeline: Int64
+        var output: Int64
+        var rate: Double?
+    }
 
-    /// Everything enqueued was dropped: the timeline goes on from `frame` (0 after a stop).
-    mutating func restart(at frame: Int64) {
+    /// Everything enqueued was dropped: the timeline goes on from `frame` (0 after a stop), which
+    /// is where `output` frames had been handed to the sink.
+    mutating func restart(at frame: Int64, output: Int64 = 0) {
         marks.removeAll()
         enqueuedEnd = frame
+        anchor = Anchor(timeline: frame, output: output, rate: nil)
     }
 
-    /// Frames up to `end` are enqueued; items heard to the end by `heard` lose their marks (the
-    /// list stays a few long).
+    /// Frames up to `end` are enqueued; items heard to the end by `heard` lose their marks once
+    /// reported (the list stays a few long).
     mutating func enqueued(upTo end: Int64, heard: Int64) {
         enqueuedEnd = end
-        while marks.count > 1 && marks[1].start <= heard { marks.removeFirst() }
+        while marks.count > 1 && marks[0].heard && marks[1].start <= heard { marks.removeFirst() }
     }
 
-    mutating func add(_ mark: Mark) {
+    /// Adds an item's mark; its output frame follows from the last anchor at `outputRate` (the
+    /// sink's rate: the timeline counts each item's frames at its own rate).
+    mutating func add(_ mark: Mark, outputRate: Double? = nil) {
+        var mark = mark
+        let rate = anchor.rate ?? mark.rate
+        let frames = mark.start - anchor.timeline
+        let scale = (outputRate ?? rate) / rate
+        mark.outputStart = anchor.output + (scale == 1 ? frames : Int64((Double(frames) * scale).rounded()))
+        anchor = Anchor(timeline: mark.start, output: mark.outputStart, rate: mark.rate)
         marks.append(mark)
+    }
+
+    /// The marks first heard by `heard` (reported from now on), in order, and the next one to come.
+    mutating func reach(by heard: Int64) -> (reached: [Mark], next: Mark?) {
+        var reached: [Mark] = []
+        for index in marks.indices where !marks[index].heard && marks[index].start <= heard {
+            marks[index].heard = true
+            reached.append(marks[index])
+        }
+        return (reached, marks.first { $0.start > heard })
     }
 
     /// The item heard at timeline frame `heard` (the first enqueued one before any is heard).
     func mark(heardAt heard: Int64) -> Mark? {
         marks.last { $0.start <= heard } ?? marks.first
-    }
-
-    /// The items whose first frame is heard by `heard`, and the next one to come.
-    func reached(by heard: Int64) -> (ids: [AudioPlayerItem.ID], next: Mark?) {
-        (marks.filter { $0.start <= heard }.map(\.id), marks.first { $0.start > heard })
     }
 
     /// Whether the item at list `index` can seek (nil: no mark of it).

@@ -55,16 +55,18 @@ public final class AudioLoudnessMonitor: Sendable {
     public func reset() { state.resetRequested.store(true, ordering: .releasing) }
 }
 
-/// What the tap's callback and the monitor share.
-final class LoudnessTapState: Sendable {
+/// What the tap's callback and the monitor share (the player's meter, on its output, too).
+package final class LoudnessTapState: Sendable {
     /// Locked only by the render path (one render at a time, so never contended: no wait) and
     /// once at installation, before the tap runs.
-    let meter = Mutex<LoudnessMeter?>(nil)
-    let published = PublishedReading()
-    let resetRequested = Atomic<Bool>(false)
+    package let meter = Mutex<LoudnessMeter?>(nil)
+    package let published = PublishedReading()
+    package let resetRequested = Atomic<Bool>(false)
+
+    package init() {}
 
     /// Render path: feeds the meter and publishes a reading when a step completed.
-    func measure(_ samples: UnsafeBufferPointer<Float>) {
+    package func measure(_ samples: UnsafeBufferPointer<Float>) {
         let reset = resetRequested.exchange(false, ordering: .acquiring)
         let reading = meter.withLock { meter -> LoudnessReading? in
             guard meter != nil else { return nil }
@@ -79,14 +81,14 @@ final class LoudnessTapState: Sendable {
 
 /// A ``LoudnessReading`` published by one writer (the render path) to any number of readers, as a
 /// sequence lock: the writer never waits; a reader that met a write under way reads again.
-final class PublishedReading: Sendable {
+package final class PublishedReading: Sendable {
     /// Odd while a write is under way.
     private let sequence = Atomic<Int>(0)
     private let words = AtomicWords(count: 8)
 
     init() { write(.silent) }
 
-    func write(_ reading: LoudnessReading) {
+    package func write(_ reading: LoudnessReading) {
         sequence.add(1, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)
         // (Field by field: an array of the values would allocate on the render path.)
@@ -101,7 +103,7 @@ final class PublishedReading: Sendable {
         sequence.add(1, ordering: .releasing)
     }
 
-    func read() -> LoudnessReading {
+    package func read() -> LoudnessReading {
         while true {
             let before = sequence.load(ordering: .acquiring)
             if before & 1 == 0 {

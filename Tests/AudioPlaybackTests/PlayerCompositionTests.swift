@@ -1,0 +1,250 @@
+import Foundation
+import Testing
+import AudioCodecs
+import AudioFileStream
+import AudioPlayback
+import BufferQueue
+import CodecTestSupport
+import MPG123Decoder
+import SoxrConverter
+import TestSupport
+import Synchronization
+
+/// The player's features at once — crossfade, each item's gain (ReplayGain tags, its own gain),
+/// an equaliser on the path, items that fail — against a model built from each item's own
+/// render: each item × its gain, joined by the crossfade's curve (or gaplessly), through the
+/// equaliser computed in double precision. And the events and the report that say what happened.
+@Suite(.enabled(if: ["sox", "flac", "metaflac", "lame"].allSatisfy { Where.tool($0) != nil },
+                "sox, flac, metaflac or lame is missing (make deps installs them)"))
+struct PlayerCompositionTests {
+    final class Events: Sendable {
+        let list = Mutex<[AudioPlayerEvent]>([])
+        func add(_ event: AudioPlayerEvent) { list.withLock { $0.append(event) } }
+        var all: [AudioPlayerEvent] { list.withLock { $0 } }
+        /// Per item index, the names of its events in order (opened, started, finished, skipped, warning).
+        var perItem: [Int: [String]] {
+            var result: [Int: [String]] = [:]
+            for event in all {
+                switch event {
+                case .itemOpened(let index, _, _, _): result[index, default: []].append("opened")
+                case .itemStarted(let index, _, _, _): result[index, default: []].append("started")
+                case .itemState(let index, _, .finished): result[index, default: []].append("finished")
+                case .itemSkipped(let index, _, _): result[index, default: []].append("skipped")
+                default: break
+                }
+            }
+            return result
+        }
+        var starts: [(index: Int, outputFrame: Int64, gain: Double)] {
+            all.compactMap { if case .itemStarted(let index, _, let frame, let gain) = $0 { (index, frame, gain) } else { nil } }
+        }
+    }
+
+    /// The material: three tones in a folder of their own, two of them FLACs tagged with known
+    /// ReplayGain values, one an MP3; and a text file named like an MP3.
+    struct Material {
+        let folder: URL
+        let a: String, b: String, c: String, notAudio: String
+        /// The tags' track gains (dB) and peaks.
+        static let tags: [(gain: Double, peak: Double)] = [(-3.5, 0.5), (2.25, 0.6)]
+
+        static func make() async throws -> Material {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("composition-\(UUID())")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let sox = try #require(Where.tool("sox")), flac = try #require(Where.tool("flac"))
+            let metaflac = try #require(Where.tool("metaflac")), lame = try #require(Where.tool("lame"))
+            var paths: [String] = []
+            for (name, seconds, frequency) in [("a", 1.0, 440), ("b", 0.8, 660), ("c", 0.9, 550)] {
+                let wav = folder.appendingPathComponent("\(name).wav").path
+                _ = try await run(sox, ["-r", "44100", "-n", "-r", "44100", "-c", "2", "-b", "16", wav, "synth", "\(seconds)", "sine", "\(frequency)", "vol", "0.4"])
+                if name == "c" {
+                    let mp3 = folder.appendingPathComponent("c.mp3").path
+                    _ = try await run(lame, ["--quiet", "-b", "160", wav, mp3])
+                    paths.append(mp3)
+                } else {
+                    let path = folder.appendingPathComponent("\(name).flac").path
+                    _ = try await run(flac, ["-s", "-f", wav, "-o", path])
+                    let tag = tags[paths.count]
+                    _ = try await run(metaflac, [String(format: "--set-tag=REPLAYGAIN_TRACK_GAIN=%.2f dB", tag.gain),
+                                                 String(format: "--set-tag=REPLAYGAIN_TRACK_PEAK=%.6f", tag.peak), path])
+                    paths.append(path)
+                }
+            }
+            let notAudio = folder.appendingPathComponent("notes.txt.mp3").path
+            try Data("These are notes, not audio.\n".utf8).write(to: URL(fileURLWithPath: notAudio))
+            return Material(folder: folder, a: paths[0], b: paths[1], c: paths[2], notAudio: notAudio)
+        }
+    }
+
+    /// The RBJ cookbook low shelf in double precision (Direct Form I), per channel.
+    static func lowShelf(_ samples: [Float], channels: Int, frequency: Double, gain: Double, q: Double = 0.7071, rate: Double = 44_100) -> [Float] {
+        let a = pow(10, gain / 40), w = 2 * Double.pi * frequency / rate, alpha = sin(w) / (2 * q), cw = cos(w), root = 2 * sqrt(a) * alpha
+        let b0 = a * ((a + 1) - (a - 1) * cw + root), b1 = 2 * a * ((a - 1) - (a + 1) * cw), b2 = a * ((a + 1) - (a - 1) * cw - root)
+        let a0 = (a + 1) + (a - 1) * cw + root, a1 = -2 * ((a - 1) + (a + 1) * cw), a2 = (a + 1) + (a - 1) * cw - root
+        var out = [Float](repeating: 0, count: samples.count)
+        for c in 0..<channels {
+            var (x1, x2, y1, y2) = (0.0, 0.0, 0.0, 0.0)
+            for i in stride(from: c, to: samples.count, by: channels) {
+                let x = Double(samples[i])
+                let y = (b0 * x + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2) / a0
+                (x2, x1, y2, y1) = (x1, x, y1, y)
+                out[i] = Float(y)
+            }
+        }
+        return out
+    }
+
+    /// What the player applies for a tag: 10^((gain + preamp)/20), held so that the peak stays at full scale.
+    static func tagGain(_ tag: (gain: Double, peak: Double), preamp: Double) -> Float {
+        var linear = pow(10, (tag.gain + preamp) / 20)
+        if tag.peak * linear > 1 { linear = 1 / tag.peak }
+        return Float(linear)
+    }
+
+    static func play(_ items: [AudioPlayerItem], crossfade: Double, replayGain: ReplayGainSettings?, tap: AudioPlayer.ProcessingTap?)
+        async throws -> (heard: [Float], report: AudioPlayer.Report, events: Events, states: [AudioPlayerItemState]) {
+        AudioCodecs.registerAll()
+        MPG123Decoder.register()
+        SoxrConverter.register()
+        let collector = SinkCollector(), events = Events()
+        let player = AudioPlayer(items: items, makeSink: { collector.make() }, onEvent: { events.add($0) }, processingTap: tap,
+                                 crossfade: crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade) : nil, replayGain: replayGain)
+        let report = try await player.play()
+        #expect(collector.captured.count == 1)
+        return (collector.captured.first ?? [], report, events, player.itemStates)
+    }
+
+    /// Crossfade (or none) × ReplayGain from tags with a pre-amp × an item's own gain × a low-shelf
+    /// EQ before or after volume: the output is the model within 2e-5, with no click at a join
+    /// (an item's gain applies at its exact frames, before every effect).
+    @Test(arguments: [0.0, 0.25], [AudioQueueProcessingTapPosition.preEffects, .postEffects])
+    func gainsCrossfadeAndAnEqualiserAgreeWithTheModel(_ crossfade: Double, _ position: AudioQueueProcessingTapPosition) async throws {
+        let material = try await Material.make()
+        defer { try? FileManager.default.removeItem(at: material.folder) }
+        let preamp = 1.5
+        let settings = ReplayGainSettings(mode: .track, preamp: preamp)
+        let own: Float = Float(pow(10, -4.0 / 20))
+        let gains = [Self.tagGain(Material.tags[0], preamp: preamp), Self.tagGain(Material.tags[1], preamp: preamp), own]
+        AudioCodecs.registerAll()
+        MPG123Decoder.register()
+        var renders: [[Float]] = []
+        for (index, path) in [material.a, material.b, material.c].enumerated() {
+            renders.append(try await rendered(path).samples.map { $0 * gains[index] })
+        }
+        let d = Int((crossfade * 44_100).rounded())
+        let joined = d > 0
+            ? PlayerCrossfadeTests.crossfaded(PlayerCrossfadeTests.crossfaded(renders[0], renders[1], channels: 2, frames: d, curve: .equalPower),
+                                              renders[2], channels: 2, frames: d, curve: .equalPower)
+            : renders[0] + renders[1] + renders[2]
+        let expected = Self.lowShelf(joined, channels: 2, frequency: 150, gain: 6)
+        let eq = AudioEqualizer(bands: [AudioEQBand(.lowShelf, frequency: 150, gain: 6)], rampSeconds: 0)
+        let c = AudioPlayerItem.file(material.c).withGain(decibels: -4)
+        let (heard, report, events, states) = try await Self.play([.file(material.a), .file(material.b), c], crossfade: crossfade,
+                                                                  replayGain: settings, tap: .init(position: position, callback: eq.processingTapCallback))
+        #expect(report.framesPlayed == Int64(expected.count / 2) && report.itemsPlayed == 3 && report.isComplete)
+        #expect(difference(heard, expected, tolerance: 2e-5) == nil)
+        // What was applied is said: each item's gain in dB, where its first frame plays.
+        let starts = events.starts
+        #expect(starts.map(\.index) == [0, 1, 2])
+        for (start, gain) in zip(starts, gains) { #expect(abs(start.gain - 20 * log10(Double(gain))) < 1e-4, "\(start)") }
+        let lengths = renders.map { Int64($0.count / 2) }
+        #expect(starts.map(\.outputFrame) == [0, lengths[0] - Int64(d), lengths[0] + lengths[1] - 2 * Int64(d)])
+        #expect(states == [.finished, .finished, .finished])
+    }
+
+    /// An item that cannot be opened — first, in the middle or last, gapless or crossfading — loses
+    /// no frame of the others (last: the item before it plays to its end). The report lists it;
+    /// the events say skipped.
+    @Test(arguments: [0, 1, 2], [0.0, 0.25])
+    func anItemThatCannotBeOpenedLosesNoFrameOfTheOthers(_ badIndex: Int, _ crossfade: Double) async throws {
+        let material = try await Material.make()
+        defer { try? FileManager.default.removeItem(at: material.folder) }
+        AudioCodecs.registerAll()
+        let good = [material.a, material.b]
+        var renders: [[Float]] = []
+        for path in good { renders.append(try await rendered(path).samples) }
+        let d = Int((crossfade * 44_100).rounded())
+        // Before, between or after the two, the bad item leaves them joined as if it were not
+        // there: nothing of it was mixed, so the first crossfades into the second (or joins it
+        // gaplessly), and the last good item's end plays whole.
+        let expected = d > 0 ? PlayerCrossfadeTests.crossfaded(renders[0], renders[1], channels: 2, frames: d, curve: .equalPower)
+                             : renders[0] + renders[1]
+        var paths = good
+        paths.insert(material.notAudio, at: badIndex)
+        let (heard, report, events, states) = try await Self.play(paths.map { .file($0) }, crossfade: crossfade, replayGain: nil, tap: nil)
+        #expect(report.framesPlayed == Int64(expected.count / 2), "every frame of the good items")
+        #expect(difference(heard, expected) == nil)
+        #expect(report.skipped.map(\.itemIndex) == [badIndex] && report.itemsPlayed == 2)
+        #expect(events.perItem[badIndex] == ["skipped"])
+        for index in paths.indices where index != badIndex {
+            #expect(events.perItem[index] == ["opened", "started", "finished"], "item \(index): \(events.perItem[index] ?? [])")
+        }
+        if case .failed(let error) = states[badIndex] { #expect(error.stage == .open) } else { Issue.record("\(states)") }
+    }
+
+    /// With the unpaced null sink (no clock: the list plays as fast as it decodes) every item is
+    /// opened, started and finished in order, each `started` saying where its first frame played
+    /// on the output, and `itemStates` ends all finished.
+    @Test(arguments: [0.0, 0.25])
+    func eventsComeInOrderWithoutAClock(_ crossfade: Double) async throws {
+        let material = try await Material.make()
+        defer { try? FileManager.default.removeItem(at: material.folder) }
+        let paths = [material.a, material.c, material.b]
+        AudioCodecs.registerAll()
+        MPG123Decoder.register()
+        var lengths: [Int64] = []
+        for path in paths { lengths.append(Int64(try await rendered(path).samples.count / 2)) }
+        let d = Int64((crossfade * 44_100).rounded())
+        let (_, report, events, states) = try await Self.play(paths.map { .file($0) }, crossfade: crossfade, replayGain: nil, tap: nil)
+        #expect(report.framesPlayed == lengths.reduce(0, +) - 2 * d)
+        #expect(states == [.finished, .finished, .finished])
+        for index in paths.indices {
+            #expect(events.perItem[index] == ["opened", "started", "finished"], "item \(index): \(events.perItem[index] ?? [])")
+        }
+        #expect(events.starts.map(\.outputFrame) == [0, lengths[0] - d, lengths[0] + lengths[1] - 2 * d])
+        #expect(events.starts.allSatisfy { $0.gain == 0 })
+        // Item by item: its `started` after its `opened`, the previous one finished before or as it starts.
+        let order = events.all.compactMap { event -> String? in
+            switch event {
+            case .itemOpened(let index, _, _, _): "o\(index)"
+            case .itemStarted(let index, _, _, _): "s\(index)"
+            case .itemState(let index, _, .finished): "f\(index)"
+            default: nil
+            }
+        }
+        for index in paths.indices {
+            let o = try #require(order.firstIndex(of: "o\(index)")), s = try #require(order.firstIndex(of: "s\(index)"))
+            let f = try #require(order.firstIndex(of: "f\(index)"))
+            #expect(o < s && s < f, "\(order)")
+            if index > 0 { #expect(order.firstIndex(of: "s\(index - 1)")! < s, "\(order)") }
+        }
+    }
+}
+
+/// The player's loudness meter beside an equaliser: it meters exactly what is handed to the sink.
+@Suite(.enabled(if: Where.tool("sox") != nil, "sox is missing (make deps installs it)"))
+struct PlayerLoudnessTests {
+    @Test func theMeterMeasuresWhatIsPlayedBesideAnEqualiser() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("player-loudness-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // EBU Tech 3341 case 1: a 1 kHz sine at -23 dBFS in both channels is -23 LUFS.
+        let tone = folder.appendingPathComponent("tone.wav").path
+        _ = try await run(try #require(Where.tool("sox")), ["-n", "-r", "48000", "-c", "2", "-b", "24", tone, "synth", "4", "sine", "1000", "vol", "0.0708"])
+        let collector = SinkCollector()
+        let eq = AudioEqualizer(bands: [AudioEQBand(.highShelf, frequency: 8_000, gain: 6)])
+        let player = AudioPlayer(items: [.file(tone), .file(tone)], makeSink: { collector.make() },
+                                 record: { samples, _ in collector.record(samples) },
+                                 processingTap: .init(position: .postEffects, callback: eq.processingTapCallback))
+        let monitor = player.installLoudnessMeter()
+        let report = try await player.play()
+        #expect(report.framesPlayed == 2 * 4 * 48_000)
+        let reading = monitor.reading
+        #expect(abs(reading.integrated - -23) < 0.1, "\(reading)")
+        // The same meter over the recording of what the sink got: the same numbers.
+        var meter = try LoudnessMeter(sampleRate: 48_000, channels: 2)
+        meter.add(collector.recording)
+        #expect(abs(meter.reading.integrated - reading.integrated) < 0.01 && abs(meter.reading.truePeak - reading.truePeak) < 0.01)
+        #expect(monitor.error == nil)
+    }
+}
