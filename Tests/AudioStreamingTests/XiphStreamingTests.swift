@@ -4,6 +4,7 @@ import AudioFileStream
 import AudioPlayback
 import AudioStreaming
 import BufferQueue
+import CodecTestSupport
 import FLACDecoder
 import OpusDecoder
 import TestSupport
@@ -74,4 +75,47 @@ func streamAndSeeksPlayAsTheLocalFile(_ path: String, ext: String, requestsPerSe
         #expect(difference(capture.samples, local) == nil, "from \(seconds) s")
         #expect(server.ranges.count - before >= requestsPerSeek, "from \(seconds) s: \(server.ranges.suffix(server.ranges.count - before))")
     }
+}
+
+/// Tagged FLACs over HTTP with a crossfade and ReplayGain: each item's gain is decided once its
+/// stream's header (and its tags) came, before its first frame — not when it opened, before a
+/// byte had arrived (it played at unity gain from frame 0).
+@Test(.enabled(if: ["sox", "flac", "metaflac"].allSatisfy { Where.tool($0) != nil }, "sox, flac or metaflac is missing"))
+func streamsGetTheirReplayGainWithACrossfade() async throws {
+    FLACDecoder.register()
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("stream-gain-\(UUID())")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    var files: [String: [UInt8]] = [:], renders: [[Float]] = []
+    let tags = [(name: "a", gain: -4.0, frequency: 440), (name: "b", gain: 3.0, frequency: 660)]
+    for tag in tags {
+        let wav = folder.appendingPathComponent("\(tag.name).wav").path, flac = folder.appendingPathComponent("\(tag.name).flac").path
+        for (tool, arguments) in [("sox", ["-r", "44100", "-n", "-r", "44100", "-c", "2", "-b", "16", wav, "synth", "1", "sine", "\(tag.frequency)", "vol", "0.3"]),
+                                  ("flac", ["-s", "-f", wav, "-o", flac]),
+                                  ("metaflac", [String(format: "--set-tag=REPLAYGAIN_TRACK_GAIN=%.2f dB", tag.gain), "--set-tag=REPLAYGAIN_TRACK_PEAK=0.3", flac])] {
+            let result = try await runTool(try #require(Where.tool(tool)), arguments)
+            #expect(result.status == 0, "\(tool): \(String(decoding: result.errorOutput, as: UTF8.self))")
+        }
+        files["\(tag.name).flac"] = Array(try Data(contentsOf: URL(fileURLWithPath: flac)))
+        let gain = Float(pow(10, tag.gain / 20))
+        renders.append(try localRender(flac).map { $0 * gain })
+    }
+    // The crossfade as documented: the outgoing item's last D frames × cos, the incoming one's first × sin.
+    let d = Int((0.25 * 44_100).rounded()), lengthA = renders[0].count / 2
+    var expected = Array(renders[0][0..<((lengthA - d) * 2)])
+    for i in 0..<d {
+        let x = Double(i) / Double(d)
+        let (out, into) = (Float(cos(Double.pi / 2 * x)), Float(sin(Double.pi / 2 * x)))
+        for c in 0..<2 { expected.append(renders[0][(lengthA - d + i) * 2 + c] * out + renders[1][i * 2 + c] * into) }
+    }
+    expected += renders[1][(d * 2)...]
+    let server = try LoopbackServer(files: files, faultyPath: nil)
+    defer { server.shutdown() }
+    let capture = Capture()
+    let player = AudioPlayer(items: [.url(server.url("a.flac"), configuration: quick), .url(server.url("b.flac"), configuration: quick)],
+                             makeSink: { capture.makeSink() }, onEvent: { capture.add($0) },
+                             crossfade: try AudioPlayerCrossfade(seconds: 0.25), replayGain: ReplayGainSettings(mode: .track))
+    let report = try await player.play()
+    #expect(report.framesPlayed == Int64(expected.count / 2))
+    #expect(difference(capture.samples, expected, tolerance: 1e-6) == nil)
 }
