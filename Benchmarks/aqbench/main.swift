@@ -1004,8 +1004,10 @@ func startAndSeekLatencies(_ url: String) -> (start: [Double], seek: [Double]) {
     var firstFrame: [Double] = [], seekLatency: [Double] = []
     for _ in 0..<5 {
         let events = TimedEvents()
-        let player = AudioPlayer(items: [.url(url)], buffering: .init(startSeconds: 0.1, restartSeconds: 0.5, maximumSeconds: 2),
-                                     makeSink: { NullSink(pacing: .realTime) }, onEvent: { events.add($0) })
+        let player = AudioPlayer(items: [.url(url)],
+                                 configuration: .init(buffering: .init(startSeconds: 0.1, restartSeconds: 0.5, maximumSeconds: 2),
+                                                      onEvent: { events.add($0) }),
+                                 makeSink: { NullSink(pacing: .realTime) })
         let begin = ContinuousClock.now
         let finished = DispatchSemaphore(value: 0)
         let thread = Thread { _ = try? player.run(); finished.signal() }

@@ -175,8 +175,16 @@ struct AQPlay: ParsableCommand {
         let algorithm = timePitchOptions.requested
         let names = items.map(\.name)
         let json = events
-        let player = AudioPlayer(items: items, loops: loops, volume: volume, startSeconds: seek, makeSink: makeSink, record: recording,
-                                     onEvent: { event in
+        // Everything the player does, in one value (what is not set keeps its default).
+        var configuration = AudioPlayer.Configuration(loops: loops, startSeconds: seek, volume: volume, record: recording)
+        configuration.crossfade = crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade, curve: crossfadeCurve) : nil
+        configuration.transitionFade = fade / 1000
+        configuration.replayGain = replaygain == .off ? nil : ReplayGainSettings(mode: replaygain, preamp: preamp)
+        configuration.effects = eq.isEmpty ? [] : [.init(position: .postEffects, callback: AudioEqualizer(bands: eq.map(\.band)).processingTapCallback)]
+        configuration.timePitch = algorithm
+        configuration.playRate = Float(timePitchOptions.rate ?? 1)
+        configuration.pitch = Float(timePitchOptions.pitch ?? 0)
+        configuration.onEvent = { event in
             if json, let line = JSONLine(event, names: names) { line.write() }
             // Stream events on their own line (the status line is redrawn after them).
             switch event {
@@ -195,10 +203,8 @@ struct AQPlay: ParsableCommand {
                 FileHandle.standardError.write(Data("\naqplay: the crossfade into \(name) is \(frames) frames: an item is shorter than --crossfade\n".utf8))
             default: break
             }
-        }, timePitch: algorithm, playRate: Float(timePitchOptions.rate ?? 1), pitch: Float(timePitchOptions.pitch ?? 0),
-           processingTap: eq.isEmpty ? nil : .init(position: .postEffects, callback: AudioEqualizer(bands: eq.map(\.band)).processingTapCallback),
-           crossfade: crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade, curve: crossfadeCurve) : nil,
-           replayGain: replaygain == .off ? nil : ReplayGainSettings(mode: replaygain, preamp: preamp), transitionFade: fade / 1000)
+        }
+        let player = AudioPlayer(items: items, configuration: configuration, makeSink: makeSink)
 
         writer.takeChannelLayout { [weak player] in player?.channelLayout }
         // Ctrl-C or SIGTERM: stop at once, finish the --record file, exit 130 or 143.

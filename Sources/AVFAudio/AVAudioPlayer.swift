@@ -156,14 +156,16 @@ public final class AVAudioPlayer: NSObject, Sendable {
         _ = codecsRegistered
         let name = url?.lastPathComponent ?? "data"
         let loops = state.numberOfLoops < 0 ? Int.max : state.numberOfLoops + 1
-        state.player = AudioPlayback.AudioPlayer(
-            items: [.file(path)], loops: loops, volume: state.volume, startSeconds: state.start,
-            makeSink: { OutputRoute.output.makeSink(applicationName: "AVAudioPlayer", streamName: name) },
-            onEvent: { [weak self] event in
-                guard case .itemWarning(_, _, let message) = event else { return }
-                self?.tellDecodeError(statusError(kAudioFileInvalidFileError, "\(name): \(message)"))
-            },
-            timePitch: state.enableRate ? .timeDomain : nil, playRate: state.enableRate ? state.rate : 1, pan: state.pan)
+        var configuration = AudioPlayback.AudioPlayer.Configuration(loops: loops, startSeconds: state.start, volume: state.volume, pan: state.pan)
+        configuration.timePitch = state.enableRate ? .timeDomain : nil
+        configuration.playRate = state.enableRate ? state.rate : 1
+        configuration.onEvent = { [weak self] event in
+            guard case .itemWarning(_, _, let message) = event else { return }
+            self?.tellDecodeError(statusError(kAudioFileInvalidFileError, "\(name): \(message)"))
+        }
+        state.player = AudioPlayback.AudioPlayer(items: [.file(path)], configuration: configuration) {
+            OutputRoute.output.makeSink(applicationName: "AVAudioPlayer", streamName: name)
+        }
         state.player?.isMeteringEnabled = state.metering
     }
 

@@ -98,7 +98,9 @@ struct CueSheetPlayerTests {
         let items = try AudioPlayerItem.tracks(ofCueSheet: "\(folder)/\(input)")
         #expect(items.count == 3)
         let collector = SinkCollector()
-        let player = AudioPlayer(items: items, makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) })
+        let player = AudioPlayer(items: items,
+                                 configuration: .init(record: { samples, _ in collector.record(samples) }),
+                                 makeSink: { collector.make() })
         let frames = try await player.play().framesPlayed
         #expect(frames == CueSheetRenderTests.total)
         #expect(collector.recording == album)
@@ -112,7 +114,9 @@ struct CueSheetPlayerTests {
         let album = try await rendered("\(folder)/album.flac").samples
         let items = try AudioPlayerItem.tracks(ofCueSheet: "\(folder)/album.cue")
         let collector = SinkCollector()
-        let player = AudioPlayer(items: [items[1]], startSeconds: 1.0, makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) })
+        let player = AudioPlayer(items: [items[1]],
+                                 configuration: .init(startSeconds: 1.0, record: { samples, _ in collector.record(samples) }),
+                                 makeSink: { collector.make() })
         _ = try await player.play()
         let from = Int(CueSheetRenderTests.starts[1]) + 44_100, to = Int(CueSheetRenderTests.starts[2])
         #expect(collector.recording == Array(album[(from * 2)..<(to * 2)]))
@@ -128,7 +132,9 @@ struct CueSheetPlayerTests {
         for range in [Int64(30_000)..<40_000, 1..<1153, 12_345..<Int64(whole.count / 2)] {
             let item = AudioPlayerItem(name: "slice") { _ in try FrameRangePacketSource(base: FilePacketSource(file: file), range: range) }
             let collector = SinkCollector()
-            let player = AudioPlayer(items: [item], makeSink: { collector.make() }, record: { samples, _ in collector.record(samples) })
+            let player = AudioPlayer(items: [item],
+                                     configuration: .init(record: { samples, _ in collector.record(samples) }),
+                                     makeSink: { collector.make() })
             let frames = try await player.play().framesPlayed
             #expect(frames == Int64(range.count))
             let out = collector.recording

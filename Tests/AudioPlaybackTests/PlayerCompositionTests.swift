@@ -101,14 +101,15 @@ struct PlayerCompositionTests {
         return Float(linear)
     }
 
-    static func play(_ items: [AudioPlayerItem], crossfade: Double, replayGain: ReplayGainSettings?, tap: AudioPlayer.ProcessingTap?)
+    static func play(_ items: [AudioPlayerItem], crossfade: Double, replayGain: ReplayGainSettings?, effects: [AudioPlayer.ProcessingTap])
         async throws -> (heard: [Float], report: AudioPlayer.Report, events: Events, states: [AudioPlayerItemState]) {
         AudioCodecs.registerAll()
         MPG123Decoder.register()
         SoxrConverter.register()
         let collector = SinkCollector(), events = Events()
-        let player = AudioPlayer(items: items, makeSink: { collector.make() }, onEvent: { events.add($0) }, processingTap: tap,
-                                 crossfade: crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade) : nil, replayGain: replayGain)
+        var configuration = AudioPlayer.Configuration(replayGain: replayGain, effects: effects, onEvent: { events.add($0) })
+        configuration.crossfade = crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade) : nil
+        let player = AudioPlayer(items: items, configuration: configuration) { collector.make() }
         let report = try await player.play()
         #expect(collector.captured.count == 1)
         return (collector.captured.first ?? [], report, events, player.itemStates)
@@ -140,7 +141,7 @@ struct PlayerCompositionTests {
         let eq = AudioEqualizer(bands: [AudioEQBand(.lowShelf, frequency: 150, gain: 6)], rampSeconds: 0)
         let c = AudioPlayerItem.file(material.c).withGain(decibels: -4)
         let (heard, report, events, states) = try await Self.play([.file(material.a), .file(material.b), c], crossfade: crossfade,
-                                                                  replayGain: settings, tap: .init(position: position, callback: eq.processingTapCallback))
+                                                                  replayGain: settings, effects: [.init(position: position, callback: eq.processingTapCallback)])
         #expect(report.framesPlayed == Int64(expected.count / 2) && report.itemsPlayed == 3 && report.isComplete)
         #expect(difference(heard, expected, tolerance: 2e-5) == nil)
         // What was applied is said: each item's gain in dB, where its first frame plays.
@@ -171,7 +172,7 @@ struct PlayerCompositionTests {
                              : renders[0] + renders[1]
         var paths = good
         paths.insert(material.notAudio, at: badIndex)
-        let (heard, report, events, states) = try await Self.play(paths.map { .file($0) }, crossfade: crossfade, replayGain: nil, tap: nil)
+        let (heard, report, events, states) = try await Self.play(paths.map { .file($0) }, crossfade: crossfade, replayGain: nil, effects: [])
         #expect(report.framesPlayed == Int64(expected.count / 2), "every frame of the good items")
         #expect(difference(heard, expected) == nil)
         #expect(report.skipped.map(\.itemIndex) == [badIndex] && report.itemsPlayed == 2)
@@ -195,7 +196,7 @@ struct PlayerCompositionTests {
         var lengths: [Int64] = []
         for path in paths { lengths.append(Int64(try await rendered(path).samples.count / 2)) }
         let d = Int64((crossfade * 44_100).rounded())
-        let (_, report, events, states) = try await Self.play(paths.map { .file($0) }, crossfade: crossfade, replayGain: nil, tap: nil)
+        let (_, report, events, states) = try await Self.play(paths.map { .file($0) }, crossfade: crossfade, replayGain: nil, effects: [])
         #expect(report.framesPlayed == lengths.reduce(0, +) - 2 * d)
         #expect(states == [.finished, .finished, .finished])
         for index in paths.indices {
@@ -233,9 +234,10 @@ struct PlayerLoudnessTests {
         _ = try await run(try #require(Where.tool("sox")), ["-n", "-r", "48000", "-c", "2", "-b", "24", tone, "synth", "4", "sine", "1000", "vol", "0.0708"])
         let collector = SinkCollector()
         let eq = AudioEqualizer(bands: [AudioEQBand(.highShelf, frequency: 8_000, gain: 6)])
-        let player = AudioPlayer(items: [.file(tone), .file(tone)], makeSink: { collector.make() },
-                                 record: { samples, _ in collector.record(samples) },
-                                 processingTap: .init(position: .postEffects, callback: eq.processingTapCallback))
+        let player = AudioPlayer(items: [.file(tone), .file(tone)],
+                                 configuration: .init(effects: [.init(position: .postEffects, callback: eq.processingTapCallback)],
+                                                      record: { samples, _ in collector.record(samples) }),
+                                 makeSink: { collector.make() })
         let monitor = player.installLoudnessMeter()
         let report = try await player.play()
         #expect(report.framesPlayed == 2 * 4 * 48_000)

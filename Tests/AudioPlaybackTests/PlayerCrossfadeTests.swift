@@ -62,8 +62,10 @@ struct PlayerCrossfadeTests {
                      decoders: AudioDecoderRegistry = .shared) async throws -> (heard: [Float], frames: Int64, events: Events) {
         SoxrConverter.register()
         let collector = SinkCollector(), events = Events()
-        let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) }, outputFormat: outputFormat, makeSink: { collector.make() },
-                                 onEvent: { events.add($0) }, crossfade: crossfade, decoders: decoders)
+        let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) },
+                                 configuration: .init(outputFormat: outputFormat, crossfade: crossfade, onEvent: { events.add($0) },
+                                                      decoders: decoders),
+                                 makeSink: { collector.make() })
         let frames = try await player.play().framesPlayed
         #expect(collector.captured.count == 1)
         return (collector.captured.first ?? [], frames, events)
@@ -183,8 +185,9 @@ struct PlayerCrossfadeTests {
         let collector = SinkCollector(), events = Events()
         let items = [AudioPlayerItem.file(a), AudioPlayerItem(name: "claims a second") { _ in try ClaimingSource(short, claiming: 44_100) },
                      AudioPlayerItem.file(c)]
-        let player = AudioPlayer(items: items, makeSink: { collector.make() }, onEvent: { events.add($0) },
-                                 crossfade: try AudioPlayerCrossfade(seconds: 0.25))
+        let player = AudioPlayer(items: items,
+                                 configuration: .init(crossfade: try AudioPlayerCrossfade(seconds: 0.25), onEvent: { events.add($0) }),
+                                 makeSink: { collector.make() })
         let frames = try await player.play().framesPlayed
         let heard = try #require(collector.captured.first)
         #expect(frames == Int64(expected.count / 2))
@@ -208,8 +211,9 @@ struct PlayerCrossfadeTests {
         let collector = SinkCollector()
         var quiet = AudioPlayerItem.file(a)
         quiet.gain = 0.5
-        let player = AudioPlayer(items: [quiet, AudioPlayerItem.file(c).withGain(decibels: 20 * log10(2))], makeSink: { collector.make() },
-                                 crossfade: try AudioPlayerCrossfade(seconds: seconds))
+        let player = AudioPlayer(items: [quiet, AudioPlayerItem.file(c).withGain(decibels: 20 * log10(2))],
+                                 configuration: .init(crossfade: try AudioPlayerCrossfade(seconds: seconds)),
+                                 makeSink: { collector.make() })
         _ = try await player.play()
         let heard = try #require(collector.captured.first)
         #expect(difference(heard, expected) == nil)
@@ -246,8 +250,10 @@ struct PlayerCrossfadeTests {
         let b = try await Self.tone(folder, "b.wav", rate: 44_100, channels: 2, seconds: 0.6, frequency: 660)
         let (ra, rb) = (try await rendered(a).samples, try await rendered(b).samples)
         let collector = SinkCollector(), events = Events()
-        let player = AudioPlayer(items: [.file(a), .file(b)], makeSink: { collector.make(pacing: .realTime) },
-                                 onEvent: { events.add($0) }, crossfade: try AudioPlayerCrossfade(seconds: 0.2, curve: .equalPower))
+        let player = AudioPlayer(items: [.file(a), .file(b)],
+                                 configuration: .init(crossfade: try AudioPlayerCrossfade(seconds: 0.2, curve: .equalPower),
+                                                      onEvent: { events.add($0) }),
+                                 makeSink: { collector.make(pacing: .realTime) })
         let playing = Task { try await player.play() }
         for await status in player.positions(every: .milliseconds(20)) where status.position >= 0.3 {
             await player.skip()
@@ -283,8 +289,10 @@ struct PlayerCrossfadeTests {
         let b = try await Self.tone(folder, "b.wav", rate: 44_100, channels: 2, seconds: 0.6, frequency: 660)
         let (ra, rb) = (try await rendered(a).samples, try await rendered(b).samples)
         let collector = SinkCollector(), events = Events()
-        let player = AudioPlayer(items: [.file(a), .file(b)], makeSink: { collector.make(pacing: .realTime) },
-                                 onEvent: { events.add($0) }, crossfade: crossfading ? try AudioPlayerCrossfade(seconds: 0.2, curve: .equalPower) : nil)
+        let player = AudioPlayer(items: [.file(a), .file(b)],
+                                 configuration: .init(crossfade: crossfading ? try AudioPlayerCrossfade(seconds: 0.2, curve: .equalPower) : nil,
+                                                      onEvent: { events.add($0) }),
+                                 makeSink: { collector.make(pacing: .realTime) })
         let playing = Task { try await player.play() }
         var reachedSeek: Double?
         for await status in player.positions(every: .milliseconds(20)) where status.position >= 0.3 {
@@ -346,10 +354,12 @@ struct PlayerItemStartTests {
         let sink = NullSink(pacing: .realTime, latency: .milliseconds(latencyMilliseconds), period: .milliseconds(10))
         let held = latencyMilliseconds * 48
         let seen = Seen()
-        let player = AudioPlayer(items: [.file(a), .file(b)], outputFormat: .fixed(sampleRate: 48_000, channels: 2), makeSink: { sink },
-                                 onEvent: { event in
-                                     if case .itemStarted(let index, _, _, _) = event { seen.frames.withLock { $0[index] = sink.framesReceived - held } }
-                                 }, crossfade: crossfading ? try AudioPlayerCrossfade(seconds: 0.1) : nil)
+        var configuration = AudioPlayer.Configuration(outputFormat: .fixed(sampleRate: 48_000, channels: 2))
+        configuration.crossfade = crossfading ? try AudioPlayerCrossfade(seconds: 0.1) : nil
+        configuration.onEvent = { event in
+            if case .itemStarted(let index, _, _, _) = event { seen.frames.withLock { $0[index] = sink.framesReceived - held } }
+        }
+        let player = AudioPlayer(items: [.file(a), .file(b)], configuration: configuration) { sink }
         _ = try await player.play()
         // Item 1's first frame at the sink: item 0's 48 000 frames (less the crossfade).
         let first = 48_000 - (crossfading ? 4_800 : 0)

@@ -35,8 +35,9 @@ import Synchronization
         FLACDecoder.register()
         SoxrConverter.register()
         let collector = SinkCollector(), events = Events()
-        let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) }, makeSink: { collector.make() },
-                                 onEvent: { events.add($0) }, onItemFailure: policy, decoders: AACDecoderChoice.current.registry)
+        let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) },
+                                 configuration: .init(onItemFailure: policy, onEvent: { events.add($0) }, decoders: AACDecoderChoice.current.registry),
+                                 makeSink: { collector.make() })
         return (player, collector, events)
     }
 

@@ -10,7 +10,7 @@ import CodecTestSupport
 @Suite struct PlayerReplayTests {
     @Test func playAfterTheEndPlaysTheListAgain() async throws {
         let tone = TestPaths.fixture("tone-440hz-mono-s16.wav")   // 44 100 frames of PCM
-        let player = AudioPlayer(items: [.file(tone), .file(tone)], makeSink: { NullSink(pacing: .unpaced) })
+        let player = AudioPlayer(items: [.file(tone), .file(tone)], configuration: .init(), makeSink: { NullSink(pacing: .unpaced) })
         let states = player.events()
         let first = try await player.play().framesPlayed
         #expect(first == 88_200)
@@ -31,7 +31,8 @@ import CodecTestSupport
 @Suite struct PlayerPositionTests {
     @Test func positionsMoveWhileSoundPlaysAndEndWithPlayback() async throws {
         let tone = TestPaths.fixture("tone-440hz-mono-s16.wav")   // 1 s
-        let player = AudioPlayer(items: [.file(tone)], buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5),
+        let player = AudioPlayer(items: [.file(tone)],
+                                 configuration: .init(buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5)),
                                  makeSink: { NullSink(pacing: .realTime) })
         let positions = player.positions(every: .milliseconds(100))
         let collected = Task { () -> [AudioPlayer.Status] in
@@ -65,7 +66,7 @@ import CodecTestSupport
         let a = try await PlayerCrossfadeTests.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 0.6, frequency: 440)
         let b = try await PlayerCrossfadeTests.tone(folder, "b.wav", rate: 48_000, channels: 2, seconds: 0.3, frequency: 660)
         SoxrConverter.register()
-        let player = AudioPlayer(items: [.file(a), .file(b)], makeSink: { NullSink(pacing: .realTime) })
+        let player = AudioPlayer(items: [.file(a), .file(b)], configuration: .init(), makeSink: { NullSink(pacing: .realTime) })
         let positions = player.positions(every: .milliseconds(20))
         let collected = Task { () -> [AudioPlayer.Status] in
             var all: [AudioPlayer.Status] = []

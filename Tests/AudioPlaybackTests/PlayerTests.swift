@@ -40,11 +40,10 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
     if outputFormat != .itemFormat {
         recording = { (samples: UnsafeBufferPointer<Float>, _: AudioStreamDescription) in collector.record(samples) }
     }
-    let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) }, loops: loops, startSeconds: seek,
-                                 outputFormat: outputFormat,
-                                 makeSink: { collector.make() },
-                                 record: recording,
-                                 timePitch: timePitch, playRate: rate, decoders: AACDecoderChoice.current.registry)
+    let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) },
+                             configuration: .init(loops: loops, startSeconds: seek, outputFormat: outputFormat, timePitch: timePitch,
+                                                  playRate: rate, record: recording, decoders: AACDecoderChoice.current.registry),
+                             makeSink: { collector.make() })
     let frames = try await player.play().framesPlayed
     return (collector, frames)
 }
@@ -79,7 +78,7 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         traits.preRollPackets = { _ in 1_500 }
         registry.register(AudioDecoderFactory(name: "long pre-roll", formats: base.formats, priority: 99, traits: traits, make: base.make))
         let collector = SinkCollector()
-        let player = AudioPlayer(items: [.file(path)], startSeconds: 39.5, makeSink: { collector.make() }, decoders: registry)
+        let player = AudioPlayer(items: [.file(path)], configuration: .init(startSeconds: 39.5, decoders: registry), makeSink: { collector.make() })
         DispatchQueue.global().asyncAfter(deadline: .now() + 60) { player.stop() }   // a stall fails, not hangs
         let frames = try await player.play().framesPlayed
         let file = try AudioFile(path: path)
@@ -194,8 +193,9 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
 
     /// A recording has one format: with the sink reopened per item it is refused, not garbled.
     @Test func recordingWithEachItemsFormatIsRefused() async throws {
-        let player = AudioPlayer(items: [.file(Where.fixture("demo-melody.m4a"))], outputFormat: .itemFormat,
-                                     makeSink: { NullSink(pacing: .unpaced) }, record: { _, _ in })
+        let player = AudioPlayer(items: [.file(Where.fixture("demo-melody.m4a"))],
+                                 configuration: .init(outputFormat: .itemFormat, record: { _, _ in }),
+                                 makeSink: { NullSink(pacing: .unpaced) })
         await #expect { try await player.play() } throws: { error in
             let failure = error as? AudioPlayerError
             return failure?.stage == .request && (failure?.underlying as? AudioQueueError)?.code == .invalidParameter
@@ -228,15 +228,14 @@ func play(_ paths: [String], loops: Int = 1, seek: Double = 0, timePitch: TimePi
         let expected = try await rendered(m4a).samples.map { -($0 * 0.5) }
         let collector = SinkCollector()
         let tapped = TapCount()
-        let player = AudioPlayer(items: [.file(m4a)], volume: 0.5, makeSink: { collector.make() },
-                                     record: { samples, _ in collector.record(samples) },
-                                     processingTap: .init(position: .postEffects) { tap, frames, output, _ in
+        let player = AudioPlayer(items: [.file(m4a)],
+                                 configuration: .init(volume: 0.5, effects: [.init(position: .postEffects) { tap, frames, output, _ in
                                          let got = tap.getSourceAudio(frames: frames, into: output)
                                          let channels = tap.processingFormat.channelsPerFrame
                                          for i in 0..<(got.frames * channels) { output[i] = -output[i] }
                                          tapped.frames.add(Int64(got.frames), ordering: .relaxed)
                                          return got.frames
-                                     }, decoders: AACDecoderChoice.current.registry)
+                                     }], record: { samples, _ in collector.record(samples) }, decoders: AACDecoderChoice.current.registry), makeSink: { collector.make() })
         let frames = try await player.play().framesPlayed
         #expect(frames == Int64(expected.count / 2))
         #expect(tapped.frames.load(ordering: .relaxed) == frames)

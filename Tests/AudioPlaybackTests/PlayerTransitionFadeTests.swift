@@ -37,8 +37,9 @@ struct PlayerTransitionFadeTests {
         let fade = 441   // 10 ms
         let sink = NullSink(pacing: .realTime, latency: .milliseconds(40), capturing: true)
         let recording = Recording()
-        let player = AudioPlayer(items: [.file(path)], makeSink: { sink }, record: { buffer, _ in recording.add(buffer) },
-                                 transitionFade: 0.01)
+        let player = AudioPlayer(items: [.file(path)],
+                                 configuration: .init(transitionFade: 0.01, record: { buffer, _ in recording.add(buffer) }),
+                                 makeSink: { sink })
         let playing = Task { try await player.play() }
         #expect(await sink.waitForFrames(20_000))
         let pausedAt = sink.framesReceived
@@ -87,7 +88,7 @@ struct PlayerTransitionFadeTests {
         let path = try await PlayerCrossfadeTests.tone(folder, "a.wav", rate: 44_100, channels: 2, seconds: 3, frequency: 441)
         let source = try await rendered(path).samples
         let sink = NullSink(pacing: .realTime, latency: .milliseconds(40), capturing: true)
-        let player = AudioPlayer(items: [.file(path)], makeSink: { sink }, transitionFade: 0.01)
+        let player = AudioPlayer(items: [.file(path)], configuration: .init(transitionFade: 0.01), makeSink: { sink })
         let playing = Task { try await player.play() }
         #expect(await sink.waitForFrames(20_000))
         // A seek to a place where the tone is at another phase: without the fades, a step.

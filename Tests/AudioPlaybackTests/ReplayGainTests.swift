@@ -67,7 +67,7 @@ import TestSupport
 
         func played(_ settings: ReplayGainSettings?) async throws -> [Float] {
             let collector = SinkCollector()
-            let player = AudioPlayer(items: [.file(path)], makeSink: { collector.make() }, replayGain: settings)
+            let player = AudioPlayer(items: [.file(path)], configuration: .init(replayGain: settings), makeSink: { collector.make() })
             _ = try await player.play()
             return collector.captured.first ?? []
         }
@@ -109,7 +109,9 @@ import TestSupport
         AudioCodecs.registerAll()
         let plain = try paths.map { try render($0).samples }
         let collector = SinkCollector()
-        let player = AudioPlayer(items: paths.map { .file($0) }, makeSink: { collector.make() }, replayGain: ReplayGainSettings(mode: .auto))
+        let player = AudioPlayer(items: paths.map { .file($0) },
+                                 configuration: .init(replayGain: ReplayGainSettings(mode: .auto)),
+                                 makeSink: { collector.make() })
         _ = try await player.play()
         let heard = collector.captured.first ?? []
         try #require(heard.count == plain.map(\.count).reduce(0, +))

@@ -207,8 +207,10 @@ final class StreamReader: @unchecked Sendable {
             return source
         }
         let sink = self.sink
-        player = AudioPlayer(items: [item], buffering: .init(startSeconds: 0.2, restartSeconds: 0.5, maximumSeconds: 2),
-                                 makeSink: { sink }, onEvent: { events.add($0) })
+        player = AudioPlayer(items: [item],
+                             configuration: .init(buffering: .init(startSeconds: 0.2, restartSeconds: 0.5, maximumSeconds: 2),
+                                                  onEvent: { events.add($0) }),
+                             makeSink: { sink })
         let player = self.player!
         playing = Task { try await player.play().framesPlayed }
     }

@@ -51,9 +51,9 @@ import TestSupport
         let recorded = Watched<[Float]>([])
         let events = Watched<[AudioPlayerEvent]>([])
         let player = AudioPlayer(items: [.url(server.url("a.mp3"), configuration: quick), .url(server.url("b.mp3"), configuration: quick)],
-                                 buffering: .init(startSeconds: 0.3, restartSeconds: 0.3, maximumSeconds: 1),
-                                 makeSink: { NullSink(pacing: .realTime) },
-                                 record: { samples, _ in recorded.update { $0 += samples } })
+                                 configuration: .init(buffering: .init(startSeconds: 0.3, restartSeconds: 0.3, maximumSeconds: 1),
+                                                      record: { samples, _ in recorded.update { $0 += samples } }),
+                                 makeSink: { NullSink(pacing: .realTime) })
         let third = AudioPlayerItem.url(server.url("c.mp3"), configuration: quick)
         let seeks = Watched<[Double]>([])
         // Any number of consumers: one reacts, one only records.
@@ -131,9 +131,9 @@ import TestSupport
         defer { server.shutdown() }
         let recorded = Watched<Int>(0)
         let player = AudioPlayer(items: [.url(server.url("live"), configuration: quick)],
-                                 buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5),
-                                 makeSink: { NullSink(pacing: .realTime) },
-                                 record: { samples, _ in recorded.update { $0 += samples.count / 2 } })
+                                 configuration: .init(buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5),
+                                                      record: { samples, _ in recorded.update { $0 += samples.count / 2 } }),
+                                 makeSink: { NullSink(pacing: .realTime) })
         let done = Task { try await player.play() }
         try #require(await recorded.wait(timeout: .seconds(20)) { $0 >= 8820 }, "playback did not get going")
         let refusal = await #expect(throws: AudioPlayerError.self) { try await player.seek(to: 5) }

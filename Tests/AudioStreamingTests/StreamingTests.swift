@@ -65,8 +65,10 @@ func playStreamToTheEnd(_ items: [AudioPlayerItem], seek: Double = 0, loops: Int
     MPG123Decoder.register()
     FAADDecoder.register()
     let capture = Capture()
-    let player = AudioPlayer(items: items, loops: loops, startSeconds: seek, makeSink: { capture.makeSink() },
-                                 onEvent: { capture.add($0) }, decoders: AACDecoderChoice.current.registry)
+    let player = AudioPlayer(items: items,
+                             configuration: .init(loops: loops, startSeconds: seek, onEvent: { capture.add($0) },
+                                                  decoders: AACDecoderChoice.current.registry),
+                             makeSink: { capture.makeSink() })
     // A watchdog: a player that does not end within a minute is stopped (the test then fails on
     // its frames) rather than hanging the suite.
     DispatchQueue.global().asyncAfter(deadline: .now() + 60) { player.stop() }
@@ -346,14 +348,14 @@ let quick = HTTPStreamConfiguration(stallTimeout: .seconds(2), connectTimeout: .
         // them, with deadlines.
         let recorded = Watched<[Float]>([])
         let states = Watched<[AudioPlayerState]>([])
-        let player = AudioPlayer(items: [.url(server.url(name), configuration: quick)],
-                                     buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5),
-                                     makeSink: { NullSink(pacing: .realTime) },
-                                     record: { samples, _ in recorded.update { $0 += samples } },
-                                     onEvent: { event in
-                                         capture.add(event)
-                                         if case .state(let state) = event { states.update { $0.append(state) } }
-                                     }, decoders: AACDecoderChoice.current.registry)
+        var configuration = AudioPlayer.Configuration(buffering: .init(startSeconds: 0.2, restartSeconds: 0.2, maximumSeconds: 0.5),
+                                                      record: { samples, _ in recorded.update { $0 += samples } },
+                                                      decoders: AACDecoderChoice.current.registry)
+        configuration.onEvent = { event in
+            capture.add(event)
+            if case .state(let state) = event { states.update { $0.append(state) } }
+        }
+        let player = AudioPlayer(items: [.url(server.url(name), configuration: quick)], configuration: configuration) { NullSink(pacing: .realTime) }
         let done: Task<Int64, any Error> = Task { try await player.play().framesPlayed }
         // 0.3 s (stereo, 44.1 kHz) have been handed to the real-time sink.
         try #require(await recorded.wait(timeout: .seconds(20)) { $0.count >= 13_230 * 2 }, "playback did not get going")

@@ -113,8 +113,9 @@ func streamsGetTheirReplayGainWithACrossfade() async throws {
     defer { server.shutdown() }
     let capture = Capture()
     let player = AudioPlayer(items: [.url(server.url("a.flac"), configuration: quick), .url(server.url("b.flac"), configuration: quick)],
-                             makeSink: { capture.makeSink() }, onEvent: { capture.add($0) },
-                             crossfade: try AudioPlayerCrossfade(seconds: 0.25), replayGain: ReplayGainSettings(mode: .track))
+                             configuration: .init(crossfade: try AudioPlayerCrossfade(seconds: 0.25),
+                                                  replayGain: ReplayGainSettings(mode: .track), onEvent: { capture.add($0) }),
+                             makeSink: { capture.makeSink() })
     let report = try await player.play()
     #expect(report.framesPlayed == Int64(expected.count / 2))
     #expect(difference(capture.samples, expected, tolerance: 1e-6) == nil)

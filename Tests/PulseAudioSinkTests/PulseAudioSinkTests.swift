@@ -430,8 +430,9 @@ struct PlayerThroughPulseAudioTests {
 
         let server = try await PrivateServer.start()
         try await server.startRecording()
-        let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) }, outputFormat: .fixed(sampleRate: 44100, channels: 2),
-                                     makeSink: {
+        let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) },
+                                 configuration: .init(outputFormat: .fixed(sampleRate: 44100, channels: 2)),
+                                 makeSink: {
                                          PulseAudioSink(configuration: .init(server: server.address, device: "out", targetLatency: .milliseconds(50),
                                                                              applicationName: "PlayerThroughPulseAudioTests"))
                                      })

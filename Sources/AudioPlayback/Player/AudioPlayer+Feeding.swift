@@ -348,7 +348,8 @@ extension AudioPlayer {
                 if let record { box.set(SiphonRecorder(format: format, record: record)) }
                 feed.observedFormat = format
                 startLoudnessMeter()
-                if let processingTap { try queue.installProcessingTap(processingTap.position, callback: processingTap.callback) }
+                // The caller's effects, in order at each position (an equaliser and a meter together).
+                for effect in configuration.effects { try queue.addProcessingTap(effect.position, callback: effect.callback) }
             }
             if play { try queue.start() }
         } catch {

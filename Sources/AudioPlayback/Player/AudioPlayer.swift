@@ -33,23 +33,25 @@ public final class AudioPlayer: Sendable {
     public var items: [AudioPlayerItem] { shared.withLock { $0.items } }
     /// The items' names (paths or URLs).
     public var paths: [String] { items.map(\.name) }
+    /// What the player was made with (``Configuration``).
+    public let configuration: Configuration
     /// How many times the whole list plays.
-    public let loops: Int
+    public var loops: Int { configuration.loops }
     /// Where in the first item playback starts.
-    public let startSeconds: Double
+    public var startSeconds: Double { configuration.startSeconds }
     /// How much is enqueued ahead.
-    public let buffering: Buffering
+    public var buffering: Buffering { configuration.buffering }
     /// The format the sink plays.
-    public let outputFormat: OutputFormat
+    public var outputFormat: OutputFormat { configuration.outputFormat }
     /// How play rate and pitch apply (nil: time-pitch off, the rate cannot change).
-    public let timePitch: TimePitchAlgorithm?
+    public var timePitch: TimePitchAlgorithm? { configuration.timePitch }
 
-    let timePitchEngines: TimePitchEngineRegistry
-    let decoders: AudioDecoderRegistry
-    let resamplers: AudioResamplerRegistry
+    var timePitchEngines: TimePitchEngineRegistry { configuration.timePitchEngines }
+    var decoders: AudioDecoderRegistry { configuration.decoders }
+    var resamplers: AudioResamplerRegistry { configuration.resamplers }
     let makeSink: @Sendable () -> any AudioSink
-    let record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)?
-    let eventHandler: (@Sendable (AudioPlayerEvent) -> Void)?
+    var record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? { configuration.record }
+    var eventHandler: (@Sendable (AudioPlayerEvent) -> Void)? { configuration.onEvent }
     /// Where everything the player does with its queue happens, in order.
     let work = DispatchQueue(label: "AudioPlayback.player")
 
@@ -108,95 +110,75 @@ public final class AudioPlayer: Sendable {
     /// The meter asked for (it meters from the first frame once the output format is known).
     let loudnessRequest = Lock<AudioPlayerLoudnessMonitor?>(nil)
 
-    /// - Parameters:
-    ///   - items: the list, played in order.
-    ///   - loops: how many times the list plays (gaplessly from its end to its start).
-    ///   - volume: the player's volume (0...1), applied after each item's gain.
-    ///   - startSeconds: where in the first item to start (frame-exact).
-    ///   - buffering: how many buffers of how many packets each item keeps enqueued.
-    ///   - outputFormat: the format the sink plays (see ``OutputFormat``).
-    ///   - makeSink: the sink (called once, when playback begins).
-    ///   - record: receives exactly the frames handed to the sink, in order, after volume and play
-    ///     rate, on a thread of its own (the render thread only copies them into a ring); all of
-    ///     them before ``play()`` returns. Needs one output format (not ``OutputFormat/itemFormat``).
-    ///   - onEvent: called with every ``AudioPlayerEvent`` (also available from ``events()``).
-    ///   - timePitch: turns play rate (and, for ``/BufferQueue/TimePitchAlgorithm/spectral``, pitch) on:
-    ///     see ``setPlayRate(_:pitch:)``.
-    ///   - playRate: the play rate to start with (0.25...4).
-    ///   - pitch: the pitch shift in cents to start with (-2400...2400, spectral only).
-    ///   - pan: the balance to start with (-1 left ... 1 right; no effect on mono).
-    ///   - processingTap: the caller's processing tap on the player's queue (see ``ProcessingTap``).
-    ///   - onItemFailure: an item that cannot be opened or read is skipped (the default: the rest
-    ///     of the list plays, gaplessly) or ends playback.
-    ///   - crossfade: items join with a crossfade (see ``AudioPlayerCrossfade``); nil or 0 seconds:
-    ///     gaplessly. Crossfading items are decoded and converted to the output format on the
-    ///     player's queue and enqueued as PCM; it needs one output format (not ``OutputFormat/itemFormat``).
-    ///   - replayGain: applies each item's ReplayGain (or Opus R128) tags as its gain, read once
-    ///     its source is ready; nil (the default) or ``ReplayGainSettings/Mode/off``: none. It
-    ///     multiplies ``AudioPlayerItem/gain`` and applies before a crossfade.
-    ///   - transitionFade: seconds of a fade out at ``pause()``, ``stop()``, ``seek(to:)`` and
-    ///     ``skip()``, and of a fade in after them, so the sound does not stop or start with a
-    ///     click (5–20 ms does that; at most 0.1). What is faded out is played, and the next frame
-    ///     after it is the first one played again: a pause loses no frame. The pause, seek or stop
-    ///     takes effect once the fade has been heard (the sink's latency later). 0, the default:
-    ///     no fade, the output exactly the items' frames.
-    ///   - decoders: where the queue finds each item's decoder.
-    ///   - resamplers: where the converter finds its resampler for items of other rates.
-    ///   - timePitchEngines: where the spectral algorithm finds its engine (register `RubberBandTimePitch`).
-    public init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
-                buffering: Buffering = Buffering(), outputFormat: OutputFormat = .firstItem,
-                makeSink: @escaping @Sendable () -> any AudioSink,
-                record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil,
-                onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil,
-                timePitch: TimePitchAlgorithm? = nil, playRate: Float = 1, pitch: Float = 0,
-                pan: Float = 0, processingTap: ProcessingTap? = nil, onItemFailure: AudioPlayerItemFailurePolicy = .skip,
-                crossfade: AudioPlayerCrossfade? = nil, replayGain: ReplayGainSettings? = nil, transitionFade: Double = 0,
-                decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
-                timePitchEngines: TimePitchEngineRegistry = .shared) {
-        self.loops = max(loops, 1)
-        self.replayGain = replayGain
-        self.processingTap = processingTap
-        self.onItemFailure = onItemFailure
-        self.crossfade = crossfade
-        self.transitionFade = transitionFade.isFinite ? min(max(transitionFade, 0), 0.1) : 0
-        self.startSeconds = max(startSeconds, 0)
-        self.buffering = buffering
-        self.outputFormat = outputFormat
+    /// A player of `items`, made as `configuration` says, that plays through the sink `makeSink`
+    /// makes (called once, when playback begins: `AudioOutputDevice.makeSink` of the AudioOutput
+    /// module, or a sink of your own).
+    ///
+    /// ```swift
+    /// var configuration = AudioPlayer.Configuration()
+    /// configuration.crossfade = try AudioPlayerCrossfade(seconds: 3)
+    /// configuration.replayGain = ReplayGainSettings(mode: .auto, preamp: 3)
+    /// configuration.effects = [.init(position: .postEffects, callback: equalizer.processingTapCallback)]
+    /// let player = AudioPlayer(items: paths.map { .file($0) }, configuration: configuration) { PulseAudioSink() }
+    /// ```
+    public init(items: [AudioPlayerItem], configuration: Configuration = Configuration(),
+                makeSink: @escaping @Sendable () -> any AudioSink) {
+        var configuration = configuration
+        configuration.loops = max(configuration.loops, 1)
+        configuration.startSeconds = max(configuration.startSeconds, 0)
+        configuration.transitionFade = configuration.transitionFade.isFinite ? min(max(configuration.transitionFade, 0), 0.1) : 0
+        self.configuration = configuration
         self.makeSink = makeSink
-        self.record = record
-        self.timePitch = timePitch
-        self.timePitchEngines = timePitchEngines
-        self.decoders = decoders
-        self.resamplers = resamplers
-        eventHandler = onEvent
+        let crossfade = configuration.crossfade
         confined = QueueBound(PlayerFeed(join: crossfade.flatMap { $0.seconds > 0 ? CrossfadeJoin(crossfade: $0) : nil },
-                                         start: max(startSeconds, 0)), on: work)
+                                         start: configuration.startSeconds), on: work)
         var state = Shared(machine: PlayerMachine(items: items.map(\.id)), items: items)
-        state.playRate = playRate
-        state.pitch = pitch
-        state.volume = volume
-        state.pan = pan
+        state.playRate = configuration.playRate
+        state.pitch = configuration.pitch
+        state.volume = configuration.volume
+        state.pan = configuration.pan
         shared = Lock(state)
+    }
+
+    /// The initialiser before ``Configuration``: each of its parameters is the configuration's
+    /// property of that name (`processingTap` is one of ``Configuration/effects``).
+    @available(*, deprecated, message: "use init(items:configuration:makeSink:) with an AudioPlayer.Configuration")
+    public convenience init(items: [AudioPlayerItem], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
+                            buffering: Buffering = Buffering(), outputFormat: OutputFormat = .firstItem,
+                            makeSink: @escaping @Sendable () -> any AudioSink,
+                            record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil,
+                            onEvent: (@Sendable (AudioPlayerEvent) -> Void)? = nil,
+                            timePitch: TimePitchAlgorithm? = nil, playRate: Float = 1, pitch: Float = 0,
+                            pan: Float = 0, processingTap: ProcessingTap? = nil, onItemFailure: AudioPlayerItemFailurePolicy = .skip,
+                            crossfade: AudioPlayerCrossfade? = nil, replayGain: ReplayGainSettings? = nil, transitionFade: Double = 0,
+                            decoders: AudioDecoderRegistry = .shared, resamplers: AudioResamplerRegistry = .shared,
+                            timePitchEngines: TimePitchEngineRegistry = .shared) {
+        self.init(items: items, configuration: Configuration(
+            loops: loops, startSeconds: startSeconds, volume: volume, pan: pan, buffering: buffering, outputFormat: outputFormat,
+            crossfade: crossfade, transitionFade: transitionFade, replayGain: replayGain, effects: processingTap.map { [$0] } ?? [],
+            onItemFailure: onItemFailure, timePitch: timePitch, playRate: playRate, pitch: pitch, record: record, onEvent: onEvent,
+            decoders: decoders, resamplers: resamplers, timePitchEngines: timePitchEngines), makeSink: makeSink)
     }
 
     /// Plays local files (see ``AudioPlayerItem/file(_:)``).
     public convenience init(paths: [String], loops: Int = 1, volume: Float = 1, startSeconds: Double = 0,
                             makeSink: @escaping @Sendable () -> any AudioSink,
                             record: (@Sendable (UnsafeBufferPointer<Float>, AudioStreamDescription) -> Void)? = nil) {
-        self.init(items: paths.map { AudioPlayerItem.file($0) }, loops: loops, volume: volume, startSeconds: startSeconds,
-                  makeSink: makeSink, record: record)
+        self.init(items: paths.map { AudioPlayerItem.file($0) },
+                  configuration: Configuration(loops: loops, startSeconds: startSeconds, volume: volume, record: record), makeSink: makeSink)
     }
 
-    /// The caller's processing tap, installed when playback begins.
-    public let processingTap: ProcessingTap?
+    /// The caller's first processing tap (``Configuration/effects`` has them all).
+    @available(*, deprecated, message: "use configuration.effects")
+    public var processingTap: ProcessingTap? { configuration.effects.first }
     /// What happens when an item cannot be opened or read.
-    public let onItemFailure: AudioPlayerItemFailurePolicy
+    public var onItemFailure: AudioPlayerItemFailurePolicy { configuration.onItemFailure }
     /// How items join (nil: gaplessly).
-    public let crossfade: AudioPlayerCrossfade?
+    public var crossfade: AudioPlayerCrossfade? { configuration.crossfade }
     /// How items' ReplayGain and R128 tags apply (nil: they do not).
-    public let replayGain: ReplayGainSettings?
+    public var replayGain: ReplayGainSettings? { configuration.replayGain }
     /// Seconds of the fades at pause, resume, stop, seek and skip (0: none).
-    public let transitionFade: Double
+    public var transitionFade: Double { configuration.transitionFade }
 
     /// A new stream of every event from now on, in order; any number of consumers may each have
     /// one. It finishes when playback ends (at once, when it has ended).

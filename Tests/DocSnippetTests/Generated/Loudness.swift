@@ -40,11 +40,13 @@ func docSnippets_Loudness() async throws {
     if let normalization = LoudnessNormalization(reading, target: -16, truePeakCeiling: -1) {
         print(normalization.gain, normalization.isLimitedByCeiling)
     }
-    // Docs/Loudness.md, snippet 5
-    let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) },
-                             makeSink: { NullSink() },
-                             replayGain: ReplayGainSettings(mode: .album, preamp: 0))
-    _ = player
+    do { // Docs/Loudness.md, snippet 5
+        let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) },
+                                 configuration: .init(replayGain: ReplayGainSettings(mode: .album, preamp: 0))) { NullSink() }
+        let meter = player.installLoudnessMeter()     // what is played: after the gains, crossfades and effects
+        _ = player
+        _ = meter
+    }
     // Docs/Loudness.md, snippet 6
     try AudioFileTagWriter.update(path: "track.flac", setting: [("REPLAYGAIN_TRACK_GAIN", "-6.20 dB"),
                                                               ("REPLAYGAIN_TRACK_PEAK", "0.891251")])

@@ -59,8 +59,7 @@ func docSnippets_Mixing() async throws {
     // Docs/Mixing.md, snippet 5
 
     let player = AudioPlayer(items: paths.map { AudioPlayerItem.file($0) },
-                             makeSink: { PulseAudioSink() },
-                             crossfade: try AudioPlayerCrossfade(seconds: 4, curve: .equalPower))
+                             configuration: .init(crossfade: try AudioPlayerCrossfade(seconds: 4, curve: .equalPower))) { PulseAudioSink() }
     try await player.play()
     _ = player
     // Docs/Mixing.md, snippet 6
