@@ -441,7 +441,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RealtimeTests",
-            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "PulseAudioSink", "ALSASink", "PipeWireSink", "SoxrConverter", "RubberBandTimePitch", "CRenderThreadCounter",
+            dependencies: ["BufferQueue", "AudioFileStream", "AudioPlayback", "FLACDecoder", "PulseAudioSink", "ALSASink", "PipeWireSink", "SoxrConverter", "RubberBandTimePitch", "CRenderThreadCounter",
                            "CodecTestSupport", "TestSupport"],
             path: "Tests/RealtimeTests"
         ),

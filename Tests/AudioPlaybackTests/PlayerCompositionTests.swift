@@ -250,3 +250,119 @@ struct PlayerLoudnessTests {
         #expect(monitor.error == nil)
     }
 }
+
+/// Random playlists against the model: 1–5 items drawn from tagged FLACs, an MP3, a WAV, a text
+/// file named like an MP3 and a missing file, each with its own gain; a crossfade of 0, 50 ms or
+/// 250 ms on either curve; ReplayGain off, track, album or auto with a pre-amp; an equaliser
+/// before volume, after it, both or neither; the loudness meter. What the sink gets is each good
+/// item's own render × its gain, joined by the curve, through the equalisers computed in double
+/// precision, within 2e-5; the report and each item's events say what happened. A few seeds in
+/// the suite; `AQ_COMPOSITION_CASES=N` runs N more.
+@Suite(.enabled(if: ["sox", "flac", "metaflac", "lame"].allSatisfy { Where.tool($0) != nil },
+                "sox, flac, metaflac or lame is missing (make deps installs them)"))
+struct RandomCompositionTests {
+    /// An RBJ cookbook shelf (`high` or low) in double precision, per channel.
+    static func shelf(_ samples: [Float], high: Bool, frequency: Double, gain: Double, q: Double = 0.7071, rate: Double = 44_100) -> [Float] {
+        if !high { return PlayerCompositionTests.lowShelf(samples, channels: 2, frequency: frequency, gain: gain, q: q, rate: rate) }
+        let a = pow(10, gain / 40), w = 2 * Double.pi * frequency / rate, alpha = sin(w) / (2 * q), cw = cos(w), root = 2 * sqrt(a) * alpha
+        let b0 = a * ((a + 1) + (a - 1) * cw + root), b1 = -2 * a * ((a - 1) + (a + 1) * cw), b2 = a * ((a + 1) + (a - 1) * cw - root)
+        let a0 = (a + 1) - (a - 1) * cw + root, a1 = 2 * ((a - 1) - (a + 1) * cw), a2 = (a + 1) - (a - 1) * cw - root
+        var out = [Float](repeating: 0, count: samples.count)
+        for c in 0..<2 {
+            var (x1, x2, y1, y2) = (0.0, 0.0, 0.0, 0.0)
+            for i in stride(from: c, to: samples.count, by: 2) {
+                let x = Double(samples[i])
+                let y = (b0 * x + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2) / a0
+                (x2, x1, y2, y1) = (x1, x, y1, y)
+                out[i] = Float(y)
+            }
+        }
+        return out
+    }
+
+    static var seeds: [UInt64] {
+        let extra = Int(ProcessInfo.processInfo.environment["AQ_COMPOSITION_CASES"] ?? "") ?? 0
+        return Array(1...UInt64(10 + max(extra, 0)))
+    }
+
+    @Test(arguments: seeds)
+    func aRandomPlaylistAgreesWithTheModel(_ seed: UInt64) async throws {
+        var random = SplitMix(seed: seed)
+        func pick<T>(_ choices: [T]) -> T { choices[Int(random.next() % UInt64(choices.count))] }
+        let material = try await PlayerCompositionTests.Material.make()
+        defer { try? FileManager.default.removeItem(at: material.folder) }
+        let wav = material.folder.appendingPathComponent("d.wav").path
+        _ = try await run(try #require(Where.tool("sox")), ["-r", "44100", "-n", "-r", "44100", "-c", "2", "-b", "16", wav, "synth", "0.7", "sine", "330", "vol", "0.5"])
+        AudioCodecs.registerAll()
+        MPG123Decoder.register()
+        // The kinds of item: (path, its tag's track gain and peak, or nil; whether it plays).
+        let kinds: [(path: String, tag: (gain: Double, peak: Double)?, good: Bool)] = [
+            (material.a, PlayerCompositionTests.Material.tags[0], true), (material.b, PlayerCompositionTests.Material.tags[1], true),
+            (material.c, nil, true), (wav, nil, true), (material.notAudio, nil, false), (material.folder.appendingPathComponent("gone.flac").path, nil, false),
+        ]
+        var renders: [String: [Float]] = [:]
+        for kind in kinds where kind.good { renders[kind.path] = try await rendered(kind.path).samples }
+        let count = 1 + Int(random.next() % 5)
+        let chosen = (0..<count).map { _ in (kind: pick(kinds), own: pick([0.0, -4.0, 2.0])) }
+        let crossfade = pick([0.0, 0.05, 0.25]), curve = pick(AudioFadeCurve.allCases)
+        let mode = pick([ReplayGainSettings.Mode.off, .track, .album, .auto]), preamp = pick([0.0, 1.5])
+        let (pre, post) = (pick([false, true]), pick([false, true]))
+        let described = "seed \(seed): \(chosen.map { ($0.kind.path as NSString).lastPathComponent + "@\($0.own)dB" }), crossfade \(crossfade) \(curve), "
+            + "ReplayGain \(mode) +\(preamp), EQ pre \(pre) post \(post)"
+
+        // The model: every good item's render × its gain, joined by the curve, through the EQs.
+        var joined: [Float] = []
+        var starts: [Int64] = [], gains: [Double] = []
+        let d = Int((crossfade * 44_100).rounded())
+        for item in chosen where item.kind.good {
+            var gain = Float(pow(10, item.own / 20))
+            if mode != .off, let tag = item.kind.tag { gain *= PlayerCompositionTests.tagGain(tag, preamp: preamp) }
+            let samples = try #require(renders[item.kind.path]).map { $0 * gain }
+            starts.append(Int64(joined.isEmpty ? 0 : joined.count / 2 - d))
+            gains.append(20 * log10(Double(gain)))
+            joined = joined.isEmpty ? samples
+                : d > 0 ? PlayerCrossfadeTests.crossfaded(joined, samples, channels: 2, frames: d, curve: curve) : joined + samples
+        }
+        if pre { joined = Self.shelf(joined, high: false, frequency: 150, gain: 6) }
+        if post { joined = Self.shelf(joined, high: true, frequency: 5_000, gain: -3) }
+
+        var configuration = AudioPlayer.Configuration(replayGain: mode == .off ? nil : ReplayGainSettings(mode: mode, preamp: preamp))
+        configuration.crossfade = crossfade > 0 ? try AudioPlayerCrossfade(seconds: crossfade, curve: curve) : nil
+        if pre {
+            configuration.effects.append(.init(position: .preEffects,
+                                               callback: AudioEqualizer(bands: [.init(.lowShelf, frequency: 150, gain: 6)], rampSeconds: 0).processingTapCallback))
+        }
+        if post {
+            configuration.effects.append(.init(position: .postEffects,
+                                               callback: AudioEqualizer(bands: [.init(.highShelf, frequency: 5_000, gain: -3)], rampSeconds: 0).processingTapCallback))
+        }
+        let events = PlayerCompositionTests.Events()
+        configuration.onEvent = { events.add($0) }
+        let collector = SinkCollector()
+        let items = chosen.map { AudioPlayerItem.file($0.kind.path).withGain(decibels: $0.own) }
+        let player = AudioPlayer(items: items, configuration: configuration) { collector.make() }
+        let meter = player.installLoudnessMeter()
+        let bad = chosen.indices.filter { !chosen[$0].kind.good }
+        guard bad.count < chosen.count else {
+            // Nothing can play: the first bad item's error.
+            await #expect(throws: AudioPlayerError.self, "\(described)") { try await player.play() }
+            #expect(events.all.compactMap { if case .itemSkipped(let index, _, _) = $0 { index } else { nil } } == bad, "\(described)")
+            return
+        }
+        let report = try await player.play()
+        let heard = collector.captured.first ?? []
+        #expect(report.framesPlayed == Int64(joined.count / 2), "\(described)")
+        #expect(difference(heard, joined, tolerance: 2e-5) == nil, "\(described)")
+        #expect(report.skipped.map(\.itemIndex) == bad, "\(described)")
+        #expect(report.itemsPlayed == chosen.count - bad.count, "\(described)")
+        for index in chosen.indices {
+            let expected = chosen[index].kind.good ? ["opened", "started", "finished"] : ["skipped"]
+            #expect(events.perItem[index] == expected, "item \(index) of \(described): \(events.perItem[index] ?? [])")
+        }
+        let started = events.starts
+        #expect(started.map(\.outputFrame) == starts, "\(described)")
+        for (start, gain) in zip(started, gains) { #expect(abs(start.gain - gain) < 1e-3, "\(described): \(start) against \(gain) dB") }
+        #expect(player.itemStates.enumerated().allSatisfy { chosen[$0.offset].kind.good == ($0.element == .finished) }, "\(described): \(player.itemStates)")
+        if report.framesPlayed > 44_100 { #expect(meter.reading.integrated.isFinite, "\(described)") }
+    }
+}

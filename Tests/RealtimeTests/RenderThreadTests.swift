@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import ALSASink
 import AudioFileStream
+@testable import AudioPlayback
+import FLACDecoder
 import BufferQueue
 import PulseAudioSink
 import PipeWireSink
@@ -503,4 +505,58 @@ extension RenderThreadContractTests {
                         && counts.wakes <= 4 * counts.renders, "\(counts)")
         }
 }
+}
+
+extension RenderThreadContractTests {
+    /// The player with everything at once — a crossfade, ReplayGain from tags, an equaliser before
+    /// and after volume, a siphon and the loudness meter — on the null sink's real-time thread:
+    /// between 0.3 s and 1.2 s of playback (a crossfade's join inside) the render thread
+    /// allocates, frees, waits on and calls into the kernel for nothing but the allowed wake of
+    /// the queue's worker.
+    @Suite(.serialized, .enabled(if: ["sox", "flac", "metaflac"].allSatisfy { Where.tool($0) != nil }, "sox, flac or metaflac is missing"))
+    struct PlayerRenderThreadTests {
+        @Test func aCrossfadingPlayerWithGainsEffectsAndAMeterRendersWithoutAllocatingOrWaiting() async throws {
+            FLACDecoder.register()
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("rt-player-\(UUID())")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            var items: [AudioPlayerItem] = []
+            for (index, gain) in [-3.0, 2.0, -1.0].enumerated() {
+                let wav = folder.appendingPathComponent("\(index).wav").path, flac = folder.appendingPathComponent("\(index).flac").path
+                for (tool, arguments) in [("sox", ["-r", "44100", "-n", "-r", "44100", "-c", "2", "-b", "16", wav, "synth", "0.7", "sine", "\(440 + 110 * index)", "vol", "0.3"]),
+                                          ("flac", ["-s", "-f", wav, "-o", flac]),
+                                          ("metaflac", [String(format: "--set-tag=REPLAYGAIN_TRACK_GAIN=%.2f dB", gain), flac])] {
+                    let result = try await runTool(try #require(Where.tool(tool)), arguments)
+                    #expect(result.status == 0, "\(tool)")
+                }
+                items.append(.file(flac))
+            }
+            let sink = NullSink(pacing: .realTime, capturing: true)
+            var configuration = AudioPlayer.Configuration(replayGain: ReplayGainSettings(mode: .track, preamp: 2))
+            configuration.crossfade = try AudioPlayerCrossfade(seconds: 0.2)
+            configuration.effects = [
+                .init(position: .preEffects, callback: AudioEqualizer(bands: [.init(.highPass, frequency: 40)]).processingTapCallback),
+                .init(position: .postEffects, callback: AudioEqualizer(bands: [.init(.lowShelf, frequency: 150, gain: 3)]).processingTapCallback),
+                .init(position: .siphon) { _, frames, _, _ in frames },
+            ]
+            let player = AudioPlayer(items: items, configuration: configuration) { sink }
+            let meter = player.installLoudnessMeter()
+            RenderThreadObserver.install(aq_render_observed)
+            defer { RenderThreadObserver.install(nil) }
+            let playing = Task { try await player.play() }
+            #expect(await sink.waitForFrames(44_100 * 3 / 10, timeout: .seconds(10)), "playback did not reach 0.3 s")
+            let identity = try #require(player.queue?.renderSourceIdentity)
+            aq_counting_arm(identity)
+            let reached = await sink.waitForFrames(44_100 * 12 / 10, timeout: .seconds(10))
+            let counts = RenderCounts(aq_counting_disarm())
+            #expect(reached, "playback did not reach 1.2 s")
+            let report = try await playing.value
+            counts.report("player: crossfade, ReplayGain, two EQs, a siphon, the loudness meter")
+            if !counts.isClean { aq_counting_print_sites() }
+            #expect(report.framesPlayed == 3 * 30_870 - 2 * 8_820 && report.isComplete, "\(report)")
+            #expect(meter.reading.integrated.isFinite, "the meter measured what played")
+            #expect(counts.renders >= 30, "\(counts)")
+            #expect(counts.isClean, "\(counts)")
+        }
+    }
 }
