@@ -366,3 +366,109 @@ struct RandomCompositionTests {
         if report.framesPlayed > 44_100 { #expect(meter.reading.integrated.isFinite, "\(described)") }
     }
 }
+
+/// A file's packets that fail to read from packet `failAt` on, as a stream that drops does: what
+/// was read before plays, the item is skipped there.
+final class FailingPacketSource: PacketSource {
+    let base: FilePacketSource
+    let failAt: Int64
+    private var next: Int64 = 0
+
+    init(path: String, failAt: Int64) throws {
+        base = FilePacketSource(file: try AudioFile(path: path))
+        self.failAt = failAt
+    }
+
+    var isReady: Bool { base.isReady }
+    var format: AudioStreamDescription { base.format }
+    var magicCookie: [UInt8]? { base.magicCookie }
+    var packetTable: AudioFilePacketTableInfo? { base.packetTable }
+    var rollDistance: Int? { base.rollDistance }
+    var duration: (frames: Int64, isEstimated: Bool)? { base.duration }
+    var title: String? { base.title }
+    var metadata: AudioFileMetadata? { base.metadata }
+    var channelLayout: AudioChannelLayout? { base.channelLayout }
+    var maximumPacketSize: Int? { base.maximumPacketSize }
+    func packet(forFrame frame: Int64) -> Int64? { base.packet(forFrame: frame) }
+    func frame(forPacket packet: Int64) -> Int64? { base.frame(forPacket: packet) }
+    func peekPackets(from first: Int64, count: Int) -> [[UInt8]]? { base.peekPackets(from: first, count: count) }
+
+    func seek(toPacket packet: Int64) throws {
+        try base.seek(toPacket: packet)
+        next = packet
+    }
+
+    func read(maxPackets: Int, maxBytes: Int) throws -> PacketRead {
+        guard next < failAt else { throw AudioQueueError(.invalidParameter, "the connection dropped at packet \(next)") }
+        // One packet at a time: the failure falls exactly at `failAt`.
+        let read = try base.read(maxPackets: 1, maxBytes: maxBytes)
+        if case .packets = read { next += 1 }
+        return read
+    }
+}
+
+extension PlayerCompositionTests {
+    /// An item that fails mid-way in a gapless list keeps what it read before the failure, and
+    /// the next item follows it without a gap.
+    @Test func anItemThatFailsMidwayKeepsWhatItGave() async throws {
+        let material = try await Material.make()
+        defer { try? FileManager.default.removeItem(at: material.folder) }
+        AudioCodecs.registerAll()
+        let (a, b) = (try await rendered(material.a).samples, try await rendered(material.b).samples)
+        let failAt: Int64 = 5
+        let kept = Int(try AudioFile(path: material.b).frame(forPacket: failAt))
+        try #require(kept > 0 && kept < b.count / 2)
+        let expected = a + Array(b[0..<(kept * 2)]) + a
+        let failing = AudioPlayerItem(name: "b (drops)") { _ in try FailingPacketSource(path: material.b, failAt: failAt) }
+        let (heard, report, events, states) = try await Self.play([.file(material.a), failing, .file(material.a)], crossfade: 0,
+                                                                  replayGain: nil, effects: [])
+        #expect(report.framesPlayed == Int64(expected.count / 2))
+        #expect(difference(heard, expected) == nil)
+        #expect(report.skipped.map(\.itemIndex) == [1] && report.skipped.first?.stage == .read, "\(report.skipped)")
+        #expect(events.perItem[1]?.first == "opened" && events.perItem[1]?.contains("skipped") == true, "\(events.perItem)")
+        #expect(states[0] == .finished && states[2] == .finished, "\(states)")
+    }
+
+    /// A crossfade into an item that fails while it is mixed in. Having given k frames: the
+    /// outgoing item plays to its end — its last D frames mixed with those k, then fading out alone
+    /// by the curve — and the next item joins it without a gap. Having given none: the next item
+    /// crossfades into the outgoing one, as if the failing one were not in the list. No frame of
+    /// the others is lost either way. (Failing at packet 1, 2, 3 or 4 of 4096 frames: before and
+    /// inside the mix of D = 11 025 frames.)
+    @Test func aCrossfadeIntoAnItemThatFailsPlaysTheOutgoingOneToItsEnd() async throws {
+        let material = try await Material.make()
+        defer { try? FileManager.default.removeItem(at: material.folder) }
+        AudioCodecs.registerAll()
+        let (a, b) = (try await rendered(material.a).samples, try await rendered(material.b).samples)
+        let (lengthA, d) = (a.count / 2, Int((0.25 * 44_100).rounded()))
+        var given: [Int64: Int] = [:]
+        for failAt: Int64 in [1, 2, 3, 4] {
+            let failing = AudioPlayerItem(name: "b (drops)") { _ in try FailingPacketSource(path: material.b, failAt: failAt) }
+            let (heard, report, _, states) = try await Self.play([.file(material.a), failing, .file(material.a)], crossfade: 0.25,
+                                                                 replayGain: nil, effects: [])
+            #expect(report.skipped.map(\.itemIndex) == [1], "\(report.skipped)")
+            #expect(states[0] == .finished && states[2] == .finished, "\(states)")
+            #expect(difference(Array(heard.prefix(2 * (lengthA - d))), Array(a.prefix(2 * (lengthA - d)))) == nil, "a up to its crossfade")
+            if report.framesPlayed == Int64(2 * lengthA - d) {
+                // b gave nothing: a crossfades into the next item.
+                given[failAt] = 0
+                #expect(difference(heard, PlayerCrossfadeTests.crossfaded(a, a, channels: 2, frames: d, curve: .equalPower)) == nil, "at \(failAt)")
+                continue
+            }
+            #expect(report.framesPlayed == Int64(2 * lengthA), "at \(failAt): a, then a again, every frame of both")
+            #expect(difference(Array(heard.suffix(2 * lengthA)), a) == nil, "at \(failAt): the next item whole, right after")
+            // The join: a's last D frames, mixed with b's first k frames, then faded by the curve.
+            let join = Array(heard[(2 * (lengthA - d))..<(2 * lengthA)]), tail = Array(a[(2 * (lengthA - d))...])
+            func gains(_ i: Int) -> (Float, Float) { PlayerCrossfadeTests.gains(.equalPower, i, d) }
+            func mixed(_ i: Int, _ c: Int) -> Float { tail[2 * i + c] * gains(i).0 + b[2 * i + c] * gains(i).1 }
+            func faded(_ i: Int, _ c: Int) -> Float { tail[2 * i + c] * gains(i).0 }
+            let k = (0..<d).first { i in (0..<2).allSatisfy { join[2 * i + $0] == faded(i, $0) } && (0..<2).contains { mixed(i, $0) != faded(i, $0) } } ?? d
+            given[failAt] = k
+            #expect(k > 0 && k < d, "at \(failAt): b gave \(k) of its frames before it failed")
+            #expect((0..<k).allSatisfy { i in (0..<2).allSatisfy { join[2 * i + $0] == mixed(i, $0) } }, "at \(failAt): mixed up to b's failure")
+            #expect((k..<d).allSatisfy { i in (0..<2).allSatisfy { join[2 * i + $0] == faded(i, $0) } }, "at \(failAt): faded alone after it")
+        }
+        // Both ways were met.
+        #expect(given.values.contains(0) && given.values.contains { $0 > 0 }, "frames given before the failure: \(given)")
+    }
+}

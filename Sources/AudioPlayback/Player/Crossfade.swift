@@ -507,16 +507,19 @@ final class CrossfadeItemFeeder: ItemFeeding {
     }
 
     /// ``render(_:into:)`` for the incoming item's frames mixed into the held ones. When the item
-    /// fails there, the mix ends with what it gave before the error is passed on, and the outgoing
-    /// item plays to its end: unfaded when the failing one gave nothing, else fading out after its
-    /// frames as the curve says (as for an item shorter than it claimed); the next item joins it
-    /// gaplessly.
+    /// fails there having given frames, the mix ends with them before the error is passed on: the
+    /// outgoing item plays to its end, fading out after them as the curve says (as for an item
+    /// shorter than it claimed), and the next item joins it gaplessly. When it gave none, the
+    /// join is left as it was: the next item crossfades into the outgoing one.
     private func renderMixing(_ frames: Int, into destination: UnsafeMutableBufferPointer<Float>, wanted: Int) throws -> Int {
         do {
             return try render(frames, into: destination)
         } catch {
-            // Nothing given: the outgoing frames stay as they are (a gapless join to what follows).
-            if mixesInBlocks == true && headFrames > 0 { join.endBlockMix(given: headFrames, of: wanted) } else { join.mix(headFrames: headFrames) }
+            // Nothing given: the join stays as it was, and the next item crossfades into the
+            // outgoing one as if this one were not in the list (as when an item cannot be opened).
+            if headFrames > 0 {
+                if mixesInBlocks == true { join.endBlockMix(given: headFrames, of: wanted) } else { join.mix(headFrames: headFrames) }
+            }
             headFrames = 0
             mixesInBlocks = nil
             mixPending = false
