@@ -323,6 +323,8 @@ extension AudioPlayer {
         }
         guard let result else { return }
         recorderBox.object?.finish()
+        // No render feeds the meter now: its reading is made whole (the gated measures included).
+        loudnessSlot.object?.state.publishFinal()
         feed.resolvePendingSeeks(with: .failure(AudioPlayerError(.request, underlying: AudioQueueError(.invalidRunState,
             "playback ended before the seek took effect"))))
         for subscriber in subscribers { subscriber.finish() }

@@ -6,8 +6,9 @@ extension AudioPlayer {
     /// together): every frame handed to the sink, once, in order — after the items' gains, the
     /// crossfades, volume and the taps, as heard — feeds a ``/BufferQueue/LoudnessMeter`` on the
     /// render path, which publishes its ``/BufferQueue/LoudnessReading`` at every 100 ms step for
-    /// any thread to read (momentary and short-term live; integrated, range and true peak of
-    /// everything played since the start or the last ``AudioPlayerLoudnessMonitor/reset()``).
+    /// any thread to read (momentary, short-term and the peaks live; integrated and range of
+    /// everything played since the start or the last ``AudioPlayerLoudnessMonitor/reset()``, as of
+    /// the last whole second while playing, and of everything once playback ended).
     ///
     /// Install it before or while the player plays: it meters from the first frame once the output
     /// format is known (at once when it is). A player has one meter: a second call returns it.
@@ -43,7 +44,9 @@ extension AudioPlayer {
 /// The live loudness of what a player plays (``AudioPlayer/installLoudnessMeter()``): read
 /// ``reading`` from any thread at any time.
 public final class AudioPlayerLoudnessMonitor: Sendable {
-    let state = LoudnessTapState()
+    /// Integrated and range once a second while playing (each costs a pass over the meter's
+    /// histograms), everything at the end (the player publishes the final reading).
+    let state = LoudnessTapState(gatedEvery: 10)
     /// Why the meter could not be made (an output it cannot measure: more than 64 channels).
     let failure = Lock<String?>(nil)
 

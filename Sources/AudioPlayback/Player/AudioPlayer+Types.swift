@@ -140,7 +140,9 @@ extension AudioPlayer {
 
         /// One warning: the item's place in the list when reported, and what is wrong, in words.
         public struct Warning: Sendable, Equatable {
+            /// The item's place in the list when the warning was reported.
             public var itemIndex: Int
+            /// What is wrong, in words (the file and where, when known).
             public var message: String
         }
 

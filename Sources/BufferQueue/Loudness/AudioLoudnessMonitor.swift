@@ -62,10 +62,21 @@ package final class LoudnessTapState: Sendable {
     package let meter = Mutex<LoudnessMeter?>(nil)
     package let published = PublishedReading()
     package let resetRequested = Atomic<Bool>(false)
+    /// The gated measures (integrated, range) as last computed, and at which step: they are
+    /// computed every `gatedEvery` steps (each costs a pass over the meter's histograms, 18 000
+    /// bins: at every 100 ms step that was most of a player's CPU), the rest at every step.
+    private let gated = Mutex<(integrated: Double, range: Double, step: Int?)>((-.infinity, 0, nil))
+    private let gatedEvery: Int
 
-    package init() {}
+    /// A meter's shared state whose readings carry the gated measures of every `gatedEvery`-th
+    /// step (1: every step; more for a meter whose owner publishes a final reading at the end,
+    /// ``publishFinal()``).
+    package init(gatedEvery: Int = 1) {
+        self.gatedEvery = max(gatedEvery, 1)
+    }
 
-    /// Render path: feeds the meter and publishes a reading when a step completed.
+    /// Render path: feeds the meter and publishes a reading when a step completed: momentary,
+    /// short-term and peaks at every step, the gated measures once a second.
     package func measure(_ samples: UnsafeBufferPointer<Float>) {
         let reset = resetRequested.exchange(false, ordering: .acquiring)
         let reading = meter.withLock { meter -> LoudnessReading? in
@@ -73,8 +84,22 @@ package final class LoudnessTapState: Sendable {
             if reset { meter!.reset() }
             let before = meter!.completedSteps
             meter!.add(samples)
-            return meter!.completedSteps != before ? meter!.reading : nil
+            let steps = meter!.completedSteps
+            guard steps != before else { return nil }
+            return gated.withLock { gated in
+                if reset || gated.step.map({ steps - $0 >= gatedEvery || steps < $0 }) ?? true {
+                    gated = (meter!.integrated, meter!.loudnessRange, steps)
+                }
+                return meter!.reading(integrated: gated.integrated, range: gated.range)
+            }
         }
+        if let reading { published.write(reading) }
+    }
+
+    /// Publishes everything measured, the gated measures too — once no render feeds the meter
+    /// any more (the end of playback: the lock is then never contended).
+    package func publishFinal() {
+        let reading = meter.withLock { $0?.reading }
         if let reading { published.write(reading) }
     }
 }

@@ -229,6 +229,14 @@ public struct LoudnessMeter: Sendable {
                         shortTermMax: Self.loudness(shortTermMaxEnergy), momentary: momentary, shortTerm: shortTerm)
     }
 
+    /// Everything measured so far but the gated measures, which are `integrated` and `range` as
+    /// given (a live meter publishes those less often: each costs a pass over the histograms).
+    func reading(integrated: Double, range: Double) -> LoudnessReading {
+        LoudnessReading(integrated: integrated, range: range, truePeak: Self.decibels(truePeak),
+                        samplePeak: Self.decibels(samplePeak), momentaryMax: Self.loudness(momentaryMaxEnergy),
+                        shortTermMax: Self.loudness(shortTermMaxEnergy), momentary: momentary, shortTerm: shortTerm)
+    }
+
     /// Gated integrated loudness in LUFS (−∞ before the first block above −70 LUFS).
     public var integrated: Double { momentaryBlocks.gatedLoudness(relativeGate: -10) }
 
