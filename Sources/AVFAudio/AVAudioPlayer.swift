@@ -190,7 +190,9 @@ public final class AVAudioPlayer: NSObject, Sendable {
         guard let (player, generation) = begun else { return state.withLock { $0.playing } }
         Task { [self] in
             do {
-                try await player.play()
+                // Its one file failing part-way is a decode error, as on a Mac (the player's
+                // report lists it as skipped: what was read before it played).
+                if let failure = try await player.play().skipped.first { throw failure }
                 finished(generation, successfully: true)
             } catch {
                 tellDecodeError(error as NSError)
