@@ -17,7 +17,7 @@ import Synchronization
 /// The list can change while it plays (``append(_:)``, ``insert(_:at:)``, ``remove(at:)``,
 /// ``skip()``); every item has a state of its own (``AudioPlayerItemState``, reported as
 /// ``AudioPlayerEvent/itemState(index:id:_:)``), and the player's state is the state of the item
-/// heard. ``AudioPlayerEvent/itemStarted(index:)`` means the item's first frame is heard.
+/// heard. ``AudioPlayerEvent/itemStarted(index:id:outputFrame:gain:)`` means the item's first frame is heard.
 /// ``seek(to:)`` reports the position it reached; ``events()`` serves any number of consumers and
 /// ``positions(every:)`` reports where playback is at a period; ``replay()`` plays the list again.
 ///
