@@ -1,16 +1,40 @@
 import BufferQueue
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension CueSheet {
     /// Reads a `.cue` file: UTF-8, else Latin-1 (older rippers wrote their code page).
-    /// - Throws: ``CueSheetError`` for malformed text; the file system's error when it cannot be read.
+    /// - Throws: ``CueSheetError`` for malformed text; ``AudioFileStreamError`` naming the file when it cannot be read.
     public init(contentsOfFile path: String) throws {
-        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let data = try Self.bytes(ofFile: path)
         // Latin-1 decodes any bytes, so the second reading never fails.
-        let text = String(data: data, encoding: .utf8) ?? String(data.map { Character(Unicode.Scalar($0)) })
+        let text = String(validating: data, as: UTF8.self) ?? String(data.map { Character(Unicode.Scalar($0)) })
         do { try self.init(text: text) } catch var error as CueSheetError {
             error.path = error.path ?? path
             throw error
+        }
+    }
+
+    /// The bytes of the file at `path`, through the library's one system-call wrapper (no
+    /// Foundation below the player).
+    static func bytes(ofFile path: String) throws -> [UInt8] {
+        let fd: FileDescriptor
+        do { fd = try FileDescriptor.open(path, O_RDONLY) } catch {
+            throw AudioFileStreamError(.invalidOperation, nil, 0, "cannot open the file: \(error.reason)").about(path)
+        }
+        defer { try? fd.close() }
+        do {
+            let size = Int(try fd.status().st_size)
+            var bytes = [UInt8](repeating: 0, count: size)
+            let got = try bytes.withUnsafeMutableBytes { (raw: UnsafeMutableRawBufferPointer) throws(SystemError) in try fd.readAll(into: raw, at: 0) }
+            return Array(bytes.prefix(got))
+        } catch {
+            throw AudioFileStreamError(.invalidOperation, nil, 0, "cannot read the file: \((error as? SystemError)?.reason ?? "\(error)")").about(path)
         }
     }
 
@@ -26,7 +50,9 @@ extension CueSheet {
     /// against the sheet's folder), placed in their files' valid frames; each file opened once.
     /// - Throws: what opening a file throws (its name in the message), ``CueSheetError``.
     public func tracks(ofSheetAt sheetPath: String) throws -> [PlacedTrack] {
-        let folder = URL(fileURLWithPath: sheetPath).deletingLastPathComponent().path
+        // The sheet's folder ("." for a bare name; "/" for a sheet at the root).
+        let folder = sheetPath.lastIndex(of: "/").map { $0 == sheetPath.startIndex ? "" : String(sheetPath[..<$0]) } ?? "."
+
         var opened: [String: AudioFile] = [:]
         func path(_ name: String?) -> String {
             guard let name else { return sheetPath }
